@@ -1,0 +1,53 @@
+// QuantizedTensor: owning result of quantization (integer data + shape + scheme + parameters).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "shrink/core/int4.hpp"
+#include "shrink/core/view.hpp"
+#include "shrink/quant/qparams.hpp"
+#include "shrink/quant/scheme.hpp"
+
+namespace shrink::quant {
+
+// Bytes holding the integer values of a tensor of `shape` under `dtype` (4-bit types packed, see core/int4.hpp).
+inline std::int64_t quantized_data_bytes(QuantDtype dtype, const Shape& shape) {
+  return is_packed(dtype) ? int4_packed_bytes(shape) : shape.product();
+}
+
+struct QuantizedTensor {
+  // int8: two's-complement bytes; uint8: plain bytes; int4/uint4: packed nibbles, rows of the last dimension
+  // padded to whole bytes (core/int4.hpp).
+  std::vector<std::uint8_t> data;
+  Shape shape;  // logical shape of the tensor
+  QuantScheme scheme;
+  QParams qparams;
+
+  std::int64_t numel() const { return shape.product(); }
+
+  // Typed views of the 8-bit forms; 4-bit data is read through core/int4.hpp.
+  TensorView<const std::int8_t> int8_view() const {
+    if (scheme.dtype != QuantDtype::int8)
+      fail("shrink::quant::QuantizedTensor::int8_view", "scheme.dtype", to_string(scheme.dtype), "int8");
+    return TensorView<const std::int8_t>(reinterpret_cast<const std::int8_t*>(data.data()), shape);
+  }
+  TensorView<const std::uint8_t> uint8_view() const {
+    if (scheme.dtype != QuantDtype::uint8)
+      fail("shrink::quant::QuantizedTensor::uint8_view", "scheme.dtype", to_string(scheme.dtype), "uint8");
+    return TensorView<const std::uint8_t>(data.data(), shape);
+  }
+  // The integer value of element `flat` (row-major index), whatever the dtype.
+  std::int32_t value(std::int64_t flat) const {
+    switch (scheme.dtype) {
+      case QuantDtype::int8: return static_cast<std::int8_t>(data[static_cast<std::size_t>(flat)]);
+      case QuantDtype::uint8: return data[static_cast<std::size_t>(flat)];
+      default: break;
+    }
+    const std::int64_t last = shape.rank == 0 ? 1 : shape.values[shape.rank - 1];
+    const std::uint8_t* row = data.data() + (flat / last) * int4_row_bytes(last);
+    return load_int4(row, flat % last, is_signed(scheme.dtype));
+  }
+};
+
+}  // namespace shrink::quant

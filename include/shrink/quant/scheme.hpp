@@ -1,0 +1,140 @@
+// QuantScheme: what integer type, which range, and how parameters are shared (tensor, channel, group).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "shrink/core/axis.hpp"
+#include "shrink/core/error.hpp"
+#include "shrink/core/view.hpp"
+
+namespace shrink::quant {
+
+enum class QuantDtype : std::uint8_t { int8, uint8, int4, uint4 };
+enum class Symmetry : std::uint8_t { symmetric, affine };
+enum class Granularity : std::uint8_t { per_tensor, per_channel, per_group };
+
+inline const char* to_string(QuantDtype d) {
+  switch (d) {
+    case QuantDtype::int8: return "int8";
+    case QuantDtype::uint8: return "uint8";
+    case QuantDtype::int4: return "int4";
+    case QuantDtype::uint4: return "uint4";
+  }
+  return "?";
+}
+inline const char* to_string(Symmetry s) { return s == Symmetry::symmetric ? "symmetric" : "affine"; }
+inline const char* to_string(Granularity g) {
+  switch (g) {
+    case Granularity::per_tensor: return "per_tensor";
+    case Granularity::per_channel: return "per_channel";
+    case Granularity::per_group: return "per_group";
+  }
+  return "?";
+}
+
+constexpr int bit_width(QuantDtype d) { return d == QuantDtype::int8 || d == QuantDtype::uint8 ? 8 : 4; }
+constexpr bool is_signed(QuantDtype d) { return d == QuantDtype::int8 || d == QuantDtype::int4; }
+constexpr bool is_packed(QuantDtype d) { return bit_width(d) == 4; }
+
+// The integer interval [qmin, qmax] that quantized values are clamped to.
+struct QuantRange {
+  std::int32_t qmin = 0;
+  std::int32_t qmax = 0;
+};
+
+struct QuantScheme {
+  QuantDtype dtype = QuantDtype::int8;
+  Symmetry symmetry = Symmetry::symmetric;
+  Granularity granularity = Granularity::per_tensor;
+  // per_channel: the channel axis (0 for Linear [out, in] and conv OIHW, 1 for transposed conv IOHW);
+  // per_group: the axis split into groups (the input/reduction axis, e.g. 1 for [out, in]).
+  // Negative values count from the last dimension.
+  int axis = 0;
+  // per_group only: consecutive elements along `axis` that share one scale (e.g. 32, 64, 128).
+  std::int64_t group_size = 0;
+  // Signed: qmin = -qmax, e.g. [-127, 127] (TensorRT weights). Unsigned: [1, 2^b - 1], symmetric
+  // about 2^(b-1).
+  bool restricted_range = false;
+  // One bit fewer: int8 [-64, 63], uint8 [0, 127] (PyTorch reduce_range, FBGEMM x86 activations).
+  bool reduce_range = false;
+
+  static QuantScheme per_tensor(QuantDtype dtype, Symmetry symmetry) {
+    QuantScheme s;
+    s.dtype = dtype;
+    s.symmetry = symmetry;
+    return s;
+  }
+  static QuantScheme per_channel(QuantDtype dtype, Symmetry symmetry, int axis) {
+    QuantScheme s = per_tensor(dtype, symmetry);
+    s.granularity = Granularity::per_channel;
+    s.axis = axis;
+    return s;
+  }
+  static QuantScheme per_group(QuantDtype dtype, Symmetry symmetry, int axis, std::int64_t group_size) {
+    QuantScheme s = per_tensor(dtype, symmetry);
+    s.granularity = Granularity::per_group;
+    s.axis = axis;
+    s.group_size = group_size;
+    return s;
+  }
+};
+
+// [qmin, qmax] for a scheme. With b = bit width (b - 1 under reduce_range):
+// signed [-2^(b-1), 2^(b-1) - 1], restricted [-(2^(b-1) - 1), 2^(b-1) - 1];
+// unsigned [0, 2^b - 1], restricted [1, 2^b - 1].
+inline QuantRange quant_range(const QuantScheme& scheme) {
+  const int bits = bit_width(scheme.dtype) - (scheme.reduce_range ? 1 : 0);
+  QuantRange r;
+  if (is_signed(scheme.dtype)) {
+    r.qmax = (1 << (bits - 1)) - 1;
+    r.qmin = scheme.restricted_range ? -r.qmax : -r.qmax - 1;
+  } else {
+    r.qmax = (1 << bits) - 1;
+    r.qmin = scheme.restricted_range ? 1 : 0;
+  }
+  return r;
+}
+
+// The zero point of symmetric schemes: 0 for signed types, the range midpoint (rounded up) for
+// unsigned ones: 128 for uint8 full or restricted range (as PyTorch), 64 for uint8 reduce_range
+// (PyTorch keeps 128 there, outside the reduced range; shrink keeps the zero point inside it).
+inline std::int32_t symmetric_zero_point(const QuantScheme& scheme) {
+  if (is_signed(scheme.dtype)) return 0;
+  const QuantRange r = quant_range(scheme);
+  return (r.qmin + r.qmax + 1) / 2;
+}
+
+// The tensor seen around the scheme's axis, after checking the axis and the group size.
+// Per-tensor schemes see the whole tensor as one channel.
+inline AxisSplit scheme_split(const QuantScheme& scheme, const Shape& shape, const char* function) {
+  if (scheme.granularity == Granularity::per_tensor) return AxisSplit{1, shape.product(), 1};
+  const int axis = normalize_axis(scheme.axis, shape.rank, function, "scheme.axis");
+  AxisSplit split = split_at_axis(shape, axis);
+  if (scheme.granularity == Granularity::per_group) {
+    if (scheme.group_size <= 0)
+      fail(function, "scheme.group_size", scheme.group_size, "a positive group size");
+    if (split.channels % scheme.group_size != 0)
+      fail(function, "scheme.group_size", scheme.group_size,
+           "a divisor of the size of axis " + std::to_string(axis) + " (" + std::to_string(split.channels) + ")");
+  }
+  return split;
+}
+
+// Shape of the parameter tensor (scales, zero points) of a scheme applied to `shape`:
+// [] per tensor, [C] per channel, `shape` with axis size C / group_size per group.
+inline Shape qparams_shape(const QuantScheme& scheme, const Shape& shape, const char* function) {
+  const AxisSplit split = scheme_split(scheme, shape, function);
+  switch (scheme.granularity) {
+    case Granularity::per_tensor: return Shape{};
+    case Granularity::per_channel: return Shape{split.channels};
+    case Granularity::per_group: {
+      Shape p = shape;
+      p.values[normalize_axis(scheme.axis, shape.rank, function, "scheme.axis")] = split.channels / scheme.group_size;
+      return p;
+    }
+  }
+  return Shape{};
+}
+
+}  // namespace shrink::quant

@@ -14,6 +14,17 @@ Lines starting with '#' are comments.
 import numpy as np
 
 
+def _hex(v):
+    """Shortest exact hex form: float.hex() without the mantissa's trailing zeros."""
+    h = float(v).hex()
+    if "p" not in h:  # inf, nan
+        return h
+    mantissa, exponent = h.split("p")
+    if "." in mantissa:
+        mantissa = mantissa.rstrip("0").rstrip(".")
+    return f"{mantissa}p{exponent}"
+
+
 def _line(key, value):
     if isinstance(value, str):
         assert " " not in value and value, value
@@ -21,9 +32,9 @@ def _line(key, value):
     arr = np.asarray(value)
     flat = arr.reshape(-1)
     if arr.dtype == np.float32:
-        return f"{key} f32 {flat.size} " + " ".join(float(v).hex() for v in flat)
+        return f"{key} f32 {flat.size} " + " ".join(_hex(v) for v in flat)
     if arr.dtype == np.float64:
-        return f"{key} f64 {flat.size} " + " ".join(float(v).hex() for v in flat)
+        return f"{key} f64 {flat.size} " + " ".join(_hex(v) for v in flat)
     if np.issubdtype(arr.dtype, np.integer) or arr.dtype == np.bool_:
         return f"{key} i64 {flat.size} " + " ".join(str(int(v)) for v in flat)
     raise TypeError(f"{key}: unsupported dtype {arr.dtype}")

@@ -98,7 +98,7 @@ inline QuantRange quant_range(const QuantScheme& scheme) {
 
 // The zero point of symmetric schemes: 0 for signed types, the range midpoint (rounded up) for
 // unsigned ones: 128 for uint8 full or restricted range (as PyTorch), 64 for uint8 reduce_range
-// (PyTorch keeps 128 there, outside the reduced range; shrink keeps the zero point inside it).
+// (PyTorch refuses reduce_range for symmetric quint8).
 inline std::int32_t symmetric_zero_point(const QuantScheme& scheme) {
   if (is_signed(scheme.dtype)) return 0;
   const QuantRange r = quant_range(scheme);

@@ -1,0 +1,180 @@
+// CPU loops for affine quantization of contiguous runs: quantize, dequantize, fake-quantize.
+//
+// Every loop computes the same per-element formulas (PyTorch's, see quant/quantize.hpp):
+//   q = clamp(nearbyint(x * inv_scale) + zp, qmin, qmax)      inv_scale = 1.0f / scale, in float
+//   x' = (q - zp) * scale
+// Clamping x * inv_scale to [qmin - zp, qmax - zp] before rounding gives the same q (the bounds are
+// integers) and keeps the float-to-int conversion in range. On x86 the SSE2 conversion cvtps2dq
+// rounds half to even in the default rounding mode, exactly as nearbyint.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <type_traits>
+
+#include "shrink/core/config.hpp"
+
+#if defined(__SSE2__) || defined(_M_X64)
+#include <emmintrin.h>
+#define SHRINK_CPU_SSE2 1
+#endif
+
+namespace shrink::cpu {
+
+// The parameters of one quantization run, with the clamp bounds pre-shifted by the zero point.
+struct AffineParams {
+  float scale;
+  float inv_scale;
+  std::int32_t zero_point;
+  float low;   // qmin - zero_point
+  float high;  // qmax - zero_point
+
+  AffineParams(float scale_, std::int32_t zero_point_, std::int32_t qmin, std::int32_t qmax)
+      : scale(scale_),
+        inv_scale(1.0f / scale_),
+        zero_point(zero_point_),
+        low(static_cast<float>(qmin - zero_point_)),
+        high(static_cast<float>(qmax - zero_point_)) {}
+};
+
+SHRINK_FORCE_INLINE std::int32_t quantize_value(float x, const AffineParams& p) {
+  float v = x * p.inv_scale;
+  v = v < p.low ? p.low : (v > p.high ? p.high : v);
+  return static_cast<std::int32_t>(std::nearbyint(v)) + p.zero_point;
+}
+
+SHRINK_FORCE_INLINE float dequantize_value(std::int32_t q, const AffineParams& p) {
+  return static_cast<float>(q - p.zero_point) * p.scale;
+}
+
+#if SHRINK_CPU_SSE2
+namespace sse2 {
+
+// Four floats to four clamped, rounded, zero-point-shifted int32.
+SHRINK_FORCE_INLINE __m128i quantize4(__m128 x, __m128 inv_scale, __m128 low, __m128 high, __m128i zero_point) {
+  const __m128 v = _mm_min_ps(_mm_max_ps(_mm_mul_ps(x, inv_scale), low), high);
+  return _mm_add_epi32(_mm_cvtps_epi32(v), zero_point);
+}
+
+// Sixteen int32 lanes (already in range) narrowed to sixteen bytes.
+template <class Q>
+SHRINK_FORCE_INLINE __m128i narrow16(__m128i a, __m128i b, __m128i c, __m128i d) {
+  const __m128i ab = _mm_packs_epi32(a, b);
+  const __m128i cd = _mm_packs_epi32(c, d);
+  return std::is_signed<Q>::value ? _mm_packs_epi16(ab, cd) : _mm_packus_epi16(ab, cd);
+}
+
+// Sixteen bytes widened to four vectors of four int32.
+template <class Q>
+SHRINK_FORCE_INLINE void widen16(__m128i bytes, __m128i out[4]) {
+  __m128i lo16, hi16;
+  if (std::is_signed<Q>::value) {  // sign-extend by unpacking into the high byte, then shifting down
+    lo16 = _mm_srai_epi16(_mm_unpacklo_epi8(bytes, bytes), 8);
+    hi16 = _mm_srai_epi16(_mm_unpackhi_epi8(bytes, bytes), 8);
+    out[0] = _mm_srai_epi32(_mm_unpacklo_epi16(lo16, lo16), 16);
+    out[1] = _mm_srai_epi32(_mm_unpackhi_epi16(lo16, lo16), 16);
+    out[2] = _mm_srai_epi32(_mm_unpacklo_epi16(hi16, hi16), 16);
+    out[3] = _mm_srai_epi32(_mm_unpackhi_epi16(hi16, hi16), 16);
+  } else {
+    const __m128i zero = _mm_setzero_si128();
+    lo16 = _mm_unpacklo_epi8(bytes, zero);
+    hi16 = _mm_unpackhi_epi8(bytes, zero);
+    out[0] = _mm_unpacklo_epi16(lo16, zero);
+    out[1] = _mm_unpackhi_epi16(lo16, zero);
+    out[2] = _mm_unpacklo_epi16(hi16, zero);
+    out[3] = _mm_unpackhi_epi16(hi16, zero);
+  }
+}
+
+}  // namespace sse2
+#endif
+
+// q[i] = quantize(x[i]) for n elements sharing one set of parameters. Q is std::int8_t or std::uint8_t.
+template <class Q>
+void quantize_run(const float* SHRINK_RESTRICT x, Q* SHRINK_RESTRICT q, std::int64_t n, const AffineParams& p) {
+  static_assert(sizeof(Q) == 1, "quantize_run writes bytes");
+  std::int64_t i = 0;
+#if SHRINK_CPU_SSE2
+  const __m128 inv = _mm_set1_ps(p.inv_scale), low = _mm_set1_ps(p.low), high = _mm_set1_ps(p.high);
+  const __m128i zp = _mm_set1_epi32(p.zero_point);
+  for (; i + 16 <= n; i += 16) {
+    const __m128i a = sse2::quantize4(_mm_loadu_ps(x + i), inv, low, high, zp);
+    const __m128i b = sse2::quantize4(_mm_loadu_ps(x + i + 4), inv, low, high, zp);
+    const __m128i c = sse2::quantize4(_mm_loadu_ps(x + i + 8), inv, low, high, zp);
+    const __m128i d = sse2::quantize4(_mm_loadu_ps(x + i + 12), inv, low, high, zp);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + i), sse2::narrow16<Q>(a, b, c, d));
+  }
+#endif
+  for (; i < n; ++i) q[i] = static_cast<Q>(quantize_value(x[i], p));
+}
+
+// q[i] = quantize(x[i]) with parameters params[i] (per-element, e.g. a row across channels).
+template <class Q>
+void quantize_run_varying(const float* SHRINK_RESTRICT x, Q* SHRINK_RESTRICT q, std::int64_t n,
+                          const AffineParams* SHRINK_RESTRICT params) {
+  for (std::int64_t i = 0; i < n; ++i) q[i] = static_cast<Q>(quantize_value(x[i], params[i]));
+}
+
+// x[i] = (q[i] - zp) * scale for n elements sharing one set of parameters.
+template <class Q>
+void dequantize_run(const Q* SHRINK_RESTRICT q, float* SHRINK_RESTRICT x, std::int64_t n, const AffineParams& p) {
+  std::int64_t i = 0;
+#if SHRINK_CPU_SSE2
+  const __m128 scale = _mm_set1_ps(p.scale);
+  const __m128i zp = _mm_set1_epi32(p.zero_point);
+  for (; i + 16 <= n; i += 16) {
+    __m128i v[4];
+    sse2::widen16<Q>(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q + i)), v);
+    for (int k = 0; k < 4; ++k)
+      _mm_storeu_ps(x + i + 4 * k, _mm_mul_ps(_mm_cvtepi32_ps(_mm_sub_epi32(v[k], zp)), scale));
+  }
+#endif
+  for (; i < n; ++i) x[i] = dequantize_value(q[i], p);
+}
+
+template <class Q>
+void dequantize_run_varying(const Q* SHRINK_RESTRICT q, float* SHRINK_RESTRICT x, std::int64_t n,
+                            const AffineParams* SHRINK_RESTRICT params) {
+  for (std::int64_t i = 0; i < n; ++i) x[i] = dequantize_value(q[i], params[i]);
+}
+
+// y = (clamp(nearbyint(x * inv_scale) + zp) - zp) * scale; mask[i] = 1 when the unclamped
+// nearbyint(x * inv_scale) + zp lies in [qmin, qmax] (the straight-through gradient passes), else 0.
+SHRINK_FORCE_INLINE float fake_quantize_value(float x, const AffineParams& p, std::uint8_t* mask) {
+  float v = x * p.inv_scale;
+  // One step outside the bounds keeps the rounding exact and still tells inside from outside.
+  v = v < p.low - 1.0f ? p.low - 1.0f : (v > p.high + 1.0f ? p.high + 1.0f : v);
+  const float r = std::nearbyint(v);
+  const bool inside = r >= p.low && r <= p.high;
+  if (mask) *mask = inside ? 1 : 0;
+  return (r < p.low ? p.low : (r > p.high ? p.high : r)) * p.scale;
+}
+
+// x and y may be the same buffer (in place).
+inline void fake_quantize_run(const float* x, float* y,
+                              std::uint8_t* SHRINK_RESTRICT mask, std::int64_t n, const AffineParams& p) {
+  std::int64_t i = 0;
+#if SHRINK_CPU_SSE2
+  const __m128 inv = _mm_set1_ps(p.inv_scale), scale = _mm_set1_ps(p.scale);
+  const __m128 low = _mm_set1_ps(p.low), high = _mm_set1_ps(p.high);
+  const __m128 low1 = _mm_set1_ps(p.low - 1.0f), high1 = _mm_set1_ps(p.high + 1.0f);
+  for (; i + 4 <= n; i += 4) {
+    const __m128 v = _mm_min_ps(_mm_max_ps(_mm_mul_ps(_mm_loadu_ps(x + i), inv), low1), high1);
+    const __m128 r = _mm_cvtepi32_ps(_mm_cvtps_epi32(v));
+    _mm_storeu_ps(y + i, _mm_mul_ps(_mm_min_ps(_mm_max_ps(r, low), high), scale));
+    if (mask) {
+      const int inside = _mm_movemask_ps(_mm_and_ps(_mm_cmpge_ps(r, low), _mm_cmple_ps(r, high)));
+      for (int k = 0; k < 4; ++k) mask[i + k] = static_cast<std::uint8_t>((inside >> k) & 1);
+    }
+  }
+#endif
+  for (; i < n; ++i) y[i] = fake_quantize_value(x[i], p, mask ? mask + i : nullptr);
+}
+
+inline void fake_quantize_run_varying(const float* x, float* y,
+                                      std::uint8_t* SHRINK_RESTRICT mask, std::int64_t n,
+                                      const AffineParams* SHRINK_RESTRICT params) {
+  for (std::int64_t i = 0; i < n; ++i) y[i] = fake_quantize_value(x[i], params[i], mask ? mask + i : nullptr);
+}
+
+}  // namespace shrink::cpu

@@ -1,0 +1,157 @@
+// MinMaxObserver and MovingAverageMinMaxObserver (PyTorch's, per tensor, per channel or per group).
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "shrink/core/error.hpp"
+#include "shrink/core/view.hpp"
+#include "shrink/cpu/reduce.hpp"
+#include "shrink/quant/observer.hpp"
+#include "shrink/quant/qparams.hpp"
+#include "shrink/quant/scheme.hpp"
+
+namespace shrink::quant {
+namespace detail {
+
+// Finite range of every parameter entry of a batch (one per tensor, channel or group).
+inline std::vector<cpu::FiniteRange> batch_ranges(const ObservedBatch& b, const QuantScheme& scheme) {
+  switch (scheme.granularity) {
+    case Granularity::per_tensor: return {cpu::finite_range(b.data, b.numel())};
+    case Granularity::per_channel: {
+      std::vector<cpu::FiniteRange> r(static_cast<std::size_t>(b.split.channels));
+      cpu::finite_ranges_per_channel(b.data, b.split, 1, false, r.data());
+      return r;
+    }
+    case Granularity::per_group: {
+      std::vector<cpu::FiniteRange> r(static_cast<std::size_t>(b.split.outer * (b.split.channels / scheme.group_size) * b.split.inner));
+      cpu::finite_ranges_per_channel(b.data, b.split, scheme.group_size, true, r.data());
+      return r;
+    }
+  }
+  return {};
+}
+
+inline std::int64_t count_nonfinite(const std::vector<cpu::FiniteRange>& ranges) {
+  std::int64_t n = 0;
+  for (const auto& r : ranges) n += r.nonfinite;
+  return n;
+}
+
+// An entry that never saw a finite value has min > max.
+inline void require_all_seen(const std::vector<float>& mins, const std::vector<float>& maxs, const char* observer) {
+  for (std::size_t i = 0; i < mins.size(); ++i)
+    if (mins[i] > maxs[i])
+      fail("shrink::quant::Observer::qparams",
+           std::string(observer) + ": parameter entry " + std::to_string(i) + " has seen no finite value");
+}
+
+}  // namespace detail
+
+// Running minimum and maximum of everything observed: s, zp = scale_zero_point_from_range(min, max).
+class MinMaxObserver : public Observer {
+ public:
+  explicit MinMaxObserver(const QuantScheme& scheme, ObserverOptions options = {}) : Observer(scheme, options) {}
+
+  const char* name() const override { return "MinMaxObserver"; }
+  const std::vector<float>& min_values() const { return mins_; }
+  const std::vector<float>& max_values() const { return maxs_; }
+
+  void reset() override {
+    Observer::reset();
+    mins_.clear();
+    maxs_.clear();
+  }
+
+ protected:
+  bool supports(Granularity) const override { return true; }
+
+  void accumulate(const ObservedBatch& batch) override {
+    const std::vector<cpu::FiniteRange> ranges = detail::batch_ranges(batch, scheme());
+    reject_nonfinite(batch, detail::count_nonfinite(ranges));
+    if (mins_.empty()) {
+      mins_.assign(ranges.size(), std::numeric_limits<float>::infinity());
+      maxs_.assign(ranges.size(), -std::numeric_limits<float>::infinity());
+    }
+    for (std::size_t i = 0; i < ranges.size(); ++i) {
+      mins_[i] = std::fmin(mins_[i], ranges[i].min);
+      maxs_[i] = std::fmax(maxs_[i], ranges[i].max);
+    }
+  }
+
+  QParams compute_qparams() const override {
+    detail::require_all_seen(mins_, maxs_, name());
+    return qparams_from_ranges(mins_, maxs_, scheme(), param_shape(), "shrink::quant::MinMaxObserver::qparams");
+  }
+
+ private:
+  std::vector<float> mins_, maxs_;
+};
+
+// Exponential moving average of each batch's min and max (PyTorch's MovingAverage[PerChannel]MinMaxObserver):
+// the first batch sets them, then min += c * (batch_min - min) and likewise for max, in float32.
+class MovingAverageMinMaxObserver : public Observer {
+ public:
+  explicit MovingAverageMinMaxObserver(const QuantScheme& scheme, float averaging_constant = 0.01f,
+                                       ObserverOptions options = {})
+      : Observer(scheme, options), averaging_constant_(averaging_constant) {
+    if (!(averaging_constant > 0.0f && averaging_constant <= 1.0f))
+      fail("shrink::quant::MovingAverageMinMaxObserver", "averaging_constant", averaging_constant, "a value in (0, 1]");
+  }
+
+  const char* name() const override { return "MovingAverageMinMaxObserver"; }
+  float averaging_constant() const { return averaging_constant_; }
+  const std::vector<float>& min_values() const { return mins_; }
+  const std::vector<float>& max_values() const { return maxs_; }
+
+  void reset() override {
+    Observer::reset();
+    mins_.clear();
+    maxs_.clear();
+  }
+
+ protected:
+  bool supports(Granularity) const override { return true; }
+
+  void accumulate(const ObservedBatch& batch) override {
+    const std::vector<cpu::FiniteRange> ranges = detail::batch_ranges(batch, scheme());
+    reject_nonfinite(batch, detail::count_nonfinite(ranges));
+    if (mins_.empty()) {
+      mins_.assign(ranges.size(), std::numeric_limits<float>::infinity());
+      maxs_.assign(ranges.size(), -std::numeric_limits<float>::infinity());
+    }
+    const float c = averaging_constant_;
+    for (std::size_t i = 0; i < ranges.size(); ++i) {
+      if (ranges[i].min > ranges[i].max) continue;  // no finite value in this entry of the batch
+      if (mins_[i] > maxs_[i]) {                      // first finite data for this entry
+        mins_[i] = ranges[i].min;
+        maxs_[i] = ranges[i].max;
+        continue;
+      }
+      const float min_step = c * (ranges[i].min - mins_[i]);
+      const float max_step = c * (ranges[i].max - maxs_[i]);
+      mins_[i] = mins_[i] + min_step;
+      maxs_[i] = maxs_[i] + max_step;
+    }
+  }
+
+  QParams compute_qparams() const override {
+    detail::require_all_seen(mins_, maxs_, name());
+    return qparams_from_ranges(mins_, maxs_, scheme(), param_shape(), "shrink::quant::MovingAverageMinMaxObserver::qparams");
+  }
+
+ private:
+  float averaging_constant_;
+  std::vector<float> mins_, maxs_;
+};
+
+// One-shot parameters from the min and max of x (per tensor, channel or group as the scheme says).
+inline QParams minmax_qparams(TensorView<const float> x, const QuantScheme& scheme) {
+  MinMaxObserver observer(scheme);
+  observer.observe(x);
+  return observer.qparams();
+}
+
+}  // namespace shrink::quant

@@ -1,0 +1,259 @@
+// quantize / dequantize: float tensors to int8, uint8, int4, uint4 and back, per tensor, channel or group.
+//
+// Formulas (PyTorch's quantize_per_tensor / quantize_per_channel / dequantize, in float32):
+//   q  = clamp(nearbyint(x * (1.0f / scale)) + zero_point, qmin, qmax)   (round half to even)
+//   x' = (q - zero_point) * scale
+// with [qmin, qmax] = quant_range(scheme). Parameters are indexed as described in qparams_shape.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "shrink/core/error.hpp"
+#include "shrink/core/int4.hpp"
+#include "shrink/core/view.hpp"
+#include "shrink/cpu/param_runs.hpp"
+#include "shrink/cpu/quantize.hpp"
+#include "shrink/cpu/reduce.hpp"
+#include "shrink/quant/observers/minmax.hpp"
+#include "shrink/quant/qparams.hpp"
+#include "shrink/quant/quantized_tensor.hpp"
+#include "shrink/quant/scheme.hpp"
+
+namespace shrink::quant {
+namespace detail {
+
+inline cpu::ParamLayout param_layout(const QuantScheme& scheme, const Shape& shape, const char* function) {
+  cpu::ParamLayout layout;
+  layout.split = scheme_split(scheme, shape, function);
+  switch (scheme.granularity) {
+    case Granularity::per_tensor: layout.group = layout.split.channels; break;
+    case Granularity::per_channel: layout.group = 1; break;
+    case Granularity::per_group:
+      layout.group = scheme.group_size;
+      layout.per_outer_inner = true;
+      break;
+  }
+  return layout;
+}
+
+inline std::vector<cpu::AffineParams> affine_params(const QParams& q, const QuantScheme& scheme) {
+  const QuantRange r = quant_range(scheme);
+  std::vector<cpu::AffineParams> params;
+  params.reserve(q.scale.size());
+  for (std::size_t i = 0; i < q.scale.size(); ++i) params.emplace_back(q.scale[i], q.zero_point[i], r.qmin, r.qmax);
+  return params;
+}
+
+// Throws naming the first NaN/inf element of x (flat row-major index).
+inline void require_finite(const float* x, std::int64_t n, const char* function, const char* argument) {
+  const std::int64_t at = cpu::first_nonfinite(x, n);
+  if (at >= 0)
+    fail(function, (std::string(argument) + "[" + std::to_string(at) + "]").c_str(), x[at], "finite values");
+}
+
+// Contiguous input: the view's own memory, or a row-major copy kept alive in `storage`.
+inline const float* contiguous_input(const TensorView<const float>& x, std::vector<float>& storage) {
+  if (x.is_contiguous()) return x.data();
+  storage = contiguous_copy(x);
+  return storage.data();
+}
+
+inline void require_nonempty(const TensorView<const float>& x, const char* function, const char* argument) {
+  if (x.empty()) fail(function, argument, "an empty tensor of shape " + to_string(x.shape()), "at least one element");
+}
+
+// Checks every argument of a quantization of x; returns the parameter layout.
+inline cpu::ParamLayout check_quantize_args(const TensorView<const float>& x, const QuantScheme& scheme,
+                                            const QParams& qparams, const char* function) {
+  require_host_view(x, function, "x");
+  require_nonempty(x, function, "x");
+  validate_qparams(qparams, scheme, x.shape(), function);
+  return param_layout(scheme, x.shape(), function);
+}
+
+// 8-bit quantization of contiguous, already validated input.
+template <class Q>
+void quantize_bytes(const float* x, Q* out, const cpu::ParamLayout& layout, const std::vector<cpu::AffineParams>& params) {
+  cpu::for_each_param_run(
+      layout, [&](std::int64_t off, std::int64_t len, std::int64_t p) { cpu::quantize_run(x + off, out + off, len, params[p]); },
+      [&](std::int64_t off, std::int64_t len, std::int64_t p) {
+        cpu::quantize_run_varying(x + off, out + off, len, params.data() + p);
+      });
+}
+
+template <class Q>
+void dequantize_bytes(const Q* q, float* out, const cpu::ParamLayout& layout, const std::vector<cpu::AffineParams>& params) {
+  cpu::for_each_param_run(
+      layout, [&](std::int64_t off, std::int64_t len, std::int64_t p) { cpu::dequantize_run(q + off, out + off, len, params[p]); },
+      [&](std::int64_t off, std::int64_t len, std::int64_t p) {
+        cpu::dequantize_run_varying(q + off, out + off, len, params.data() + p);
+      });
+}
+
+// Packs one value per byte (already in the 4-bit range) into rows of the last dimension (core/int4.hpp).
+inline void pack_int4_rows(const std::int8_t* values, const Shape& shape, std::uint8_t* packed) {
+  const std::int64_t last = shape.rank == 0 ? 1 : shape.values[shape.rank - 1];
+  const std::int64_t rows = shape.product() / last, row_bytes = int4_row_bytes(last);
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const std::int8_t* v = values + r * last;
+    std::uint8_t* out = packed + r * row_bytes;
+    for (std::int64_t j = 0; j + 1 < last; j += 2) out[j / 2] = pack_nibbles(v[j], v[j + 1]);
+    if (last % 2) out[last / 2] = pack_nibbles(v[last - 1], 0);
+  }
+}
+
+inline void unpack_int4_rows(const std::uint8_t* packed, const Shape& shape, bool is_signed_type, std::int8_t* values) {
+  const std::int64_t last = shape.rank == 0 ? 1 : shape.values[shape.rank - 1];
+  const std::int64_t rows = shape.product() / last, row_bytes = int4_row_bytes(last);
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t j = 0; j < last; ++j)
+      values[r * last + j] = static_cast<std::int8_t>(load_int4(packed + r * row_bytes, j, is_signed_type));
+}
+
+// Quantizes validated contiguous input into `out` (quantized_data_bytes(scheme.dtype, shape) bytes).
+inline void quantize_validated(const float* x, const Shape& shape, const QuantScheme& scheme, const QParams& qparams,
+                               const cpu::ParamLayout& layout, std::uint8_t* out) {
+  const std::vector<cpu::AffineParams> params = affine_params(qparams, scheme);
+  switch (scheme.dtype) {
+    case QuantDtype::int8: quantize_bytes(x, reinterpret_cast<std::int8_t*>(out), layout, params); return;
+    case QuantDtype::uint8: quantize_bytes(x, out, layout, params); return;
+    case QuantDtype::int4:
+    case QuantDtype::uint4: {
+      std::vector<std::int8_t> values(static_cast<std::size_t>(shape.product()));  // uint4 values fit in int8
+      quantize_bytes(x, values.data(), layout, params);
+      pack_int4_rows(values.data(), shape, out);
+      return;
+    }
+  }
+}
+
+inline void dequantize_validated(const std::uint8_t* q, const Shape& shape, const QuantScheme& scheme,
+                                 const QParams& qparams, float* out, const char* function) {
+  const cpu::ParamLayout layout = param_layout(scheme, shape, function);
+  const std::vector<cpu::AffineParams> params = affine_params(qparams, scheme);
+  switch (scheme.dtype) {
+    case QuantDtype::int8: dequantize_bytes(reinterpret_cast<const std::int8_t*>(q), out, layout, params); return;
+    case QuantDtype::uint8: dequantize_bytes(q, out, layout, params); return;
+    case QuantDtype::int4:
+    case QuantDtype::uint4: {
+      std::vector<std::int8_t> values(static_cast<std::size_t>(shape.product()));
+      unpack_int4_rows(q, shape, is_signed(scheme.dtype), values.data());
+      dequantize_bytes(values.data(), out, layout, params);
+      return;
+    }
+  }
+}
+
+template <class T>
+void require_contiguous_output(const TensorView<T>& out, const Shape& expected, const char* function, const char* argument) {
+  require_host_view(out, function, argument);
+  if (out.shape() != expected) fail(function, argument, "a view of shape " + to_string(out.shape()), "shape " + to_string(expected));
+  if (!out.is_contiguous()) fail(function, argument, "a strided view", "a contiguous (row-major) view");
+}
+
+// Shape of the packed bytes of a 4-bit tensor: the last dimension becomes ceil(L / 2).
+inline Shape packed_shape(const Shape& shape) {
+  Shape p = shape;
+  if (p.rank > 0) p.values[p.rank - 1] = int4_row_bytes(p.values[p.rank - 1]);
+  return p;
+}
+
+}  // namespace detail
+
+// Quantizes x (any strides) with the given parameters into a new tensor.
+inline QuantizedTensor quantize(TensorView<const float> x, const QuantScheme& scheme, const QParams& qparams) {
+  const char* fn = "shrink::quant::quantize";
+  const cpu::ParamLayout layout = detail::check_quantize_args(x, scheme, qparams, fn);
+  std::vector<float> storage;
+  const float* data = detail::contiguous_input(x, storage);
+  detail::require_finite(data, x.numel(), fn, "x");
+  QuantizedTensor q;
+  q.shape = x.shape();
+  q.scheme = scheme;
+  q.qparams = qparams;
+  q.data.resize(static_cast<std::size_t>(quantized_data_bytes(scheme.dtype, q.shape)));
+  detail::quantize_validated(data, q.shape, scheme, qparams, layout, q.data.data());
+  return q;
+}
+
+// Quantizes x with min/max parameters of x itself (MinMaxObserver semantics, per the scheme's granularity).
+inline QuantizedTensor quantize(TensorView<const float> x, const QuantScheme& scheme) {
+  return quantize(x, scheme, minmax_qparams(x, scheme));
+}
+
+// Quantizes into caller storage without allocating (for 8-bit schemes and contiguous x).
+// int8 schemes: `out` has x's shape.
+inline void quantize_into(TensorView<const float> x, const QuantScheme& scheme, const QParams& qparams,
+                          TensorView<std::int8_t> out) {
+  const char* fn = "shrink::quant::quantize_into";
+  if (scheme.dtype != QuantDtype::int8)
+    fail(fn, "scheme.dtype", to_string(scheme.dtype), "int8 for an int8 output view (uint8/int4/uint4 write bytes)");
+  const cpu::ParamLayout layout = detail::check_quantize_args(x, scheme, qparams, fn);
+  detail::require_contiguous_output(out, x.shape(), fn, "out");
+  std::vector<float> storage;
+  const float* data = detail::contiguous_input(x, storage);
+  detail::require_finite(data, x.numel(), fn, "x");
+  detail::quantize_validated(data, x.shape(), scheme, qparams, layout, reinterpret_cast<std::uint8_t*>(out.data()));
+}
+
+// uint8 schemes: `out` has x's shape; int4/uint4 schemes: x's shape with the last dimension ceil(L / 2)
+// (packed, core/int4.hpp).
+inline void quantize_into(TensorView<const float> x, const QuantScheme& scheme, const QParams& qparams,
+                          TensorView<std::uint8_t> out) {
+  const char* fn = "shrink::quant::quantize_into";
+  if (scheme.dtype == QuantDtype::int8)
+    fail(fn, "scheme.dtype", to_string(scheme.dtype), "uint8, int4 or uint4 for a byte output view (int8 writes int8_t)");
+  const cpu::ParamLayout layout = detail::check_quantize_args(x, scheme, qparams, fn);
+  detail::require_contiguous_output(out, is_packed(scheme.dtype) ? detail::packed_shape(x.shape()) : x.shape(), fn, "out");
+  std::vector<float> storage;
+  const float* data = detail::contiguous_input(x, storage);
+  detail::require_finite(data, x.numel(), fn, "x");
+  detail::quantize_validated(data, x.shape(), scheme, qparams, layout, out.data());
+}
+
+// Dequantizes into caller storage of the tensor's shape (contiguous).
+inline void dequantize_into(const QuantizedTensor& q, TensorView<float> out) {
+  const char* fn = "shrink::quant::dequantize_into";
+  validate_qparams(q.qparams, q.scheme, q.shape, fn);
+  if (static_cast<std::int64_t>(q.data.size()) != quantized_data_bytes(q.scheme.dtype, q.shape))
+    fail(fn, "q.data.size()", q.data.size(),
+         std::to_string(quantized_data_bytes(q.scheme.dtype, q.shape)) + " bytes for shape " + to_string(q.shape));
+  if (q.shape.product() == 0) fail(fn, "q.shape", to_string(q.shape), "at least one element");
+  detail::require_contiguous_output(out, q.shape, fn, "out");
+  detail::dequantize_validated(q.data.data(), q.shape, q.scheme, q.qparams, out.data(), fn);
+}
+
+inline std::vector<float> dequantize(const QuantizedTensor& q) {
+  std::vector<float> out(static_cast<std::size_t>(q.shape.product()));
+  dequantize_into(q, TensorView<float>(out.data(), q.shape));
+  return out;
+}
+
+// Dequantizes int8 values held by the caller (contiguous, the shape of `out`).
+inline void dequantize_into(TensorView<const std::int8_t> q, const QuantScheme& scheme, const QParams& qparams,
+                            TensorView<float> out) {
+  const char* fn = "shrink::quant::dequantize_into";
+  if (scheme.dtype != QuantDtype::int8) fail(fn, "scheme.dtype", to_string(scheme.dtype), "int8 for int8 values");
+  detail::require_contiguous_output(q, out.shape(), fn, "q");
+  detail::require_contiguous_output(out, q.shape(), fn, "out");
+  if (out.empty()) fail(fn, "out", "an empty tensor", "at least one element");
+  validate_qparams(qparams, scheme, out.shape(), fn);
+  detail::dequantize_validated(reinterpret_cast<const std::uint8_t*>(q.data()), out.shape(), scheme, qparams, out.data(), fn);
+}
+
+// Dequantizes uint8 values (the shape of `out`) or packed 4-bit values (that shape with the last
+// dimension ceil(L / 2)) held by the caller.
+inline void dequantize_into(TensorView<const std::uint8_t> q, const QuantScheme& scheme, const QParams& qparams,
+                            TensorView<float> out) {
+  const char* fn = "shrink::quant::dequantize_into";
+  if (scheme.dtype == QuantDtype::int8) fail(fn, "scheme.dtype", "int8", "uint8, int4 or uint4 for byte values");
+  detail::require_contiguous_output(q, is_packed(scheme.dtype) ? detail::packed_shape(out.shape()) : out.shape(), fn, "q");
+  detail::require_contiguous_output(out, out.shape(), fn, "out");
+  if (out.empty()) fail(fn, "out", "an empty tensor", "at least one element");
+  validate_qparams(qparams, scheme, out.shape(), fn);
+  detail::dequantize_validated(q.data(), out.shape(), scheme, qparams, out.data(), fn);
+}
+
+}  // namespace shrink::quant

@@ -13,11 +13,7 @@
 #include <type_traits>
 
 #include "shrink/core/config.hpp"
-
-#if defined(__SSE2__) || defined(_M_X64)
-#include <emmintrin.h>
-#define SHRINK_CPU_SSE2 1
-#endif
+#include "shrink/cpu/simd.hpp"
 
 namespace shrink::cpu {
 
@@ -39,7 +35,7 @@ struct AffineParams {
 
 SHRINK_FORCE_INLINE std::int32_t quantize_value(float x, const AffineParams& p) {
   float v = x * p.inv_scale;
-  v = v < p.low ? p.low : (v > p.high ? p.high : v);
+  v = v >= p.low ? (v <= p.high ? v : p.high) : p.low;  // NaN lands on low, never converted
   return static_cast<std::int32_t>(std::nearbyint(v)) + p.zero_point;
 }
 
@@ -47,11 +43,14 @@ SHRINK_FORCE_INLINE float dequantize_value(std::int32_t q, const AffineParams& p
   return static_cast<float>(q - p.zero_point) * p.scale;
 }
 
-#if SHRINK_CPU_SSE2
+#if defined(SHRINK_CPU_SSE2)
 namespace sse2 {
 
-// Four floats to four clamped, rounded, zero-point-shifted int32.
-SHRINK_FORCE_INLINE __m128i quantize4(__m128 x, __m128 inv_scale, __m128 low, __m128 high, __m128i zero_point) {
+// Four floats to four clamped, rounded, zero-point-shifted int32; NaN/inf lanes are or-ed into `bad`.
+SHRINK_FORCE_INLINE __m128i quantize4(__m128 x, __m128 inv_scale, __m128 low, __m128 high, __m128i zero_point,
+                                      __m128& bad) {
+  const __m128 zero_or_nan = _mm_sub_ps(x, x);
+  bad = _mm_or_ps(bad, _mm_cmpunord_ps(zero_or_nan, zero_or_nan));
   const __m128 v = _mm_min_ps(_mm_max_ps(_mm_mul_ps(x, inv_scale), low), high);
   return _mm_add_epi32(_mm_cvtps_epi32(v), zero_point);
 }
@@ -89,40 +88,110 @@ SHRINK_FORCE_INLINE void widen16(__m128i bytes, __m128i out[4]) {
 }  // namespace sse2
 #endif
 
-// q[i] = quantize(x[i]) for n elements sharing one set of parameters. Q is std::int8_t or std::uint8_t.
+#if defined(SHRINK_CPU_AVX2_DISPATCH)
+namespace avx2 {
+
+// Thirty-two floats to thirty-two bytes; returns how many elements were done (a multiple of 32) and
+// sets `nonfinite` when one of them was NaN or +-inf.
 template <class Q>
-void quantize_run(const float* SHRINK_RESTRICT x, Q* SHRINK_RESTRICT q, std::int64_t n, const AffineParams& p) {
+SHRINK_TARGET_AVX2 std::int64_t quantize_run(const float* SHRINK_RESTRICT x, Q* SHRINK_RESTRICT q, std::int64_t n,
+                                             const AffineParams& p, bool& nonfinite) {
+  __m256 bad = _mm256_setzero_ps();
+  const __m256 inv = _mm256_set1_ps(p.inv_scale), low = _mm256_set1_ps(p.low), high = _mm256_set1_ps(p.high);
+  const __m256i zp = _mm256_set1_epi32(p.zero_point);
+  const __m256i lane_order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);  // undo the per-128-bit-lane packs
+  std::int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    __m256i v[4];
+    for (int k = 0; k < 4; ++k) {
+      const __m256 in = _mm256_loadu_ps(x + i + 8 * k);
+      const __m256 zero_or_nan = _mm256_sub_ps(in, in);  // NaN exactly for NaN and +-inf
+      bad = _mm256_or_ps(bad, _mm256_cmp_ps(zero_or_nan, zero_or_nan, _CMP_UNORD_Q));
+      const __m256 scaled = _mm256_mul_ps(in, inv);
+      v[k] = _mm256_add_epi32(_mm256_cvtps_epi32(_mm256_min_ps(_mm256_max_ps(scaled, low), high)), zp);
+    }
+    const __m256i ab = _mm256_packs_epi32(v[0], v[1]);
+    const __m256i cd = _mm256_packs_epi32(v[2], v[3]);
+    const __m256i bytes = std::is_signed<Q>::value ? _mm256_packs_epi16(ab, cd) : _mm256_packus_epi16(ab, cd);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + i), _mm256_permutevar8x32_epi32(bytes, lane_order));
+  }
+  nonfinite = nonfinite || _mm256_movemask_ps(bad) != 0;
+  return i;
+}
+
+template <class Q>
+SHRINK_TARGET_AVX2 std::int64_t dequantize_run(const Q* SHRINK_RESTRICT q, float* SHRINK_RESTRICT x, std::int64_t n,
+                                               const AffineParams& p) {
+  const __m256 scale = _mm256_set1_ps(p.scale);
+  const __m256i zp = _mm256_set1_epi32(p.zero_point);
+  std::int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    for (int k = 0; k < 4; ++k) {
+      const __m128i eight = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(q + i + 8 * k));
+      const __m256i wide = std::is_signed<Q>::value ? _mm256_cvtepi8_epi32(eight) : _mm256_cvtepu8_epi32(eight);
+      _mm256_storeu_ps(x + i + 8 * k, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(wide, zp)), scale));
+    }
+  }
+  return i;
+}
+
+}  // namespace avx2
+#endif
+
+// q[i] = quantize(x[i]) for n elements sharing one set of parameters. Q is std::int8_t or std::uint8_t.
+// Returns false when an element was NaN or +-inf (its byte is then meaningless; the caller discards q).
+template <class Q>
+bool quantize_run(const float* SHRINK_RESTRICT x, Q* SHRINK_RESTRICT q, std::int64_t n, const AffineParams& p) {
   static_assert(sizeof(Q) == 1, "quantize_run writes bytes");
   std::int64_t i = 0;
-#if SHRINK_CPU_SSE2
+  bool nonfinite = false;
+#if defined(SHRINK_CPU_AVX2_DISPATCH)
+  if (n >= 32 && use_avx2()) i = avx2::quantize_run(x, q, n, p, nonfinite);
+#endif
+#if defined(SHRINK_CPU_SSE2)
   const __m128 inv = _mm_set1_ps(p.inv_scale), low = _mm_set1_ps(p.low), high = _mm_set1_ps(p.high);
   const __m128i zp = _mm_set1_epi32(p.zero_point);
-  for (; i + 16 <= n; i += 16) {
-    const __m128i a = sse2::quantize4(_mm_loadu_ps(x + i), inv, low, high, zp);
-    const __m128i b = sse2::quantize4(_mm_loadu_ps(x + i + 4), inv, low, high, zp);
-    const __m128i c = sse2::quantize4(_mm_loadu_ps(x + i + 8), inv, low, high, zp);
-    const __m128i d = sse2::quantize4(_mm_loadu_ps(x + i + 12), inv, low, high, zp);
+  __m128 bad = _mm_setzero_ps();
+  for (; use_sse2() && i + 16 <= n; i += 16) {
+    const __m128i a = sse2::quantize4(_mm_loadu_ps(x + i), inv, low, high, zp, bad);
+    const __m128i b = sse2::quantize4(_mm_loadu_ps(x + i + 4), inv, low, high, zp, bad);
+    const __m128i c = sse2::quantize4(_mm_loadu_ps(x + i + 8), inv, low, high, zp, bad);
+    const __m128i d = sse2::quantize4(_mm_loadu_ps(x + i + 12), inv, low, high, zp, bad);
     _mm_storeu_si128(reinterpret_cast<__m128i*>(q + i), sse2::narrow16<Q>(a, b, c, d));
   }
+  nonfinite = nonfinite || _mm_movemask_ps(bad) != 0;
 #endif
-  for (; i < n; ++i) q[i] = static_cast<Q>(quantize_value(x[i], p));
+  for (; i < n; ++i) {
+    nonfinite = nonfinite || !std::isfinite(x[i]);
+    q[i] = static_cast<Q>(quantize_value(x[i], p));
+  }
+  return !nonfinite;
 }
 
 // q[i] = quantize(x[i]) with parameters params[i] (per-element, e.g. a row across channels).
+// Returns false when an element was NaN or +-inf.
 template <class Q>
-void quantize_run_varying(const float* SHRINK_RESTRICT x, Q* SHRINK_RESTRICT q, std::int64_t n,
+bool quantize_run_varying(const float* SHRINK_RESTRICT x, Q* SHRINK_RESTRICT q, std::int64_t n,
                           const AffineParams* SHRINK_RESTRICT params) {
-  for (std::int64_t i = 0; i < n; ++i) q[i] = static_cast<Q>(quantize_value(x[i], params[i]));
+  bool finite = true;
+  for (std::int64_t i = 0; i < n; ++i) {
+    finite = finite && std::isfinite(x[i]);
+    q[i] = static_cast<Q>(quantize_value(x[i], params[i]));
+  }
+  return finite;
 }
 
 // x[i] = (q[i] - zp) * scale for n elements sharing one set of parameters.
 template <class Q>
 void dequantize_run(const Q* SHRINK_RESTRICT q, float* SHRINK_RESTRICT x, std::int64_t n, const AffineParams& p) {
   std::int64_t i = 0;
-#if SHRINK_CPU_SSE2
+#if defined(SHRINK_CPU_AVX2_DISPATCH)
+  if (n >= 32 && use_avx2()) i = avx2::dequantize_run(q, x, n, p);
+#endif
+#if defined(SHRINK_CPU_SSE2)
   const __m128 scale = _mm_set1_ps(p.scale);
   const __m128i zp = _mm_set1_epi32(p.zero_point);
-  for (; i + 16 <= n; i += 16) {
+  for (; use_sse2() && i + 16 <= n; i += 16) {
     __m128i v[4];
     sse2::widen16<Q>(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q + i)), v);
     for (int k = 0; k < 4; ++k)
@@ -154,11 +223,11 @@ SHRINK_FORCE_INLINE float fake_quantize_value(float x, const AffineParams& p, st
 inline void fake_quantize_run(const float* x, float* y,
                               std::uint8_t* SHRINK_RESTRICT mask, std::int64_t n, const AffineParams& p) {
   std::int64_t i = 0;
-#if SHRINK_CPU_SSE2
+#if defined(SHRINK_CPU_SSE2)
   const __m128 inv = _mm_set1_ps(p.inv_scale), scale = _mm_set1_ps(p.scale);
   const __m128 low = _mm_set1_ps(p.low), high = _mm_set1_ps(p.high);
   const __m128 low1 = _mm_set1_ps(p.low - 1.0f), high1 = _mm_set1_ps(p.high + 1.0f);
-  for (; i + 4 <= n; i += 4) {
+  for (; use_sse2() && i + 4 <= n; i += 4) {
     const __m128 v = _mm_min_ps(_mm_max_ps(_mm_mul_ps(_mm_loadu_ps(x + i), inv), low1), high1);
     const __m128 r = _mm_cvtepi32_ps(_mm_cvtps_epi32(v));
     _mm_storeu_ps(y + i, _mm_mul_ps(_mm_min_ps(_mm_max_ps(r, low), high), scale));

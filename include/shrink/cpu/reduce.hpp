@@ -8,6 +8,7 @@
 
 #include "shrink/core/axis.hpp"
 #include "shrink/core/config.hpp"
+#include "shrink/cpu/simd.hpp"
 
 namespace shrink::cpu {
 
@@ -24,36 +25,85 @@ struct FiniteRange {
   }
 };
 
-// One pass, vectorisable: eight independent lanes, non-finite values (x - x != 0) masked out.
-inline FiniteRange finite_range(const float* SHRINK_RESTRICT x, std::int64_t n) {
-  constexpr int kLanes = 8;
+#if defined(SHRINK_CPU_AVX2_DISPATCH)
+namespace avx2 {
+// As finite_range below, eight floats a vector.
+SHRINK_TARGET_AVX2 inline FiniteRange finite_range(const float* SHRINK_RESTRICT x, std::int64_t n, std::int64_t& done) {
   constexpr float kInf = std::numeric_limits<float>::infinity();
-  float lo[kLanes], hi[kLanes];
-  std::int32_t bad[kLanes];
-  for (int l = 0; l < kLanes; ++l) {
-    lo[l] = kInf;
-    hi[l] = -kInf;
-    bad[l] = 0;
+  __m256 lo[4], hi[4];
+  __m256i bad = _mm256_setzero_si256();
+  for (int k = 0; k < 4; ++k) {
+    lo[k] = _mm256_set1_ps(kInf);
+    hi[k] = _mm256_set1_ps(-kInf);
   }
   std::int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes) {
-    for (int l = 0; l < kLanes; ++l) {
-      const float v = x[i + l];
-      const bool finite = (v - v) == 0.0f;
-      lo[l] = std::min(lo[l], finite ? v : kInf);
-      hi[l] = std::max(hi[l], finite ? v : -kInf);
-      bad[l] += finite ? 0 : 1;
+  for (; i + 32 <= n; i += 32) {
+    for (int k = 0; k < 4; ++k) {
+      const __m256 v = _mm256_loadu_ps(x + i + 8 * k);
+      const __m256 finite_or_nan = _mm256_add_ps(v, _mm256_sub_ps(v, v));
+      lo[k] = _mm256_min_ps(finite_or_nan, lo[k]);
+      hi[k] = _mm256_max_ps(finite_or_nan, hi[k]);
+      bad = _mm256_sub_epi32(bad, _mm256_castps_si256(_mm256_cmp_ps(finite_or_nan, finite_or_nan, _CMP_UNORD_Q)));
     }
   }
+  alignas(32) float lanes_lo[8], lanes_hi[8];
+  alignas(32) std::int32_t lanes_bad[8];
+  _mm256_store_ps(lanes_lo, _mm256_min_ps(_mm256_min_ps(lo[0], lo[1]), _mm256_min_ps(lo[2], lo[3])));
+  _mm256_store_ps(lanes_hi, _mm256_max_ps(_mm256_max_ps(hi[0], hi[1]), _mm256_max_ps(hi[2], hi[3])));
+  _mm256_store_si256(reinterpret_cast<__m256i*>(lanes_bad), bad);
   FiniteRange r;
-  for (int l = 0; l < kLanes; ++l) {
-    r.min = std::min(r.min, lo[l]);
-    r.max = std::max(r.max, hi[l]);
-    r.nonfinite += bad[l];
+  for (int l = 0; l < 8; ++l) {
+    r.min = std::min(r.min, lanes_lo[l]);
+    r.max = std::max(r.max, lanes_hi[l]);
+    r.nonfinite += lanes_bad[l];
   }
+  done = i;
+  return r;
+}
+}  // namespace avx2
+#endif
+
+// One pass over a run. A non-finite v turns into NaN through v + (v - v); min/max then ignore it
+// (minps/maxps return their second operand when the first is NaN) and an unordered compare counts it.
+inline FiniteRange finite_range(const float* SHRINK_RESTRICT x, std::int64_t n) {
+  FiniteRange r;
+  std::int64_t i = 0;
+#if defined(SHRINK_CPU_AVX2_DISPATCH)
+  if (n >= 32 && use_avx2()) r = avx2::finite_range(x, n, i);
+#endif
+#if defined(SHRINK_CPU_SSE2)
+  if (i == 0 && n >= 16 && use_sse2()) {
+    constexpr float kInf = std::numeric_limits<float>::infinity();
+    __m128 lo[4], hi[4];
+    __m128i bad = _mm_setzero_si128();
+    for (int k = 0; k < 4; ++k) {
+      lo[k] = _mm_set1_ps(kInf);
+      hi[k] = _mm_set1_ps(-kInf);
+    }
+    for (; i + 16 <= n; i += 16) {
+      for (int k = 0; k < 4; ++k) {  // four independent chains hide the min/max latency
+        const __m128 v = _mm_loadu_ps(x + i + 4 * k);
+        const __m128 finite_or_nan = _mm_add_ps(v, _mm_sub_ps(v, v));
+        lo[k] = _mm_min_ps(finite_or_nan, lo[k]);
+        hi[k] = _mm_max_ps(finite_or_nan, hi[k]);
+        bad = _mm_sub_epi32(bad, _mm_castps_si128(_mm_cmpunord_ps(finite_or_nan, finite_or_nan)));
+      }
+    }
+    alignas(16) float lanes_lo[4], lanes_hi[4];
+    alignas(16) std::int32_t lanes_bad[4];
+    _mm_store_ps(lanes_lo, _mm_min_ps(_mm_min_ps(lo[0], lo[1]), _mm_min_ps(lo[2], lo[3])));
+    _mm_store_ps(lanes_hi, _mm_max_ps(_mm_max_ps(hi[0], hi[1]), _mm_max_ps(hi[2], hi[3])));
+    _mm_store_si128(reinterpret_cast<__m128i*>(lanes_bad), bad);
+    for (int l = 0; l < 4; ++l) {
+      r.min = std::min(r.min, lanes_lo[l]);
+      r.max = std::max(r.max, lanes_hi[l]);
+      r.nonfinite += lanes_bad[l];
+    }
+  }
+#endif
   for (; i < n; ++i) {
     const float v = x[i];
-    if ((v - v) == 0.0f) {
+    if (std::isfinite(v)) {
       r.min = std::min(r.min, v);
       r.max = std::max(r.max, v);
     } else {

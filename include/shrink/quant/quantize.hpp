@@ -7,6 +7,8 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -73,14 +75,19 @@ inline cpu::ParamLayout check_quantize_args(const TensorView<const float>& x, co
   return param_layout(scheme, x.shape(), function);
 }
 
-// 8-bit quantization of contiguous, already validated input.
+// 8-bit quantization of contiguous input with checked parameters; false when x held NaN or +-inf.
 template <class Q>
-void quantize_bytes(const float* x, Q* out, const cpu::ParamLayout& layout, const std::vector<cpu::AffineParams>& params) {
+bool quantize_bytes(const float* x, Q* out, const cpu::ParamLayout& layout, const std::vector<cpu::AffineParams>& params) {
+  bool finite = true;
   cpu::for_each_param_run(
-      layout, [&](std::int64_t off, std::int64_t len, std::int64_t p) { cpu::quantize_run(x + off, out + off, len, params[p]); },
+      layout,
       [&](std::int64_t off, std::int64_t len, std::int64_t p) {
-        cpu::quantize_run_varying(x + off, out + off, len, params.data() + p);
+        finite = cpu::quantize_run(x + off, out + off, len, params[p]) && finite;
+      },
+      [&](std::int64_t off, std::int64_t len, std::int64_t p) {
+        finite = cpu::quantize_run_varying(x + off, out + off, len, params.data() + p) && finite;
       });
+  return finite;
 }
 
 template <class Q>
@@ -112,21 +119,39 @@ inline void unpack_int4_rows(const std::uint8_t* packed, const Shape& shape, boo
       values[r * last + j] = static_cast<std::int8_t>(load_int4(packed + r * row_bytes, j, is_signed_type));
 }
 
-// Quantizes validated contiguous input into `out` (quantized_data_bytes(scheme.dtype, shape) bytes).
-inline void quantize_validated(const float* x, const Shape& shape, const QuantScheme& scheme, const QParams& qparams,
-                               const cpu::ParamLayout& layout, std::uint8_t* out) {
+// Quantizes contiguous input with checked parameters into `out` (quantized_data_bytes(scheme.dtype, shape)
+// bytes), checking for NaN/inf in the same pass: when one is found the error names it and the content
+// of `out` is meaningless, so callers pass storage the user cannot see yet.
+inline void quantize_checking_finite(const float* x, const Shape& shape, const QuantScheme& scheme,
+                                     const QParams& qparams, const cpu::ParamLayout& layout, std::uint8_t* out,
+                                     const char* function) {
   const std::vector<cpu::AffineParams> params = affine_params(qparams, scheme);
+  bool finite = true;
   switch (scheme.dtype) {
-    case QuantDtype::int8: quantize_bytes(x, reinterpret_cast<std::int8_t*>(out), layout, params); return;
-    case QuantDtype::uint8: quantize_bytes(x, out, layout, params); return;
+    case QuantDtype::int8: finite = quantize_bytes(x, reinterpret_cast<std::int8_t*>(out), layout, params); break;
+    case QuantDtype::uint8: finite = quantize_bytes(x, out, layout, params); break;
     case QuantDtype::int4:
     case QuantDtype::uint4: {
       std::vector<std::int8_t> values(static_cast<std::size_t>(shape.product()));  // uint4 values fit in int8
-      quantize_bytes(x, values.data(), layout, params);
-      pack_int4_rows(values.data(), shape, out);
-      return;
+      finite = quantize_bytes(x, values.data(), layout, params);
+      if (finite) pack_int4_rows(values.data(), shape, out);
+      break;
     }
   }
+  if (!finite) require_finite(x, shape.product(), function, "x");
+}
+
+// Quantizes into the caller's `out` only once the whole input has proven finite: the single fused pass
+// writes a private staging copy, which is then copied out (a quarter of the input's bytes for 8-bit).
+inline void quantize_into_caller_storage(const TensorView<const float>& x, const QuantScheme& scheme,
+                                         const QParams& qparams, const cpu::ParamLayout& layout, std::uint8_t* out,
+                                         const char* function) {
+  std::vector<float> storage;
+  const float* data = contiguous_input(x, storage);
+  const std::size_t bytes = static_cast<std::size_t>(quantized_data_bytes(scheme.dtype, x.shape()));
+  const std::unique_ptr<std::uint8_t[]> staging(new std::uint8_t[bytes]);  // not zero-filled: fully overwritten
+  quantize_checking_finite(data, x.shape(), scheme, qparams, layout, staging.get(), function);
+  std::memcpy(out, staging.get(), bytes);
 }
 
 inline void dequantize_validated(const std::uint8_t* q, const Shape& shape, const QuantScheme& scheme,
@@ -168,13 +193,12 @@ inline QuantizedTensor quantize(TensorView<const float> x, const QuantScheme& sc
   const cpu::ParamLayout layout = detail::check_quantize_args(x, scheme, qparams, fn);
   std::vector<float> storage;
   const float* data = detail::contiguous_input(x, storage);
-  detail::require_finite(data, x.numel(), fn, "x");
   QuantizedTensor q;
   q.shape = x.shape();
   q.scheme = scheme;
   q.qparams = qparams;
   q.data.resize(static_cast<std::size_t>(quantized_data_bytes(scheme.dtype, q.shape)));
-  detail::quantize_validated(data, q.shape, scheme, qparams, layout, q.data.data());
+  detail::quantize_checking_finite(data, q.shape, scheme, qparams, layout, q.data.data(), fn);
   return q;
 }
 
@@ -183,8 +207,8 @@ inline QuantizedTensor quantize(TensorView<const float> x, const QuantScheme& sc
   return quantize(x, scheme, minmax_qparams(x, scheme));
 }
 
-// Quantizes into caller storage without allocating (for 8-bit schemes and contiguous x).
-// int8 schemes: `out` has x's shape.
+// Quantizes into caller storage. `out` is written only after all of x proved finite (a NaN or inf leaves
+// it untouched), at the cost of a private staging buffer of out's size. int8 schemes: `out` has x's shape.
 inline void quantize_into(TensorView<const float> x, const QuantScheme& scheme, const QParams& qparams,
                           TensorView<std::int8_t> out) {
   const char* fn = "shrink::quant::quantize_into";
@@ -192,10 +216,7 @@ inline void quantize_into(TensorView<const float> x, const QuantScheme& scheme, 
     fail(fn, "scheme.dtype", to_string(scheme.dtype), "int8 for an int8 output view (uint8/int4/uint4 write bytes)");
   const cpu::ParamLayout layout = detail::check_quantize_args(x, scheme, qparams, fn);
   detail::require_contiguous_output(out, x.shape(), fn, "out");
-  std::vector<float> storage;
-  const float* data = detail::contiguous_input(x, storage);
-  detail::require_finite(data, x.numel(), fn, "x");
-  detail::quantize_validated(data, x.shape(), scheme, qparams, layout, reinterpret_cast<std::uint8_t*>(out.data()));
+  detail::quantize_into_caller_storage(x, scheme, qparams, layout, reinterpret_cast<std::uint8_t*>(out.data()), fn);
 }
 
 // uint8 schemes: `out` has x's shape; int4/uint4 schemes: x's shape with the last dimension ceil(L / 2)
@@ -207,10 +228,7 @@ inline void quantize_into(TensorView<const float> x, const QuantScheme& scheme, 
     fail(fn, "scheme.dtype", to_string(scheme.dtype), "uint8, int4 or uint4 for a byte output view (int8 writes int8_t)");
   const cpu::ParamLayout layout = detail::check_quantize_args(x, scheme, qparams, fn);
   detail::require_contiguous_output(out, is_packed(scheme.dtype) ? detail::packed_shape(x.shape()) : x.shape(), fn, "out");
-  std::vector<float> storage;
-  const float* data = detail::contiguous_input(x, storage);
-  detail::require_finite(data, x.numel(), fn, "x");
-  detail::quantize_validated(data, x.shape(), scheme, qparams, layout, out.data());
+  detail::quantize_into_caller_storage(x, scheme, qparams, layout, out.data(), fn);
 }
 
 // Dequantizes into caller storage of the tensor's shape (contiguous).

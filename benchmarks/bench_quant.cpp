@@ -1,0 +1,119 @@
+// Quantization throughput on 16M floats, single thread, as ratios to memcpy and to a min/max pass.
+#include <benchmark/benchmark.h>
+
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "shrink/quant/fake_quantize.hpp"
+#include "shrink/quant/observers/minmax.hpp"
+#include "shrink/quant/quantize.hpp"
+#include "support/ratio_table.hpp"
+
+namespace {
+
+using namespace shrink;
+using namespace shrink::quant;
+using shrink::bench::RatioTarget;
+
+constexpr std::int64_t kRows = 4096, kCols = 4096;  // 16M floats, a 4096 x 4096 weight
+constexpr std::int64_t kCount = kRows * kCols;
+
+const std::vector<float>& weights() {
+  static const std::vector<float> w = [] {
+    std::vector<float> v(static_cast<std::size_t>(kCount));
+    std::mt19937 rng(7);
+    std::normal_distribution<float> normal(0.0f, 0.02f);
+    for (float& x : v) x = normal(rng);
+    return v;
+  }();
+  return w;
+}
+
+TensorView<const float> weight_view() { return TensorView<const float>(weights().data(), Shape{kRows, kCols}); }
+
+void set_bytes(benchmark::State& state, std::int64_t bytes_per_iteration) {
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * bytes_per_iteration);
+}
+
+// Baseline: memcpy of the 64 MB tensor; bytes counted read + written.
+void BM_memcpy(benchmark::State& state) {
+  std::vector<float> dst(weights().size());
+  for (auto _ : state) {
+    std::memcpy(dst.data(), weights().data(), weights().size() * sizeof(float));
+    benchmark::ClobberMemory();
+  }
+  set_bytes(state, 2 * kCount * 4);
+}
+BENCHMARK(BM_memcpy)->Unit(benchmark::kMillisecond);
+
+QuantScheme scheme_for(int granularity) {
+  return granularity == 0 ? QuantScheme::per_tensor(QuantDtype::int8, Symmetry::symmetric)
+                          : QuantScheme::per_channel(QuantDtype::int8, Symmetry::symmetric, 0);
+}
+
+// quantize_into: validation (one finite check pass) + quantization; bytes = 4 read + 1 written per element.
+void BM_quantize_int8(benchmark::State& state) {
+  const QuantScheme scheme = scheme_for(static_cast<int>(state.range(0)));
+  const QParams qp = minmax_qparams(weight_view(), scheme);
+  std::vector<std::int8_t> out(static_cast<std::size_t>(kCount));
+  for (auto _ : state) {
+    quantize_into(weight_view(), scheme, qp, TensorView<std::int8_t>(out.data(), Shape{kRows, kCols}));
+    benchmark::ClobberMemory();
+  }
+  set_bytes(state, kCount * 5);
+}
+BENCHMARK(BM_quantize_int8)->Arg(0)->Arg(1)->ArgName("per_channel")->Unit(benchmark::kMillisecond);
+
+// dequantize_into: bytes = 1 read + 4 written per element.
+void BM_dequantize_int8(benchmark::State& state) {
+  const QuantScheme scheme = scheme_for(static_cast<int>(state.range(0)));
+  const QParams qp = minmax_qparams(weight_view(), scheme);
+  std::vector<std::int8_t> q(static_cast<std::size_t>(kCount));
+  quantize_into(weight_view(), scheme, qp, TensorView<std::int8_t>(q.data(), Shape{kRows, kCols}));
+  std::vector<float> out(static_cast<std::size_t>(kCount));
+  for (auto _ : state) {
+    dequantize_into(TensorView<const std::int8_t>(q.data(), Shape{kRows, kCols}), scheme, qp,
+                    TensorView<float>(out.data(), Shape{kRows, kCols}));
+    benchmark::ClobberMemory();
+  }
+  set_bytes(state, kCount * 5);
+}
+BENCHMARK(BM_dequantize_int8)->Arg(0)->Arg(1)->ArgName("per_channel")->Unit(benchmark::kMillisecond);
+
+// Observers: bytes = 4 read per element.
+template <class Observer, class... Args>
+void observe_all(benchmark::State& state, const QuantScheme& scheme, Args... args) {
+  for (auto _ : state) {
+    Observer observer(scheme, args...);
+    observer.observe(weight_view());
+    benchmark::DoNotOptimize(observer.qparams());
+  }
+  set_bytes(state, kCount * 4);
+}
+
+void BM_observe_minmax(benchmark::State& state) {
+  observe_all<MinMaxObserver>(state, scheme_for(static_cast<int>(state.range(0))));
+}
+BENCHMARK(BM_observe_minmax)->Arg(0)->Arg(1)->ArgName("per_channel")->Unit(benchmark::kMillisecond);
+
+void BM_observe_moving_average(benchmark::State& state) {
+  observe_all<MovingAverageMinMaxObserver>(state, scheme_for(static_cast<int>(state.range(0))), 0.01f);
+}
+BENCHMARK(BM_observe_moving_average)->Arg(0)->Arg(1)->ArgName("per_channel")->Unit(benchmark::kMillisecond);
+
+const bool registered = [] {
+  using M = RatioTarget::Measure;
+  auto& t = shrink::bench::ratio_targets();
+  for (const char* g : {"per_channel:0", "per_channel:1"}) {
+    t.push_back({std::string("BM_quantize_int8/") + g, "BM_memcpy", M::bandwidth, 0.6, "quantize >= 0.6 of memcpy"});
+    t.push_back({std::string("BM_dequantize_int8/") + g, "BM_memcpy", M::bandwidth, 0.6, "dequantize >= 0.6 of memcpy"});
+    t.push_back({std::string("BM_observe_minmax/") + g, "BM_memcpy", M::bandwidth, 0.7, "MinMax >= 0.7 of memcpy"});
+  }
+  return true;
+}();
+
+}  // namespace
+
+int main(int argc, char** argv) { return shrink::bench::run_with_ratio_table(argc, argv); }

@@ -1,0 +1,46 @@
+// x86 SIMD levels: SSE2 always on x86-64, AVX2 loops chosen at run time when the CPU has them.
+#pragma once
+
+#if (defined(__GNUC__) || defined(__clang__)) && defined(__x86_64__)
+#include <immintrin.h>
+#define SHRINK_CPU_SSE2 1
+#define SHRINK_CPU_AVX2_DISPATCH 1
+// Compiles one function for AVX2 whatever the translation unit's flags; called only after cpu_has_avx2().
+#define SHRINK_TARGET_AVX2 __attribute__((target("avx2")))
+#elif defined(_M_X64)
+#include <emmintrin.h>
+#define SHRINK_CPU_SSE2 1
+#endif
+
+namespace shrink::cpu {
+
+enum class SimdLevel { scalar, sse2, avx2 };
+
+inline SimdLevel detect_simd_level() {
+#if defined(SHRINK_CPU_AVX2_DISPATCH)
+  return __builtin_cpu_supports("avx2") ? SimdLevel::avx2 : SimdLevel::sse2;
+#elif defined(SHRINK_CPU_SSE2)
+  return SimdLevel::sse2;
+#else
+  return SimdLevel::scalar;
+#endif
+}
+
+// The level the loops use: the CPU's best by default. Tests lower it to check every path gives the
+// same results; lowering it above what the CPU supports is not allowed.
+inline SimdLevel& simd_level() {
+  static SimdLevel level = detect_simd_level();
+  return level;
+}
+
+inline bool use_avx2() {
+#if defined(SHRINK_CPU_AVX2_DISPATCH)
+  return simd_level() == SimdLevel::avx2;
+#else
+  return false;
+#endif
+}
+
+inline bool use_sse2() { return simd_level() != SimdLevel::scalar; }
+
+}  // namespace shrink::cpu

@@ -1,0 +1,82 @@
+// CPU loops of the float casts: float <-> half / bfloat16 over contiguous runs, scaled FP8 encode/decode, and
+// the finite absolute maximum that FP8 scales come from. Validation lives in quant/cast.hpp.
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+
+#include "shrink/core/config.hpp"
+#include "shrink/core/fp8.hpp"
+#include "shrink/core/half.hpp"
+
+namespace shrink::cpu {
+
+// The element loops work on the bit patterns: half and bfloat16 are standard-layout structs whose only member
+// is the uint16_t, so a pointer to one is a pointer to its bits.
+inline void float_to_half(const float* SHRINK_RESTRICT x, half* out, std::int64_t n) {
+  std::uint16_t* SHRINK_RESTRICT bits = reinterpret_cast<std::uint16_t*>(out);
+  for (std::int64_t i = 0; i < n; ++i) bits[i] = detail::float_to_half_bits(x[i]);
+}
+
+inline void half_to_float(const half* x, float* SHRINK_RESTRICT out, std::int64_t n) {
+  const std::uint16_t* SHRINK_RESTRICT bits = reinterpret_cast<const std::uint16_t*>(x);
+  for (std::int64_t i = 0; i < n; ++i) out[i] = detail::half_bits_to_float(bits[i]);
+}
+
+inline void float_to_bfloat16(const float* SHRINK_RESTRICT x, bfloat16* out, std::int64_t n) {
+  std::uint16_t* SHRINK_RESTRICT bits = reinterpret_cast<std::uint16_t*>(out);
+  for (std::int64_t i = 0; i < n; ++i) bits[i] = detail::float_to_bfloat16_bits(x[i]);
+}
+
+inline void bfloat16_to_float(const bfloat16* x, float* SHRINK_RESTRICT out, std::int64_t n) {
+  const std::uint16_t* SHRINK_RESTRICT bits = reinterpret_cast<const std::uint16_t*>(x);
+  for (std::int64_t i = 0; i < n; ++i) out[i] = detail::bfloat16_bits_to_float(bits[i]);
+}
+
+// Largest |x_i| over the finite elements of a run (0 when there is none). For non-negative floats the order of
+// the bit patterns, read as integers, is the order of the values, so this is an integer max that vectorises.
+inline float finite_abs_max(const float* SHRINK_RESTRICT x, std::int64_t n) {
+  std::int32_t largest = 0;
+  for (std::int64_t i = 0; i < n; ++i) {
+    const std::int32_t magnitude = static_cast<std::int32_t>(detail::float_to_bits(x[i]) & 0x7FFFFFFFu);
+    largest = std::max(largest, magnitude < 0x7F800000 ? magnitude : 0);
+  }
+  return detail::bits_to_float(static_cast<std::uint32_t>(largest));
+}
+
+// out_i = fp8(x_i / scale), one scale for the run.
+template <Fp8Format F>
+void encode_fp8_run(const float* SHRINK_RESTRICT x, std::uint8_t* SHRINK_RESTRICT out, std::int64_t n, float scale,
+                    bool saturate) {
+  for (std::int64_t i = 0; i < n; ++i) out[i] = detail::fp8_encode<F>(x[i] / scale, saturate);
+}
+
+// out_i = fp8(x_i / scale_i), a scale per element (per-channel quantization along the last axis).
+template <Fp8Format F>
+void encode_fp8_run(const float* SHRINK_RESTRICT x, std::uint8_t* SHRINK_RESTRICT out, std::int64_t n,
+                    const float* SHRINK_RESTRICT scales, bool saturate) {
+  for (std::int64_t i = 0; i < n; ++i) out[i] = detail::fp8_encode<F>(x[i] / scales[i], saturate);
+}
+
+// The float value of every FP8 code: decoding is a table lookup.
+template <Fp8Format F>
+std::array<float, 256> fp8_decode_table() {
+  std::array<float, 256> table{};
+  for (int code = 0; code < 256; ++code) table[code] = detail::fp8_decode<F>(static_cast<std::uint8_t>(code));
+  return table;
+}
+
+// out_i = value(code_i) * scale.
+inline void decode_fp8_run(const std::uint8_t* SHRINK_RESTRICT codes, float* SHRINK_RESTRICT out, std::int64_t n,
+                           const float* SHRINK_RESTRICT table, float scale) {
+  for (std::int64_t i = 0; i < n; ++i) out[i] = table[codes[i]] * scale;
+}
+
+// out_i = value(code_i) * scale_i.
+inline void decode_fp8_run(const std::uint8_t* SHRINK_RESTRICT codes, float* SHRINK_RESTRICT out, std::int64_t n,
+                           const float* SHRINK_RESTRICT table, const float* SHRINK_RESTRICT scales) {
+  for (std::int64_t i = 0; i < n; ++i) out[i] = table[codes[i]] * scales[i];
+}
+
+}  // namespace shrink::cpu

@@ -3,10 +3,12 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <vector>
 
+#include "shrink/cpu/cast.hpp"
 #include "shrink/cpu/quantize.hpp"
 #include "shrink/cpu/reduce.hpp"
 #include "shrink/cpu/simd.hpp"
@@ -97,5 +99,37 @@ TEST_CASE("finite_range and the fused finite check agree across SIMD levels", "[
     std::vector<std::int8_t> q(x.size());
     CHECK_FALSE(quantize_run(x.data(), q.data(), static_cast<std::int64_t>(x.size()), AffineParams(1.0f, 0, -128, 127)));
     CHECK(quantize_run(x.data(), q.data(), 100, AffineParams(1.0f, 0, -128, 127)));
+  });
+}
+
+TEST_CASE("half casts agree across SIMD levels, NaN payloads, subnormals and ties included", "[cpu][simd][half]") {
+  std::vector<float> x = awkward_values(4096 + 5);
+  std::mt19937 rng(3);
+  std::uniform_int_distribution<std::uint32_t> any_bits;
+  for (std::size_t i = 0; i < x.size(); i += 3) {  // every kind of float bit pattern, NaNs and infinities too
+    const std::uint32_t b = any_bits(rng);
+    std::memcpy(&x[i], &b, sizeof b);
+  }
+  std::vector<std::uint16_t> ref_bits;
+  std::vector<std::uint32_t> ref_back;
+  at_each_level([&](SimdLevel level) {
+    INFO("level " << static_cast<int>(level));
+    std::vector<half> h(x.size());
+    std::vector<float> back(x.size());
+    float_to_half(x.data(), h.data(), static_cast<std::int64_t>(x.size()));
+    half_to_float(h.data(), back.data(), static_cast<std::int64_t>(x.size()));
+    std::vector<std::uint16_t> bits(x.size());
+    std::vector<std::uint32_t> back_bits(x.size());
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      bits[i] = h[i].to_bits();
+      std::memcpy(&back_bits[i], &back[i], sizeof(float));
+    }
+    if (level == SimdLevel::scalar) {
+      ref_bits = bits;
+      ref_back = back_bits;
+      return;
+    }
+    CHECK(bits == ref_bits);
+    CHECK(back_bits == ref_back);
   });
 }

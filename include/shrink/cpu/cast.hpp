@@ -9,19 +9,55 @@
 #include "shrink/core/config.hpp"
 #include "shrink/core/fp8.hpp"
 #include "shrink/core/half.hpp"
+#include "shrink/cpu/simd.hpp"
 
 namespace shrink::cpu {
+
+#if defined(SHRINK_CPU_AVX2_DISPATCH)
+namespace f16c {
+// vcvtps2ph with round-to-nearest-even gives the same bits as detail::float_to_half_bits, NaN payloads included.
+SHRINK_TARGET_AVX2_F16C inline std::int64_t float_to_half(const float* SHRINK_RESTRICT x, std::uint16_t* SHRINK_RESTRICT bits,
+                                                          std::int64_t n) {
+  std::int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m128i a = _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    const __m128i b = _mm256_cvtps_ph(_mm256_loadu_ps(x + i + 8), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(bits + i), a);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(bits + i + 8), b);
+  }
+  return i;
+}
+
+SHRINK_TARGET_AVX2_F16C inline std::int64_t half_to_float(const std::uint16_t* SHRINK_RESTRICT bits,
+                                                          float* SHRINK_RESTRICT out, std::int64_t n) {
+  std::int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    _mm256_storeu_ps(out + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(bits + i))));
+    _mm256_storeu_ps(out + i + 8, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(bits + i + 8))));
+  }
+  return i;
+}
+}  // namespace f16c
+#endif
 
 // The element loops work on the bit patterns: half and bfloat16 are standard-layout structs whose only member
 // is the uint16_t, so a pointer to one is a pointer to its bits.
 inline void float_to_half(const float* SHRINK_RESTRICT x, half* out, std::int64_t n) {
   std::uint16_t* SHRINK_RESTRICT bits = reinterpret_cast<std::uint16_t*>(out);
-  for (std::int64_t i = 0; i < n; ++i) bits[i] = detail::float_to_half_bits(x[i]);
+  std::int64_t i = 0;
+#if defined(SHRINK_CPU_AVX2_DISPATCH)
+  if (use_avx2_f16c()) i = f16c::float_to_half(x, bits, n);
+#endif
+  for (; i < n; ++i) bits[i] = detail::float_to_half_bits(x[i]);
 }
 
 inline void half_to_float(const half* x, float* SHRINK_RESTRICT out, std::int64_t n) {
   const std::uint16_t* SHRINK_RESTRICT bits = reinterpret_cast<const std::uint16_t*>(x);
-  for (std::int64_t i = 0; i < n; ++i) out[i] = detail::half_bits_to_float(bits[i]);
+  std::int64_t i = 0;
+#if defined(SHRINK_CPU_AVX2_DISPATCH)
+  if (use_avx2_f16c()) i = f16c::half_to_float(bits, out, n);
+#endif
+  for (; i < n; ++i) out[i] = detail::half_bits_to_float(bits[i]);
 }
 
 inline void float_to_bfloat16(const float* SHRINK_RESTRICT x, bfloat16* out, std::int64_t n) {

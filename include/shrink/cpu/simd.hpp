@@ -7,6 +7,7 @@
 #define SHRINK_CPU_AVX2_DISPATCH 1
 // Compiles one function for AVX2 whatever the translation unit's flags; called only after cpu_has_avx2().
 #define SHRINK_TARGET_AVX2 __attribute__((target("avx2")))
+#define SHRINK_TARGET_AVX2_F16C __attribute__((target("avx2,f16c")))
 #elif defined(_M_X64)
 #include <emmintrin.h>
 #define SHRINK_CPU_SSE2 1
@@ -42,5 +43,15 @@ inline bool use_avx2() {
 }
 
 inline bool use_sse2() { return simd_level() != SimdLevel::scalar; }
+
+// Half-precision conversion instructions (every AVX2 CPU has them in practice, but ask).
+inline bool use_avx2_f16c() {
+#if defined(SHRINK_CPU_AVX2_DISPATCH)
+  static const bool has_f16c = __builtin_cpu_supports("f16c");
+  return use_avx2() && has_f16c;
+#else
+  return false;
+#endif
+}
 
 }  // namespace shrink::cpu

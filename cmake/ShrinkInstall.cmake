@@ -1,0 +1,54 @@
+# Install rules: headers, the exported targets (shrink::shrink, shrink::cuda when built), and the package
+# config/version files that find_package(shrink CONFIG) reads.
+include_guard(GLOBAL)
+include(CMakePackageConfigHelpers)
+
+set(SHRINK_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/shrink
+    CACHE STRING "Where shrinkConfig.cmake is installed, relative to the prefix")
+mark_as_advanced(SHRINK_INSTALL_CMAKEDIR)
+
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/shrink
+        DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
+        COMPONENT shrink_development
+        FILES_MATCHING PATTERN "*.hpp" PATTERN "*.cuh")
+
+set(shrink_install_targets shrink)
+if(SHRINK_CUDA_ENABLED)
+  list(APPEND shrink_install_targets shrink_cuda)
+endif()
+install(TARGETS ${shrink_install_targets}
+        EXPORT shrinkTargets
+        ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT shrink_development
+        LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT shrink_runtime
+        RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT shrink_runtime)
+install(EXPORT shrinkTargets
+        NAMESPACE shrink::
+        FILE shrinkTargets.cmake
+        DESTINATION ${SHRINK_INSTALL_CMAKEDIR}
+        COMPONENT shrink_development)
+
+# Read by the config template: whether shrink::cuda exists, and so whether CUDAToolkit is a dependency.
+set(SHRINK_PACKAGE_HAS_CUDA ${SHRINK_CUDA_ENABLED})
+configure_package_config_file(
+  ${PROJECT_SOURCE_DIR}/cmake/shrinkConfig.cmake.in
+  ${PROJECT_BINARY_DIR}/shrinkConfig.cmake
+  INSTALL_DESTINATION ${SHRINK_INSTALL_CMAKEDIR})
+
+# 0.x releases may break the API at every minor version; only the header-only package is architecture-free.
+if(SHRINK_CUDA_ENABLED)
+  set(shrink_version_arch_independent "")
+else()
+  set(shrink_version_arch_independent ARCH_INDEPENDENT)
+endif()
+write_basic_package_version_file(
+  ${PROJECT_BINARY_DIR}/shrinkConfigVersion.cmake
+  VERSION ${PROJECT_VERSION}
+  COMPATIBILITY SameMinorVersion
+  ${shrink_version_arch_independent})
+
+install(FILES ${PROJECT_BINARY_DIR}/shrinkConfig.cmake ${PROJECT_BINARY_DIR}/shrinkConfigVersion.cmake
+        DESTINATION ${SHRINK_INSTALL_CMAKEDIR}
+        COMPONENT shrink_development)
+install(FILES ${PROJECT_SOURCE_DIR}/LICENSE
+        DESTINATION ${CMAKE_INSTALL_DOCDIR}
+        COMPONENT shrink_development)

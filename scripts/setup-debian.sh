@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Installs the Debian bookworm packages shrink needs (build, tests, benchmarks) when any of them is missing.
+# Runs as root or through sudo, without questions; does nothing, not even apt-get update, when all are present.
+set -euo pipefail
+
+packages=(cmake ninja-build g++ libeigen3-dev catch2 libbenchmark-dev python3 git)
+
+missing=()
+for package in "${packages[@]}"; do
+  status=$(dpkg-query -W -f='${Status}' "$package" 2>/dev/null || true)
+  if [[ "$status" != "install ok installed" ]]; then
+    missing+=("$package")
+  fi
+done
+
+if ((${#missing[@]} == 0)); then
+  echo "setup-debian: all required packages are installed (${packages[*]})"
+  exit 0
+fi
+
+echo "setup-debian: installing ${missing[*]}"
+if [[ $(id -u) -eq 0 ]]; then
+  as_root=()
+elif command -v sudo >/dev/null 2>&1; then
+  as_root=(sudo)
+else
+  echo "setup-debian: missing packages (${missing[*]}), and neither root nor sudo is available to install them" >&2
+  exit 1
+fi
+
+"${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -q
+"${as_root[@]}" env DEBIAN_FRONTEND=noninteractive \
+  apt-get install -y -q --no-install-recommends "${missing[@]}"

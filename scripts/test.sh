@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Builds and runs every test of shrink: the release preset (with CUDA when nvcc is found; consumer projects and
+# the header check included), then the debug-asan preset. Fails on the first failure; ends with ctest's summaries.
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+jobs=${SHRINK_JOBS:-2}
+
+"$root/scripts/setup-debian.sh"
+
+summaries=()
+total_passed=0
+total_skipped=0
+run_preset() {
+  local preset=$1 log status start
+  start=$SECONDS
+  echo "=== test.sh: configure, build and test the '$preset' preset"
+  cmake --preset "$preset"
+  cmake --build --preset "$preset" -j "$jobs"
+  log="build/$preset/test.sh-ctest.log"
+  set +e
+  ctest --preset "$preset" -j "$jobs" --output-on-failure 2>&1 | tee "$log"
+  status=${PIPESTATUS[0]}
+  set -e
+  summaries+=("$preset ($((SECONDS - start)) s): $(grep -E '^[0-9]+% tests passed' "$log" || echo 'no ctest summary')")
+  if ((status != 0)); then
+    echo "=== test.sh: the '$preset' tests failed (ctest exit status $status)" >&2
+    exit "$status"
+  fi
+  local total skipped
+  total=$(sed -nE 's/^[0-9]+% tests passed, [0-9]+ tests failed out of ([0-9]+)$/\1/p' "$log")
+  skipped=$(grep -cE '^\s+[0-9]+ - .* \(Skipped\)$' "$log" || true)
+  total_passed=$((total_passed + ${total:-0} - skipped))
+  total_skipped=$((total_skipped + skipped))
+}
+
+run_preset release
+run_preset debug-asan
+
+echo "=== test.sh: all tests passed in $SECONDS s"
+for summary in "${summaries[@]}"; do
+  echo "  $summary"
+done
+echo "test.sh: $total_passed passed, 0 failed, $total_skipped skipped"

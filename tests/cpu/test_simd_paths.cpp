@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "shrink/cpu/cast.hpp"
+#include "shrink/cpu/int4.hpp"
 #include "shrink/cpu/quantize.hpp"
 #include "shrink/cpu/reduce.hpp"
 #include "shrink/cpu/simd.hpp"
@@ -102,7 +103,7 @@ TEST_CASE("finite_range and the fused finite check agree across SIMD levels", "[
   });
 }
 
-TEST_CASE("half casts agree across SIMD levels, NaN payloads, subnormals and ties included", "[cpu][simd][half]") {
+TEST_CASE("half and bfloat16 casts agree across SIMD levels, NaN payloads, subnormals and ties included", "[cpu][simd][half]") {
   std::vector<float> x = awkward_values(4096 + 5);
   std::mt19937 rng(3);
   std::uniform_int_distribution<std::uint32_t> any_bits;
@@ -115,14 +116,20 @@ TEST_CASE("half casts agree across SIMD levels, NaN payloads, subnormals and tie
   at_each_level([&](SimdLevel level) {
     INFO("level " << static_cast<int>(level));
     std::vector<half> h(x.size());
-    std::vector<float> back(x.size());
-    float_to_half(x.data(), h.data(), static_cast<std::int64_t>(x.size()));
-    half_to_float(h.data(), back.data(), static_cast<std::int64_t>(x.size()));
-    std::vector<std::uint16_t> bits(x.size());
-    std::vector<std::uint32_t> back_bits(x.size());
+    std::vector<bfloat16> b(x.size());
+    std::vector<float> back(x.size()), back_b(x.size());
+    const auto n = static_cast<std::int64_t>(x.size());
+    float_to_half(x.data(), h.data(), n);
+    half_to_float(h.data(), back.data(), n);
+    float_to_bfloat16(x.data(), b.data(), n);
+    bfloat16_to_float(b.data(), back_b.data(), n);
+    std::vector<std::uint16_t> bits(2 * x.size());
+    std::vector<std::uint32_t> back_bits(2 * x.size());
     for (std::size_t i = 0; i < x.size(); ++i) {
       bits[i] = h[i].to_bits();
+      bits[x.size() + i] = b[i].to_bits();
       std::memcpy(&back_bits[i], &back[i], sizeof(float));
+      std::memcpy(&back_bits[x.size() + i], &back_b[i], sizeof(float));
     }
     if (level == SimdLevel::scalar) {
       ref_bits = bits;
@@ -132,4 +139,31 @@ TEST_CASE("half casts agree across SIMD levels, NaN payloads, subnormals and tie
     CHECK(bits == ref_bits);
     CHECK(back_bits == ref_back);
   });
+}
+
+TEST_CASE("int4 packing and unpacking agree across SIMD levels for every nibble and row length", "[cpu][simd][int4]") {
+  for (bool is_signed : {true, false}) {
+    for (std::int64_t length : {1, 2, 31, 32, 33, 64, 95, 200}) {
+      std::vector<std::int8_t> values(static_cast<std::size_t>(3 * length));
+      for (std::size_t i = 0; i < values.size(); ++i)
+        values[i] = static_cast<std::int8_t>(is_signed ? static_cast<int>(i * 7 % 16) - 8 : static_cast<int>(i * 5 % 16));
+      const Shape shape{3, length};
+      std::vector<std::uint8_t> reference;
+      at_each_level([&](SimdLevel level) {
+        INFO("level " << static_cast<int>(level) << " length " << length << " signed " << is_signed);
+        std::vector<std::uint8_t> packed(static_cast<std::size_t>(int4_packed_bytes(shape)), 0xAA);
+        pack_int4_rows(values.data(), shape, packed.data());
+        std::vector<std::int8_t> back(values.size(), 99);
+        unpack_int4_rows(packed.data(), shape, is_signed, back.data());
+        CHECK(back == values);
+        if (level == SimdLevel::scalar) {
+          reference = packed;
+          for (std::int64_t r = 0; r < 3; ++r)  // the documented layout: even element in the low nibble
+            for (std::int64_t j = 0; j < length; ++j)
+              REQUIRE(load_int4(packed.data() + r * int4_row_bytes(length), j, is_signed) == values[static_cast<std::size_t>(r * length + j)]);
+        }
+        CHECK(packed == reference);
+      });
+    }
+  }
 }

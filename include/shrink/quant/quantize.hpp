@@ -15,6 +15,7 @@
 #include "shrink/core/error.hpp"
 #include "shrink/core/int4.hpp"
 #include "shrink/core/view.hpp"
+#include "shrink/cpu/int4.hpp"
 #include "shrink/cpu/param_runs.hpp"
 #include "shrink/cpu/quantize.hpp"
 #include "shrink/cpu/reduce.hpp"
@@ -99,26 +100,6 @@ void dequantize_bytes(const Q* q, float* out, const cpu::ParamLayout& layout, co
       });
 }
 
-// Packs one value per byte (already in the 4-bit range) into rows of the last dimension (core/int4.hpp).
-inline void pack_int4_rows(const std::int8_t* values, const Shape& shape, std::uint8_t* packed) {
-  const std::int64_t last = shape.rank == 0 ? 1 : shape.values[shape.rank - 1];
-  const std::int64_t rows = shape.product() / last, row_bytes = int4_row_bytes(last);
-  for (std::int64_t r = 0; r < rows; ++r) {
-    const std::int8_t* v = values + r * last;
-    std::uint8_t* out = packed + r * row_bytes;
-    for (std::int64_t j = 0; j + 1 < last; j += 2) out[j / 2] = pack_nibbles(v[j], v[j + 1]);
-    if (last % 2) out[last / 2] = pack_nibbles(v[last - 1], 0);
-  }
-}
-
-inline void unpack_int4_rows(const std::uint8_t* packed, const Shape& shape, bool is_signed_type, std::int8_t* values) {
-  const std::int64_t last = shape.rank == 0 ? 1 : shape.values[shape.rank - 1];
-  const std::int64_t rows = shape.product() / last, row_bytes = int4_row_bytes(last);
-  for (std::int64_t r = 0; r < rows; ++r)
-    for (std::int64_t j = 0; j < last; ++j)
-      values[r * last + j] = static_cast<std::int8_t>(load_int4(packed + r * row_bytes, j, is_signed_type));
-}
-
 // Quantizes contiguous input with checked parameters into `out` (quantized_data_bytes(scheme.dtype, shape)
 // bytes), checking for NaN/inf in the same pass: when one is found the error names it and the content
 // of `out` is meaningless, so callers pass storage the user cannot see yet.
@@ -132,9 +113,10 @@ inline void quantize_checking_finite(const float* x, const Shape& shape, const Q
     case QuantDtype::uint8: finite = quantize_bytes(x, out, layout, params); break;
     case QuantDtype::int4:
     case QuantDtype::uint4: {
-      std::vector<std::int8_t> values(static_cast<std::size_t>(shape.product()));  // uint4 values fit in int8
-      finite = quantize_bytes(x, values.data(), layout, params);
-      if (finite) pack_int4_rows(values.data(), shape, out);
+      // One value a byte first (uint4 values fit in int8), then nibbles; not zero-filled: fully overwritten.
+      const std::unique_ptr<std::int8_t[]> values(new std::int8_t[static_cast<std::size_t>(shape.product())]);
+      finite = quantize_bytes(x, values.get(), layout, params);
+      if (finite) cpu::pack_int4_rows(values.get(), shape, out);
       break;
     }
   }
@@ -163,9 +145,9 @@ inline void dequantize_validated(const std::uint8_t* q, const Shape& shape, cons
     case QuantDtype::uint8: dequantize_bytes(q, out, layout, params); return;
     case QuantDtype::int4:
     case QuantDtype::uint4: {
-      std::vector<std::int8_t> values(static_cast<std::size_t>(shape.product()));
-      unpack_int4_rows(q, shape, is_signed(scheme.dtype), values.data());
-      dequantize_bytes(values.data(), out, layout, params);
+      const std::unique_ptr<std::int8_t[]> values(new std::int8_t[static_cast<std::size_t>(shape.product())]);
+      cpu::unpack_int4_rows(q, shape, is_signed(scheme.dtype), values.get());
+      dequantize_bytes(values.get(), out, layout, params);
       return;
     }
   }

@@ -1,0 +1,203 @@
+// EntropyObserver: TensorRT's entropy (KL-divergence) calibration over the |x| histogram, per tensor or per channel.
+//
+// Reference: NVIDIA, "8-bit Inference with TensorRT" (GTC 2017) and pytorch-quantization's
+// calib/histogram.py (_compute_amax_entropy), which this follows step for step:
+//   - h = the |x| histogram (magnitude_histogram.hpp: 2048 bins to start, more of the same width when a
+//     later batch reaches further); h[0] is replaced by h[1] first, as NVIDIA does, so a spike of exact
+//     zeros (ReLU outputs) does not dominate the distributions;
+//   - for every candidate i in [start_bin, n] (n = bins now; start_bin 128 by default, capped at n):
+//       P = h[0..i) with the outliers' mass sum(h[i..n)) added to P[i-1];
+//       Q = h[0..i) (without the outliers) merged into L quantized bins (bin j goes to floor(j * L / i))
+//           and expanded back: each quantized bin's count is shared equally by its nonzero source bins,
+//           empty source bins stay empty;
+//       KL(P || Q) of the normalised distributions, in double:
+//           KL = sum_j P_j * (log P_j - log Q_j) / sum(P) + log(sum(Q) / sum(P)),
+//       the sum over j taken in four interleaved partial sums (j mod 4) added in order at the end;
+//       a candidate where P has mass and Q none (h[i-1] empty but outliers) has KL = +inf, and one with
+//       no mass below i is skipped;
+//   - the threshold is the LAST candidate at the minimum (as DESIGN.md states; NVIDIA takes the last
+//     argmin too); divergences within 1e-12 relative of the minimum count as equal, so the choice does
+//     not hinge on rounding; amax = edge i = i * width, the upper edge of bin i - 1 (edge n, no
+//     clipping, if no candidate is finite). A histogram that never saw a nonzero |x| gives amax 0.
+// L, the quantized bins, is what one sign of the data gets from the scheme: 2^(b-1) for data with
+// negative values or a symmetric scheme, 2^b for non-negative data under an affine scheme (its range
+// [0, amax] spans the whole integer range), b = bit width less one under reduce_range. So int8 gives
+// NVIDIA's 128 (256 for unsigned data), int4 gives 8 (16). restricted_range keeps the power of two.
+// Cost: qparams() evaluates n - start_bin + 1 candidates of O(i) each per channel, about 1 ms for
+// 2048 bins; observe() is one min/max pass and one binning pass over the batch.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "shrink/core/error.hpp"
+#include "shrink/cpu/no_contract.hpp"
+#include "shrink/quant/observer.hpp"
+#include "shrink/quant/observers/magnitude_histogram.hpp"
+#include "shrink/quant/scheme.hpp"
+
+namespace shrink::quant {
+
+struct EntropyOptions {
+  std::int64_t bins = 2048;       // |x| bins the first range is split into, in [2, 2^24]
+  std::int64_t start_bin = 128;   // first candidate threshold, in bins, in [1, bins]
+  std::int64_t max_bins = 16384;  // growth limit before bins merge in pairs, in [bins, 2^24]
+};
+
+// L: quantized bins for one sign of the data (see the file comment).
+inline std::int64_t entropy_quantized_bins(const QuantScheme& scheme, bool non_negative_data) {
+  const int bits = bit_width(scheme.dtype) - (scheme.reduce_range ? 1 : 0);
+  return (non_negative_data && scheme.symmetry == Symmetry::affine) ? (std::int64_t{1} << bits)
+                                                                    : (std::int64_t{1} << (bits - 1));
+}
+
+namespace detail {
+
+// What the entropy search needs of a histogram, computed once: the counts with h[0] replaced, their
+// prefix sums, prefix counts of nonzero bins, h and log(h) as doubles, and log Q of each quantized bin
+// [begin, begin + length) met so far (the same bins recur across candidates; NaN = not yet computed).
+struct EntropyTables {
+  std::vector<std::int64_t> h, prefix, nonzero_prefix;
+  std::vector<double> weight, log_h, log_q;
+  std::vector<double> log_q_cache;  // [begin * (longest + 1) + length], when small enough to keep
+  std::int64_t longest = 0;
+  std::int64_t levels;
+  int level_shift = -1;  // log2(levels) when levels is a power of two: shifts instead of divisions
+
+  EntropyTables(const std::vector<std::int64_t>& counts, std::int64_t quantized_bins) : h(counts), levels(quantized_bins) {
+    if ((levels & (levels - 1)) == 0)
+      while ((std::int64_t{1} << ++level_shift) < levels) continue;
+    const std::size_t n = h.size();
+    if (n >= 2) h[0] = h[1];
+    prefix.assign(n + 1, 0);
+    nonzero_prefix.assign(n + 1, 0);
+    weight.assign(n, 0.0);
+    log_h.assign(n, 0.0);
+    log_q.assign(n, 0.0);
+    for (std::size_t j = 0; j < n; ++j) {
+      prefix[j + 1] = prefix[j] + h[j];
+      nonzero_prefix[j + 1] = nonzero_prefix[j] + (h[j] > 0 ? 1 : 0);
+      weight[j] = static_cast<double>(h[j]);
+      if (h[j] > 0) log_h[j] = std::log(weight[j]);
+    }
+    longest = static_cast<std::int64_t>(n) / levels + 1;
+    constexpr std::int64_t kMostCached = std::int64_t{1} << 22;
+    if (static_cast<std::int64_t>(n) * (longest + 1) <= kMostCached)
+      log_q_cache.assign(n * static_cast<std::size_t>(longest + 1), std::numeric_limits<double>::quiet_NaN());
+  }
+
+  // log(mass / nonzero) of source bins [begin, end), 0 when they are all empty.
+  double quantized_log(std::int64_t begin, std::int64_t end) {
+    double* cached = log_q_cache.empty() ? nullptr
+                                         : &log_q_cache[static_cast<std::size_t>(begin * (longest + 1) + (end - begin))];
+    if (cached != nullptr && !std::isnan(*cached)) return *cached;
+    const std::int64_t nonzero = nonzero_prefix[static_cast<std::size_t>(end)] - nonzero_prefix[static_cast<std::size_t>(begin)];
+    const std::int64_t mass = prefix[static_cast<std::size_t>(end)] - prefix[static_cast<std::size_t>(begin)];
+    const double value = nonzero > 0 ? std::log(static_cast<double>(mass) / static_cast<double>(nonzero)) : 0.0;
+    if (cached != nullptr) *cached = value;
+    return value;
+  }
+};
+
+// First source bin of quantized bin k at threshold i: ceil(k * i / levels), the first j with
+// floor(j * levels / i) == k; a shift when levels == 2^shift (shift >= 0).
+inline std::int64_t first_source_bin(std::int64_t k, std::int64_t i, std::int64_t levels, int shift) {
+  const std::int64_t a = k * i + levels - 1;
+  return shift >= 0 ? a >> shift : a / levels;
+}
+
+// KL(P || Q) for threshold i; +inf where P has mass that Q lacks or nothing lies below i.
+//   term_j = P_j * (log P_j - log Q_j) (0 where P_j = 0), KL = sum(term) / sum(P) + log(sum(Q) / sum(P))
+SHRINK_NO_CONTRACT inline double entropy_divergence(EntropyTables& t, std::int64_t i) {
+  SHRINK_NO_CONTRACT_BODY
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  const std::int64_t n = static_cast<std::int64_t>(t.h.size());
+  const std::int64_t kept = t.prefix[static_cast<std::size_t>(i)];
+  const std::int64_t outliers = t.prefix[static_cast<std::size_t>(n)] - kept;
+  if (kept == 0) return kInf;
+  const std::int64_t last = t.h[static_cast<std::size_t>(i - 1)];
+  if (last == 0 && outliers > 0) return kInf;
+  // Q_j = (mass of j's quantized bin) / (its nonzero source bins) where h_j > 0, else 0.
+  std::int64_t end = 0;
+  for (std::int64_t k = 0; k < t.levels; ++k) {
+    const std::int64_t begin = end;
+    end = std::min(i, first_source_bin(k + 1, i, t.levels, t.level_shift));
+    if (begin >= end) continue;
+    const double log_q = t.quantized_log(begin, end);
+    for (std::int64_t j = begin; j < end; ++j) t.log_q[static_cast<std::size_t>(j)] = log_q;
+  }
+  // The terms summed as magnitude_interleaved_sum does (term j into partial sum j mod 4).
+  const double* weight = t.weight.data();
+  const double* log_h = t.log_h.data();
+  const double* log_q = t.log_q.data();
+  double lane[4] = {0.0, 0.0, 0.0, 0.0};
+  const std::int64_t before_last = i - 1;
+  std::int64_t j = 0;
+  for (; j + 4 <= before_last; j += 4)
+    for (int l = 0; l < 4; ++l) lane[l] = lane[l] + weight[j + l] * (log_h[j + l] - log_q[j + l]);
+  for (; j < before_last; ++j) lane[j & 3] = lane[j & 3] + weight[j] * (log_h[j] - log_q[j]);
+  const double p_last = static_cast<double>(last + outliers);  // the outliers join the last kept bin
+  const double last_term = p_last > 0.0 ? p_last * (std::log(p_last) - log_q[before_last]) : 0.0;
+  lane[before_last & 3] = lane[before_last & 3] + last_term;
+  const double sum = ((lane[0] + lane[1]) + lane[2]) + lane[3];
+  const double total = static_cast<double>(t.prefix[static_cast<std::size_t>(n)]);
+  return sum / total + std::log(static_cast<double>(kept) / total);
+}
+
+}  // namespace detail
+
+// The threshold, in bins kept (amax = edge i), of the entropy search over |x| counts.
+inline std::int64_t entropy_threshold_bin(const std::vector<std::int64_t>& counts, std::int64_t start_bin,
+                                          std::int64_t quantized_bins) {
+  if (quantized_bins < 1)
+    fail("shrink::quant::entropy_threshold_bin", "quantized_bins", quantized_bins, "at least one quantized bin");
+  const std::int64_t n = static_cast<std::int64_t>(counts.size());
+  if (n == 0) return 0;
+  detail::EntropyTables tables(counts, quantized_bins);
+  const std::int64_t first = std::max<std::int64_t>(1, std::min(start_bin, n));
+  std::vector<double> divergence(static_cast<std::size_t>(n) + 1, std::numeric_limits<double>::infinity());
+  double best = std::numeric_limits<double>::infinity();
+  for (std::int64_t i = first; i <= n; ++i) {
+    divergence[static_cast<std::size_t>(i)] = detail::entropy_divergence(tables, i);
+    best = std::fmin(best, divergence[static_cast<std::size_t>(i)]);
+  }
+  if (!std::isfinite(best)) return n;
+  const double tie = best + 1e-12 * std::fabs(best);
+  for (std::int64_t i = n; i >= first; --i)
+    if (divergence[static_cast<std::size_t>(i)] <= tie) return i;
+  return n;
+}
+
+class EntropyObserver : public MagnitudeHistogramObserver {
+ public:
+  explicit EntropyObserver(const QuantScheme& scheme, EntropyOptions entropy_options = {}, ObserverOptions options = {})
+      : MagnitudeHistogramObserver(scheme, options, validated(entropy_options).bins, entropy_options.max_bins),
+        entropy_options_(entropy_options) {}
+
+  const char* name() const override { return "EntropyObserver"; }
+  const EntropyOptions& entropy_options() const { return entropy_options_; }
+
+ protected:
+  float choose_amax(const MagnitudeHistogram& histogram, float min_seen, float) const override {
+    if (!histogram.has_range()) return 0.0f;
+    const std::int64_t levels = entropy_quantized_bins(scheme(), min_seen >= 0.0f);
+    return static_cast<float>(histogram.edge(entropy_threshold_bin(histogram.counts(), entropy_options_.start_bin, levels)));
+  }
+
+ private:
+  static const EntropyOptions& validated(const EntropyOptions& o) {
+    const char* fn = "shrink::quant::EntropyObserver";
+    detail::validate_magnitude_bins(fn, o.bins, o.max_bins);
+    if (o.start_bin < 1 || o.start_bin > o.bins)
+      fail(fn, "options.start_bin", o.start_bin, "a start bin in [1, options.bins = " + std::to_string(o.bins) + "]");
+    return o;
+  }
+
+  EntropyOptions entropy_options_;
+};
+
+}  // namespace shrink::quant

@@ -2,6 +2,7 @@
 #pragma once
 
 #if (defined(__GNUC__) || defined(__clang__)) && defined(__x86_64__)
+#include <cpuid.h>
 #include <immintrin.h>
 #define SHRINK_CPU_SSE2 1
 #define SHRINK_CPU_AVX2_DISPATCH 1
@@ -44,10 +45,14 @@ inline bool use_avx2() {
 
 inline bool use_sse2() { return simd_level() != SimdLevel::scalar; }
 
-// Half-precision conversion instructions (every AVX2 CPU has them in practice, but ask).
+// Half-precision conversion instructions (every AVX2 CPU has them in practice, but ask): CPUID leaf 1,
+// ECX bit 29 (asked directly because clang's __builtin_cpu_supports does not know "f16c").
 inline bool use_avx2_f16c() {
 #if defined(SHRINK_CPU_AVX2_DISPATCH)
-  static const bool has_f16c = __builtin_cpu_supports("f16c");
+  static const bool has_f16c = [] {
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    return __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & (1u << 29)) != 0;
+  }();
   return use_avx2() && has_f16c;
 #else
   return false;

@@ -9,45 +9,14 @@
 
 #include "shrink/quant/observers/entropy.hpp"
 #include "support/golden.hpp"
+#include "support/calibration_golden.hpp"
+#include "support/random.hpp"
 
 using namespace shrink;
 using namespace shrink::quant;
-
-namespace {
-
-// The batches of a calibration golden case: batch b holds float32(k * data_unit[b]).
-std::vector<std::vector<float>> golden_batches(const test::GoldenCase& c) {
-  const auto& sizes = c.ints("batch_sizes");
-  const auto& k = c.ints("data_k");
-  const auto& units = c.doubles("data_unit");
-  std::vector<std::vector<float>> batches;
-  std::size_t at = 0;
-  for (std::size_t b = 0; b < sizes.size(); ++b) {
-    std::vector<float> values(static_cast<std::size_t>(sizes[b]));
-    for (float& v : values) v = static_cast<float>(static_cast<double>(k[at++]) * units[b]);
-    batches.push_back(values);
-  }
-  return batches;
-}
-
-// SCHEMES_MAGNITUDE of gen_calibration.py, in order.
-std::vector<QuantScheme> magnitude_schemes() {
-  QuantScheme reduced = QuantScheme::per_tensor(QuantDtype::int8, Symmetry::affine);
-  reduced.reduce_range = true;
-  return {QuantScheme::per_tensor(QuantDtype::int8, Symmetry::symmetric),
-          QuantScheme::per_tensor(QuantDtype::uint8, Symmetry::affine),
-          QuantScheme::per_tensor(QuantDtype::int4, Symmetry::symmetric), reduced};
-}
-
-std::vector<float> random_values(std::size_t n, unsigned seed, float scale = 1.0f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> normal(0.0f, scale);
-  std::vector<float> v(n);
-  for (float& x : v) x = normal(rng);
-  return v;
-}
-
-}  // namespace
+using shrink::test::golden_batches;
+using shrink::test::magnitude_schemes;
+using shrink::test::random_values;
 
 TEST_CASE("EntropyObserver matches the numpy reference", "[quant][observer][entropy][golden]") {
   const auto cases = test::load_golden("golden/calibration_magnitude.golden");

@@ -12,35 +12,17 @@
 #include "shrink/cpu/histogram.hpp"
 #include "shrink/quant/observers/histogram.hpp"
 #include "support/golden.hpp"
+#include "support/calibration_golden.hpp"
+#include "support/random.hpp"
+#include "support/float_compare.hpp"
 
 using namespace shrink;
 using namespace shrink::quant;
+using shrink::test::golden_batches;
+using shrink::test::random_values;
+using shrink::test::ulp_distance;
 
 namespace {
-
-// The batches of a calibration golden case: batch b holds float32(k * data_unit[b]).
-std::vector<std::vector<float>> golden_batches(const test::GoldenCase& c) {
-  const auto& sizes = c.ints("batch_sizes");
-  const auto& k = c.ints("data_k");
-  const auto& units = c.doubles("data_unit");
-  std::vector<std::vector<float>> batches;
-  std::size_t at = 0;
-  for (std::size_t b = 0; b < sizes.size(); ++b) {
-    std::vector<float> values(static_cast<std::size_t>(sizes[b]));
-    for (float& v : values) v = static_cast<float>(static_cast<double>(k[at++]) * units[b]);
-    batches.push_back(values);
-  }
-  return batches;
-}
-
-std::int64_t ulp_distance(float a, float b) {
-  std::int32_t ia, ib;
-  std::memcpy(&ia, &a, sizeof a);
-  std::memcpy(&ib, &b, sizeof b);
-  if (ia < 0) ia = std::numeric_limits<std::int32_t>::min() - ia;
-  if (ib < 0) ib = std::numeric_limits<std::int32_t>::min() - ib;
-  return std::llabs(static_cast<std::int64_t>(ia) - ib);
-}
 
 // The schemes of calibration_histogram.golden, in its order: affine then symmetric, int8 then uint8,
 // reduce_range false then true.
@@ -54,14 +36,6 @@ std::vector<QuantScheme> golden_schemes() {
         schemes.push_back(s);
       }
   return schemes;
-}
-
-std::vector<float> random_values(std::size_t n, unsigned seed, float scale = 1.0f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> normal(0.0f, scale);
-  std::vector<float> v(n);
-  for (float& x : v) x = normal(rng);
-  return v;
 }
 
 }  // namespace

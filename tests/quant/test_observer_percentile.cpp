@@ -10,36 +10,13 @@
 
 #include "shrink/quant/observers/percentile.hpp"
 #include "support/golden.hpp"
+#include "support/calibration_golden.hpp"
+#include "support/random.hpp"
 
 using namespace shrink;
 using namespace shrink::quant;
-
-namespace {
-
-// The batches of a calibration golden case: batch b holds float32(k * data_unit[b]).
-std::vector<std::vector<float>> golden_batches(const test::GoldenCase& c) {
-  const auto& sizes = c.ints("batch_sizes");
-  const auto& k = c.ints("data_k");
-  const auto& units = c.doubles("data_unit");
-  std::vector<std::vector<float>> batches;
-  std::size_t at = 0;
-  for (std::size_t b = 0; b < sizes.size(); ++b) {
-    std::vector<float> values(static_cast<std::size_t>(sizes[b]));
-    for (float& v : values) v = static_cast<float>(static_cast<double>(k[at++]) * units[b]);
-    batches.push_back(values);
-  }
-  return batches;
-}
-
-std::vector<float> random_values(std::size_t n, unsigned seed, float scale = 1.0f) {
-  std::mt19937 rng(seed);
-  std::student_t_distribution<float> heavy(3.0f);
-  std::vector<float> v(n);
-  for (float& x : v) x = heavy(rng) * scale;
-  return v;
-}
-
-}  // namespace
+using shrink::test::golden_batches;
+using shrink::test::random_values;
 
 TEST_CASE("PercentileObserver matches the numpy reference", "[quant][observer][percentile][golden]") {
   const auto cases = test::load_golden("golden/calibration_magnitude.golden");

@@ -9,19 +9,13 @@
 
 #include "shrink/quant/fake_quantize.hpp"
 #include "shrink/quant/quantize.hpp"
+#include "support/random.hpp"
 
 using namespace shrink;
 using namespace shrink::quant;
+using shrink::test::random_values;
 
 namespace {
-
-std::vector<float> random_values(std::size_t n, unsigned seed, float spread = 3.0f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> normal(0.0f, spread);
-  std::vector<float> v(n);
-  for (float& x : v) x = normal(rng);
-  return v;
-}
 
 // Index of element (i0, i1, ...) of a row-major shape.
 std::int64_t flat_index(const Shape& shape, const std::vector<std::int64_t>& idx) {
@@ -33,7 +27,7 @@ std::int64_t flat_index(const Shape& shape, const std::vector<std::int64_t>& idx
 }  // namespace
 
 TEST_CASE("round trip error is at most half a step for in-range values", "[quant][quantize]") {
-  const auto x = random_values(64 * 96, 1);
+  const auto x = random_values(64 * 96, 1, 3.0f);
   const Shape shape{64, 96};
   const QuantDtype dtypes[] = {QuantDtype::int8, QuantDtype::uint8, QuantDtype::int4, QuantDtype::uint4};
   for (QuantDtype dtype : dtypes) {
@@ -69,7 +63,7 @@ TEST_CASE("round trip error is at most half a step for in-range values", "[quant
 
 TEST_CASE("per-channel along any axis equals per-tensor quantization of each channel slice", "[quant][quantize]") {
   const Shape shape{3, 4, 2, 5};
-  const auto x = random_values(static_cast<std::size_t>(shape.product()), 2);
+  const auto x = random_values(static_cast<std::size_t>(shape.product()), 2, 3.0f);
   for (int axis = 0; axis < 4; ++axis) {
     QuantScheme scheme = QuantScheme::per_channel(QuantDtype::uint8, Symmetry::affine, axis);
     const QuantizedTensor q = quantize(TensorView<const float>(x.data(), shape), scheme);
@@ -95,7 +89,7 @@ TEST_CASE("per-channel along any axis equals per-tensor quantization of each cha
 }
 
 TEST_CASE("strided input quantizes like its contiguous copy", "[quant][quantize]") {
-  const auto x = random_values(6 * 10, 3);  // a 6x10 row-major matrix, read transposed as 10x6
+  const auto x = random_values(6 * 10, 3, 3.0f);  // a 6x10 row-major matrix, read transposed as 10x6
   const TensorView<const float> transposed(x.data(), Shape{10, 6}, Strides{1, 10});
   const std::vector<float> copy = contiguous_copy(transposed);
   const QuantScheme scheme = QuantScheme::per_channel(QuantDtype::int8, Symmetry::symmetric, 1);
@@ -128,7 +122,7 @@ TEST_CASE("int4 packing: even element in the low nibble, rows padded to whole by
 }
 
 TEST_CASE("quantize_into matches quantize and dequantize_into matches dequantize", "[quant][quantize]") {
-  const auto x = random_values(33 * 17, 4);  // odd sizes reach the scalar tails of the SIMD loops
+  const auto x = random_values(33 * 17, 4, 3.0f);  // odd sizes reach the scalar tails of the SIMD loops
   const Shape shape{33, 17};
   const TensorView<const float> view(x.data(), shape);
   const QuantScheme s8 = QuantScheme::per_channel(QuantDtype::int8, Symmetry::symmetric, 0);
@@ -142,7 +136,7 @@ TEST_CASE("quantize_into matches quantize and dequantize_into matches dequantize
 }
 
 TEST_CASE("fake_quantize equals dequantize(quantize(x)) and works in place", "[quant][fake_quantize]") {
-  auto x = random_values(40 * 12, 5);
+  auto x = random_values(40 * 12, 5, 3.0f);
   const Shape shape{40, 12};
   const QuantScheme scheme = QuantScheme::per_group(QuantDtype::int4, Symmetry::affine, 1, 4);
   const QParams qp = minmax_qparams(TensorView<const float>(x.data(), shape), scheme);
@@ -165,7 +159,7 @@ TEST_CASE("fake_quantize mask marks values clipped by the range", "[quant][fake_
 }
 
 TEST_CASE("bad input is refused with the argument named and nothing written", "[quant][quantize][bad-input]") {
-  auto x = random_values(8 * 4, 6);
+  auto x = random_values(8 * 4, 6, 3.0f);
   const Shape shape{8, 4};
   const QuantScheme scheme = QuantScheme::per_channel(QuantDtype::int8, Symmetry::symmetric, 0);
   const QParams qp = minmax_qparams(TensorView<const float>(x.data(), shape), scheme);

@@ -8,6 +8,7 @@
 #include "shrink/core/error.hpp"
 #include "shrink/core/view.hpp"
 #include "shrink/cpu/for_each_row.hpp"
+#include "shrink/cpu/reduce.hpp"
 
 namespace shrink::cpu {
 
@@ -18,6 +19,10 @@ struct NonfiniteElement {
 };
 
 inline NonfiniteElement first_nonfinite_element(const TensorView<const float>& v) {
+  if (v.is_contiguous()) {  // the SIMD scan
+    const std::int64_t at = first_nonfinite(v.data(), v.numel());
+    return NonfiniteElement{at, at < 0 ? 0 : at};
+  }
   const std::int64_t length = row_length(v.shape());
   const std::int64_t stride = row_stride(v.strides());
   NonfiniteElement found;
@@ -39,6 +44,11 @@ inline void require_finite(const TensorView<const float>& v, const char* functio
   if (at.index < 0) return;
   fail(function, (std::string(argument) + "[" + std::to_string(at.index) + "]").c_str(), v.data()[at.offset],
        "finite values (the index is row-major)");
+}
+
+// The same check for n contiguous values.
+inline void require_finite(const float* x, std::int64_t n, const char* function, const char* argument) {
+  require_finite(TensorView<const float>(x, Shape{n}), function, argument);
 }
 
 }  // namespace shrink::cpu

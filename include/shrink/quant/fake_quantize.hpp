@@ -13,6 +13,7 @@
 
 #include "shrink/core/error.hpp"
 #include "shrink/core/view.hpp"
+#include "shrink/cpu/nonfinite_check.hpp"
 #include "shrink/cpu/param_runs.hpp"
 #include "shrink/cpu/quantize.hpp"
 #include "shrink/quant/qparams.hpp"
@@ -27,7 +28,7 @@ inline void fake_quantize_checked(TensorView<const float> x, const QuantScheme& 
   const std::vector<cpu::AffineParams> params = affine_params(qparams, scheme);
   std::vector<float> storage;
   const float* data = contiguous_input(x, storage);
-  require_finite(data, x.numel(), fn, "x");
+  cpu::require_finite(data, x.numel(), fn, "x");
   cpu::for_each_param_run(
       param_layout(scheme, x.shape(), fn),
       [&](std::int64_t off, std::int64_t len, std::int64_t p) {

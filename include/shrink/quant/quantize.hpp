@@ -16,6 +16,7 @@
 #include "shrink/core/int4.hpp"
 #include "shrink/core/view.hpp"
 #include "shrink/cpu/int4.hpp"
+#include "shrink/cpu/nonfinite_check.hpp"
 #include "shrink/cpu/param_runs.hpp"
 #include "shrink/cpu/quantize.hpp"
 #include "shrink/cpu/reduce.hpp"
@@ -47,13 +48,6 @@ inline std::vector<cpu::AffineParams> affine_params(const QParams& q, const Quan
   params.reserve(q.scale.size());
   for (std::size_t i = 0; i < q.scale.size(); ++i) params.emplace_back(q.scale[i], q.zero_point[i], r.qmin, r.qmax);
   return params;
-}
-
-// Throws naming the first NaN/inf element of x (flat row-major index).
-inline void require_finite(const float* x, std::int64_t n, const char* function, const char* argument) {
-  const std::int64_t at = cpu::first_nonfinite(x, n);
-  if (at >= 0)
-    fail(function, (std::string(argument) + "[" + std::to_string(at) + "]").c_str(), x[at], "finite values");
 }
 
 // Contiguous input: the view's own memory, or a row-major copy kept alive in `storage`.
@@ -120,7 +114,7 @@ inline void quantize_checking_finite(const float* x, const Shape& shape, const Q
       break;
     }
   }
-  if (!finite) require_finite(x, shape.product(), function, "x");
+  if (!finite) cpu::require_finite(x, shape.product(), function, "x");
 }
 
 // Quantizes into the caller's `out` only once the whole input has proven finite: the single fused pass

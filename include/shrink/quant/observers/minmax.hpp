@@ -50,12 +50,9 @@ inline void require_all_seen(const std::vector<float>& mins, const std::vector<f
 
 }  // namespace detail
 
-// Running minimum and maximum of everything observed: s, zp = scale_zero_point_from_range(min, max).
-class MinMaxObserver : public Observer {
+// Base of the observers that keep one [min, max] per parameter entry; subclasses say how a batch's range updates it.
+class RangeObserver : public Observer {
  public:
-  explicit MinMaxObserver(const QuantScheme& scheme, ObserverOptions options = {}) : Observer(scheme, options) {}
-
-  const char* name() const override { return "MinMaxObserver"; }
   const std::vector<float>& min_values() const { return mins_; }
   const std::vector<float>& max_values() const { return maxs_; }
 
@@ -66,7 +63,13 @@ class MinMaxObserver : public Observer {
   }
 
  protected:
+  using Observer::Observer;
+
   bool supports(Granularity) const override { return true; }
+
+  // Folds the finite range of entry i of a batch (min > max when it had no finite value) into min_i, max_i;
+  // an entry that has seen no finite value yet has min > max.
+  virtual void update(float& min, float& max, const cpu::FiniteRange& batch) = 0;
 
   void accumulate(const ObservedBatch& batch) override {
     const std::vector<cpu::FiniteRange> ranges = detail::batch_ranges(batch, scheme());
@@ -75,76 +78,61 @@ class MinMaxObserver : public Observer {
       mins_.assign(ranges.size(), std::numeric_limits<float>::infinity());
       maxs_.assign(ranges.size(), -std::numeric_limits<float>::infinity());
     }
-    for (std::size_t i = 0; i < ranges.size(); ++i) {
-      mins_[i] = std::fmin(mins_[i], ranges[i].min);
-      maxs_[i] = std::fmax(maxs_[i], ranges[i].max);
-    }
+    for (std::size_t i = 0; i < ranges.size(); ++i) update(mins_[i], maxs_[i], ranges[i]);
   }
 
   QParams compute_qparams() const override {
     detail::require_all_seen(mins_, maxs_, name());
-    return qparams_from_ranges(mins_, maxs_, scheme(), param_shape(), "shrink::quant::MinMaxObserver::qparams");
+    return qparams_from_ranges(mins_, maxs_, scheme(), param_shape(), "shrink::quant::Observer::qparams");
   }
 
  private:
   std::vector<float> mins_, maxs_;
 };
 
+// Running minimum and maximum of everything observed: s, zp = scale_zero_point_from_range(min, max).
+class MinMaxObserver : public RangeObserver {
+ public:
+  explicit MinMaxObserver(const QuantScheme& scheme, ObserverOptions options = {}) : RangeObserver(scheme, options) {}
+  const char* name() const override { return "MinMaxObserver"; }
+
+ protected:
+  void update(float& min, float& max, const cpu::FiniteRange& batch) override {
+    min = std::fmin(min, batch.min);
+    max = std::fmax(max, batch.max);
+  }
+};
+
 // Exponential moving average of each batch's min and max (PyTorch's MovingAverage[PerChannel]MinMaxObserver):
 // the first batch sets them, then min += c * (batch_min - min) and likewise for max, in float32.
-class MovingAverageMinMaxObserver : public Observer {
+class MovingAverageMinMaxObserver : public RangeObserver {
  public:
   explicit MovingAverageMinMaxObserver(const QuantScheme& scheme, float averaging_constant = 0.01f,
                                        ObserverOptions options = {})
-      : Observer(scheme, options), averaging_constant_(averaging_constant) {
+      : RangeObserver(scheme, options), averaging_constant_(averaging_constant) {
     if (!(averaging_constant > 0.0f && averaging_constant <= 1.0f))
       fail("shrink::quant::MovingAverageMinMaxObserver", "averaging_constant", averaging_constant, "a value in (0, 1]");
   }
 
   const char* name() const override { return "MovingAverageMinMaxObserver"; }
   float averaging_constant() const { return averaging_constant_; }
-  const std::vector<float>& min_values() const { return mins_; }
-  const std::vector<float>& max_values() const { return maxs_; }
-
-  void reset() override {
-    Observer::reset();
-    mins_.clear();
-    maxs_.clear();
-  }
 
  protected:
-  bool supports(Granularity) const override { return true; }
-
-  void accumulate(const ObservedBatch& batch) override {
-    const std::vector<cpu::FiniteRange> ranges = detail::batch_ranges(batch, scheme());
-    reject_nonfinite(batch, detail::count_nonfinite(ranges));
-    if (mins_.empty()) {
-      mins_.assign(ranges.size(), std::numeric_limits<float>::infinity());
-      maxs_.assign(ranges.size(), -std::numeric_limits<float>::infinity());
+  void update(float& min, float& max, const cpu::FiniteRange& batch) override {
+    if (batch.min > batch.max) return;  // no finite value in this entry of the batch
+    if (min > max) {                     // first finite data for this entry
+      min = batch.min;
+      max = batch.max;
+      return;
     }
-    const float c = averaging_constant_;
-    for (std::size_t i = 0; i < ranges.size(); ++i) {
-      if (ranges[i].min > ranges[i].max) continue;  // no finite value in this entry of the batch
-      if (mins_[i] > maxs_[i]) {                      // first finite data for this entry
-        mins_[i] = ranges[i].min;
-        maxs_[i] = ranges[i].max;
-        continue;
-      }
-      const float min_step = c * (ranges[i].min - mins_[i]);
-      const float max_step = c * (ranges[i].max - maxs_[i]);
-      mins_[i] = mins_[i] + min_step;
-      maxs_[i] = maxs_[i] + max_step;
-    }
-  }
-
-  QParams compute_qparams() const override {
-    detail::require_all_seen(mins_, maxs_, name());
-    return qparams_from_ranges(mins_, maxs_, scheme(), param_shape(), "shrink::quant::MovingAverageMinMaxObserver::qparams");
+    const float min_step = averaging_constant_ * (batch.min - min);  // two roundings, as PyTorch's tensor ops
+    const float max_step = averaging_constant_ * (batch.max - max);
+    min = min + min_step;
+    max = max + max_step;
   }
 
  private:
   float averaging_constant_;
-  std::vector<float> mins_, maxs_;
 };
 
 // One-shot parameters from the min and max of x (per tensor, channel or group as the scheme says).

@@ -24,7 +24,7 @@ TEST_CASE("int4 per-group-128 affine [4096, 4096]", "[metrics][size]") {
   CHECK(size.bits_per_element() == 4.3125);  // 4 + 32/128 + 8/128
   CHECK(dense_bytes(shape) == 67108864);
   CHECK(compression_ratio(dense_bytes(shape), size.total_bytes()) == Approx(32.0 / 4.3125));  // 7.42
-  CHECK(compression_ratio(dense_bytes(shape, DenseFormat::float16), size.total_bytes()) == Approx(16.0 / 4.3125));
+  CHECK(compression_ratio(dense_bytes(shape, ScalarType::f16), size.total_bytes()) == Approx(16.0 / 4.3125));
 
   // The symmetric variant stores no zero points.
   const QuantizedSize symmetric = quantized_size(shape, QuantScheme::per_group(QuantDtype::int4, Symmetry::symmetric, 1, 128));
@@ -66,10 +66,10 @@ TEST_CASE("4-bit rows of odd length pad to whole bytes", "[metrics][size]") {
 TEST_CASE("dense formats and compression ratio", "[metrics][size]") {
   const Shape shape{10, 3};
   CHECK(dense_bytes(shape) == 120);
-  CHECK(dense_bytes(shape, DenseFormat::float16) == 60);
-  CHECK(dense_bytes(shape, DenseFormat::bfloat16) == 60);
-  CHECK(dense_bytes(shape, DenseFormat::float8_e4m3) == 30);
-  CHECK(dense_bytes(shape, DenseFormat::float8_e5m2) == 30);
+  CHECK(dense_bytes(shape, ScalarType::f16) == 60);
+  CHECK(dense_bytes(shape, ScalarType::bf16) == 60);
+  CHECK(dense_bytes(shape, ScalarType::f8_e4m3) == 30);
+  CHECK(dense_bytes(shape, ScalarType::f8_e5m2) == 30);
   CHECK(dense_bytes(Shape{}) == 4);
   CHECK(compression_ratio(120, 30) == 4.0);
   CHECK(compression_ratio(0, 30) == 0.0);

@@ -11,33 +11,23 @@
 #include <cstdint>
 #include <string>
 
+#include "shrink/core/dtype.hpp"
 #include "shrink/core/error.hpp"
+#include "shrink/core/int4.hpp"
 #include "shrink/core/view.hpp"
 #include "shrink/quant/quantized_tensor.hpp"
 #include "shrink/quant/scheme.hpp"
 
 namespace shrink::metrics {
 
-// Dense floating-point storage formats, for comparison with quantized sizes.
-enum class DenseFormat : std::uint8_t { float32, float16, bfloat16, float8_e4m3, float8_e5m2 };
-
 inline constexpr std::int64_t kScaleBytes = 4;      // float32
 inline constexpr std::int64_t kZeroPointBytes = 1;  // int8/uint8 (4-bit zero points are not packed)
 
-constexpr std::int64_t bytes_per_element(DenseFormat format) {
-  switch (format) {
-    case DenseFormat::float32: return 4;
-    case DenseFormat::float16:
-    case DenseFormat::bfloat16: return 2;
-    case DenseFormat::float8_e4m3:
-    case DenseFormat::float8_e5m2: return 1;
-  }
-  return 0;
-}
-
-// Bytes of a dense tensor of `shape` in `format`.
-inline std::int64_t dense_bytes(const Shape& shape, DenseFormat format = DenseFormat::float32) {
-  return shape.product() * bytes_per_element(format);
+// Bytes of a dense tensor of `shape` stored as `type` (f32, f16, bf16, f8_e4m3, ...); 4-bit types are
+// counted packed, each row of the last dimension padded to whole bytes (core/int4.hpp).
+inline std::int64_t dense_bytes(const Shape& shape, ScalarType type = ScalarType::f32) {
+  if (element_bits(type) == 4) return int4_packed_bytes(shape);
+  return shape.product() * element_bits(type) / 8;
 }
 
 struct QuantizedSize {

@@ -1,7 +1,9 @@
 // Tests for shrink/cpu/histogram.hpp: BinCounter's 16-bit lanes never overflow, whatever the run lengths.
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <cstdint>
+#include <random>
 #include <vector>
 
 #include "shrink/cpu/histogram.hpp"
@@ -29,4 +31,28 @@ TEST_CASE("BinCounter counts past 65535 in one bin, in long runs and in many sho
   short_runs.flush_into(short_counts.data(), 8);
   CHECK(short_counts[5] == total);
   CHECK(short_counts[0] == 0);
+}
+
+TEST_CASE("torch.histc binning is the same at every SIMD level, bin edges included", "[cpu][histogram][simd]") {
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  const HistcBinning binnings[] = {{-3.1f, 2.7f, 2048}, {-1e-3f, 5e-4f, 2048}, {0.0f, 1.0f, 10}, {-7.0f, 9.0f, 16384}};
+  for (const HistcBinning& b : binnings) {
+    std::vector<float> x(200'000);
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      // Half the values sit exactly on or next to bin edges, where a reciprocal would truncate differently.
+      const float edge = b.lo + (b.hi - b.lo) * static_cast<float>(i % b.bins) / static_cast<float>(b.bins);
+      x[i] = i % 2 ? edge : normal(rng) * (b.hi - b.lo) / 3.0f;
+      if (i % 4 == 1) x[i] = std::nextafter(edge, -INFINITY);
+      if (i % 8 == 3) x[i] = std::nextafter(edge, INFINITY);
+    }
+    x[7] = b.hi;
+    x[9] = NAN;
+    std::vector<std::int32_t> reference(x.size()), fast(x.size());
+    for (std::size_t i = 0; i < x.size(); ++i) reference[i] = bin_index(b, x[i]);
+    bin_indices(b, x.data(), static_cast<std::int64_t>(x.size()), fast.data());
+    std::size_t mismatches = 0;
+    for (std::size_t i = 0; i < x.size(); ++i) mismatches += reference[i] != fast[i];
+    CHECK(mismatches == 0);
+  }
 }

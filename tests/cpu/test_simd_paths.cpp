@@ -167,3 +167,21 @@ TEST_CASE("int4 packing and unpacking agree across SIMD levels for every nibble 
     }
   }
 }
+
+TEST_CASE("finite_range finds NaN and inf in any block of a long run", "[cpu][simd]") {
+  for (std::size_t bad_at : {std::size_t{0}, std::size_t{4095}, std::size_t{4096}, std::size_t{9000}, std::size_t{12344}}) {
+    std::vector<float> x = awkward_values(12345);
+    x[bad_at] = bad_at % 2 ? -std::numeric_limits<float>::infinity() : std::numeric_limits<float>::quiet_NaN();
+    float lo = INFINITY, hi = -INFINITY;
+    for (float v : x)
+      if (std::isfinite(v)) lo = std::fmin(lo, v), hi = std::fmax(hi, v);
+    at_each_level([&](SimdLevel level) {
+      INFO("level " << static_cast<int>(level) << " bad at " << bad_at);
+      const FiniteRange r = finite_range(x.data(), static_cast<std::int64_t>(x.size()));
+      CHECK(r.nonfinite == 1);
+      CHECK(r.min == lo);
+      CHECK(r.max == hi);
+      CHECK(first_nonfinite(x.data(), static_cast<std::int64_t>(x.size())) == static_cast<std::int64_t>(bad_at));
+    });
+  }
+}

@@ -172,7 +172,8 @@ const bool registered = [] {
 
 // Size and error of every precision on both tensors, then speed relative to fp32 (memcpy) from the run.
 void print_precision_table(const shrink::bench::RecordingReporter& reporter) {
-  std::printf("\nPrecision comparison: %lld x %lld tensors, single thread; error of decode(encode(x)) against x.\n",
+  std::printf("\nPrecision comparison: %lld x %lld tensors, single thread, speed of the fastest repetition;\n"
+              "error of decode(encode(x)) against x.\n",
               static_cast<long long>(kRows), static_cast<long long>(kCols));
   std::printf("%-22s %6s %6s %9s %9s | %-10s %10s %10s %8s %10s\n", "precision", "bits", "x fp32", "enc GB/s",
               "dec GB/s", "tensor", "MSE", "max-abs", "SQNR dB", "cosine");
@@ -199,8 +200,10 @@ void print_precision_table(const shrink::bench::RecordingReporter& reporter) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  std::vector<char*> args = shrink::bench::arguments_with_repetitions(argc, argv);
+  int count = static_cast<int>(args.size());
+  benchmark::Initialize(&count, args.data());
+  if (benchmark::ReportUnrecognizedArguments(count, args.data())) return 1;
   shrink::bench::RecordingReporter reporter;
   benchmark::RunSpecifiedBenchmarks(&reporter);
   benchmark::Shutdown();

@@ -197,7 +197,7 @@ class BinCounter {
  public:
   // Room for binnings of up to `capacity` bins.
   explicit BinCounter(std::int32_t capacity)
-      : capacity_(capacity), stride_(static_cast<std::int64_t>(capacity) + 1), lanes_(kLanes * stride_, 0) {}
+      : capacity_(capacity), stride_(static_cast<std::int64_t>(capacity) + 1 + kLanePad), lanes_(kLanes * stride_, 0) {}
 
   std::int32_t capacity() const { return capacity_; }
 
@@ -229,6 +229,9 @@ class BinCounter {
   // robin, so a run of n adds at most ceil(n / 8) to any counter; the lanes are folded into 64-bit totals
   // before that bound could pass 65535.
   static constexpr std::int64_t kLaneMax = 65535;
+  // Lanes of 2049 counters would start 4098 bytes apart, so the same bin of two lanes would share the low
+  // 12 address bits and stall loads behind unrelated stores (4K aliasing); the padding staggers them.
+  static constexpr std::int64_t kLanePad = 96;
   static constexpr std::int64_t kMaxRun = kLanes * kLaneMax;
 
   // Counts a run of at most kMaxRun elements: whole blocks with a fixed trip count, then the tail.

@@ -262,7 +262,7 @@ class BinCounter {
   }
 
   std::int32_t capacity_;
-  std::int64_t stride_;               // capacity + 1 counters a lane
+  std::int64_t stride_;               // capacity + 1 counters a lane, then the padding
   std::vector<std::uint16_t> lanes_;
   std::vector<std::int64_t> totals_;  // folded counts while a flush is pending
   std::int64_t lane_load_ = 0;        // bound on any lane counter since the last fold

@@ -28,6 +28,34 @@ struct ObservedBatch {
   std::int64_t numel() const { return shape.product(); }
 };
 
+namespace detail {
+
+// Finite range of every parameter entry of a batch (one per tensor, channel or group).
+inline std::vector<cpu::FiniteRange> batch_ranges(const ObservedBatch& b, const QuantScheme& scheme) {
+  switch (scheme.granularity) {
+    case Granularity::per_tensor: return {cpu::finite_range(b.data, b.numel())};
+    case Granularity::per_channel: {
+      std::vector<cpu::FiniteRange> r(static_cast<std::size_t>(b.split.channels));
+      cpu::finite_ranges_per_channel(b.data, b.split, 1, false, r.data());
+      return r;
+    }
+    case Granularity::per_group: {
+      std::vector<cpu::FiniteRange> r(static_cast<std::size_t>(b.split.outer * (b.split.channels / scheme.group_size) * b.split.inner));
+      cpu::finite_ranges_per_channel(b.data, b.split, scheme.group_size, true, r.data());
+      return r;
+    }
+  }
+  return {};
+}
+
+inline std::int64_t count_nonfinite(const std::vector<cpu::FiniteRange>& ranges) {
+  std::int64_t n = 0;
+  for (const auto& r : ranges) n += r.nonfinite;
+  return n;
+}
+
+}  // namespace detail
+
 // Base of all calibrators. observe() may be called many times; qparams() at any point after the first.
 // A failed observe() leaves the state as it was.
 class Observer {

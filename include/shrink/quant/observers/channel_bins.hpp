@@ -24,20 +24,6 @@ struct ClippingRange {
 
 namespace detail {
 
-// Finite range of each channel of the batch (one entry per tensor for per-tensor schemes).
-inline std::vector<cpu::FiniteRange> channel_finite_ranges(const QuantScheme& scheme, const ObservedBatch& batch) {
-  if (scheme.granularity == Granularity::per_tensor) return {cpu::finite_range(batch.data, batch.numel())};
-  std::vector<cpu::FiniteRange> ranges(static_cast<std::size_t>(batch.split.channels));
-  cpu::finite_ranges_per_channel(batch.data, batch.split, 1, false, ranges.data());
-  return ranges;
-}
-
-inline std::int64_t total_nonfinite(const std::vector<cpu::FiniteRange>& ranges) {
-  std::int64_t n = 0;
-  for (const cpu::FiniteRange& r : ranges) n += r.nonfinite;
-  return n;
-}
-
 // A channel's binning rule and where its counts go; a null `counts` leaves the channel out.
 template <class Binning>
 struct ChannelBins {

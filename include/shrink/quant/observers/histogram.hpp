@@ -85,8 +85,8 @@ class HistogramObserver : public Observer {
 
  protected:
   void accumulate(const ObservedBatch& batch) override {
-    const std::vector<cpu::FiniteRange> ranges = detail::channel_finite_ranges(scheme(), batch);
-    reject_nonfinite(batch, detail::total_nonfinite(ranges));
+    const std::vector<cpu::FiniteRange> ranges = detail::batch_ranges(batch, scheme());
+    reject_nonfinite(batch, detail::count_nonfinite(ranges));
     const std::int64_t bins = histogram_options_.bins;
     const std::int64_t upsample = histogram_options_.upsample_rate;
     std::vector<pytorch::HistogramState> next = states_;

@@ -171,8 +171,8 @@ class MagnitudeHistogramObserver : public Observer {
   virtual float choose_amax(const MagnitudeHistogram& histogram, float min_seen, float max_seen) const = 0;
 
   void accumulate(const ObservedBatch& batch) override {
-    const std::vector<cpu::FiniteRange> ranges = detail::channel_finite_ranges(scheme(), batch);
-    reject_nonfinite(batch, detail::total_nonfinite(ranges));
+    const std::vector<cpu::FiniteRange> ranges = detail::batch_ranges(batch, scheme());
+    reject_nonfinite(batch, detail::count_nonfinite(ranges));
     const std::size_t channels = ranges.size();
     const std::int64_t per_channel = batch.numel() / static_cast<std::int64_t>(channels);
     std::vector<MagnitudeHistogram> next = histograms_;

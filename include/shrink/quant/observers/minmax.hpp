@@ -16,30 +16,6 @@
 namespace shrink::quant {
 namespace detail {
 
-// Finite range of every parameter entry of a batch (one per tensor, channel or group).
-inline std::vector<cpu::FiniteRange> batch_ranges(const ObservedBatch& b, const QuantScheme& scheme) {
-  switch (scheme.granularity) {
-    case Granularity::per_tensor: return {cpu::finite_range(b.data, b.numel())};
-    case Granularity::per_channel: {
-      std::vector<cpu::FiniteRange> r(static_cast<std::size_t>(b.split.channels));
-      cpu::finite_ranges_per_channel(b.data, b.split, 1, false, r.data());
-      return r;
-    }
-    case Granularity::per_group: {
-      std::vector<cpu::FiniteRange> r(static_cast<std::size_t>(b.split.outer * (b.split.channels / scheme.group_size) * b.split.inner));
-      cpu::finite_ranges_per_channel(b.data, b.split, scheme.group_size, true, r.data());
-      return r;
-    }
-  }
-  return {};
-}
-
-inline std::int64_t count_nonfinite(const std::vector<cpu::FiniteRange>& ranges) {
-  std::int64_t n = 0;
-  for (const auto& r : ranges) n += r.nonfinite;
-  return n;
-}
-
 // An entry that never saw a finite value has min > max.
 inline void require_all_seen(const std::vector<float>& mins, const std::vector<float>& maxs, const char* observer) {
   for (std::size_t i = 0; i < mins.size(); ++i)

@@ -233,6 +233,7 @@ class BinCounter {
   // 12 address bits and stall loads behind unrelated stores (4K aliasing); the padding staggers them.
   static constexpr std::int64_t kLanePad = 96;
   static constexpr std::int64_t kMaxRun = kLanes * kLaneMax;
+  static constexpr std::int64_t kCommonStride = 2048 + 1 + kLanePad;  // 2048 bins, PyTorch's and NVIDIA's default
 
   // Counts a run of at most kMaxRun elements: whole blocks with a fixed trip count, then the tail.
   template <class Binning>
@@ -243,11 +244,22 @@ class BinCounter {
     std::int64_t start = 0;
     for (; start + kBlock <= n; start += kBlock) {
       bin_indices(binning, x + start, kBlock, index);
-      for (std::int64_t k = 0; k < kBlock; k += kLanes)
-        for (int lane = 0; lane < kLanes; ++lane) ++lanes[lane * stride + index[k + lane]];
+      if (stride == kCommonStride)
+        count_block<kCommonStride>(lanes, index, stride);
+      else
+        count_block<0>(lanes, index, stride);
     }
     bin_indices(binning, x + start, n - start, index);
     for (std::int64_t k = 0; k < n - start; ++k) ++lanes[(k % kLanes) * stride + index[k]];
+  }
+
+  // Counts one block of indices, element k into lane k % kLanes. With the stride known at compile time each
+  // increment addresses its lane through a constant displacement: one instruction fewer an element.
+  template <std::int64_t kStride>
+  static void count_block(std::uint16_t* lanes, const std::int32_t* index, std::int64_t stride) {
+    const std::int64_t step = kStride ? kStride : stride;
+    for (std::int64_t k = 0; k < kBlock; k += kLanes)
+      for (int lane = 0; lane < kLanes; ++lane) ++lanes[lane * step + index[k + lane]];
   }
 
   void fold() {

@@ -78,11 +78,24 @@ SHRINK_NO_CONTRACT inline float float_sum(const float* x, std::int64_t n) {
   return total;
 }
 
+// std::fmod(a, b) for finite floats without the libm call: with A = |a|, B = |b| and q = trunc(A / B) in
+// double (possibly one too large or too small), A - q * B is exact in double (q * B has at most 53 bits and
+// the difference at most 24), and one correction step lands it in [0, B): the exact remainder fmod returns.
+inline float exact_fmod(float a, float b) {
+  const double A = std::fabs(static_cast<double>(a)), B = std::fabs(static_cast<double>(b));
+  const double q = std::trunc(A / B);
+  if (!(q < 0x1p28) || !std::isfinite(A)) return std::fmod(a, b);  // outside the exactness argument
+  double r = A - q * B;
+  if (r < 0.0) r += B;
+  else if (r >= B) r -= B;
+  return std::copysign(static_cast<float>(r), a);
+}
+
 // torch.div(a, b, rounding_mode='floor') for float32 (c10::div_floor_floating).
 SHRINK_NO_CONTRACT inline float div_floor(float a, float b) {
   SHRINK_NO_CONTRACT_BODY
   if (b == 0.0f) return a / b;
-  const float mod = std::fmod(a, b);
+  const float mod = exact_fmod(a, b);
   float div = (a - mod) / b;
   if (mod != 0.0f && ((b < 0.0f) != (mod < 0.0f))) div = div - 1.0f;
   if (div == 0.0f) return std::copysign(0.0f, a / b);

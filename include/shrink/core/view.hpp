@@ -214,4 +214,16 @@ void require_host_view(const TensorView<T>& view, const char* function, const ch
          "alignment to " + std::to_string(alignof(std::remove_const_t<T>)) + " bytes");
 }
 
+template <class T>
+void require_nonempty(const TensorView<T>& view, const char* function, const char* argument) {
+  if (view.empty())
+    fail(function, argument, "an empty tensor of shape " + to_string(view.shape()), "at least one element");
+}
+
+template <class T>
+void require_contiguous(const TensorView<T>& view, const char* function, const char* argument) {
+  if (!view.is_contiguous())
+    fail(function, argument, "a strided view with strides " + to_string(view.strides()), "a contiguous row-major view");
+}
+
 }  // namespace shrink

@@ -1,5 +1,5 @@
-// CPU loops of the float casts: float <-> half / bfloat16 over contiguous runs, scaled FP8 encode/decode, and
-// the finite absolute maximum that FP8 scales come from. Validation lives in quant/cast.hpp.
+// CPU loops of the float casts: float <-> half / bfloat16 over contiguous runs and scaled FP8 encode/decode.
+// Validation lives in quant/cast.hpp.
 #pragma once
 
 #include <algorithm>
@@ -111,17 +111,6 @@ inline void bfloat16_to_float(const bfloat16* x, float* SHRINK_RESTRICT out, std
   if (use_avx2()) i = avx2::bfloat16_to_float(bits, out, n);
 #endif
   for (; i < n; ++i) out[i] = detail::bfloat16_bits_to_float(bits[i]);
-}
-
-// Largest |x_i| over the finite elements of a run (0 when there is none). For non-negative floats the order of
-// the bit patterns, read as integers, is the order of the values, so this is an integer max that vectorises.
-inline float finite_abs_max(const float* SHRINK_RESTRICT x, std::int64_t n) {
-  std::int32_t largest = 0;
-  for (std::int64_t i = 0; i < n; ++i) {
-    const std::int32_t magnitude = static_cast<std::int32_t>(detail::float_to_bits(x[i]) & 0x7FFFFFFFu);
-    largest = std::max(largest, magnitude < 0x7F800000 ? magnitude : 0);
-  }
-  return detail::bits_to_float(static_cast<std::uint32_t>(largest));
 }
 
 // out_i = fp8(x_i / scale), one scale for the run.

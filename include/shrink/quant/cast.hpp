@@ -65,22 +65,11 @@ struct Fp8Tensor {
 
 namespace cast_detail {
 
-template <class T>
-void require_nonempty_view(const TensorView<T>& v, const char* function, const char* argument) {
-  if (v.empty()) fail(function, argument, "an empty tensor of shape " + to_string(v.shape()), "at least one element");
-}
-
-template <class T>
-void require_contiguous_view(const TensorView<T>& v, const char* function, const char* argument) {
-  if (!v.is_contiguous())
-    fail(function, argument, "a strided view with strides " + to_string(v.strides()), "a contiguous row-major view");
-}
-
 template <class From, class To>
 void check_cast_views(const TensorView<const From>& x, const TensorView<To>& out, const char* function) {
   require_host_view(x, function, "x");
   require_host_view(out, function, "out");
-  require_nonempty_view(x, function, "x");
+  require_nonempty(x, function, "x");
   if (out.shape() != x.shape())
     fail(function, "out", to_string(out.shape()), "the shape of x, " + to_string(x.shape()));
 }
@@ -185,26 +174,29 @@ inline void quantize_fp8_checked(const float* x, std::int64_t n, Fp8Format forma
     check_scales(options.scales.data(), static_cast<std::int64_t>(options.scales.size()), layout, function,
                  "options.scales");
   if (!std::isfinite(options.margin)) fail(function, "options.margin", options.margin, "a finite number");
-  if (!options.allow_nonfinite) {
+  // One pass finds the non-finite elements and, when the scales are derived, each channel's finite amax.
+  const AxisSplit& s = layout.split;
+  const bool derive = options.scales.empty();
+  std::vector<float> amax(static_cast<std::size_t>(derive ? layout.scale_count : 0), 0.0f);
+  std::int64_t nonfinite = 0;
+  for (std::int64_t o = 0; o < s.outer; ++o)
+    for (std::int64_t c = 0; c < s.channels; ++c) {
+      const cpu::FiniteRange r = cpu::finite_range(x + (o * s.channels + c) * s.inner, s.inner);
+      nonfinite += r.nonfinite;
+      if (derive && r.min <= r.max) {
+        float& a = amax[static_cast<std::size_t>(layout.axis < 0 ? 0 : c)];
+        a = std::fmax(a, std::fmax(-r.min, r.max));
+      }
+    }
+  if (nonfinite > 0 && !options.allow_nonfinite) {
     const std::int64_t at = cpu::first_nonfinite(x, n);
-    if (at >= 0)
-      fail(function, ("x[" + std::to_string(at) + "]").c_str(), x[at],
-           "finite values (set options.allow_nonfinite to encode NaN/inf)");
+    fail(function, ("x[" + std::to_string(at) + "]").c_str(), x[at],
+         "finite values (set options.allow_nonfinite to encode NaN/inf)");
   }
   // Checks done; outputs from here on.
-  const AxisSplit& s = layout.split;
-  if (!options.scales.empty()) {
-    for (std::int64_t c = 0; c < layout.scale_count; ++c) scales[c] = options.scales[static_cast<std::size_t>(c)];
-  } else {
-    for (std::int64_t c = 0; c < layout.scale_count; ++c) scales[c] = 0.0f;  // amax first, then the scale
-    for (std::int64_t o = 0; o < s.outer; ++o)
-      for (std::int64_t c = 0; c < s.channels; ++c) {
-        const float amax = cpu::finite_abs_max(x + (o * s.channels + c) * s.inner, s.inner);
-        const std::int64_t k = layout.axis < 0 ? 0 : c;
-        scales[k] = std::fmax(scales[k], amax);
-      }
-    for (std::int64_t c = 0; c < layout.scale_count; ++c) scales[c] = derived_scale(scales[c], options.margin, format);
-  }
+  for (std::int64_t c = 0; c < layout.scale_count; ++c)
+    scales[c] = derive ? derived_scale(amax[static_cast<std::size_t>(c)], options.margin, format)
+                       : options.scales[static_cast<std::size_t>(c)];
   if (format == Fp8Format::e4m3)
     encode_fp8<Fp8Format::e4m3>(x, codes, layout, scales, options.saturate);
   else
@@ -225,10 +217,10 @@ inline void dequantize_fp8_checked(const TensorView<const std::uint8_t>& codes, 
   require_host_view(codes, function, names.codes);
   require_host_view(scales, function, names.scales);
   require_host_view(out, function, "out");
-  require_nonempty_view(codes, function, names.codes);
-  require_contiguous_view(codes, function, names.codes);
-  require_contiguous_view(scales, function, names.scales);
-  require_contiguous_view(out, function, "out");
+  require_nonempty(codes, function, names.codes);
+  require_contiguous(codes, function, names.codes);
+  require_contiguous(scales, function, names.scales);
+  require_contiguous(out, function, "out");
   if (out.shape() != codes.shape())
     fail(function, "out", to_string(out.shape()),
          "the shape of " + std::string(names.codes) + ", " + to_string(codes.shape()));
@@ -277,7 +269,7 @@ inline Fp8Tensor quantize_fp8(TensorView<const float> x, Fp8Format format,
                               const Fp8QuantizeOptions& options = {}) {
   const char* function = "shrink::quant::quantize_fp8";
   require_host_view(x, function, "x");
-  cast_detail::require_nonempty_view(x, function, "x");
+  require_nonempty(x, function, "x");
   const cast_detail::Fp8Layout layout = cast_detail::fp8_layout(x.shape(), granularity, axis, function);
   std::vector<float> copy;
   const float* data = x.data();
@@ -304,10 +296,10 @@ inline void quantize_fp8_into(TensorView<const float> x, Fp8Format format, Fp8Sc
   require_host_view(x, function, "x");
   require_host_view(codes, function, "codes");
   require_host_view(scales, function, "scales");
-  cast_detail::require_nonempty_view(x, function, "x");
-  cast_detail::require_contiguous_view(x, function, "x");
-  cast_detail::require_contiguous_view(codes, function, "codes");
-  cast_detail::require_contiguous_view(scales, function, "scales");
+  require_nonempty(x, function, "x");
+  require_contiguous(x, function, "x");
+  require_contiguous(codes, function, "codes");
+  require_contiguous(scales, function, "scales");
   if (codes.shape() != x.shape())
     fail(function, "codes", to_string(codes.shape()), "the shape of x, " + to_string(x.shape()));
   const cast_detail::Fp8Layout layout = cast_detail::fp8_layout(x.shape(), granularity, axis, function);

@@ -68,7 +68,7 @@ class Observer {
   void observe(TensorView<const float> batch) {
     const char* fn = "shrink::quant::Observer::observe";
     require_host_view(batch, fn, "batch");
-    if (batch.empty()) fail(fn, "batch", "an empty tensor of shape " + to_string(batch.shape()), "at least one element");
+    require_nonempty(batch, fn, "batch");
     if (!supports(scheme_.granularity))
       fail(fn, "scheme.granularity", to_string(scheme_.granularity), std::string("a granularity that ") + name() + " supports");
     ObservedBatch b;

@@ -57,10 +57,6 @@ inline const float* contiguous_input(const TensorView<const float>& x, std::vect
   return storage.data();
 }
 
-inline void require_nonempty(const TensorView<const float>& x, const char* function, const char* argument) {
-  if (x.empty()) fail(function, argument, "an empty tensor of shape " + to_string(x.shape()), "at least one element");
-}
-
 // Checks every argument of a quantization of x; returns the parameter layout.
 inline cpu::ParamLayout check_quantize_args(const TensorView<const float>& x, const QuantScheme& scheme,
                                             const QParams& qparams, const char* function) {
@@ -151,7 +147,7 @@ template <class T>
 void require_contiguous_output(const TensorView<T>& out, const Shape& expected, const char* function, const char* argument) {
   require_host_view(out, function, argument);
   if (out.shape() != expected) fail(function, argument, "a view of shape " + to_string(out.shape()), "shape " + to_string(expected));
-  if (!out.is_contiguous()) fail(function, argument, "a strided view", "a contiguous (row-major) view");
+  require_contiguous(out, function, argument);
 }
 
 // Shape of the packed bytes of a 4-bit tensor: the last dimension becomes ceil(L / 2).
@@ -232,7 +228,7 @@ inline void dequantize_into(TensorView<const std::int8_t> q, const QuantScheme& 
   if (scheme.dtype != QuantDtype::int8) fail(fn, "scheme.dtype", to_string(scheme.dtype), "int8 for int8 values");
   detail::require_contiguous_output(q, out.shape(), fn, "q");
   detail::require_contiguous_output(out, q.shape(), fn, "out");
-  if (out.empty()) fail(fn, "out", "an empty tensor", "at least one element");
+  require_nonempty(out, fn, "out");
   validate_qparams(qparams, scheme, out.shape(), fn);
   detail::dequantize_validated(reinterpret_cast<const std::uint8_t*>(q.data()), out.shape(), scheme, qparams, out.data(), fn);
 }
@@ -245,7 +241,7 @@ inline void dequantize_into(TensorView<const std::uint8_t> q, const QuantScheme&
   if (scheme.dtype == QuantDtype::int8) fail(fn, "scheme.dtype", "int8", "uint8, int4 or uint4 for byte values");
   detail::require_contiguous_output(q, is_packed(scheme.dtype) ? detail::packed_shape(out.shape()) : out.shape(), fn, "q");
   detail::require_contiguous_output(out, out.shape(), fn, "out");
-  if (out.empty()) fail(fn, "out", "an empty tensor", "at least one element");
+  require_nonempty(out, fn, "out");
   validate_qparams(qparams, scheme, out.shape(), fn);
   detail::dequantize_validated(q.data(), out.shape(), scheme, qparams, out.data(), fn);
 }

@@ -11,9 +11,11 @@
 #include "support/golden.hpp"
 #include "support/calibration_golden.hpp"
 #include "support/random.hpp"
+#include "support/slices.hpp"
 
 using namespace shrink;
 using namespace shrink::quant;
+using shrink::test::channel_slice;
 using shrink::test::golden_batches;
 using shrink::test::magnitude_schemes;
 using shrink::test::random_values;
@@ -135,9 +137,7 @@ TEST_CASE("EntropyObserver per channel equals per tensor on each channel slice",
     const std::vector<float> amax = observer.amax();
     const QParams q = observer.qparams();
     for (std::int64_t c = 0; c < channels; ++c) {
-      std::vector<float> slice;
-      for (std::int64_t o = 0; o < outer; ++o)
-        for (std::int64_t i = 0; i < inner; ++i) slice.push_back(x[static_cast<std::size_t>((o * channels + c) * inner + i)]);
+      const std::vector<float> slice = channel_slice(x, outer, channels, inner, c);
       EntropyObserver single(QuantScheme::per_tensor(QuantDtype::int8, Symmetry::affine));
       single.observe(make_view(slice));
       INFO("inner " << inner << ", channel " << c);

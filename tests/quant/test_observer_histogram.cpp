@@ -15,9 +15,11 @@
 #include "support/calibration_golden.hpp"
 #include "support/random.hpp"
 #include "support/float_compare.hpp"
+#include "support/slices.hpp"
 
 using namespace shrink;
 using namespace shrink::quant;
+using shrink::test::channel_slice;
 using shrink::test::golden_batches;
 using shrink::test::random_values;
 using shrink::test::ulp_distance;
@@ -176,12 +178,8 @@ TEST_CASE("HistogramObserver per channel equals per tensor on each channel slice
     const QParams q = observer.qparams();
     REQUIRE(q.shape == Shape{channels});
     for (std::int64_t c = 0; c < channels; ++c) {
-      std::vector<float> slice, slice2;
-      for (std::int64_t o = 0; o < outer; ++o)
-        for (std::int64_t i = 0; i < inner; ++i) {
-          slice.push_back(x[static_cast<std::size_t>((o * channels + c) * inner + i)]);
-          slice2.push_back(second[static_cast<std::size_t>((o * channels + c) * inner + i)]);
-        }
+      const std::vector<float> slice = channel_slice(x, outer, channels, inner, c);
+      const std::vector<float> slice2 = channel_slice(second, outer, channels, inner, c);
       HistogramObserver single(QuantScheme::per_tensor(QuantDtype::int8, Symmetry::symmetric));
       single.observe(make_view(slice));
       single.observe(make_view(slice2));

@@ -11,9 +11,11 @@
 #include "shrink/quant/observers/mse.hpp"
 #include "support/golden.hpp"
 #include "support/calibration_golden.hpp"
+#include "support/slices.hpp"
 
 using namespace shrink;
 using namespace shrink::quant;
+using shrink::test::channel_slice;
 using shrink::test::golden_batches;
 using shrink::test::magnitude_schemes;
 
@@ -112,9 +114,7 @@ TEST_CASE("MseObserver per channel equals per tensor on each channel slice", "[q
   observer.observe(TensorView<const float>(x.data(), Shape{500, channels, inner}));
   const QParams q = observer.qparams();
   for (std::int64_t c = 0; c < channels; ++c) {
-    std::vector<float> slice;
-    for (std::int64_t o = 0; o < 500; ++o)
-      for (std::int64_t i = 0; i < inner; ++i) slice.push_back(x[static_cast<std::size_t>((o * channels + c) * inner + i)]);
+    const std::vector<float> slice = channel_slice(x, 500, channels, inner, c);
     MseObserver single(QuantScheme::per_tensor(QuantDtype::uint8, Symmetry::affine));
     single.observe(make_view(slice));
     CHECK(observer.amax()[static_cast<std::size_t>(c)] == single.amax()[0]);

@@ -12,9 +12,11 @@
 #include "support/golden.hpp"
 #include "support/calibration_golden.hpp"
 #include "support/random.hpp"
+#include "support/slices.hpp"
 
 using namespace shrink;
 using namespace shrink::quant;
+using shrink::test::channel_slice;
 using shrink::test::golden_batches;
 using shrink::test::random_values;
 
@@ -106,9 +108,7 @@ TEST_CASE("PercentileObserver per channel equals per tensor on each channel slic
   PercentileObserver observer(QuantScheme::per_channel(QuantDtype::int8, Symmetry::symmetric, 1));
   observer.observe(TensorView<const float>(x.data(), Shape{outer, channels, inner}));
   for (std::int64_t c = 0; c < channels; ++c) {
-    std::vector<float> slice;
-    for (std::int64_t o = 0; o < outer; ++o)
-      for (std::int64_t i = 0; i < inner; ++i) slice.push_back(x[static_cast<std::size_t>((o * channels + c) * inner + i)]);
+    const std::vector<float> slice = channel_slice(x, outer, channels, inner, c);
     PercentileObserver single(QuantScheme::per_tensor(QuantDtype::int8, Symmetry::symmetric));
     single.observe(make_view(slice));
     CHECK(observer.amax()[static_cast<std::size_t>(c)] == single.amax()[0]);

@@ -56,3 +56,33 @@ TEST_CASE("torch.histc binning is the same at every SIMD level, bin edges includ
     CHECK(mismatches == 0);
   }
 }
+
+TEST_CASE("BinCounter's counts equal one bin_index per element, for any run length and bin count",
+          "[cpu][histogram][simd]") {
+  std::mt19937 rng(11);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> x(70'001);
+  for (float& v : x) v = normal(rng);
+  x[3] = NAN;
+  x[40] = INFINITY;
+  x[41] = -50.0f;  // outside the histc range below
+  const std::int64_t lengths[] = {0, 1, 31, 32, 33, 1000, 70'001};
+  auto check = [&](const auto& binning, std::int32_t bins) {
+    for (const std::int64_t n : lengths) {
+      std::vector<std::int64_t> expected(static_cast<std::size_t>(bins), 0), counts(expected.size(), 0);
+      for (std::int64_t i = 0; i < n; ++i) {
+        const std::int32_t j = bin_index(binning, x[static_cast<std::size_t>(i)]);
+        if (j < bins) ++expected[static_cast<std::size_t>(j)];
+      }
+      BinCounter counter(bins);
+      counter.add(binning, x.data(), n);
+      counter.flush_into(counts.data(), bins);
+      CHECK(counts == expected);
+    }
+  };
+  for (const std::int32_t bins : {2048, 100, 4096}) {  // 2048 takes the compile-time stride
+    check(HistcBinning{-4.0f, 4.0f, bins}, bins);
+    check(MagnitudeBinning{bins / 4.0, bins}, bins);
+    check(MagnitudeBinning{bins * 1e36, bins}, bins);  // product in double
+  }
+}

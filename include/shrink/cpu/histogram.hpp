@@ -1,8 +1,9 @@
 // CPU histogram binning: torch.histc's linear rule and shrink's |x| rule, counted in one pass per run.
 //
-// Each run is binned in blocks: a SIMD loop turns a block of floats into bin indices (a skipped element
-// gets the spare index `bins`), then a scalar loop counts the indices into eight interleaved 16-bit
-// histograms, so runs of equal indices (zeros, constants) do not serialise on one counter.
+// Elements are counted into eight interleaved 16-bit histograms (lanes), so runs of equal indices (zeros,
+// constants) do not serialise on one counter; a skipped element gets the spare index `bins`. With AVX2 the
+// indices of eight floats go from a vector register straight to the counters; otherwise a SIMD loop writes
+// a block of indices that a scalar loop then counts.
 #pragma once
 
 #include <algorithm>
@@ -63,41 +64,67 @@ void bin_indices_scalar(const Binning& b, const float* x, std::int64_t begin, st
 }
 
 #if defined(SHRINK_CPU_AVX2_DISPATCH)
-SHRINK_TARGET_AVX2 inline std::int64_t bin_indices_avx2(const HistcBinning& b, const float* x, std::int64_t n,
-                                                        std::int32_t* out) {
-  const __m256 lo = _mm256_set1_ps(b.lo), hi = _mm256_set1_ps(b.hi);
-  const __m256 range = _mm256_set1_ps(b.hi - b.lo), scale = _mm256_set1_ps(static_cast<float>(b.bins));
-  const __m256 last = _mm256_set1_ps(static_cast<float>(b.bins - 1)), zero = _mm256_setzero_ps();
-  const __m256i spare = _mm256_set1_epi32(b.bins);
-  std::int64_t k = 0;
-  for (; k + 8 <= n; k += 8) {
-    const __m256 v = _mm256_loadu_ps(x + k);
+// Bins of eight floats under the torch.histc rule (`bins` for skipped ones), the constants hoisted.
+struct HistcBinningAvx2 {
+  __m256 lo, hi, range, scale, last, zero;
+  __m256i spare;
+
+  SHRINK_TARGET_AVX2 explicit HistcBinningAvx2(const HistcBinning& b)
+      : lo(_mm256_set1_ps(b.lo)), hi(_mm256_set1_ps(b.hi)), range(_mm256_set1_ps(b.hi - b.lo)),
+        scale(_mm256_set1_ps(static_cast<float>(b.bins))), last(_mm256_set1_ps(static_cast<float>(b.bins - 1))),
+        zero(_mm256_setzero_ps()), spare(_mm256_set1_epi32(b.bins)) {}
+
+  SHRINK_TARGET_AVX2 __m256i operator()(__m256 v) const {
     __m256 q = _mm256_div_ps(_mm256_mul_ps(_mm256_sub_ps(v, lo), scale), range);
     q = _mm256_min_ps(_mm256_max_ps(q, zero), last);  // max(NaN, 0) is 0
     const __m256 inside = _mm256_and_ps(_mm256_cmp_ps(v, lo, _CMP_GE_OQ), _mm256_cmp_ps(v, hi, _CMP_LE_OQ));
-    const __m256i pos = _mm256_cvttps_epi32(q);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + k),
-                        _mm256_blendv_epi8(spare, pos, _mm256_castps_si256(inside)));
+    return _mm256_blendv_epi8(spare, _mm256_cvttps_epi32(q), _mm256_castps_si256(inside));
   }
+};
+
+// Bins of eight floats under the magnitude rule with the product in float (b.in_float()).
+struct MagnitudeBinningAvx2 {
+  __m256 sign, max_finite, inv_width, last;
+  __m256i spare;
+
+  SHRINK_TARGET_AVX2 explicit MagnitudeBinningAvx2(const MagnitudeBinning& b)
+      : sign(_mm256_set1_ps(-0.0f)), max_finite(_mm256_set1_ps(FLT_MAX)),
+        inv_width(_mm256_set1_ps(static_cast<float>(b.inv_width))),
+        last(_mm256_set1_ps(static_cast<float>(b.bins - 1))), spare(_mm256_set1_epi32(b.bins)) {}
+
+  SHRINK_TARGET_AVX2 __m256i operator()(__m256 v) const {
+    const __m256 a = _mm256_andnot_ps(sign, v);
+    const __m256 finite = _mm256_cmp_ps(a, max_finite, _CMP_LE_OQ);
+    const __m256i pos = _mm256_cvttps_epi32(_mm256_min_ps(_mm256_mul_ps(a, inv_width), last));
+    return _mm256_blendv_epi8(spare, pos, _mm256_castps_si256(finite));
+  }
+};
+
+inline HistcBinningAvx2 vector_binning(const HistcBinning& b) { return HistcBinningAvx2(b); }
+inline MagnitudeBinningAvx2 vector_binning(const MagnitudeBinning& b) { return MagnitudeBinningAvx2(b); }
+inline bool has_float_vector_binning(const HistcBinning&) { return true; }
+inline bool has_float_vector_binning(const MagnitudeBinning& b) { return b.in_float(); }
+
+SHRINK_TARGET_AVX2 inline std::int64_t bin_indices_avx2(const HistcBinning& b, const float* x, std::int64_t n,
+                                                        std::int32_t* out) {
+  const HistcBinningAvx2 bin(b);
+  std::int64_t k = 0;
+  for (; k + 8 <= n; k += 8)
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + k), bin(_mm256_loadu_ps(x + k)));
   return k;
 }
 
 SHRINK_TARGET_AVX2 inline std::int64_t bin_indices_avx2(const MagnitudeBinning& b, const float* x, std::int64_t n,
                                                         std::int32_t* out) {
-  const __m256 sign = _mm256_set1_ps(-0.0f), max_finite = _mm256_set1_ps(FLT_MAX);
-  const __m256i spare = _mm256_set1_epi32(b.bins);
   std::int64_t k = 0;
   if (b.in_float()) {
-    const __m256 inv_width = _mm256_set1_ps(static_cast<float>(b.inv_width));
-    const __m256 last = _mm256_set1_ps(static_cast<float>(b.bins - 1));
-    for (; k + 8 <= n; k += 8) {
-      const __m256 a = _mm256_andnot_ps(sign, _mm256_loadu_ps(x + k));
-      const __m256 finite = _mm256_cmp_ps(a, max_finite, _CMP_LE_OQ);
-      const __m256i pos = _mm256_cvttps_epi32(_mm256_min_ps(_mm256_mul_ps(a, inv_width), last));
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + k), _mm256_blendv_epi8(spare, pos, _mm256_castps_si256(finite)));
-    }
+    const MagnitudeBinningAvx2 bin(b);
+    for (; k + 8 <= n; k += 8)
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + k), bin(_mm256_loadu_ps(x + k)));
     return k;
   }
+  const __m256 sign = _mm256_set1_ps(-0.0f), max_finite = _mm256_set1_ps(FLT_MAX);
+  const __m256i spare = _mm256_set1_epi32(b.bins);
   const __m256d inv_width = _mm256_set1_pd(b.inv_width), last = _mm256_set1_pd(static_cast<double>(b.bins - 1));
   for (; k + 8 <= n; k += 8) {
     const __m256 a = _mm256_andnot_ps(sign, _mm256_loadu_ps(x + k));
@@ -109,6 +136,49 @@ SHRINK_TARGET_AVX2 inline std::int64_t bin_indices_avx2(const MagnitudeBinning& 
                         _mm256_blendv_epi8(spare, pos, _mm256_castps_si256(finite)));
   }
   return k;
+}
+
+// Adds one to lane j's counter of pos[j], j = 0..7, moving the indices to general registers two at a time.
+template <std::int64_t kStride>
+SHRINK_TARGET_AVX2 inline void increment_lanes_avx2(__m256i pos, std::uint16_t* lanes, std::int64_t step) {
+  const std::int64_t s = kStride ? kStride : step;
+  const __m128i low = _mm256_castsi256_si128(pos), high = _mm256_extracti128_si256(pos, 1);
+  const auto p01 = static_cast<std::uint64_t>(_mm_cvtsi128_si64(low));
+  const auto p23 = static_cast<std::uint64_t>(_mm_extract_epi64(low, 1));
+  const auto p45 = static_cast<std::uint64_t>(_mm_cvtsi128_si64(high));
+  const auto p67 = static_cast<std::uint64_t>(_mm_extract_epi64(high, 1));
+  ++lanes[0 * s + static_cast<std::uint32_t>(p01)];
+  ++lanes[1 * s + (p01 >> 32)];
+  ++lanes[2 * s + static_cast<std::uint32_t>(p23)];
+  ++lanes[3 * s + (p23 >> 32)];
+  ++lanes[4 * s + static_cast<std::uint32_t>(p45)];
+  ++lanes[5 * s + (p45 >> 32)];
+  ++lanes[6 * s + static_cast<std::uint32_t>(p67)];
+  ++lanes[7 * s + (p67 >> 32)];
+}
+
+// Counts x[0..n) (n a multiple of 32) into eight lanes `stride` counters apart, element k into lane k % 8.
+// The indices of the next 32 elements are computed before this 32 are counted: a counter's address must be
+// known well before its load issues, or loads run ahead of stores to the same counter and get replayed.
+template <std::int64_t kStride, class VectorBinning>
+SHRINK_TARGET_AVX2 void count_lanes_avx2(const VectorBinning& bin, const float* x, std::int64_t n,
+                                         std::uint16_t* lanes, std::int64_t stride) {
+  if (n == 0) return;
+  __m256i p0 = bin(_mm256_loadu_ps(x)), p1 = bin(_mm256_loadu_ps(x + 8));
+  __m256i p2 = bin(_mm256_loadu_ps(x + 16)), p3 = bin(_mm256_loadu_ps(x + 24));
+  for (std::int64_t k = 32; k < n; k += 32) {
+    const __m256i q0 = bin(_mm256_loadu_ps(x + k)), q1 = bin(_mm256_loadu_ps(x + k + 8));
+    const __m256i q2 = bin(_mm256_loadu_ps(x + k + 16)), q3 = bin(_mm256_loadu_ps(x + k + 24));
+    increment_lanes_avx2<kStride>(p0, lanes, stride);
+    increment_lanes_avx2<kStride>(p1, lanes, stride);
+    increment_lanes_avx2<kStride>(p2, lanes, stride);
+    increment_lanes_avx2<kStride>(p3, lanes, stride);
+    p0 = q0, p1 = q1, p2 = q2, p3 = q3;
+  }
+  increment_lanes_avx2<kStride>(p0, lanes, stride);
+  increment_lanes_avx2<kStride>(p1, lanes, stride);
+  increment_lanes_avx2<kStride>(p2, lanes, stride);
+  increment_lanes_avx2<kStride>(p3, lanes, stride);
 }
 #endif
 
@@ -242,6 +312,15 @@ class BinCounter {
     std::uint16_t* const lanes = lanes_.data();
     const std::int64_t stride = stride_;
     std::int64_t start = 0;
+#if defined(SHRINK_CPU_AVX2_DISPATCH)
+    if (use_avx2() && detail::has_float_vector_binning(binning)) {
+      start = n / 32 * 32;
+      if (stride == kCommonStride)
+        detail::count_lanes_avx2<kCommonStride>(detail::vector_binning(binning), x, start, lanes, stride);
+      else
+        detail::count_lanes_avx2<0>(detail::vector_binning(binning), x, start, lanes, stride);
+    }
+#endif
     for (; start + kBlock <= n; start += kBlock) {
       bin_indices(binning, x + start, kBlock, index);
       if (stride == kCommonStride)

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The main job: builds the release preset and runs the precision-comparison benchmarks, every executable built
-# from benchmarks/bench_quant*.cpp. Extra arguments go to each benchmark (e.g. --benchmark_filter=per_tensor).
+# from benchmarks/bench_quant*.cpp. A first argument naming a suite runs benchmarks/bench_<suite>*.cpp instead
+# (quant, prune, sparse; `all` runs every one). Other arguments go to each benchmark (e.g.
+# --benchmark_filter=per_tensor).
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -9,10 +11,17 @@ jobs=${SHRINK_JOBS:-2}
 
 "$root/scripts/setup-debian.sh"
 
+suite=quant
+if (($# > 0)) && [[ $1 != -* ]]; then
+  suite=$1
+  shift
+fi
+[[ $suite == all ]] && suite=""
+
 shopt -s nullglob
-sources=(benchmarks/bench_quant*.cpp)
+sources=(benchmarks/bench_"$suite"*.cpp)
 if ((${#sources[@]} == 0)); then
-  echo "bench.sh: there is no benchmarks/bench_quant*.cpp yet: no precision-comparison benchmark to run" >&2
+  echo "bench.sh: no benchmarks/bench_${suite}*.cpp: suites are $(ls benchmarks/bench_*.cpp | sed 's|.*/bench_||; s|[._].*||' | sort -u | tr '\n' ' ')" >&2
   exit 1
 fi
 names=()

@@ -184,3 +184,24 @@ TEST_CASE("wanda_scores and wanda_mask refuse bad input, naming the argument", "
   CHECK_THROWS_WITH(wanda_mask(view, norms, Amount::count(1)), Catch::Contains("weights[17] = -inf"));
   CHECK_THROWS_WITH(wanda_scores(view, norms), Catch::Contains("weights[17] = -inf"));
 }
+
+TEST_CASE("wanda_nm_mask keeps the N highest scores of every M along each row", "[prune][wanda][nm]") {
+  const std::int64_t out = 8, in = 32;
+  const std::vector<float> w = test::random_values(out * in, 41);
+  const TensorView<const float> view(w.data(), Shape{out, in});
+  std::vector<float> norms(static_cast<std::size_t>(in));
+  for (std::int64_t j = 0; j < in; ++j) norms[static_cast<std::size_t>(j)] = static_cast<float>(j % 5) + 0.5f;
+  const std::vector<float> scores = wanda_scores(view, norms);
+  for (const NmPattern pattern : {NmPattern{2, 4}, NmPattern{1, 4}, NmPattern{4, 8}}) {
+    const Mask mask = wanda_nm_mask(view, norms, pattern);
+    CHECK(mask == nm_mask(TensorView<const float>(scores.data(), view.shape()), pattern));
+    CHECK(is_nm_sparse(mask, pattern));
+    CHECK(mask.count_kept() == out * in / pattern.m * pattern.n);
+    // The norms change the choice: plain magnitude N:M differs somewhere.
+    CHECK(mask != nm_mask(view, pattern));
+  }
+  CHECK_THROWS_WITH(wanda_nm_mask(view, norms, NmPattern{4, 4}), Catch::Contains("pattern"));
+  CHECK_THROWS_WITH(wanda_nm_mask(view, std::vector<float>(3, 1.0f), NmPattern{2, 4}), Catch::Contains("input_norms"));
+  CHECK_THROWS_WITH(wanda_nm_mask(TensorView<const float>(w.data(), Shape{out, 30}), norms, NmPattern{2, 4}),
+                    Catch::Contains("input_norms"));
+}

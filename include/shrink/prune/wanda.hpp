@@ -4,7 +4,8 @@
 // For a Linear weight W [out, in] and calibration activations X [tokens, in]:
 //   score S[i, j] = |W[i, j]| * ||X[:, j]||_2        (in float: the product of two floats, rounded once)
 // and each output row i prunes its amount.of(in) lowest scores (a count applies to every row); equal scores
-// prune the higher column first (amount.hpp). ActivationNormObserver gathers ||X[:, j]||_2 over many batches.
+// prune the higher column first (amount.hpp). In N:M form (wanda_nm_mask) each run of M scores along the row
+// keeps its N highest. ActivationNormObserver gathers ||X[:, j]||_2 over many batches.
 #pragma once
 
 #include <cmath>
@@ -18,6 +19,7 @@
 #include "shrink/cpu/nonfinite_check.hpp"
 #include "shrink/prune/amount.hpp"
 #include "shrink/prune/mask.hpp"
+#include "shrink/prune/nm.hpp"
 #include "shrink/prune/norm.hpp"
 
 namespace shrink::prune {
@@ -136,6 +138,16 @@ inline Mask wanda_mask(const TensorView<const float>& weights, const std::vector
   for (std::int64_t row = 0; row < out; ++row)
     for (std::int64_t j : detail::lowest_k(scores.data() + row * in, in, k)) mask.prune(row * in + j);
   return mask;
+}
+
+// Keeps, in every run of pattern.m weights along each output row, the pattern.n with the highest Wanda score
+// (nm_mask over the scores, its remainder rule and ties included).
+inline Mask wanda_nm_mask(const TensorView<const float>& weights, const std::vector<float>& input_norms,
+                          NmPattern pattern, NmRemainder remainder = NmRemainder::error) {
+  detail::check_wanda_inputs(weights, input_norms, "shrink::prune::wanda_nm_mask");
+  std::vector<float> scores(static_cast<std::size_t>(weights.numel()));
+  detail::wanda_scores_unchecked(weights, input_norms, scores.data());
+  return nm_mask(TensorView<const float>(scores.data(), weights.shape()), pattern, remainder);
 }
 
 }  // namespace shrink::prune

@@ -6,11 +6,13 @@
 #include <cstring>
 #include <limits>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "shrink/core/half.hpp"
 #include "shrink/prune/apply.hpp"
 #include "shrink/prune/nm.hpp"
+#include "shrink/cpu/simd.hpp"
 #include "shrink/sparse/csr.hpp"
 #include "support/random.hpp"
 
@@ -178,4 +180,28 @@ TEST_CASE("to_dense rejects hostile Csr structures and writes nothing", "[sparse
   CHECK_THROWS_WITH(to_dense_into(good, TensorView<float>(out.data(), Shape{3, 2})),
                     Catch::Contains("out.shape = [3, 2]"));
   CHECK(out == std::vector<float>(6, 7.0f));
+}
+
+TEST_CASE("to_csr: the AVX2 path equals the scalar path, with and without a mask", "[sparse][csr][simd]") {
+  const cpu::SimdLevel saved = cpu::simd_level();
+  for (const Shape shape : {Shape{3, 21}, Shape{9, 64}, Shape{7, 100}}) {
+    std::mt19937 rng(5);
+    std::uniform_int_distribution<int> pick(0, 3);
+    std::vector<float> w(static_cast<std::size_t>(shape.product()));
+    for (std::size_t i = 0; i < w.size(); ++i) w[i] = pick(rng) == 0 ? 0.0f : pick(rng) == 1 ? -0.0f : float(i) - 50.0f;
+    prune::Mask mask(shape, false);
+    for (std::int64_t i = 0; i < mask.size(); ++i) mask.set(i, pick(rng) != 0);
+    const TensorView<const float> view(w.data(), shape);
+    cpu::simd_level() = cpu::SimdLevel::sse2;
+    const Csr<float> scalar = to_csr(view), scalar_masked = to_csr(view, mask);
+    cpu::simd_level() = saved;
+    const Csr<float> fast = to_csr(view), fast_masked = to_csr(view, mask);
+    for (const auto& pair : {std::make_pair(&fast, &scalar), std::make_pair(&fast_masked, &scalar_masked)}) {
+      CHECK(pair.first->row_offsets == pair.second->row_offsets);
+      CHECK(pair.first->column_indices == pair.second->column_indices);
+      REQUIRE(pair.first->values.size() == pair.second->values.size());
+      CHECK(std::memcmp(pair.first->values.data(), pair.second->values.data(), pair.first->values.size() * 4) == 0);
+    }
+  }
+  cpu::simd_level() = saved;
 }

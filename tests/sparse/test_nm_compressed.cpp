@@ -12,6 +12,7 @@
 #include "shrink/core/half.hpp"
 #include "shrink/prune/apply.hpp"
 #include "shrink/prune/nm.hpp"
+#include "shrink/cpu/simd.hpp"
 #include "shrink/sparse/nm_compressed.hpp"
 #include "support/random.hpp"
 
@@ -228,4 +229,28 @@ TEST_CASE("decompress_nm rejects hostile structures and writes nothing", "[spars
   CHECK_THROWS_WITH(decompress_nm_into(good, TensorView<half>(out.data(), Shape{32, 16})),
                     Catch::Contains("out.shape"));
   CHECK(out[0].to_float() == 7.0f);
+}
+
+TEMPLATE_TEST_CASE("2:4 compression: the AVX2 path equals the scalar path, bit for bit", "[sparse][nm][simd]", float,
+                   half, bfloat16) {
+  const cpu::SimdLevel saved = cpu::simd_level();
+  for (const Shape shape : {Shape{3, 20}, Shape{17, 64}, Shape{16, 100}, Shape{5, 36}}) {
+    std::mt19937 rng(11);
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    std::vector<float> w(static_cast<std::size_t>(shape.product()));
+    for (float& x : w) x = normal(rng);
+    w[1] = -0.0f;  // a kept -0.0 stays -0.0
+    const std::vector<TestType> v = convert<TestType>(w);
+    const TensorView<const TestType> view(v.data(), shape);
+    Mask mask = prune::nm_mask(TensorView<const float>(w.data(), shape), NmPattern{2, 4});
+    for (std::int64_t i = 0; i < mask.size(); i += 7) mask.prune(i);  // under-full groups too
+    cpu::simd_level() = cpu::SimdLevel::sse2;
+    const NmCompressed<TestType> scalar = compress_nm(view, mask, NmPattern{2, 4});
+    cpu::simd_level() = saved;
+    const NmCompressed<TestType> fast = compress_nm(view, mask, NmPattern{2, 4});
+    CHECK(same_bits(fast.values, scalar.values));
+    CHECK(fast.positions == scalar.positions);
+    CHECK(fast.metadata == scalar.metadata);
+  }
+  cpu::simd_level() = saved;
 }

@@ -42,6 +42,7 @@
 #include "shrink/core/error.hpp"
 #include "shrink/core/half.hpp"
 #include "shrink/core/view.hpp"
+#include "shrink/cpu/simd.hpp"
 #include "shrink/prune/mask.hpp"
 #include "shrink/prune/nm.hpp"
 #include "shrink/sparse/csr.hpp"
@@ -200,6 +201,160 @@ inline const Fill2of4* fill_2of4_table() {
   return table.entry;
 }
 
+// True when some 4-bit group of a mask word keeps 3 or 4: per-nibble popcounts, then count + 5 reaches bit 3.
+inline bool word_has_overfull_2of4_group(std::uint64_t word) {
+  const std::uint64_t pairs = word - ((word >> 1) & 0x5555555555555555u);
+  const std::uint64_t nibbles = (pairs & 0x3333333333333333u) + ((pairs >> 2) & 0x3333333333333333u);
+  return ((nibbles + 0x5555555555555555u) & 0x8888888888888888u) != 0;
+}
+
+// Per-byte lookups for 2:4 (a byte of mask bits is 2 groups), valid where each nibble keeps at most 2:
+// positions: the 4 position bytes of the 2 groups; metadata: their 2 mma.sp nibbles.
+struct TwoGroupTables {
+  std::uint32_t positions[256];
+  std::uint8_t metadata[256];
+};
+inline const TwoGroupTables& two_group_tables() {
+  static const TwoGroupTables tables = [] {
+    TwoGroupTables t{};
+    const Fill2of4* fill = fill_2of4_table();
+    for (unsigned byte = 0; byte < 256; ++byte) {
+      const Fill2of4 low = fill[byte & 0xFu], high = fill[byte >> 4];
+      t.positions[byte] = static_cast<std::uint32_t>(low.first) | static_cast<std::uint32_t>(low.second) << 8 |
+                          static_cast<std::uint32_t>(high.first) << 16 | static_cast<std::uint32_t>(high.second) << 24;
+      t.metadata[byte] = static_cast<std::uint8_t>(
+          static_cast<unsigned>(low.first) | static_cast<unsigned>(low.second) << 2 |
+          (static_cast<unsigned>(high.first) | static_cast<unsigned>(high.second) << 2) << 4);
+    }
+    return t;
+  }();
+  return tables;
+}
+
+// Writes the positions of `word_count` whole mask words (16 groups, 32 position bytes each).
+inline void write_2of4_positions(const std::uint64_t* words, std::int64_t word_count, std::uint8_t* positions) {
+  const TwoGroupTables& tables = two_group_tables();
+  for (std::int64_t w = 0; w < word_count; ++w) {
+    std::uint32_t four[8];
+    for (int b = 0; b < 8; ++b) four[b] = tables.positions[(words[w] >> (8 * b)) & 0xFFu];
+    std::memcpy(positions + 32 * w, four, sizeof four);
+  }
+}
+
+#if defined(SHRINK_CPU_AVX2_DISPATCH)
+// vpshufb controls that gather the two filled positions of the 2:4 groups in a 16-byte lane into its low 8 bytes,
+// zeroing (control byte 0x80) a filled position the mask prunes. A lane holds one group of float (indexed by its
+// nibble) or two of a 16-bit type (indexed by their byte).
+template <int kElementBytes>
+const std::uint8_t (*pack_2of4_controls())[16] {
+  static const auto table = [] {
+    constexpr int kGroups = 4 / kElementBytes;  // 1 or 2 groups in 16 bytes
+    struct Table {
+      alignas(16) std::uint8_t entry[1 << (4 * kGroups)][16];
+    } t{};
+    const Fill2of4* fill = fill_2of4_table();
+    for (unsigned bits = 0; bits < (1u << (4 * kGroups)); ++bits) {
+      for (int b = 0; b < 16; ++b) t.entry[bits][b] = 0x80;
+      for (int g = 0; g < kGroups; ++g) {
+        const unsigned nibble = (bits >> (4 * g)) & 0xFu;
+        const int chosen[2] = {fill[nibble].first, fill[nibble].second};
+        for (int k = 0; k < 2; ++k)
+          if ((nibble >> chosen[k]) & 1u)
+            for (int b = 0; b < kElementBytes; ++b)
+              t.entry[bits][(2 * g + k) * kElementBytes + b] =
+                  static_cast<std::uint8_t>((4 * g + chosen[k]) * kElementBytes + b);
+      }
+    }
+    return t;
+  }();
+  return table.entry;
+}
+
+// The controls of two adjacent lanes whose mask bits start at `bit`.
+SHRINK_TARGET_AVX2 inline __m256i two_lane_controls(const std::uint8_t (*control)[16], std::uint64_t word, int bit,
+                                                    int lane_bits, unsigned lane_mask) {
+  return _mm256_loadu2_m128i(reinterpret_cast<const __m128i*>(control[(word >> (bit + lane_bits)) & lane_mask]),
+                             reinterpret_cast<const __m128i*>(control[(word >> bit) & lane_mask]));
+}
+
+// 2:4 values of `word_count` whole mask words of a contiguous float or 16-bit tensor: per 32 bytes read, a shuffle
+// by the lane's mask bits, then two lanes' low halves stored together. Returns false, with the output incomplete, when
+// a group keeps more than 2 (the caller then finds and names it); `largest` gets the largest magnitude bits seen.
+template <class T>
+SHRINK_TARGET_AVX2 bool compress_2of4_words_avx2(const T* dense, const std::uint64_t* words, std::int64_t word_count,
+                                                 T* values, std::uint32_t& largest) {
+  static_assert(sizeof(T) == 4 || sizeof(T) == 2, "float or 16-bit values");
+  constexpr int kLaneBits = 16 / static_cast<int>(sizeof(T));  // elements (and mask bits) in 16 bytes
+  constexpr unsigned kLaneMask = (1u << kLaneBits) - 1;
+  const std::uint8_t(*control)[16] = pack_2of4_controls<static_cast<int>(sizeof(T))>();
+  const __m256i magnitude = sizeof(T) == 4 ? _mm256_set1_epi32(0x7FFFFFFF) : _mm256_set1_epi16(0x7FFF);
+  __m256i most = _mm256_setzero_si256();
+  for (std::int64_t w = 0; w < word_count; ++w) {
+    const std::uint64_t word = words[w];
+    if (word_has_overfull_2of4_group(word)) return false;
+    const T* x = dense + 64 * w;
+    T* out = values + 32 * w;
+    for (int bit = 0; bit < 64; bit += 4 * kLaneBits) {  // 4 lanes read, 2 lanes written
+      const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + bit));
+      const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + bit + 2 * kLaneBits));
+      if constexpr (sizeof(T) == 4) {
+        most = _mm256_max_epu32(most, _mm256_max_epu32(_mm256_and_si256(a, magnitude), _mm256_and_si256(b, magnitude)));
+      } else {
+        most = _mm256_max_epu16(most, _mm256_max_epu16(_mm256_and_si256(a, magnitude), _mm256_and_si256(b, magnitude)));
+      }
+      const __m256i packed_a = _mm256_shuffle_epi8(a, two_lane_controls(control, word, bit, kLaneBits, kLaneMask));
+      const __m256i packed_b =
+          _mm256_shuffle_epi8(b, two_lane_controls(control, word, bit + 2 * kLaneBits, kLaneBits, kLaneMask));
+      // Quadwords 0 and 2 hold each lane's output: a's two to the low half, b's two to the high half.
+      const __m256i joined = _mm256_blend_epi32(_mm256_permute4x64_epi64(packed_a, 0x88),
+                                                _mm256_permute4x64_epi64(packed_b, 0x88), 0xF0);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + bit / 2), joined);
+    }
+  }
+  alignas(32) std::uint32_t lanes[8];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), most);
+  for (std::uint32_t lane : lanes)
+    largest = std::max(largest, sizeof(T) == 4 ? lane : std::max(lane & 0xFFFFu, lane >> 16));
+  return true;
+}
+#endif
+
+// The mma.sp metadata of a 2:4 mask whose groups all keep at most 2, read 16 columns (one half word) at a time.
+inline void write_2of4_metadata(const std::uint64_t* words, const MmaSpMetadataLayout& layout,
+                                std::vector<std::uint32_t>& metadata) {
+  const TwoGroupTables& tables = two_group_tables();
+  const Fill2of4* fill = fill_2of4_table();
+  const std::int64_t tiles_per_row = layout.padded_cols() / layout.tile_k;
+  const std::int64_t spans_per_tile = layout.tile_k / 16;
+  for (std::int64_t r = 0; r < layout.rows; ++r) {
+    // word_index(r, c) = row_base + (c / tile_k) * words_per_tile + (c % tile_k) / 16
+    const std::int64_t row_base =
+        r / MmaSpMetadataLayout::kTileRows * tiles_per_row * layout.words_per_tile() + (r % 8) * spans_per_tile;
+    const int shift = layout.bit_shift(r, 0);
+    for (std::int64_t c = 0; c < layout.cols; c += 16) {
+      const std::int64_t flat = r * layout.cols + c;
+      std::uint64_t bits = words[flat >> 6] >> (flat & 63);
+      if ((flat & 63) > 48 && ((flat + 15) >> 6) != (flat >> 6) && c + 16 <= layout.cols)
+        bits |= words[(flat >> 6) + 1] << (64 - (flat & 63));
+      std::uint32_t half_word;
+      if (c + 16 <= layout.cols) {
+        half_word = tables.metadata[bits & 0xFFu] | static_cast<std::uint32_t>(tables.metadata[(bits >> 8) & 0xFFu]) << 8;
+      } else {  // a row's last, partial span: its groups past cols keep the padding nibble
+        half_word = 0x4444u;
+        for (std::int64_t g = 0; g < (layout.cols - c) / 4; ++g) {
+          const std::int64_t at = flat + 4 * g;
+          const Fill2of4 f = fill[(words[at >> 6] >> (at & 63)) & 0xFu];
+          half_word = (half_word & ~(0xFu << (4 * g))) | encode_2of4(f.first, f.second) << (4 * g);
+        }
+      }
+      const std::int64_t tile_span = c / 16;
+      std::uint32_t& word = metadata[static_cast<std::size_t>(row_base + tile_span / spans_per_tile * layout.words_per_tile() +
+                                                              tile_span % spans_per_tile)];
+      word = (word & ~(0xFFFFu << shift)) | half_word << shift;
+    }
+  }
+}
+
 }  // namespace detail
 
 // Compresses dense (2-D, any strides) under an N:M mask of its shape. Errors: invalid pattern, empty tensor, cols
@@ -220,8 +375,8 @@ NmCompressed<std::remove_const_t<T>> compress_nm(const TensorView<T>& dense, con
   out.pattern = pattern;
   const int n = pattern.n, m = pattern.m;
   const std::int64_t groups_per_row = out.cols / m;
-  out.values.resize(static_cast<std::size_t>(out.rows * groups_per_row * n));
-  out.positions.resize(out.values.size());
+  detail::resize_on_huge_pages(out.values, static_cast<std::size_t>(out.rows * groups_per_row * n));
+  detail::resize_on_huge_pages(out.positions, out.values.size());
   const std::uint64_t* words = mask.words().data();
   const std::int64_t col_stride = view.stride(1);
   bool finite = true;
@@ -232,7 +387,43 @@ NmCompressed<std::remove_const_t<T>> compress_nm(const TensorView<T>& dense, con
          "at most n = " + std::to_string(n) + " kept in every group of m = " + std::to_string(m) + " (an N:M mask)");
   };
 
-  if (n == 2 && m == 4) {  // nibble lookup: one table entry a group
+  bool compressed = false;
+#if defined(SHRINK_CPU_AVX2_DISPATCH)
+  constexpr bool kVectorType = std::is_same<Value, float>::value || std::is_same<Value, half>::value ||
+                               std::is_same<Value, bfloat16>::value;
+  if constexpr (kVectorType) {
+    if (n == 2 && m == 4 && view.is_contiguous() && cpu::use_avx2()) {
+      // Groups never straddle 64-element mask words (cols % 4 == 0), so the tensor is one run of whole words + a tail.
+      const std::int64_t whole_words = view.numel() / 64;
+      std::uint32_t largest = 0;
+      compressed = detail::compress_2of4_words_avx2(view.data(), words, whole_words, out.values.data(), largest);
+      if (compressed) {
+        detail::write_2of4_positions(words, whole_words, out.positions.data());
+        const std::uint32_t infinity =
+            std::is_same<Value, float>::value ? 0x7F800000u : std::is_same<Value, half>::value ? 0x7C00u : 0x7F80u;
+        finite = largest < infinity;
+        const detail::Fill2of4* table = detail::fill_2of4_table();
+        for (std::int64_t flat = whole_words * 64; flat < view.numel(); flat += 4) {
+          const detail::Fill2of4 fill = table[(words[flat >> 6] >> (flat & 63)) & 0xFu];
+          if (!fill.valid) {
+            compressed = false;  // the loop below names the group
+            break;
+          }
+          const auto kept = static_cast<unsigned>((words[flat >> 6] >> (flat & 63)) & 0xFu);
+          out.values[static_cast<std::size_t>(flat / 2)] = (kept >> fill.first) & 1u ? view.data()[flat + fill.first] : Value{};
+          out.values[static_cast<std::size_t>(flat / 2 + 1)] =
+              (kept >> fill.second) & 1u ? view.data()[flat + fill.second] : Value{};
+          out.positions[static_cast<std::size_t>(flat / 2)] = fill.first;
+          out.positions[static_cast<std::size_t>(flat / 2 + 1)] = fill.second;
+        }
+        const std::int64_t tail = view.numel() - whole_words * 64;
+        finite = finite && detail::row_is_finite(view.data() + whole_words * 64, tail, 1);
+      }
+    }
+  }
+#endif
+  if (compressed) {
+  } else if (n == 2 && m == 4) {  // nibble lookup: one table entry a group
     const detail::Fill2of4* table = detail::fill_2of4_table();
     for (std::int64_t r = 0; r < out.rows; ++r) {
       const Value* row = view.data() + r * view.stride(0);
@@ -284,17 +475,7 @@ NmCompressed<std::remove_const_t<T>> compress_nm(const TensorView<T>& dense, con
     if (has_mma_sp_metadata<Value>(pattern)) {
       const MmaSpMetadataLayout layout = mma_sp_metadata_layout<Value>(out.rows, out.cols);
       out.metadata.assign(static_cast<std::size_t>(layout.word_count()), 0x44444444u);  // padding nibbles
-      for (std::int64_t r = 0; r < out.rows; ++r) {
-        const std::uint8_t* positions = out.positions.data() + r * groups_per_row * 2;
-        const int shift = layout.bit_shift(r, 0);
-        for (std::int64_t span = 0; span < out.cols; span += 16) {  // 4 groups: one half of a word
-          std::uint32_t bits = 0x4444u;
-          for (std::int64_t g = span / 4; g < std::min(groups_per_row, span / 4 + 4); ++g)
-            bits = (bits & ~(0xFu << (g % 4 * 4))) | encode_2of4(positions[2 * g], positions[2 * g + 1]) << (g % 4 * 4);
-          std::uint32_t& word = out.metadata[static_cast<std::size_t>(layout.word_index(r, span))];
-          word = (word & ~(0xFFFFu << shift)) | bits << shift;
-        }
-      }
+      detail::write_2of4_metadata(words, layout, out.metadata);
     }
   }
   return out;

@@ -184,7 +184,7 @@ TEST_CASE("to_dense rejects hostile Csr structures and writes nothing", "[sparse
 
 TEST_CASE("to_csr: the AVX2 path equals the scalar path, with and without a mask", "[sparse][csr][simd]") {
   const cpu::SimdLevel saved = cpu::simd_level();
-  for (const Shape shape : {Shape{3, 21}, Shape{9, 64}, Shape{7, 100}}) {
+  for (const Shape& shape : {Shape{3, 21}, Shape{9, 64}, Shape{7, 100}}) {
     std::mt19937 rng(5);
     std::uniform_int_distribution<int> pick(0, 3);
     std::vector<float> w(static_cast<std::size_t>(shape.product()));

@@ -234,7 +234,7 @@ TEST_CASE("decompress_nm rejects hostile structures and writes nothing", "[spars
 TEMPLATE_TEST_CASE("2:4 compression: the AVX2 path equals the scalar path, bit for bit", "[sparse][nm][simd]", float,
                    half, bfloat16) {
   const cpu::SimdLevel saved = cpu::simd_level();
-  for (const Shape shape : {Shape{3, 20}, Shape{17, 64}, Shape{16, 100}, Shape{5, 36}}) {
+  for (const Shape& shape : {Shape{3, 20}, Shape{17, 64}, Shape{16, 100}, Shape{5, 36}}) {
     std::mt19937 rng(11);
     std::normal_distribution<float> normal(0.0f, 1.0f);
     std::vector<float> w(static_cast<std::size_t>(shape.product()));

@@ -14,32 +14,17 @@
 #include "shrink/prune/nm.hpp"
 #include "shrink/cpu/simd.hpp"
 #include "shrink/sparse/nm_compressed.hpp"
+#include "support/element_types.hpp"
 #include "support/random.hpp"
 
 using namespace shrink;
 using namespace shrink::sparse;
+using shrink::test::convert;
+using shrink::test::same_bits;
 using prune::Mask;
 using prune::NmPattern;
 
 namespace {
-
-template <class T>
-std::vector<T> convert(const std::vector<float>& v) {
-  std::vector<T> out;
-  for (float x : v) {
-    if constexpr (std::is_same<T, std::int8_t>::value) {
-      out.push_back(static_cast<std::int8_t>(std::lround(std::fmax(-127.0f, std::fmin(127.0f, x * 40.0f)))));
-    } else {
-      out.push_back(T(x));
-    }
-  }
-  return out;
-}
-
-template <class T>
-bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
-}
 
 // An N:M mask keeping a random 0..n of every group.
 Mask random_nm_mask(const Shape& shape, NmPattern p, unsigned seed) {

@@ -1,0 +1,32 @@
+// Test inputs in every sparse element type: floats converted to T, and bitwise comparison of T vectors.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+#include <vector>
+
+namespace shrink::test {
+
+// v converted to T: rounded for half and bfloat16; for int8, x * 40 rounded and clamped to [-127, 127].
+template <class T>
+std::vector<T> convert(const std::vector<float>& v) {
+  std::vector<T> out;
+  for (float x : v) {
+    if constexpr (std::is_same<T, std::int8_t>::value) {
+      out.push_back(static_cast<std::int8_t>(std::lround(std::fmax(-127.0f, std::fmin(127.0f, x * 40.0f)))));
+    } else {
+      out.push_back(T(x));
+    }
+  }
+  return out;
+}
+
+// Equal sizes and equal bits (so -0.0 differs from +0.0 and NaNs compare by payload).
+template <class T>
+bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
+}
+
+}  // namespace shrink::test

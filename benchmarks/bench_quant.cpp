@@ -13,6 +13,7 @@
 #include "shrink/quant/observers/mse.hpp"
 #include "shrink/quant/observers/percentile.hpp"
 #include "shrink/quant/quantize.hpp"
+#include "support/baselines.hpp"
 #include "support/ratio_table.hpp"
 
 namespace {
@@ -37,19 +38,8 @@ const std::vector<float>& weights() {
 
 TensorView<const float> weight_view() { return TensorView<const float>(weights().data(), Shape{kRows, kCols}); }
 
-void set_bytes(benchmark::State& state, std::int64_t bytes_per_iteration) {
-  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * bytes_per_iteration);
-}
-
-// Baseline: memcpy of the 64 MB tensor; bytes counted read + written.
-void BM_memcpy(benchmark::State& state) {
-  std::vector<float> dst(weights().size());
-  for (auto _ : state) {
-    std::memcpy(dst.data(), weights().data(), weights().size() * sizeof(float));
-    benchmark::ClobberMemory();
-  }
-  set_bytes(state, 2 * kCount * 4);
-}
+// Baseline: memcpy of the 64 MB tensor.
+void BM_memcpy(benchmark::State& state) { shrink::bench::run_memcpy_baseline(state, weights()); }
 BENCHMARK(BM_memcpy)->Unit(benchmark::kMillisecond);
 
 QuantScheme scheme_for(int granularity) {
@@ -63,7 +53,7 @@ void BM_quantize_int8(benchmark::State& state) {
   const QuantScheme scheme = scheme_for(static_cast<int>(state.range(0)));
   const QParams qp = minmax_qparams(weight_view(), scheme);
   for (auto _ : state) benchmark::DoNotOptimize(quantize(weight_view(), scheme, qp));
-  set_bytes(state, kCount * 5);
+  shrink::bench::set_bytes(state, kCount * 5);
 }
 BENCHMARK(BM_quantize_int8)->Arg(0)->Arg(1)->ArgName("per_channel")->Unit(benchmark::kMillisecond);
 
@@ -77,7 +67,7 @@ void BM_quantize_into_int8(benchmark::State& state) {
     quantize_into(weight_view(), scheme, qp, TensorView<std::int8_t>(out.data(), Shape{kRows, kCols}));
     benchmark::ClobberMemory();
   }
-  set_bytes(state, kCount * 5);
+  shrink::bench::set_bytes(state, kCount * 5);
 }
 BENCHMARK(BM_quantize_into_int8)->Arg(0)->Arg(1)->ArgName("per_channel")->Unit(benchmark::kMillisecond);
 
@@ -93,7 +83,7 @@ void BM_dequantize_int8(benchmark::State& state) {
                     TensorView<float>(out.data(), Shape{kRows, kCols}));
     benchmark::ClobberMemory();
   }
-  set_bytes(state, kCount * 5);
+  shrink::bench::set_bytes(state, kCount * 5);
 }
 BENCHMARK(BM_dequantize_int8)->Arg(0)->Arg(1)->ArgName("per_channel")->Unit(benchmark::kMillisecond);
 
@@ -105,7 +95,7 @@ void observe_all(benchmark::State& state, const QuantScheme& scheme, Args... arg
     observer.observe(weight_view());
     benchmark::DoNotOptimize(observer.qparams());
   }
-  set_bytes(state, kCount * 4);
+  shrink::bench::set_bytes(state, kCount * 4);
 }
 
 void BM_observe_minmax(benchmark::State& state) {

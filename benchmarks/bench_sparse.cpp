@@ -12,6 +12,7 @@
 #include "shrink/prune/nm.hpp"
 #include "shrink/sparse/csr.hpp"
 #include "shrink/sparse/nm_compressed.hpp"
+#include "support/baselines.hpp"
 #include "support/ratio_table.hpp"
 
 namespace {
@@ -57,19 +58,8 @@ const std::vector<float>& sparse_weights(int per_mille) {
   return v;
 }
 
-void set_bytes(benchmark::State& state, std::int64_t bytes_per_iteration) {
-  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * bytes_per_iteration);
-}
-
-// Baseline: memcpy of the float weight (256 MB); bytes counted read + written.
-void BM_memcpy(benchmark::State& state) {
-  std::vector<float> dst(weights().size());
-  for (auto _ : state) {
-    std::memcpy(dst.data(), weights().data(), weights().size() * sizeof(float));
-    benchmark::ClobberMemory();
-  }
-  set_bytes(state, 2 * kCount * 4);
-}
+// Baseline: memcpy of the float weight (256 MB).
+void BM_memcpy(benchmark::State& state) { shrink::bench::run_memcpy_baseline(state, weights()); }
 BENCHMARK(BM_memcpy)->Unit(benchmark::kMillisecond);
 
 // The same copy into a destination allocated (and so first touched, 4 KB pages) in every iteration, as the
@@ -81,7 +71,7 @@ void BM_memcpy_fresh_dst(benchmark::State& state) {
     benchmark::DoNotOptimize(dst.get());
     benchmark::ClobberMemory();
   }
-  set_bytes(state, 2 * kCount * 4);
+  shrink::bench::set_bytes(state, 2 * kCount * 4);
 }
 BENCHMARK(BM_memcpy_fresh_dst)->Unit(benchmark::kMillisecond);
 
@@ -89,7 +79,7 @@ BENCHMARK(BM_memcpy_fresh_dst)->Unit(benchmark::kMillisecond);
 void BM_nm_mask_2of4_f32(benchmark::State& state) {
   const TensorView<const float> view(weights().data(), kShape);
   for (auto _ : state) benchmark::DoNotOptimize(prune::nm_mask(view, prune::NmPattern{2, 4}));
-  set_bytes(state, kCount * 4 + kCount / 8);
+  shrink::bench::set_bytes(state, kCount * 4 + kCount / 8);
 }
 BENCHMARK(BM_nm_mask_2of4_f32)->Unit(benchmark::kMillisecond);
 
@@ -104,7 +94,7 @@ void compress_under_mask(benchmark::State& state, const std::vector<T>& w) {
     written = static_cast<std::int64_t>(c.values.size() * sizeof(T) + c.positions.size() + c.metadata.size() * 4);
     benchmark::DoNotOptimize(c.values.data());
   }
-  set_bytes(state, kCount * static_cast<std::int64_t>(sizeof(T)) + kCount / 8 + written);
+  shrink::bench::set_bytes(state, kCount * static_cast<std::int64_t>(sizeof(T)) + kCount / 8 + written);
 }
 void BM_compress_2of4_f32(benchmark::State& state) { compress_under_mask(state, weights()); }
 void BM_compress_2of4_f16(benchmark::State& state) { compress_under_mask(state, half_weights()); }
@@ -115,7 +105,7 @@ BENCHMARK(BM_compress_2of4_f16)->Unit(benchmark::kMillisecond);
 void BM_mask_and_compress_2of4_f32(benchmark::State& state) {
   const TensorView<const float> view(weights().data(), kShape);
   for (auto _ : state) benchmark::DoNotOptimize(sparse::compress_nm(view, prune::NmPattern{2, 4}).values.data());
-  set_bytes(state, kCount * 4 + kCount / 2 * 5);
+  shrink::bench::set_bytes(state, kCount * 4 + kCount / 2 * 5);
 }
 BENCHMARK(BM_mask_and_compress_2of4_f32)->Unit(benchmark::kMillisecond);
 
@@ -129,7 +119,7 @@ void BM_to_csr_f32(benchmark::State& state) {
     written = (kRows + 1) * 4 + csr.nnz() * 8;
     benchmark::DoNotOptimize(csr.values.data());
   }
-  set_bytes(state, kCount * 4 + written);
+  shrink::bench::set_bytes(state, kCount * 4 + written);
 }
 BENCHMARK(BM_to_csr_f32)->Arg(500)->Arg(900)->Arg(990)->ArgName("zeros_per_mille")->Unit(benchmark::kMillisecond);
 

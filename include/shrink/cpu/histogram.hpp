@@ -25,6 +25,9 @@ struct HistcBinning {
   float lo;
   float hi;
   std::int32_t bins;
+  // Set when every element to be counted lies in [lo, hi] (a min/max pass showed it): the vector loops
+  // then skip the range check. The result is the same either way.
+  bool all_inside = false;
 };
 
 // shrink's magnitude histograms (observers/magnitude_histogram.hpp) over [0, bins / inv_width]:
@@ -35,6 +38,8 @@ struct HistcBinning {
 struct MagnitudeBinning {
   double inv_width;
   std::int32_t bins;
+  // Set when every element to be counted is finite: the vector loops then skip the finiteness check.
+  bool all_finite = false;
 
   bool in_float() const { return inv_width >= 0x1p-120 && inv_width <= 0x1p120; }
 };
@@ -64,7 +69,9 @@ void bin_indices_scalar(const Binning& b, const float* x, std::int64_t begin, st
 }
 
 #if defined(SHRINK_CPU_AVX2_DISPATCH)
-// Bins of eight floats under the torch.histc rule (`bins` for skipped ones), the constants hoisted.
+// Bins of eight floats under the torch.histc rule (`bins` for skipped ones), the constants hoisted; without
+// kCheckRange every element must lie in [lo, hi].
+template <bool kCheckRange>
 struct HistcBinningAvx2 {
   __m256 lo, hi, range, scale, last, zero;
   __m256i spare;
@@ -74,15 +81,18 @@ struct HistcBinningAvx2 {
         scale(_mm256_set1_ps(static_cast<float>(b.bins))), last(_mm256_set1_ps(static_cast<float>(b.bins - 1))),
         zero(_mm256_setzero_ps()), spare(_mm256_set1_epi32(b.bins)) {}
 
-  SHRINK_TARGET_AVX2 __m256i operator()(__m256 v) const {
+  SHRINK_TARGET_AVX2 SHRINK_FORCE_INLINE __m256i operator()(__m256 v) const {
     __m256 q = _mm256_div_ps(_mm256_mul_ps(_mm256_sub_ps(v, lo), scale), range);
     q = _mm256_min_ps(_mm256_max_ps(q, zero), last);  // max(NaN, 0) is 0
+    if constexpr (!kCheckRange) return _mm256_cvttps_epi32(q);
     const __m256 inside = _mm256_and_ps(_mm256_cmp_ps(v, lo, _CMP_GE_OQ), _mm256_cmp_ps(v, hi, _CMP_LE_OQ));
     return _mm256_blendv_epi8(spare, _mm256_cvttps_epi32(q), _mm256_castps_si256(inside));
   }
 };
 
-// Bins of eight floats under the magnitude rule with the product in float (b.in_float()).
+// Bins of eight floats under the magnitude rule with the product in float (b.in_float()); without
+// kCheckFinite every element must be finite.
+template <bool kCheckFinite>
 struct MagnitudeBinningAvx2 {
   __m256 sign, max_finite, inv_width, last;
   __m256i spare;
@@ -92,22 +102,36 @@ struct MagnitudeBinningAvx2 {
         inv_width(_mm256_set1_ps(static_cast<float>(b.inv_width))),
         last(_mm256_set1_ps(static_cast<float>(b.bins - 1))), spare(_mm256_set1_epi32(b.bins)) {}
 
-  SHRINK_TARGET_AVX2 __m256i operator()(__m256 v) const {
+  SHRINK_TARGET_AVX2 SHRINK_FORCE_INLINE __m256i operator()(__m256 v) const {
     const __m256 a = _mm256_andnot_ps(sign, v);
-    const __m256 finite = _mm256_cmp_ps(a, max_finite, _CMP_LE_OQ);
     const __m256i pos = _mm256_cvttps_epi32(_mm256_min_ps(_mm256_mul_ps(a, inv_width), last));
+    if constexpr (!kCheckFinite) return pos;
+    const __m256 finite = _mm256_cmp_ps(a, max_finite, _CMP_LE_OQ);
     return _mm256_blendv_epi8(spare, pos, _mm256_castps_si256(finite));
   }
 };
 
-inline HistcBinningAvx2 vector_binning(const HistcBinning& b) { return HistcBinningAvx2(b); }
-inline MagnitudeBinningAvx2 vector_binning(const MagnitudeBinning& b) { return MagnitudeBinningAvx2(b); }
+// Calls f with the vector binning for b: the unchecked form where b promises every element qualifies.
+template <class F>
+void with_vector_binning(const HistcBinning& b, F&& f) {
+  if (b.all_inside)
+    f(HistcBinningAvx2<false>(b));
+  else
+    f(HistcBinningAvx2<true>(b));
+}
+template <class F>
+void with_vector_binning(const MagnitudeBinning& b, F&& f) {
+  if (b.all_finite)
+    f(MagnitudeBinningAvx2<false>(b));
+  else
+    f(MagnitudeBinningAvx2<true>(b));
+}
 inline bool has_float_vector_binning(const HistcBinning&) { return true; }
 inline bool has_float_vector_binning(const MagnitudeBinning& b) { return b.in_float(); }
 
 SHRINK_TARGET_AVX2 inline std::int64_t bin_indices_avx2(const HistcBinning& b, const float* x, std::int64_t n,
                                                         std::int32_t* out) {
-  const HistcBinningAvx2 bin(b);
+  const HistcBinningAvx2<true> bin(b);
   std::int64_t k = 0;
   for (; k + 8 <= n; k += 8)
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + k), bin(_mm256_loadu_ps(x + k)));
@@ -118,7 +142,7 @@ SHRINK_TARGET_AVX2 inline std::int64_t bin_indices_avx2(const MagnitudeBinning& 
                                                         std::int32_t* out) {
   std::int64_t k = 0;
   if (b.in_float()) {
-    const MagnitudeBinningAvx2 bin(b);
+    const MagnitudeBinningAvx2<true> bin(b);
     for (; k + 8 <= n; k += 8)
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + k), bin(_mm256_loadu_ps(x + k)));
     return k;
@@ -140,7 +164,7 @@ SHRINK_TARGET_AVX2 inline std::int64_t bin_indices_avx2(const MagnitudeBinning& 
 
 // Adds one to lane j's counter of pos[j], j = 0..7, moving the indices to general registers two at a time.
 template <std::int64_t kStride>
-SHRINK_TARGET_AVX2 inline void increment_lanes_avx2(__m256i pos, std::uint16_t* lanes, std::int64_t step) {
+SHRINK_TARGET_AVX2 SHRINK_FORCE_INLINE void increment_lanes_avx2(__m256i pos, std::uint16_t* lanes, std::int64_t step) {
   const std::int64_t s = kStride ? kStride : step;
   const __m128i low = _mm256_castsi256_si128(pos), high = _mm256_extracti128_si256(pos, 1);
   const auto p01 = static_cast<std::uint64_t>(_mm_cvtsi128_si64(low));
@@ -157,28 +181,46 @@ SHRINK_TARGET_AVX2 inline void increment_lanes_avx2(__m256i pos, std::uint16_t* 
   ++lanes[7 * s + (p67 >> 32)];
 }
 
+// Bins of 32 consecutive floats, in four registers.
+struct Indices32 {
+  __m256i a, b, c, d;
+};
+
+template <class VectorBinning>
+SHRINK_TARGET_AVX2 SHRINK_FORCE_INLINE Indices32 bin32_avx2(const VectorBinning& bin, const float* x) {
+  return {bin(_mm256_loadu_ps(x)), bin(_mm256_loadu_ps(x + 8)), bin(_mm256_loadu_ps(x + 16)), bin(_mm256_loadu_ps(x + 24))};
+}
+
+template <std::int64_t kStride>
+SHRINK_TARGET_AVX2 SHRINK_FORCE_INLINE void increment32_avx2(const Indices32& p, std::uint16_t* lanes, std::int64_t step) {
+  increment_lanes_avx2<kStride>(p.a, lanes, step);
+  increment_lanes_avx2<kStride>(p.b, lanes, step);
+  increment_lanes_avx2<kStride>(p.c, lanes, step);
+  increment_lanes_avx2<kStride>(p.d, lanes, step);
+}
+
 // Counts x[0..n) (n a multiple of 32) into eight lanes `stride` counters apart, element k into lane k % 8.
 // The indices of the next 32 elements are computed before this 32 are counted: a counter's address must be
 // known well before its load issues, or loads run ahead of stores to the same counter and get replayed.
+// Two sets of registers take turns, so no index vector is copied from one to the other.
 template <std::int64_t kStride, class VectorBinning>
 SHRINK_TARGET_AVX2 void count_lanes_avx2(const VectorBinning& bin, const float* x, std::int64_t n,
                                          std::uint16_t* lanes, std::int64_t stride) {
   if (n == 0) return;
-  __m256i p0 = bin(_mm256_loadu_ps(x)), p1 = bin(_mm256_loadu_ps(x + 8));
-  __m256i p2 = bin(_mm256_loadu_ps(x + 16)), p3 = bin(_mm256_loadu_ps(x + 24));
-  for (std::int64_t k = 32; k < n; k += 32) {
-    const __m256i q0 = bin(_mm256_loadu_ps(x + k)), q1 = bin(_mm256_loadu_ps(x + k + 8));
-    const __m256i q2 = bin(_mm256_loadu_ps(x + k + 16)), q3 = bin(_mm256_loadu_ps(x + k + 24));
-    increment_lanes_avx2<kStride>(p0, lanes, stride);
-    increment_lanes_avx2<kStride>(p1, lanes, stride);
-    increment_lanes_avx2<kStride>(p2, lanes, stride);
-    increment_lanes_avx2<kStride>(p3, lanes, stride);
-    p0 = q0, p1 = q1, p2 = q2, p3 = q3;
+  Indices32 p = bin32_avx2(bin, x);
+  std::int64_t k = 32;
+  for (; k + 64 <= n; k += 64) {
+    const Indices32 q = bin32_avx2(bin, x + k);
+    increment32_avx2<kStride>(p, lanes, stride);
+    p = bin32_avx2(bin, x + k + 32);
+    increment32_avx2<kStride>(q, lanes, stride);
   }
-  increment_lanes_avx2<kStride>(p0, lanes, stride);
-  increment_lanes_avx2<kStride>(p1, lanes, stride);
-  increment_lanes_avx2<kStride>(p2, lanes, stride);
-  increment_lanes_avx2<kStride>(p3, lanes, stride);
+  if (k < n) {
+    const Indices32 q = bin32_avx2(bin, x + k);
+    increment32_avx2<kStride>(p, lanes, stride);
+    p = q;
+  }
+  increment32_avx2<kStride>(p, lanes, stride);
 }
 #endif
 
@@ -315,10 +357,12 @@ class BinCounter {
 #if defined(SHRINK_CPU_AVX2_DISPATCH)
     if (use_avx2() && detail::has_float_vector_binning(binning)) {
       start = n / 32 * 32;
-      if (stride == kCommonStride)
-        detail::count_lanes_avx2<kCommonStride>(detail::vector_binning(binning), x, start, lanes, stride);
-      else
-        detail::count_lanes_avx2<0>(detail::vector_binning(binning), x, start, lanes, stride);
+      detail::with_vector_binning(binning, [&](const auto& bin) {
+        if (stride == kCommonStride)
+          detail::count_lanes_avx2<kCommonStride>(bin, x, start, lanes, stride);
+        else
+          detail::count_lanes_avx2<0>(bin, x, start, lanes, stride);
+      });
     }
 #endif
     for (; start + kBlock <= n; start += kBlock) {

@@ -98,6 +98,8 @@ class HistogramObserver : public Observer {
       if (ranges[c].min > ranges[c].max) continue;  // nothing finite in this channel
       steps[c] = pytorch::plan_forward(next[c], ranges[c].min, ranges[c].max, bins, upsample);
       channels[c].binning = steps[c].histc;
+      channels[c].binning.all_inside = ranges[c].nonfinite == 0 && steps[c].histc.lo <= ranges[c].min &&
+                                       ranges[c].max <= steps[c].histc.hi;
       channels[c].counts = counts.data() + c * static_cast<std::size_t>(bins);
     }
     detail::count_channel_bins(scheme(), batch, channels);

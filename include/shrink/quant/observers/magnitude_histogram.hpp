@@ -193,6 +193,7 @@ class MagnitudeHistogramObserver : public Observer {
       }
       if (max_abs > 0.0) next[c].cover(max_abs);
       bins[c].binning = next[c].binning();
+      bins[c].binning.all_finite = r.nonfinite == 0;
       bins[c].counts = next[c].counts_data();
     }
     detail::count_channel_bins(scheme(), batch, bins);

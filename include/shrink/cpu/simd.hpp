@@ -1,4 +1,5 @@
-// x86 SIMD levels: SSE2 always on x86-64, AVX2 loops chosen at run time when the CPU has them.
+// x86 SIMD levels: SSE2 always on x86-64, AVX2 (and, for a few hot loops, AVX-512) chosen at run time when the
+// CPU has them.
 #pragma once
 
 #if (defined(__GNUC__) || defined(__clang__)) && defined(__x86_64__)
@@ -9,6 +10,9 @@
 // Compiles one function for AVX2 whatever the translation unit's flags; called only after cpu_has_avx2().
 #define SHRINK_TARGET_AVX2 __attribute__((target("avx2")))
 #define SHRINK_TARGET_AVX2_F16C __attribute__((target("avx2,f16c")))
+#define SHRINK_TARGET_AVX2_FMA __attribute__((target("avx2,fma")))
+// AVX-512 Foundation (16 float lanes, mask registers, vscalefps), for the loops that have such a path.
+#define SHRINK_TARGET_AVX512 __attribute__((target("avx512f,avx2,fma,f16c")))
 #elif defined(_M_X64)
 #include <emmintrin.h>
 #define SHRINK_CPU_SSE2 1
@@ -16,11 +20,14 @@
 
 namespace shrink::cpu {
 
-enum class SimdLevel { scalar, sse2, avx2 };
+// Ordered: a level implies the ones below it.
+enum class SimdLevel { scalar, sse2, avx2, avx512 };
 
 inline SimdLevel detect_simd_level() {
 #if defined(SHRINK_CPU_AVX2_DISPATCH)
-  return __builtin_cpu_supports("avx2") ? SimdLevel::avx2 : SimdLevel::sse2;
+  if (!__builtin_cpu_supports("avx2")) return SimdLevel::sse2;
+  // libgcc's answer for avx512f includes the OS saving the zmm and mask registers (XCR0).
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma") ? SimdLevel::avx512 : SimdLevel::avx2;
 #elif defined(SHRINK_CPU_SSE2)
   return SimdLevel::sse2;
 #else
@@ -37,7 +44,15 @@ inline SimdLevel& simd_level() {
 
 inline bool use_avx2() {
 #if defined(SHRINK_CPU_AVX2_DISPATCH)
-  return simd_level() == SimdLevel::avx2;
+  return simd_level() >= SimdLevel::avx2;
+#else
+  return false;
+#endif
+}
+
+inline bool use_avx512() {
+#if defined(SHRINK_CPU_AVX2_DISPATCH)
+  return simd_level() >= SimdLevel::avx512;
 #else
   return false;
 #endif
@@ -54,6 +69,17 @@ inline bool use_avx2_f16c() {
     return __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & (1u << 29)) != 0;
   }();
   return use_avx2() && has_f16c;
+#else
+  return false;
+#endif
+}
+
+// Fused multiply-add (AVX2 CPUs have it in practice, but ask): the exp/log kernels of vector_math.hpp round once
+// per step and need it to match their scalar twins bit for bit.
+inline bool use_avx2_fma() {
+#if defined(SHRINK_CPU_AVX2_DISPATCH)
+  static const bool has_fma = __builtin_cpu_supports("fma");
+  return use_avx2() && has_fma;
 #else
   return false;
 #endif

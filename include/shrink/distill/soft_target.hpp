@@ -1,0 +1,289 @@
+// Soft-target distillation losses over full teacher logits, with their gradients to the student logits:
+// Hinton's KL, the reverse KL and the generalised Jensen-Shannon divergence, all at a temperature T.
+//
+// Per row, q = softmax(z_s / T) (student) and p = softmax(z_t / T) (teacher):
+//   kl_div          T^2 * KL(p || q)     torch: F.kl_div(F.log_softmax(zs/T), F.softmax(zt/T), reduction) * T^2
+//   reverse_kl_div  T^2 * KL(q || p)     torch: F.kl_div(F.log_softmax(zt/T), F.softmax(zs/T), reduction) * T^2
+//   jensen_shannon  T^2 * (beta * KL(p || m) + (1 - beta) * KL(q || m)),  m = beta * p + (1 - beta) * q;
+//                   beta = 0.5 is the symmetric JSD; beta = 0 or 1 makes m one of p, q and the loss 0 (TRL
+//                   substitutes forward / reverse KL there; shrink leaves that to kl_div / reverse_kl_div).
+// Gradients (before the reduction's divisor and grad_scale), from d/dz = (1/T) q (g - sum q g), g = dL/dq:
+//   kl_div: T (q - p);  reverse: T q ((log q - log p) - KL(q || p));  JSD: T (1 - beta) q (log(q/m) - KL(q || m)).
+// Reductions, row masks, grad_scale and accumulate: distill/reduction.hpp. Logits may be -inf (a masked
+// vocabulary entry: probability 0; 0 log 0 = 0); where the first distribution of a KL has mass the second
+// lacks, the loss is +inf. NaN, +inf or a row with no finite logit is an error (masked rows are not read).
+// Cost: kl_div and kl_div_with_grad read each logit once (cpu/kl_rows.hpp: online softmax over tiles, 2 exps an
+// element, the gradient from scratch rows), plus, with validate_first, one checking pass over both logits before
+// anything is written. The reverse KL and the JSD read each row three times from cache (max, sums, gradient).
+#pragma once
+
+#include <cmath>
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "shrink/core/error.hpp"
+#include "shrink/core/view.hpp"
+#include "shrink/cpu/kl_rows.hpp"
+#include "shrink/cpu/softmax_rows.hpp"
+#include "shrink/distill/logit_rows.hpp"
+#include "shrink/distill/reduction.hpp"
+
+namespace shrink::distill {
+
+struct SoftTargetOptions {
+  float temperature = 1.0f;                    // T > 0: both distributions are softmax(z / T)
+  Reduction reduction = Reduction::batchmean;  // see reduction.hpp
+  double grad_scale = 1.0;                     // the upstream gradient: grad = grad_scale * dloss/dz
+  bool accumulate = false;                     // add to grad_student instead of overwriting it
+  TensorView<const std::uint8_t> row_mask{};   // optional: one entry per row, 0 = padding (absent)
+  // true: every kept row is checked (NaN, +inf, no finite logit) before anything is written, so a bad batch
+  // leaves the outputs untouched; the logits are then read twice. false: each row is checked just before it is
+  // used, one read of the logits (about 1.5x faster on batches larger than the caches); a bad row still throws
+  // shrink::Error, but gradient rows before it may already hold their values.
+  bool validate_first = true;
+};
+
+namespace detail {
+
+enum class SoftDivergence { forward_kl, reverse_kl, jensen_shannon };
+
+inline const char* soft_divergence_name(SoftDivergence d) {
+  switch (d) {
+    case SoftDivergence::forward_kl: return "shrink::distill::kl_div";
+    case SoftDivergence::reverse_kl: return "shrink::distill::reverse_kl_div";
+    case SoftDivergence::jensen_shannon: return "shrink::distill::jensen_shannon";
+  }
+  return "shrink::distill";
+}
+
+// Row r's max, after checking it holds no NaN or +inf and at least one finite logit.
+inline float checked_row_max(const cpu::RowScan& s, std::int64_t r, const char* function, const char* name) {
+  if (s.has_nan) fail(function, name, "NaN in row " + std::to_string(r), "logits without NaN");
+  if (s.max == std::numeric_limits<float>::infinity())
+    fail(function, name, "+inf in row " + std::to_string(r), "finite or -inf logits");
+  if (s.max == -std::numeric_limits<float>::infinity())
+    fail(function, name, "row " + std::to_string(r) + " all -inf", "at least one finite logit a row");
+  return s.max;
+}
+
+// Each kept row's max, every row checked (masked rows are not read; their entry is 0).
+template <class T>
+std::vector<float> scanned_row_maxes(const Rows<const T>& rows, const RowMask& mask, const char* function,
+                                     const char* name) {
+  std::vector<float> maxes(static_cast<std::size_t>(rows.rows), 0.0f);
+  for (std::int64_t r = 0; r < rows.rows; ++r)
+    if (mask.kept(r)) maxes[static_cast<std::size_t>(r)] = checked_row_max(cpu::scan_row(rows.row(r), rows.cols), r, function, name);
+  return maxes;
+}
+
+// Row maxes on demand: all computed up front (validate_first), or each scanned when first asked for.
+template <class T>
+class RowMaxes {
+ public:
+  RowMaxes(const Rows<const T>& rows, const RowMask& mask, bool up_front, const char* function, const char* name)
+      : rows_(rows), function_(function), name_(name) {
+    if (up_front) maxes_ = scanned_row_maxes(rows, mask, function, name);
+  }
+  float operator()(std::int64_t r) const {
+    if (!maxes_.empty()) return maxes_[static_cast<std::size_t>(r)];
+    return checked_row_max(cpu::scan_row(rows_.row(r), rows_.cols), r, function_, name_);
+  }
+
+ private:
+  Rows<const T> rows_;
+  const char* function_;
+  const char* name_;
+  std::vector<float> maxes_;
+};
+
+template <class S, class U>
+void check_logit_types() {
+  static_assert(std::is_same_v<std::remove_const_t<S>, std::remove_const_t<U>>,
+                "student and teacher logits must have the same element type");
+  static_assert(is_logit_type_v<std::remove_const_t<S>>, "logits must be float, shrink::half or shrink::bfloat16");
+}
+
+// The forward KL with its gradient through cpu/kl_rows.hpp: each row's sums stage (one read of the row, exps kept
+// in scratch rows) runs beside the previous row's gradient stage, so reads and writes overlap; two scratch sets
+// take turns. Without validate_first each row is checked after its sums stage, before its gradient is written.
+template <class T>
+void forward_kl_rows(const Rows<const T>& zs, const Rows<const T>& zt, const Rows<T>* g,
+                     const std::vector<std::int64_t>& kept, double t, double c, bool accumulate,
+                     std::vector<double>& per_row, const char* fn) {
+  const std::int64_t n = zs.cols, tiles = cpu::kl_tile_count(n);
+  const std::int64_t set_size = 2 * n + 2 * tiles;
+  std::vector<float> scratch(static_cast<std::size_t>(2 * set_size));
+  // Streaming stores pay off once the gradient cannot stay in cache.
+  constexpr double kStreamBytes = 16.0 * 1024 * 1024;
+  const bool stream = std::is_same_v<T, float> && !accumulate &&
+                      static_cast<double>(kept.size()) * static_cast<double>(n) * sizeof(T) >= kStreamBytes;
+  // Overlapping a row's gradient with the next row's sums needs two scratch sets; past L2 (2 x 2 x V floats over
+  // ~1 MB) the sets would spill and cost more than the overlap gains, so long rows go one at a time.
+  const bool overlap = 4 * n * static_cast<std::int64_t>(sizeof(float)) <= (std::int64_t{1} << 20);
+  cpu::KlGradJob<T> job[2];
+  const cpu::KlGradJob<T>* pending = nullptr;
+  for (std::size_t i = 0; i < kept.size(); ++i) {
+    const std::int64_t r = kept[i];
+    cpu::KlGradJob<T>& mine = job[i % 2];
+    float* set = scratch.data() + (overlap ? static_cast<std::int64_t>(i % 2) * set_size : 0);
+    mine.g = g != nullptr ? g->row(r) : nullptr;
+    mine.n = n;
+    mine.es = set;
+    mine.et = set + n;
+    mine.tile_ms = set + 2 * n;
+    mine.tile_mt = set + 2 * n + tiles;
+    mine.sums = cpu::kl_row_sums(zs.row(r), zt.row(r), n, t, set, set + n, set + 2 * n, set + 2 * n + tiles, pending);
+    checked_row_max(cpu::RowScan{mine.sums.max_student, mine.sums.nan_student}, r, fn, "student");
+    checked_row_max(cpu::RowScan{mine.sums.max_teacher, mine.sums.nan_teacher}, r, fn, "teacher");
+    const cpu::KlRowSums& s = mine.sums;
+    per_row[static_cast<std::size_t>(r)] = t * t * (s.cross / s.s_teacher + std::log(s.s_student / s.s_teacher));
+    mine.t = t;
+    mine.cs = c / s.s_student;
+    mine.ct = c / s.s_teacher;
+    mine.accumulate = accumulate;
+    mine.stream = stream;
+    pending = g != nullptr ? &mine : nullptr;
+    if (!overlap && pending != nullptr) {
+      cpu::kl_row_grad(mine);
+      pending = nullptr;
+    }
+  }
+  if (pending != nullptr) cpu::kl_row_grad(*pending);
+  if (stream) cpu::kl_rows_done();
+}
+
+// Shared body of the three losses; grad == nullptr computes the loss only.
+template <class T>
+Loss soft_target_loss(SoftDivergence kind, double beta, const TensorView<const T>& student,
+                      const TensorView<const T>& teacher, const TensorView<T>* grad, const SoftTargetOptions& o) {
+  const char* fn = soft_divergence_name(kind);
+  const Rows<const T> zs = as_rows(student, fn, "student");
+  const Rows<const T> zt = as_rows(teacher, fn, "teacher");
+  require_same_rows(zs, zt, fn, "teacher", "student");
+  require_temperature(o.temperature, fn);
+  require_grad_scale(o.grad_scale, fn);
+  if (kind == SoftDivergence::jensen_shannon) require_unit_interval(beta, fn, "beta");
+  const RowMask mask = row_mask(o.row_mask, zs.rows, fn);
+  Rows<T> g;
+  if (grad != nullptr) g = gradient_rows(*grad, zs, fn);
+  const bool one_read = kind == SoftDivergence::forward_kl;
+  // With validate_first every kept row is scanned here, before anything is written. The forward-KL gradient
+  // kernel finds its own maxes (online), so it only needs the check.
+  const RowMaxes<T> ms(zs, mask, o.validate_first, fn, "student");
+  const RowMaxes<T> mt(zt, mask, o.validate_first, fn, "teacher");
+
+  const std::int64_t kept = kept_rows(mask, zs.rows);
+  const std::int64_t n = zs.cols;
+  const double t = o.temperature;
+  const float inv_t = static_cast<float>(1.0 / t);
+  const double divisor = reduction_divisor(o.reduction, kept, n);
+  // dloss/dz = grad_scale * T^2 * (1/T) * (...) / divisor.
+  const double c = o.grad_scale * t / divisor;
+  const bool degenerate_jsd = kind == SoftDivergence::jensen_shannon && (beta == 0.0 || beta == 1.0);
+  std::vector<double> per_row(static_cast<std::size_t>(zs.rows), 0.0);
+  std::vector<std::int64_t> kept_list;
+  for (std::int64_t r = 0; r < zs.rows; ++r) {
+    if (mask.kept(r) && !degenerate_jsd) {
+      kept_list.push_back(r);
+    } else if (grad != nullptr && !o.accumulate) {
+      std::fill(g.row(r), g.row(r) + n, cpu::float_to_element<T>(0.0f));
+    }
+  }
+  if (one_read) {
+    forward_kl_rows(zs, zt, grad != nullptr ? &g : nullptr, kept_list, t, c, o.accumulate, per_row, fn);
+    return reduce_rows(std::move(per_row), o.reduction, kept, n);
+  }
+  for (const std::int64_t r : kept_list) {
+    const std::size_t ri = static_cast<std::size_t>(r);
+    const T* a = zs.row(r);
+    const T* b = zt.row(r);
+    const float max_s = ms(r), max_t = mt(r);
+    switch (kind) {
+      case SoftDivergence::forward_kl:
+        break;  // forward_kl_rows above
+      case SoftDivergence::reverse_kl: {
+        const cpu::RowSums s = cpu::pair_sums(a, b, n, max_s, max_t, inv_t, true);
+        per_row[ri] = t * t * (s.cross / s.first + std::log(s.second / s.first));
+        if (grad != nullptr)
+          cpu::weighted_log_ratio_gradient(a, b, g.row(r), n, max_s, max_t, inv_t, static_cast<float>(c / s.first),
+                                           static_cast<float>(s.cross / s.first), o.accumulate);
+        break;
+      }
+      case SoftDivergence::jensen_shannon: {
+        const cpu::RowSums s = cpu::pair_sums(a, b, n, max_s, max_t, inv_t, false);
+        const cpu::detail::JsdRow jr{static_cast<float>(1.0 / s.first), static_cast<float>(1.0 / s.second),
+                                     static_cast<float>(beta)};
+        const cpu::RowSums kl = cpu::jsd_sums(a, b, n, max_s, max_t, inv_t, jr);  // KL(q||m), KL(p||m)
+        per_row[ri] = t * t * (beta * kl.second + (1.0 - beta) * kl.first);
+        if (grad != nullptr)
+          cpu::jsd_gradient(a, b, g.row(r), n, max_s, max_t, inv_t, jr, static_cast<float>(c * (1.0 - beta)),
+                            static_cast<float>(kl.first), o.accumulate);
+        break;
+      }
+    }
+  }
+  return reduce_rows(std::move(per_row), o.reduction, kept, n);
+}
+
+}  // namespace detail
+
+// T^2 * KL(softmax(teacher / T) || softmax(student / T)), reduced.
+template <class S, class U>
+Loss kl_div(const TensorView<S>& student, const TensorView<U>& teacher, const SoftTargetOptions& options = {}) {
+  detail::check_logit_types<S, U>();
+  using T = std::remove_const_t<S>;
+  return detail::soft_target_loss<T>(detail::SoftDivergence::forward_kl, 0.0, student, teacher, nullptr, options);
+}
+
+// kl_div and its gradient to the student logits, written to (or added to) grad_student.
+template <class S, class U, class G>
+Loss kl_div_with_grad(const TensorView<S>& student, const TensorView<U>& teacher, const TensorView<G>& grad_student,
+                      const SoftTargetOptions& options = {}) {
+  detail::check_logit_types<S, U>();
+  using T = std::remove_const_t<S>;
+  static_assert(std::is_same_v<G, T>, "grad_student must be a mutable view of the logits' element type");
+  return detail::soft_target_loss<T>(detail::SoftDivergence::forward_kl, 0.0, student, teacher, &grad_student, options);
+}
+
+// T^2 * KL(softmax(student / T) || softmax(teacher / T)), reduced.
+template <class S, class U>
+Loss reverse_kl_div(const TensorView<S>& student, const TensorView<U>& teacher, const SoftTargetOptions& options = {}) {
+  detail::check_logit_types<S, U>();
+  using T = std::remove_const_t<S>;
+  return detail::soft_target_loss<T>(detail::SoftDivergence::reverse_kl, 0.0, student, teacher, nullptr, options);
+}
+
+template <class S, class U, class G>
+Loss reverse_kl_div_with_grad(const TensorView<S>& student, const TensorView<U>& teacher,
+                              const TensorView<G>& grad_student, const SoftTargetOptions& options = {}) {
+  detail::check_logit_types<S, U>();
+  using T = std::remove_const_t<S>;
+  static_assert(std::is_same_v<G, T>, "grad_student must be a mutable view of the logits' element type");
+  return detail::soft_target_loss<T>(detail::SoftDivergence::reverse_kl, 0.0, student, teacher, &grad_student, options);
+}
+
+// T^2 * (beta KL(p || m) + (1 - beta) KL(q || m)), m = beta p + (1 - beta) q; beta in [0, 1].
+template <class S, class U>
+Loss jensen_shannon(const TensorView<S>& student, const TensorView<U>& teacher, double beta,
+                    const SoftTargetOptions& options = {}) {
+  detail::check_logit_types<S, U>();
+  using T = std::remove_const_t<S>;
+  return detail::soft_target_loss<T>(detail::SoftDivergence::jensen_shannon, beta, student, teacher, nullptr, options);
+}
+
+template <class S, class U, class G>
+Loss jensen_shannon_with_grad(const TensorView<S>& student, const TensorView<U>& teacher, double beta,
+                              const TensorView<G>& grad_student, const SoftTargetOptions& options = {}) {
+  detail::check_logit_types<S, U>();
+  using T = std::remove_const_t<S>;
+  static_assert(std::is_same_v<G, T>, "grad_student must be a mutable view of the logits' element type");
+  return detail::soft_target_loss<T>(detail::SoftDivergence::jensen_shannon, beta, student, teacher, &grad_student,
+                                     options);
+}
+
+}  // namespace shrink::distill

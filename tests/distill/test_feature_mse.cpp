@@ -12,6 +12,7 @@
 
 #include "shrink/distill/feature_mse.hpp"
 #include "support/element_types.hpp"
+#include "support/distill_checks.hpp"
 #include "support/golden.hpp"
 #include "support/random.hpp"
 
@@ -21,39 +22,15 @@ using namespace shrink::distill;
 namespace {
 
 constexpr float kPoison = 7.25f;
-const Reduction kReductions[] = {Reduction::none, Reduction::sum, Reduction::mean, Reduction::batchmean};
-
-bool starts_with(const std::string& s, const std::string& prefix) { return s.compare(0, prefix.size(), prefix) == 0; }
-
-template <class T>
-std::vector<double> as_doubles(const std::vector<T>& v) {
-  std::vector<double> out;
-  for (const T& x : v) out.push_back(static_cast<double>(static_cast<float>(x)));
-  return out;
-}
-
-// |got - want| <= 1e-5 |want|, or 1e-6 of the largest |want| for entries near zero.
-void check_close(const std::vector<double>& got, const std::vector<double>& want, const std::string& what) {
-  REQUIRE(got.size() == want.size());
-  double largest = 0.0;
-  for (double w : want) largest = std::max(largest, std::fabs(w));
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    const double tolerance = std::max(1e-5 * std::fabs(want[i]), 1e-6 * largest);
-    if (!(std::fabs(got[i] - want[i]) <= tolerance))
-      FAIL_CHECK(what << "[" << i << "] = " << got[i] << ", torch: " << want[i]);
-  }
-}
-
-// half: 2^-11 relative (2^-24 absolute for subnormals); bfloat16: 2^-8.
-template <class T>
-bool within_rounding(float got, float want) {
-  const double u = std::is_same<T, half>::value ? 0x1p-11 : 0x1p-8;
-  return std::fabs(static_cast<double>(got) - want) <= u * std::fabs(want) + 0x1p-24;
-}
+using test::as_doubles;
+using test::check_close;
+using test::starts_with;
+using test::within_rounding;
+const auto& kReductions = test::kDistillReductions;
 
 template <class T>
 bool all_poison(const std::vector<T>& v) {
-  return std::all_of(v.begin(), v.end(), [](const T& x) { return static_cast<float>(x) == kPoison; });
+  return test::all_equal_to(v, kPoison);
 }
 
 }  // namespace
@@ -79,14 +56,7 @@ TEST_CASE("mse_loss equals torch's F.mse_loss: values, per-row values, both grad
       const TensorView<const float> student(s.data(), shape), teacher(t.data(), shape);
       const Loss loss = mse_loss_with_grad(student, teacher, TensorView<float>(gs.data(), shape),
                                            TensorView<float>(gt.data(), shape), options);
-      check_close({loss.value}, c.doubles("value/" + name), "value");
-      if (r == Reduction::none) {
-        check_close(loss.per_row, c.doubles("per_row/none"), "per_row");
-      } else {
-        CHECK(loss.per_row.empty());
-      }
-      check_close(as_doubles(gs), c.doubles("grad_student/" + name), "grad_student");
-      check_close(as_doubles(gt), c.doubles("grad_teacher/" + name), "grad_teacher");
+      test::check_feature_golden(c, r, loss, gs, gt);
       CHECK(mse_loss(student, teacher, options).value == loss.value);
     }
     ++checked;

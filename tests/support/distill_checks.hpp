@@ -1,0 +1,71 @@
+// Comparison helpers shared by the distillation tests: tolerances against float64 references, rounding bounds of
+// half and bfloat16, and the poison check that proves a failed call wrote nothing.
+#pragma once
+
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "shrink/core/half.hpp"
+#include "shrink/distill/reduction.hpp"
+#include "support/golden.hpp"
+
+namespace shrink::test {
+
+inline const distill::Reduction kDistillReductions[] = {distill::Reduction::none, distill::Reduction::sum,
+                                                       distill::Reduction::mean, distill::Reduction::batchmean};
+
+inline bool starts_with(const std::string& s, const std::string& prefix) { return s.compare(0, prefix.size(), prefix) == 0; }
+
+template <class T>
+std::vector<double> as_doubles(const std::vector<T>& v) {
+  std::vector<double> out;
+  for (const T& x : v) out.push_back(static_cast<double>(static_cast<float>(x)));
+  return out;
+}
+
+// |got - want| <= 1e-5 |want|, or 1e-6 of the largest |want| for entries near zero.
+inline void check_close(const std::vector<double>& got, const std::vector<double>& want, const std::string& what) {
+  REQUIRE(got.size() == want.size());
+  double largest = 0.0;
+  for (double w : want) largest = std::max(largest, std::fabs(w));
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    const double tolerance = std::max(1e-5 * std::fabs(want[i]), 1e-6 * largest);
+    if (!(std::fabs(got[i] - want[i]) <= tolerance))
+      FAIL_CHECK(what << "[" << i << "] = " << got[i] << ", torch: " << want[i]);
+  }
+}
+
+// half: 2^-11 relative (2^-24 absolute for subnormals); bfloat16: 2^-8.
+template <class T>
+bool within_rounding(float got, float want) {
+  const double u = std::is_same<T, half>::value ? 0x1p-11 : 0x1p-8;
+  return std::fabs(static_cast<double>(got) - want) <= u * std::fabs(want) + 0x1p-24;
+}
+
+// Every element still holds `poison`: nothing was written.
+template <class T>
+bool all_equal_to(const std::vector<T>& v, float poison) {
+  return std::all_of(v.begin(), v.end(), [poison](const T& x) { return static_cast<float>(x) == poison; });
+}
+
+// A feature-loss golden case's checks after a call with reduction r: the value, the per-row values (none), both
+// gradients against the fields "<what>/<reduction>".
+inline void check_feature_golden(const GoldenCase& c, distill::Reduction r, const distill::Loss& loss,
+                                 const std::vector<float>& grad_student, const std::vector<float>& grad_teacher) {
+  const std::string name = to_string(r);
+  check_close({loss.value}, c.doubles("value/" + name), "value");
+  if (r == distill::Reduction::none) {
+    check_close(loss.per_row, c.doubles("per_row/none"), "per_row");
+  } else {
+    CHECK(loss.per_row.empty());
+  }
+  check_close(as_doubles(grad_student), c.doubles("grad_student/" + name), "grad_student");
+  check_close(as_doubles(grad_teacher), c.doubles("grad_teacher/" + name), "grad_teacher");
+}
+
+}  // namespace shrink::test

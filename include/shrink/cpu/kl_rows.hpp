@@ -8,8 +8,10 @@
 // and the maxes each tile used are kept. The tile is read from memory once and from L1 for the exps.
 // Then KL = X / S_t + log(S_s / S_t) with everything relative to the final maxes.
 // Gradient stage: g = c (q - p) = (c / S_s) f_s e_s - (c / S_t) f_t e_t per tile, f = exp((M_tile - M_final) / T),
+// one fma an element on every path (explicit, so -ffp-contract cannot make the streamed and cached writes differ),
 // from the scratch rows (still in cache), written with streaming stores when the gradient is too large to stay
-// in cache. Scratch: 2 V floats and 2 V / kKlTile maxes: O(V), not O(rows x V).
+// in cache, tile by tile while the next row's sums run over the same scratch (each tile read before it is
+// overwritten). Scratch: 2 V floats and 2 V / kKlTile maxes: O(V), not O(rows x V).
 // Loops for AVX-512 (16 lanes), AVX2 + FMA (8) and scalar, chosen at run time; the exps have the same bits.
 #pragma once
 
@@ -80,7 +82,9 @@ struct KlOnline {
     const double rho_s = s_student > 0.0 ? std::exp((os - new_os) / t) : 0.0;
     const double rho_t = s_teacher > 0.0 ? std::exp((ot - new_ot) / t) : 0.0;
     const double delta = ((ot - new_ot) - (os - new_os)) / t;
-    cross = rho_t * (cross + delta * s_teacher);
+    // rho_t == 0: the teacher mass so far underflows (or there was none), and so do its cross terms; this also
+    // keeps a +inf cross (teacher mass where the student had none) from turning into 0 * inf = NaN.
+    cross = rho_t > 0.0 ? rho_t * (cross + delta * s_teacher) : 0.0;
     s_student *= rho_s;
     s_teacher *= rho_t;
     m_student = ns;
@@ -122,11 +126,12 @@ KlRowSums kl_row_sums_scalar(const T* zs, const T* zt, std::int64_t n, float inv
     float ms = -std::numeric_limits<float>::infinity(), mt = ms;
     kl_tile_max_scalar(zs, begin, end, ms, out.nan_student);
     kl_tile_max_scalar(zt, begin, end, mt, out.nan_teacher);
+    // The previous row's gradient for this tile goes first: it reads the scratch this tile then overwrites.
+    if (job != nullptr) kl_grad_tile(*job, tile);
     st.raise(ms, mt, t);
     tile_ms[tile] = st.offset_student();
     tile_mt[tile] = st.offset_teacher();
     kl_tile_sums_scalar(zs, zt, begin, end, tile_ms[tile], tile_mt[tile], inv_t, es, et, st);
-    if (job != nullptr) kl_grad_tile(*job, tile);
   }
   out.s_student = st.s_student;
   out.s_teacher = st.s_teacher;
@@ -177,6 +182,8 @@ SHRINK_TARGET_AVX2_FMA_F16C KlRowSums kl_row_sums_avx2(const T* zs, const T* zt,
     }
     kl_tile_max_scalar(zs, vend, end, ms, out.nan_student);
     kl_tile_max_scalar(zt, vend, end, mt, out.nan_teacher);
+    // The previous row's gradient for this tile goes first: it reads the scratch this tile then overwrites.
+    if (job != nullptr) kl_grad_tile(*job, tile);
     st.raise(ms, mt, t);
     tile_ms[tile] = st.offset_student();
     tile_mt[tile] = st.offset_teacher();
@@ -186,6 +193,10 @@ SHRINK_TARGET_AVX2_FMA_F16C KlRowSums kl_row_sums_avx2(const T* zs, const T* zt,
       const std::int64_t block_end = std::min(vend, j + 128);  // 16 float additions a lane, then double
       __m256 part_s = zero, part_t = zero, part_x = zero;
       for (; j < block_end; j += 8) {
+        if ((j & 15) == 0) {  // a line (16 floats) at a time, two tiles ahead, as the AVX-512 loop
+          _mm_prefetch(reinterpret_cast<const char*>(zs + j + 2 * kKlTile), _MM_HINT_T0);
+          _mm_prefetch(reinterpret_cast<const char*>(zt + j + 2 * kKlTile), _MM_HINT_T0);
+        }
         const __m256 a = _mm256_mul_ps(_mm256_sub_ps(load8(zs + j), vos), vinv);
         const __m256 b = _mm256_mul_ps(_mm256_sub_ps(load8(zt + j), vot), vinv);
         const __m256 ea = exp8(a), eb = exp8(b);
@@ -203,7 +214,6 @@ SHRINK_TARGET_AVX2_FMA_F16C KlRowSums kl_row_sums_avx2(const T* zs, const T* zt,
     st.s_teacher += lanes_total(sum_t);
     st.cross += lanes_total(sum_x);
     kl_tile_sums_scalar(zs, zt, vend, end, tile_ms[tile], tile_mt[tile], inv_t, es, et, st);
-    if (job != nullptr) kl_grad_tile(*job, tile);
   }
   out.nan_student = out.nan_student || _mm256_movemask_ps(nan_s) != 0;
   out.nan_teacher = out.nan_teacher || _mm256_movemask_ps(nan_t) != 0;
@@ -221,13 +231,13 @@ SHRINK_TARGET_AVX2_FMA_F16C void kl_grad_range_avx2(T* g, const float* es, const
   const __m256 vfs = _mm256_set1_ps(fs), vft = _mm256_set1_ps(ft);
   std::int64_t j = begin;
   for (; j + 8 <= end; j += 8) {
-    const __m256 v = _mm256_sub_ps(_mm256_mul_ps(vfs, _mm256_loadu_ps(es + j)), _mm256_mul_ps(vft, _mm256_loadu_ps(et + j)));
+    const __m256 v = _mm256_fmsub_ps(vfs, _mm256_loadu_ps(es + j), _mm256_mul_ps(vft, _mm256_loadu_ps(et + j)));
     if constexpr (kStream)
       _mm256_stream_ps(reinterpret_cast<float*>(g + j), v);
     else
       put8(g + j, v, accumulate);
   }
-  for (; j < end; ++j) put_element(g + j, fs * es[j] - ft * et[j], accumulate);
+  for (; j < end; ++j) put_element(g + j, std::fma(fs, es[j], -(ft * et[j])), accumulate);
 }
 
 // AVX-512: the same stages sixteen lanes at a time, for float rows (half and bfloat16 rows take the AVX2 loops).
@@ -284,6 +294,8 @@ SHRINK_TARGET_AVX512 KlRowSums kl_row_sums_avx512(const T* zs, const T* zt, std:
     float ms = lanes_max16(max_s), mt = lanes_max16(max_t);
     kl_tile_max_scalar(zs, vend, end, ms, out.nan_student);
     kl_tile_max_scalar(zt, vend, end, mt, out.nan_teacher);
+    // The previous row's gradient for this tile goes first: it reads the scratch this tile then overwrites.
+    if (job != nullptr) kl_grad_tile(*job, tile);
     st.raise(ms, mt, t);
     tile_ms[tile] = st.offset_student();
     tile_mt[tile] = st.offset_teacher();
@@ -293,9 +305,9 @@ SHRINK_TARGET_AVX512 KlRowSums kl_row_sums_avx512(const T* zs, const T* zt, std:
       const std::int64_t block_end = std::min(vend, j + 256);  // 16 float additions a lane, then double
       __m512 part_s = zero, part_t = zero, part_x = zero;
       for (; j < block_end; j += 16) {
-        // The next tile's lines are requested while this tile computes: the max loop then finds them in cache.
-        _mm_prefetch(reinterpret_cast<const char*>(zs + j + 4 * kKlTile), _MM_HINT_T0);
-        _mm_prefetch(reinterpret_cast<const char*>(zt + j + 4 * kKlTile), _MM_HINT_T0);
+        // Lines two tiles ahead are requested while this tile computes: the max loop then finds them in cache.
+        _mm_prefetch(reinterpret_cast<const char*>(zs + j + 2 * kKlTile), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(zt + j + 2 * kKlTile), _MM_HINT_T0);
         const __m512 a = _mm512_mul_ps(_mm512_sub_ps(load16(zs + j), vos), vinv);
         const __m512 b = _mm512_mul_ps(_mm512_sub_ps(load16(zt + j), vot), vinv);
         const __m512 ea = exp16(a), eb = exp16(b);
@@ -315,7 +327,6 @@ SHRINK_TARGET_AVX512 KlRowSums kl_row_sums_avx512(const T* zs, const T* zt, std:
     st.s_teacher += lanes_total16(sum_t);
     st.cross += lanes_total16(sum_x);
     kl_tile_sums_scalar(zs, zt, vend, end, tile_ms[tile], tile_mt[tile], inv_t, es, et, st);
-    if (job != nullptr) kl_grad_tile(*job, tile);
   }
   out.nan_student = out.nan_student || nan_s != 0;
   out.nan_teacher = out.nan_teacher || nan_t != 0;
@@ -333,13 +344,13 @@ SHRINK_TARGET_AVX512 void kl_grad_range_avx512(T* g, const float* es, const floa
   const __m512 vfs = _mm512_set1_ps(fs), vft = _mm512_set1_ps(ft);
   std::int64_t j = begin;
   for (; j + 16 <= end; j += 16) {
-    const __m512 v = _mm512_sub_ps(_mm512_mul_ps(vfs, _mm512_loadu_ps(es + j)), _mm512_mul_ps(vft, _mm512_loadu_ps(et + j)));
+    const __m512 v = _mm512_fmsub_ps(vfs, _mm512_loadu_ps(es + j), _mm512_mul_ps(vft, _mm512_loadu_ps(et + j)));
     if constexpr (kStream)
       _mm512_stream_ps(reinterpret_cast<float*>(g + j), v);
     else
       store16(g + j, accumulate ? _mm512_add_ps(load16(g + j), v) : v);
   }
-  for (; j < end; ++j) put_element(g + j, fs * es[j] - ft * et[j], accumulate);
+  for (; j < end; ++j) put_element(g + j, std::fma(fs, es[j], -(ft * et[j])), accumulate);
 }
 #endif
 
@@ -348,7 +359,8 @@ SHRINK_TARGET_AVX512 void kl_grad_range_avx512(T* g, const float* es, const floa
 // The sums stage of one row (see the file comment): e_s, e_t into es, et; each tile's offsets into
 // tile_ms, tile_mt (kl_tile_count(n) entries).
 // job (optional, the previous row's gradient stage, same n) runs tile by tile beside the sums, so the row's reads
-// and the previous row's writes overlap.
+// and the previous row's writes overlap. It may use the same scratch (es, et, tile_ms, tile_mt): each of its tiles
+// is read before this row writes that tile.
 template <class T>
 KlRowSums kl_row_sums(const T* zs, const T* zt, std::int64_t n, double t, float* es, float* et, float* tile_ms,
                       float* tile_mt, const KlGradJob<T>* job = nullptr) {
@@ -366,8 +378,12 @@ template <class T>
 void kl_grad_tile(const KlGradJob<T>& job, std::int64_t tile) {
   const std::int64_t begin = tile * kKlTile, end = std::min(job.n, begin + kKlTile);
   const double t = job.t;
-  const float fs = static_cast<float>(job.cs * std::exp((job.tile_ms[tile] - static_cast<double>(job.sums.max_student)) / t));
-  const float ft = static_cast<float>(job.ct * std::exp((job.tile_mt[tile] - static_cast<double>(job.sums.max_teacher)) / t));
+  // The exponent is <= 0 (running maxes never exceed the final one) except for a tile whose offset stood in for a
+  // running max of -inf: its exps are all 0, and the clamp keeps their factor finite (not inf * 0 = NaN).
+  const float fs = static_cast<float>(
+      job.cs * std::exp(std::min(0.0, (job.tile_ms[tile] - static_cast<double>(job.sums.max_student)) / t)));
+  const float ft = static_cast<float>(
+      job.ct * std::exp(std::min(0.0, (job.tile_mt[tile] - static_cast<double>(job.sums.max_teacher)) / t)));
   T* const g = job.g;
   const float* const es = job.es;
   const float* const et = job.et;
@@ -405,7 +421,7 @@ void kl_grad_tile(const KlGradJob<T>& job, std::int64_t tile) {
     return;
   }
 #endif
-  for (std::int64_t j = begin; j < end; ++j) put_element(g + j, fs * es[j] - ft * et[j], accumulate);
+  for (std::int64_t j = begin; j < end; ++j) put_element(g + j, std::fma(fs, es[j], -(ft * et[j])), accumulate);
 }
 
 // The whole gradient stage of one row.

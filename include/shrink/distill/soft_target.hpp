@@ -108,52 +108,47 @@ void check_logit_types() {
   static_assert(is_logit_type_v<std::remove_const_t<S>>, "logits must be float, shrink::half or shrink::bfloat16");
 }
 
-// The forward KL with its gradient through cpu/kl_rows.hpp: each row's sums stage (one read of the row, exps kept
-// in scratch rows) runs beside the previous row's gradient stage, so reads and writes overlap; two scratch sets
-// take turns. Without validate_first each row is checked after its sums stage, before its gradient is written.
+// The forward KL (and its gradient when g is given) through cpu/kl_rows.hpp: each row's sums stage (one read of
+// the row, exps kept in scratch rows) runs beside the previous row's gradient stage, tile by tile over the same
+// scratch, so reads and writes overlap. Without validate_first each row is checked after its sums stage, before
+// its gradient is written.
 template <class T>
 void forward_kl_rows(const Rows<const T>& zs, const Rows<const T>& zt, const Rows<T>* g,
                      const std::vector<std::int64_t>& kept, double t, double c, bool accumulate,
                      std::vector<double>& per_row, const char* fn) {
   const std::int64_t n = zs.cols, tiles = cpu::kl_tile_count(n);
-  const std::int64_t set_size = 2 * n + 2 * tiles;
-  std::vector<float> scratch(static_cast<std::size_t>(2 * set_size));
+  std::vector<float> scratch(static_cast<std::size_t>(2 * n + 2 * tiles));
+  float* const es = scratch.data();
+  float* const et = es + n;
+  float* const tile_ms = et + n;
+  float* const tile_mt = tile_ms + tiles;
   // Streaming stores pay off once the gradient cannot stay in cache.
   constexpr double kStreamBytes = 16.0 * 1024 * 1024;
-  const bool stream = std::is_same_v<T, float> && !accumulate &&
+  const bool stream = g != nullptr && std::is_same_v<T, float> && !accumulate &&
                       static_cast<double>(kept.size()) * static_cast<double>(n) * sizeof(T) >= kStreamBytes;
-  // Overlapping a row's gradient with the next row's sums needs two scratch sets; past L2 (2 x 2 x V floats over
-  // ~1 MB) the sets would spill and cost more than the overlap gains, so long rows go one at a time.
-  const bool overlap = 4 * n * static_cast<std::int64_t>(sizeof(float)) <= (std::int64_t{1} << 20);
-  cpu::KlGradJob<T> job[2];
-  const cpu::KlGradJob<T>* pending = nullptr;
-  for (std::size_t i = 0; i < kept.size(); ++i) {
-    const std::int64_t r = kept[i];
-    cpu::KlGradJob<T>& mine = job[i % 2];
-    float* set = scratch.data() + (overlap ? static_cast<std::int64_t>(i % 2) * set_size : 0);
-    mine.g = g != nullptr ? g->row(r) : nullptr;
-    mine.n = n;
-    mine.es = set;
-    mine.et = set + n;
-    mine.tile_ms = set + 2 * n;
-    mine.tile_mt = set + 2 * n + tiles;
-    mine.sums = cpu::kl_row_sums(zs.row(r), zt.row(r), n, t, set, set + n, set + 2 * n, set + 2 * n + tiles, pending);
-    checked_row_max(cpu::RowScan{mine.sums.max_student, mine.sums.nan_student}, r, fn, "student");
-    checked_row_max(cpu::RowScan{mine.sums.max_teacher, mine.sums.nan_teacher}, r, fn, "teacher");
-    const cpu::KlRowSums& s = mine.sums;
+  cpu::KlGradJob<T> job;
+  job.n = n;
+  job.es = es;
+  job.et = et;
+  job.tile_ms = tile_ms;
+  job.tile_mt = tile_mt;
+  job.t = t;
+  job.accumulate = accumulate;
+  job.stream = stream;
+  bool pending = false;
+  for (const std::int64_t r : kept) {
+    const cpu::KlRowSums s = cpu::kl_row_sums(zs.row(r), zt.row(r), n, t, es, et, tile_ms, tile_mt, pending ? &job : nullptr);
+    checked_row_max(cpu::RowScan{s.max_student, s.nan_student}, r, fn, "student");
+    checked_row_max(cpu::RowScan{s.max_teacher, s.nan_teacher}, r, fn, "teacher");
     per_row[static_cast<std::size_t>(r)] = t * t * (s.cross / s.s_teacher + std::log(s.s_student / s.s_teacher));
-    mine.t = t;
-    mine.cs = c / s.s_student;
-    mine.ct = c / s.s_teacher;
-    mine.accumulate = accumulate;
-    mine.stream = stream;
-    pending = g != nullptr ? &mine : nullptr;
-    if (!overlap && pending != nullptr) {
-      cpu::kl_row_grad(mine);
-      pending = nullptr;
-    }
+    if (g == nullptr) continue;
+    job.g = g->row(r);
+    job.sums = s;
+    job.cs = c / s.s_student;
+    job.ct = c / s.s_teacher;
+    pending = true;
   }
-  if (pending != nullptr) cpu::kl_row_grad(*pending);
+  if (pending) cpu::kl_row_grad(job);
   if (stream) cpu::kl_rows_done();
 }
 

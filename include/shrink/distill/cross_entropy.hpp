@@ -68,11 +68,12 @@ struct CrossEntropyPlan {
   std::vector<float> maxes;
 };
 
+// logits_name: the argument errors about the logits name (distillation_loss calls them student).
 template <class T, class L>
 CrossEntropyPlan<T> plan_cross_entropy(const TensorView<const T>& logits, const TensorView<L>& labels,
-                                       const CrossEntropyOptions& o, const char* fn) {
+                                       const CrossEntropyOptions& o, const char* fn, const char* logits_name = "logits") {
   CrossEntropyPlan<T> plan;
-  plan.logits = as_rows(logits, fn, "logits");
+  plan.logits = as_rows(logits, fn, logits_name);
   require_unit_interval(o.label_smoothing, fn, "options.label_smoothing");
   require_grad_scale(o.grad_scale, fn);
   const RowMask mask = row_mask(o.row_mask, plan.logits.rows, fn);
@@ -83,7 +84,7 @@ CrossEntropyPlan<T> plan_cross_entropy(const TensorView<const T>& logits, const 
     plan.kept[static_cast<std::size_t>(r)] = k ? 1 : 0;
     plan.kept_count += k ? 1 : 0;
   }
-  plan.maxes = scanned_row_maxes(plan.logits, RowMask{plan.kept.data()}, fn, "logits");
+  plan.maxes = scanned_row_maxes(plan.logits, RowMask{plan.kept.data()}, fn, logits_name);
   return plan;
 }
 
@@ -143,7 +144,7 @@ Loss cross_entropy_with_grad(const TensorView<S>& logits, const TensorView<L>& l
   static_assert(std::is_same_v<G, T>, "grad_logits must be a mutable view of the logits' element type");
   const char* fn = "shrink::distill::cross_entropy";
   const detail::CrossEntropyPlan<T> plan = detail::plan_cross_entropy<T>(logits, labels, options, fn);
-  const Rows<T> g = detail::gradient_rows(grad_logits, plan.logits, fn);
+  const Rows<T> g = detail::gradient_rows(grad_logits, plan.logits, fn, "grad_logits", "logits");
   return detail::run_cross_entropy<T>(plan, &g, options);
 }
 

@@ -85,13 +85,14 @@ Loss kd_part(const TensorView<const T>& student, const TopKTeacher<T, Index>& te
 }
 
 template <class T>
-void check_kd_teacher_shape(const Rows<const T>& s, const TensorView<const T>& teacher, const char* fn) {
-  require_same_rows(s, as_rows(teacher, fn, "teacher"), fn, "teacher", "student");
+void check_kd_teacher_shape(const TensorView<const T>& student, const TensorView<const T>& teacher, const char* fn) {
+  require_same_shape(student, teacher, fn, "teacher", "student");
 }
 
 template <class T, class Index>
-void check_kd_teacher_shape(const Rows<const T>& s, const TopKTeacher<T, Index>& teacher, const char* fn) {
+void check_kd_teacher_shape(const TensorView<const T>& student, const TopKTeacher<T, Index>& teacher, const char* fn) {
   const Rows<const T> l = as_rows(teacher.logits, fn, "teacher.logits");
+  const Rows<const T> s = as_rows(student, fn, "student");
   if (l.rows != s.rows) fail(fn, "teacher.logits", rows_text(l.rows, l.cols), "one row per student row");
 }
 
@@ -100,6 +101,7 @@ Loss distillation_loss(const TensorView<const T>& student, const Teacher& teache
                        const TensorView<T>* grad, const DistillationOptions& o) {
   const char* fn = "shrink::distill::distillation_loss";
   require_unit_interval(o.alpha, fn, "options.alpha");
+  require_temperature(o.temperature, fn);  // even when alpha = 0 leaves the KD part out
   require_grad_scale(o.grad_scale, fn);
   if ((o.kd_reduction == Reduction::none) != (o.ce_reduction == Reduction::none))
     fail(fn, "options.kd_reduction", to_string(o.kd_reduction),
@@ -107,8 +109,8 @@ Loss distillation_loss(const TensorView<const T>& student, const Teacher& teache
   const double alpha = o.alpha;
   // CE is validated first and runs last, adding to what KD wrote: a failure anywhere leaves the outputs alone.
   const CrossEntropyOptions ce = ce_options(o, o.grad_scale * (1.0 - alpha), true);
-  const CrossEntropyPlan<T> plan = plan_cross_entropy<T>(student, labels, ce, fn);
-  check_kd_teacher_shape(plan.logits, teacher, fn);
+  const CrossEntropyPlan<T> plan = plan_cross_entropy<T>(student, labels, ce, fn, "student");
+  check_kd_teacher_shape(student, teacher, fn);
   Rows<T> g;
   if (grad != nullptr) g = gradient_rows(*grad, plan.logits, fn);
   Loss kd;

@@ -96,12 +96,22 @@ inline std::int64_t kept_rows(const RowMask& mask, std::int64_t rows) {
   return kept;
 }
 
-// The gradient view: the student's shape, written row by row.
+// The gradient view: the student's shape, written row by row. name / of: the arguments an error names.
 template <class T>
-Rows<T> gradient_rows(const TensorView<T>& grad, const Rows<const T>& student, const char* function) {
-  const Rows<T> g = as_rows(grad, function, "grad_student");
-  require_same_rows(student, g, function, "grad_student", "student");
+Rows<T> gradient_rows(const TensorView<T>& grad, const Rows<const T>& student, const char* function,
+                      const char* name = "grad_student", const char* of = "student") {
+  const Rows<T> g = as_rows(grad, function, name);
+  require_same_rows(student, g, function, name, of);
   return g;
+}
+
+// Student and teacher (or gradient) views of one shape: [4, V] and [2, 2, V] are not the same batch.
+template <class A, class B>
+void require_same_shape(const TensorView<A>& a, const TensorView<B>& b, const char* function, const char* name_b,
+                        const char* name_a) {
+  if (a.shape() != b.shape())
+    fail(function, (std::string(name_b) + ".shape").c_str(), to_string(b.shape()),
+         std::string("the shape of ") + name_a + " " + to_string(a.shape()));
 }
 
 inline void require_temperature(float t, const char* function) {

@@ -159,13 +159,16 @@ Loss soft_target_loss(SoftDivergence kind, double beta, const TensorView<const T
   const char* fn = soft_divergence_name(kind);
   const Rows<const T> zs = as_rows(student, fn, "student");
   const Rows<const T> zt = as_rows(teacher, fn, "teacher");
-  require_same_rows(zs, zt, fn, "teacher", "student");
+  require_same_shape(student, teacher, fn, "teacher", "student");
   require_temperature(o.temperature, fn);
   require_grad_scale(o.grad_scale, fn);
   if (kind == SoftDivergence::jensen_shannon) require_unit_interval(beta, fn, "beta");
   const RowMask mask = row_mask(o.row_mask, zs.rows, fn);
   Rows<T> g;
-  if (grad != nullptr) g = gradient_rows(*grad, zs, fn);
+  if (grad != nullptr) {
+    require_same_shape(student, *grad, fn, "grad_student", "student");
+    g = gradient_rows(*grad, zs, fn);
+  }
   const bool one_read = kind == SoftDivergence::forward_kl;
   // With validate_first every kept row is scanned here, before anything is written. The forward-KL gradient
   // kernel finds its own maxes (online), so it only needs the check.

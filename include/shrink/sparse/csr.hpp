@@ -16,13 +16,10 @@
 #include <type_traits>
 #include <vector>
 
-#if defined(__linux__)
-#include <sys/mman.h>
-#endif
-
 #include "shrink/core/error.hpp"
 #include "shrink/core/half.hpp"
 #include "shrink/core/view.hpp"
+#include "shrink/cpu/huge_pages.hpp"
 #include "shrink/cpu/simd.hpp"
 #include "shrink/prune/mask.hpp"
 
@@ -117,29 +114,6 @@ void require_csr_source(const TensorView<const T>& dense, const char* function) 
   require_host_view(dense, function, "dense");
   if (dense.rank() != 2) fail(function, "dense.shape", to_string(dense.shape()), "a 2-D tensor [rows, cols]");
   require_csr_indexable(dense.size(1), 0, function);
-}
-
-// Asks Linux for 2 MB pages over the reserved, untouched storage of a large output vector: a first touch of 256 MB
-// then takes ~128 page faults instead of ~65000 (the faults, not the bytes, dominated a fresh output). A hint only.
-template <class T>
-void advise_huge_pages(std::vector<T>& v) {
-#if defined(__linux__) && defined(MADV_HUGEPAGE)
-  constexpr std::uintptr_t kHugePage = std::uintptr_t{1} << 21;
-  const auto begin = reinterpret_cast<std::uintptr_t>(v.data());
-  const std::uintptr_t end = begin + v.capacity() * sizeof(T);
-  const std::uintptr_t first = (begin + kHugePage - 1) & ~(kHugePage - 1);
-  if (end > first + kHugePage) madvise(reinterpret_cast<void*>(first), (end - first) & ~(kHugePage - 1), MADV_HUGEPAGE);
-#else
-  (void)v;
-#endif
-}
-
-// Resizes an empty vector to n elements, on huge pages where the system offers them.
-template <class T>
-void resize_on_huge_pages(std::vector<T>& v, std::size_t n) {
-  v.reserve(n);
-  advise_huge_pages(v);
-  v.resize(n);
 }
 
 #if defined(SHRINK_CPU_AVX2_DISPATCH)
@@ -271,8 +245,8 @@ Csr<T> build_csr(const TensorView<const T>& dense, Keep&& keep, const std::uint6
       const std::size_t grown = std::max(after + kCsrFillSlack, static_cast<std::size_t>(projected * 1.0625) + 64);
       csr.values.reserve(std::max(grown, csr.values.capacity() + csr.values.capacity() / 2));
       csr.column_indices.reserve(csr.values.capacity());
-      advise_huge_pages(csr.values);
-      advise_huge_pages(csr.column_indices);
+      cpu::advise_huge_pages(csr.values);
+      cpu::advise_huge_pages(csr.column_indices);
     }
     csr.values.resize(after + kCsrFillSlack);
     csr.column_indices.resize(after + kCsrFillSlack);

@@ -42,6 +42,7 @@
 #include "shrink/core/error.hpp"
 #include "shrink/core/half.hpp"
 #include "shrink/core/view.hpp"
+#include "shrink/cpu/huge_pages.hpp"
 #include "shrink/cpu/simd.hpp"
 #include "shrink/prune/mask.hpp"
 #include "shrink/prune/nm.hpp"
@@ -375,8 +376,8 @@ NmCompressed<std::remove_const_t<T>> compress_nm(const TensorView<T>& dense, con
   out.pattern = pattern;
   const int n = pattern.n, m = pattern.m;
   const std::int64_t groups_per_row = out.cols / m;
-  detail::resize_on_huge_pages(out.values, static_cast<std::size_t>(out.rows * groups_per_row * n));
-  detail::resize_on_huge_pages(out.positions, out.values.size());
+  cpu::resize_on_huge_pages(out.values, static_cast<std::size_t>(out.rows * groups_per_row * n));
+  cpu::resize_on_huge_pages(out.positions, out.values.size());
   const std::uint64_t* words = mask.words().data();
   const std::int64_t col_stride = view.stride(1);
   bool finite = true;

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The main job: builds the release preset and runs the precision-comparison benchmarks, every executable built
 # from benchmarks/bench_quant*.cpp. A first argument naming a suite runs benchmarks/bench_<suite>*.cpp instead
-# (quant, prune, sparse; `all` runs every one). Other arguments go to each benchmark (e.g.
+# (quant, prune, sparse, distill; `all` runs every one). Other arguments go to each benchmark (e.g.
 # --benchmark_filter=per_tensor).
 set -euo pipefail
 

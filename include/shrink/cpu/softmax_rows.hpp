@@ -59,6 +59,11 @@ struct RowSums {
   double cross = 0.0;
 };
 
+// The Jensen-Shannon row constants: 1 / S of both rows, the weight beta of the teacher.
+struct JsdRow {
+  float inv_s_student, inv_s_teacher, beta;
+};
+
 namespace detail {
 
 template <class T>
@@ -70,11 +75,6 @@ RowScan scan_row_scalar(const T* z, std::int64_t begin, std::int64_t n, RowScan 
   }
   return s;
 }
-
-// The Jensen-Shannon row constants: 1 / S of both rows, the weight beta of the teacher.
-struct JsdRow {
-  float inv_s_student, inv_s_teacher, beta;
-};
 
 // One element's pieces: q = student probability, lq_m = log(q / m) (0 where q = 0), likewise p.
 struct JsdTerms {
@@ -350,7 +350,7 @@ void weighted_log_ratio_gradient(const T* za, const T* zb, G* g, std::int64_t n,
 
 // first = KL(q || m), second = KL(p || m) of one row (student a, teacher b).
 template <class T>
-RowSums jsd_sums(const T* zs, const T* zt, std::int64_t n, float ms, float mt, float inv_t, const detail::JsdRow& r) {
+RowSums jsd_sums(const T* zs, const T* zt, std::int64_t n, float ms, float mt, float inv_t, const JsdRow& r) {
 #if defined(SHRINK_CPU_AVX2_DISPATCH)
   if (use_softmax_rows_avx2()) return detail::jsd_sums_avx2(zs, zt, n, ms, mt, inv_t, r);
 #endif
@@ -366,7 +366,7 @@ RowSums jsd_sums(const T* zs, const T* zt, std::int64_t n, float ms, float mt, f
 
 // g (+)= c * q * ((log q - log m) - kl_qm) where q > 0, else 0.
 template <class T, class G>
-void jsd_gradient(const T* zs, const T* zt, G* g, std::int64_t n, float ms, float mt, float inv_t, const detail::JsdRow& r,
+void jsd_gradient(const T* zs, const T* zt, G* g, std::int64_t n, float ms, float mt, float inv_t, const JsdRow& r,
                   float c, float kl_qm, bool accumulate) {
 #if defined(SHRINK_CPU_AVX2_DISPATCH)
   if (use_softmax_rows_avx2()) return detail::jsd_gradient_avx2(zs, zt, g, n, ms, mt, inv_t, r, c, kl_qm, accumulate);

@@ -214,7 +214,7 @@ Loss soft_target_loss(SoftDivergence kind, double beta, const TensorView<const T
       }
       case SoftDivergence::jensen_shannon: {
         const cpu::RowSums s = cpu::pair_sums(a, b, n, max_s, max_t, inv_t, false);
-        const cpu::detail::JsdRow jr{static_cast<float>(1.0 / s.first), static_cast<float>(1.0 / s.second),
+        const cpu::JsdRow jr{static_cast<float>(1.0 / s.first), static_cast<float>(1.0 / s.second),
                                      static_cast<float>(beta)};
         const cpu::RowSums kl = cpu::jsd_sums(a, b, n, max_s, max_t, inv_t, jr);  // KL(q||m), KL(p||m)
         per_row[ri] = t * t * (beta * kl.second + (1.0 - beta) * kl.first);

@@ -29,6 +29,8 @@ install(EXPORT shrinkTargets
 
 # Read by the config template: whether shrink::cuda exists, and so whether CUDAToolkit is a dependency.
 set(SHRINK_PACKAGE_HAS_CUDA ${SHRINK_CUDA_ENABLED})
+# Likewise whether shrink::shrink links nlohmann_json (for shrink/io), and so whether it is a dependency.
+set(SHRINK_PACKAGE_HAS_NLOHMANN_JSON ${SHRINK_HAS_NLOHMANN_JSON})
 configure_package_config_file(
   ${PROJECT_SOURCE_DIR}/cmake/shrinkConfig.cmake.in
   ${PROJECT_BINARY_DIR}/shrinkConfig.cmake

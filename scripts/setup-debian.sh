@@ -3,7 +3,7 @@
 # Runs as root or through sudo, without questions; does nothing, not even apt-get update, when all are present.
 set -euo pipefail
 
-packages=(cmake ninja-build g++ libeigen3-dev catch2 libbenchmark-dev python3 git)
+packages=(cmake ninja-build g++ libeigen3-dev catch2 nlohmann-json3-dev libbenchmark-dev python3 git)
 
 missing=()
 for package in "${packages[@]}"; do

@@ -17,25 +17,19 @@
 #include "shrink/cpu/kl_rows.hpp"
 #include "shrink/cpu/simd.hpp"
 #include "support/random.hpp"
+#include "support/distill_checks.hpp"
+#include "support/simd_levels.hpp"
 
 using namespace shrink;
 
 namespace {
 
+using test::SimdLevelGuard;
+using test::supported_levels;
+using test::close_rel;
+
 constexpr float kInf = std::numeric_limits<float>::infinity();
 constexpr float kPoison = -777.25f;
-
-struct SimdLevelGuard {
-  cpu::SimdLevel saved = cpu::simd_level();
-  ~SimdLevelGuard() { cpu::simd_level() = saved; }
-};
-
-std::vector<cpu::SimdLevel> supported_levels() {
-  std::vector<cpu::SimdLevel> out;
-  for (cpu::SimdLevel l : {cpu::SimdLevel::scalar, cpu::SimdLevel::sse2, cpu::SimdLevel::avx2, cpu::SimdLevel::avx512})
-    if (l <= cpu::detect_simd_level()) out.push_back(l);
-  return out;
-}
 
 const char* level_name(cpu::SimdLevel l) {
   switch (l) {
@@ -132,11 +126,6 @@ void check_grad(const std::vector<T>& got, const std::vector<double>& want, doub
     if (!(std::fabs(g - want[i]) <= allowed) && reported++ < 5)
       FAIL_CHECK("grad[" << i << "] = " << g << ", reference " << want[i] << " (allowed " << allowed << ")");
   }
-}
-
-bool close_rel(double got, double want, double relative) {
-  if (std::isinf(want)) return got == want;
-  return std::fabs(got - want) <= relative * std::fabs(want);
 }
 
 // A row built from a function of the column.

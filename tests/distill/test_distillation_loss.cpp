@@ -18,6 +18,8 @@
 #include "shrink/distill/distillation_loss.hpp"
 #include "support/distill_logits_golden.hpp"
 #include "support/random.hpp"
+#include "support/distill_checks.hpp"
+#include "support/simd_levels.hpp"
 
 using namespace shrink;
 
@@ -28,77 +30,22 @@ TEST_CASE("distillation_loss matches autograd's values and gradients", "[distill
 
 namespace {
 
+using test::SimdLevelGuard;
+using test::supported_levels;
+using test::to_d;
+using test::unit_roundoff;
+using test::same_bits;
+using test::largest;
+using test::check_near;
+using test::close_rel;
+using test::check_refused;
+
 using namespace shrink::distill;
 
 constexpr float kPoison = -777.25f;
 constexpr float kInf = std::numeric_limits<float>::infinity();
 const float kNaN = std::numeric_limits<float>::quiet_NaN();
 
-struct SimdLevelGuard {
-  cpu::SimdLevel saved = cpu::simd_level();
-  ~SimdLevelGuard() { cpu::simd_level() = saved; }
-};
-
-std::vector<cpu::SimdLevel> supported_levels() {
-  std::vector<cpu::SimdLevel> out;
-  for (cpu::SimdLevel l : {cpu::SimdLevel::scalar, cpu::SimdLevel::sse2, cpu::SimdLevel::avx2, cpu::SimdLevel::avx512})
-    if (l <= cpu::detect_simd_level()) out.push_back(l);
-  return out;
-}
-
-template <class T>
-double to_d(T x) {
-  return static_cast<double>(static_cast<float>(x));
-}
-inline double to_d(double x) { return x; }
-
-template <class T>
-double unit_roundoff() {
-  if (std::is_same<T, half>::value) return 0x1p-11;
-  if (std::is_same<T, bfloat16>::value) return 0x1p-8;
-  return 0x1p-24;
-}
-
-template <class T>
-bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
-}
-
-template <class T>
-double largest(const std::vector<T>& v) {
-  double m = 0.0;
-  for (const T& x : v)
-    if (std::isfinite(to_d(x))) m = std::max(m, std::fabs(to_d(x)));
-  return m;
-}
-
-template <class A, class B>
-void check_near(const std::vector<A>& got, const std::vector<B>& want, double absolute, double relative,
-                const std::string& what) {
-  REQUIRE(got.size() == want.size());
-  int reported = 0;
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    const double g = to_d(got[i]), w = to_d(want[i]);
-    const bool ok = (std::isinf(w) && g == w) || std::fabs(g - w) <= absolute + relative * std::fabs(w);
-    if (!ok && reported++ < 5)
-      FAIL_CHECK(what << "[" << i << "] = " << g << ", expected " << w << " (allowed "
-                      << absolute + relative * std::fabs(w) << ")");
-  }
-}
-
-bool close_rel(double got, double want, double relative) {
-  if (std::isinf(want) || std::isnan(want)) return got == want || (std::isnan(got) && std::isnan(want));
-  return std::fabs(got - want) <= relative * std::fabs(want);
-}
-
-template <class F, class T>
-void check_refused(F&& call, const std::string& needle, const std::vector<T>& grad) {
-  INFO("expected an error naming: " << needle);
-  const std::vector<T> before = grad;
-  CHECK_THROWS_AS(call(), Error);
-  CHECK_THROWS_WITH(call(), Catch::Contains(needle));
-  CHECK(same_bits(grad, before));
-}
 
 template <class T>
 struct Result {

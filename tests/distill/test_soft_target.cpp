@@ -19,6 +19,8 @@
 #include "shrink/distill/soft_target.hpp"
 #include "support/distill_logits_golden.hpp"
 #include "support/random.hpp"
+#include "support/distill_checks.hpp"
+#include "support/simd_levels.hpp"
 
 using namespace shrink;
 
@@ -32,6 +34,16 @@ TEST_CASE("kl_div, reverse_kl_div and jensen_shannon match autograd's values and
 // Helpers for the tests below.
 
 namespace {
+
+using test::SimdLevelGuard;
+using test::supported_levels;
+using test::to_d;
+using test::unit_roundoff;
+using test::same_bits;
+using test::largest;
+using test::check_near;
+using test::close_rel;
+using test::check_refused;
 
 using namespace shrink::distill;
 
@@ -53,20 +65,6 @@ const char* kind_name(Kind k) {
   return "?";
 }
 
-// Restores the SIMD level a test lowered.
-struct SimdLevelGuard {
-  cpu::SimdLevel saved = cpu::simd_level();
-  ~SimdLevelGuard() { cpu::simd_level() = saved; }
-};
-
-// Every level this CPU runs, lowest first.
-std::vector<cpu::SimdLevel> supported_levels() {
-  std::vector<cpu::SimdLevel> out;
-  for (cpu::SimdLevel l : {cpu::SimdLevel::scalar, cpu::SimdLevel::sse2, cpu::SimdLevel::avx2, cpu::SimdLevel::avx512})
-    if (l <= cpu::detect_simd_level()) out.push_back(l);
-  return out;
-}
-
 const char* level_name(cpu::SimdLevel l) {
   switch (l) {
     case cpu::SimdLevel::scalar: return "scalar";
@@ -82,12 +80,6 @@ float to_f(T x) {
   return static_cast<float>(x);
 }
 
-// A value as double: T's value widened exactly; doubles as they are.
-template <class T>
-double to_d(T x) {
-  return static_cast<double>(static_cast<float>(x));
-}
-inline double to_d(double x) { return x; }
 
 template <class T>
 std::vector<T> converted(const std::vector<float>& v) {
@@ -103,14 +95,6 @@ std::vector<float> widened(const std::vector<T>& v) {
   out.reserve(v.size());
   for (const T& x : v) out.push_back(to_f(x));
   return out;
-}
-
-// One ulp of T relative to a value (what rounding to T may move a value by, at most half of it).
-template <class T>
-double unit_roundoff() {
-  if (std::is_same<T, half>::value) return 0x1p-11;
-  if (std::is_same<T, bfloat16>::value) return 0x1p-8;
-  return 0x1p-24;
 }
 
 // Runs one of the three losses, with its gradient when grad != nullptr.
@@ -140,39 +124,6 @@ Result<T> soft_result(Kind kind, const std::vector<T>& s, const std::vector<T>& 
   const TensorView<T> g(r.grad.data(), shape);
   r.loss = run_soft<T>(kind, TensorView<const T>(s.data(), shape), TensorView<const T>(t.data(), shape), &g, o, beta);
   return r;
-}
-
-template <class T>
-bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
-}
-
-template <class T>
-double largest(const std::vector<T>& v) {
-  double m = 0.0;
-  for (const T& x : v)
-    if (std::isfinite(to_d(x))) m = std::max(m, std::fabs(to_d(x)));
-  return m;
-}
-
-// |got - want| <= absolute + relative * |want| everywhere (equal infinities pass); reports the first misses.
-template <class A, class B>
-void check_near(const std::vector<A>& got, const std::vector<B>& want, double absolute, double relative,
-                const std::string& what) {
-  REQUIRE(got.size() == want.size());
-  int reported = 0;
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    const double g = to_d(got[i]), w = to_d(want[i]);
-    const bool ok = (std::isinf(w) && g == w) || std::fabs(g - w) <= absolute + relative * std::fabs(w);
-    if (!ok && reported++ < 5)
-      FAIL_CHECK(what << "[" << i << "] = " << g << ", expected " << w << " (difference " << g - w << ", allowed "
-                      << absolute + relative * std::fabs(w) << ")");
-  }
-}
-
-bool close_rel(double got, double want, double relative) {
-  if (std::isinf(want) || std::isnan(want)) return got == want || (std::isnan(got) && std::isnan(want));
-  return std::fabs(got - want) <= relative * std::fabs(want);
 }
 
 // Double-precision reference of one row: T^2 * D and its gradient d(T^2 D)/dz_s.
@@ -273,16 +224,6 @@ struct Logits {
 };
 
 // Calls `call` (which should throw), checks for a shrink::Error naming `needle`, and that the gradient buffer kept
-// its poison bit for bit.
-template <class F, class T>
-void check_refused(F&& call, const std::string& needle, const std::vector<T>& grad) {
-  INFO("expected an error naming: " << needle);
-  const std::vector<T> before = grad;
-  CHECK_THROWS_AS(call(), Error);
-  CHECK_THROWS_WITH(call(), Catch::Contains(needle));
-  CHECK(same_bits(grad, before));
-}
-
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------------------------

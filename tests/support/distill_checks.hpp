@@ -6,12 +6,15 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <string>
 #include <type_traits>
 #include <vector>
 
+#include "shrink/core/error.hpp"
 #include "shrink/core/half.hpp"
 #include "shrink/distill/reduction.hpp"
+#include "support/element_types.hpp"
 #include "support/golden.hpp"
 
 namespace shrink::test {
@@ -66,6 +69,61 @@ inline void check_feature_golden(const GoldenCase& c, distill::Reduction r, cons
   }
   check_close(as_doubles(grad_student), c.doubles("grad_student/" + name), "grad_student");
   check_close(as_doubles(grad_teacher), c.doubles("grad_teacher/" + name), "grad_teacher");
+}
+
+// Any element type (float, half, bfloat16, double) as a double.
+template <class T>
+double to_d(T x) {
+  return static_cast<double>(static_cast<float>(x));
+}
+inline double to_d(double x) { return x; }
+
+// The relative rounding of one element of T.
+template <class T>
+double unit_roundoff() {
+  if (std::is_same<T, half>::value) return 0x1p-11;
+  if (std::is_same<T, bfloat16>::value) return 0x1p-8;
+  return 0x1p-24;
+}
+
+// The largest finite magnitude of v.
+template <class T>
+double largest(const std::vector<T>& v) {
+  double m = 0.0;
+  for (const T& x : v)
+    if (std::isfinite(to_d(x))) m = std::max(m, std::fabs(to_d(x)));
+  return m;
+}
+
+// |got - want| <= absolute + relative * |want| everywhere (equal infinities pass); reports the first misses.
+template <class A, class B>
+void check_near(const std::vector<A>& got, const std::vector<B>& want, double absolute, double relative,
+                const std::string& what) {
+  REQUIRE(got.size() == want.size());
+  int reported = 0;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    const double g = to_d(got[i]), w = to_d(want[i]);
+    const bool ok = (std::isinf(w) && g == w) || std::fabs(g - w) <= absolute + relative * std::fabs(w);
+    if (!ok && reported++ < 5)
+      FAIL_CHECK(what << "[" << i << "] = " << g << ", expected " << w << " (difference " << g - w << ", allowed "
+                      << absolute + relative * std::fabs(w) << ")");
+  }
+}
+
+// Relative closeness; an infinite or NaN expectation must be met exactly.
+inline bool close_rel(double got, double want, double relative) {
+  if (std::isinf(want) || std::isnan(want)) return got == want || (std::isnan(got) && std::isnan(want));
+  return std::fabs(got - want) <= relative * std::fabs(want);
+}
+
+// The call throws shrink::Error whose message contains `needle`, and leaves grad bit for bit as it was.
+template <class F, class T>
+void check_refused(F&& call, const std::string& needle, const std::vector<T>& grad) {
+  INFO("expected an error naming: " << needle);
+  const std::vector<T> before = grad;
+  CHECK_THROWS_AS(call(), Error);
+  CHECK_THROWS_WITH(call(), Catch::Contains(needle));
+  CHECK(same_bits(grad, before));
 }
 
 }  // namespace shrink::test

@@ -3,7 +3,8 @@
 # Runs as root or through sudo, without questions; does nothing, not even apt-get update, when all are present.
 set -euo pipefail
 
-packages=(cmake ninja-build g++ libeigen3-dev catch2 nlohmann-json3-dev libbenchmark-dev python3 git)
+# clang and libclang-rt-14-dev (bookworm's clang is 14): the libFuzzer run of scripts/fuzz.sh.
+packages=(cmake ninja-build g++ libeigen3-dev catch2 nlohmann-json3-dev libbenchmark-dev python3 git clang libclang-rt-14-dev)
 
 missing=()
 for package in "${packages[@]}"; do

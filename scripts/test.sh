@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Builds and runs every test of shrink: the release preset (with CUDA when nvcc is found; consumer projects and
-# the header check included), then the debug-asan preset. Fails on the first failure; ends with ctest's summaries.
+# the header check included), then the debug-asan preset, then a bounded libFuzzer run of the safetensors reader
+# (scripts/fuzz.sh, SHRINK_FUZZ_SECONDS, 60 by default; 0 skips it). Fails on the first failure; ends with the
+# summaries.
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -37,6 +39,13 @@ run_preset() {
 
 run_preset release
 run_preset debug-asan
+
+fuzz_seconds=${SHRINK_FUZZ_SECONDS:-60}
+if ((fuzz_seconds > 0)); then
+  start=$SECONDS
+  SHRINK_FUZZ_SECONDS=$fuzz_seconds "$root/scripts/fuzz.sh"
+  summaries+=("fuzz ($((SECONDS - start)) s): the safetensors reader, ${fuzz_seconds} s under ASan/UBSan, no crash")
+fi
 
 echo "=== test.sh: all tests passed in $SECONDS s"
 for summary in "${summaries[@]}"; do

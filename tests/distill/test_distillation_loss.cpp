@@ -30,21 +30,11 @@ TEST_CASE("distillation_loss matches autograd's values and gradients", "[distill
 
 namespace {
 
-using test::SimdLevelGuard;
-using test::supported_levels;
-using test::to_d;
-using test::unit_roundoff;
-using test::same_bits;
-using test::largest;
-using test::check_near;
-using test::close_rel;
-using test::check_refused;
+using namespace shrink::test;  // the comparison helpers of support/distill_checks.hpp and simd_levels.hpp
 
 using namespace shrink::distill;
 
 constexpr float kPoison = -777.25f;
-constexpr float kInf = std::numeric_limits<float>::infinity();
-const float kNaN = std::numeric_limits<float>::quiet_NaN();
 
 
 template <class T>
@@ -364,12 +354,7 @@ TEST_CASE("every SIMD level gives the same distillation_loss (float, half, bfloa
           INFO("V = " << n << ", top-k " << topk << ", level " << static_cast<int>(level) << ", element size " << sizeof(T));
           cpu::simd_level() = level;
           const Result<T> r = run();
-          CHECK(close_rel(r.loss.value, base.loss.value, 1e-6));
-          for (std::size_t i = 0; i < r.loss.per_row.size(); ++i)
-            CHECK(close_rel(r.loss.per_row[i], base.loss.per_row[i], 1e-6));
-          const double ulp = std::is_same<T, float>::value ? 0.0 : 2.0 * unit_roundoff<T>();
-          const double sub = std::is_same<T, half>::value ? 0x1p-24 : 0.0;
-          check_near(r.grad, base.grad, 1e-6 * largest(base.grad) + sub, ulp, "grad");
+          check_same_across_levels(r.loss, r.grad, base.loss, base.grad);
         }
       }
     };

@@ -35,25 +35,15 @@ TEST_CASE("kl_div, reverse_kl_div and jensen_shannon match autograd's values and
 
 namespace {
 
-using test::SimdLevelGuard;
-using test::supported_levels;
-using test::to_d;
-using test::unit_roundoff;
-using test::same_bits;
-using test::largest;
-using test::check_near;
-using test::close_rel;
-using test::check_refused;
+using namespace shrink::test;  // the comparison helpers of support/distill_checks.hpp and simd_levels.hpp
 
 using namespace shrink::distill;
 
 constexpr float kPoison = -777.25f;
-constexpr float kInf = std::numeric_limits<float>::infinity();
-const float kNaN = std::numeric_limits<float>::quiet_NaN();
 
 enum class Kind { kl, reverse, jsd };
 const Kind kKinds[] = {Kind::kl, Kind::reverse, Kind::jsd};
-const Reduction kReductions[] = {Reduction::none, Reduction::sum, Reduction::mean, Reduction::batchmean};
+const auto& kReductions = kDistillReductions;
 constexpr double kBeta = 0.3;  // the JSD weight the tests use unless they say otherwise
 
 const char* kind_name(Kind k) {

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -18,6 +19,9 @@
 #include "support/golden.hpp"
 
 namespace shrink::test {
+
+inline constexpr float kInf = std::numeric_limits<float>::infinity();
+inline const float kNaN = std::numeric_limits<float>::quiet_NaN();
 
 inline const distill::Reduction kDistillReductions[] = {distill::Reduction::none, distill::Reduction::sum,
                                                        distill::Reduction::mean, distill::Reduction::batchmean};
@@ -124,6 +128,19 @@ void check_refused(F&& call, const std::string& needle, const std::vector<T>& gr
   CHECK_THROWS_AS(call(), Error);
   CHECK_THROWS_WITH(call(), Catch::Contains(needle));
   CHECK(same_bits(grad, before));
+}
+
+// A loss computed at another SIMD level against the reference level's: values within 1e-6 relative, gradients
+// within 1e-6 of the largest, plus, for 16-bit outputs, two units of rounding (a last-bit float difference may
+// round the other way) and half's smallest subnormal.
+template <class T>
+void check_same_across_levels(const distill::Loss& loss, const std::vector<T>& grad, const distill::Loss& base,
+                              const std::vector<T>& base_grad) {
+  CHECK(close_rel(loss.value, base.value, 1e-6));
+  for (std::size_t i = 0; i < loss.per_row.size(); ++i) CHECK(close_rel(loss.per_row[i], base.per_row[i], 1e-6));
+  const double ulp = std::is_same<T, float>::value ? 0.0 : 2.0 * unit_roundoff<T>();
+  const double sub = std::is_same<T, half>::value ? 0x1p-24 : 0.0;
+  check_near(grad, base_grad, 1e-6 * largest(base_grad) + sub, ulp, "grad");
 }
 
 }  // namespace shrink::test

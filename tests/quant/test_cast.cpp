@@ -49,7 +49,7 @@ std::size_t channel_of(std::size_t flat, const Shape& shape, int axis) {
 // Scaled quantization written independently of the library loops.
 struct Reference {
   std::vector<float> scale;
-  std::vector<std::uint8_t> codes;
+  ByteBuffer codes;
 };
 
 Reference reference_quantize(const std::vector<float>& x, const Shape& shape, int axis, Fp8Format format) {
@@ -244,14 +244,14 @@ TEST_CASE("saturation choice on out-of-range x / scale", "[quant][cast][fp8]") {
   options.scales = {1.0f};
   const auto view = make_view(x);
   CHECK(quantize_fp8(view, Fp8Format::e4m3, Fp8ScaleGranularity::per_tensor, 0, options).data ==
-        std::vector<std::uint8_t>{0x7E, 0xFE, 0x38, 0x7E});
+        ByteBuffer{0x7E, 0xFE, 0x38, 0x7E});
   CHECK(quantize_fp8(view, Fp8Format::e5m2, Fp8ScaleGranularity::per_tensor, 0, options).data ==
-        std::vector<std::uint8_t>{0x64, 0xE4, 0x3C, 0x7B});
+        ByteBuffer{0x64, 0xE4, 0x3C, 0x7B});
   options.saturate = false;
   CHECK(quantize_fp8(view, Fp8Format::e4m3, Fp8ScaleGranularity::per_tensor, 0, options).data ==
-        std::vector<std::uint8_t>{0x7F, 0xFF, 0x38, 0x7F});
+        ByteBuffer{0x7F, 0xFF, 0x38, 0x7F});
   CHECK(quantize_fp8(view, Fp8Format::e5m2, Fp8ScaleGranularity::per_tensor, 0, options).data ==
-        std::vector<std::uint8_t>{0x64, 0xE4, 0x3C, 0x7C});
+        ByteBuffer{0x64, 0xE4, 0x3C, 0x7C});
 }
 
 TEST_CASE("explicit scales and margin", "[quant][cast][fp8]") {
@@ -276,7 +276,7 @@ TEST_CASE("explicit scales and margin", "[quant][cast][fp8]") {
 TEST_CASE("FP8-representable values survive quantize and dequantize exactly", "[quant][cast][fp8]") {
   for (Fp8Format format : {Fp8Format::e4m3, Fp8Format::e5m2}) {
     std::vector<float> x;
-    std::vector<std::uint8_t> expected;
+    ByteBuffer expected;
     for (int code = 0; code < 256; ++code) {
       const float value = fp8_decode(static_cast<std::uint8_t>(code), format);
       if (!std::isfinite(value)) continue;

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "shrink/core/axis.hpp"
+#include "shrink/core/byte_buffer.hpp"
 #include "shrink/core/error.hpp"
 #include "shrink/core/fp8.hpp"
 #include "shrink/core/half.hpp"
@@ -53,7 +54,7 @@ struct Fp8QuantizeOptions {
 
 // An FP8-quantized tensor: x ≈ value(data) * scale.
 struct Fp8Tensor {
-  std::vector<std::uint8_t> data;  // FP8 codes of `format` (core/fp8.hpp), row-major
+  ByteBuffer data;  // FP8 codes of `format` (core/fp8.hpp), row-major
   Shape shape;
   Fp8Format format = Fp8Format::e4m3;
   std::vector<float> scale;  // one entry per tensor, or shape[axis] entries

@@ -169,7 +169,7 @@ inline QuantizedTensor quantize(TensorView<const float> x, const QuantScheme& sc
   q.shape = x.shape();
   q.scheme = scheme;
   q.qparams = qparams;
-  q.data.resize(static_cast<std::size_t>(quantized_data_bytes(scheme.dtype, q.shape)));
+  q.data.resize(static_cast<std::size_t>(quantized_data_bytes(scheme.dtype, q.shape)));  // every byte written next
   detail::quantize_checking_finite(data, q.shape, scheme, qparams, layout, q.data.data(), fn);
   return q;
 }

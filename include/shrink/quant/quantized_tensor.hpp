@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "shrink/core/byte_buffer.hpp"
 #include "shrink/core/int4.hpp"
 #include "shrink/core/view.hpp"
 #include "shrink/quant/qparams.hpp"
@@ -19,7 +20,7 @@ inline std::int64_t quantized_data_bytes(QuantDtype dtype, const Shape& shape) {
 struct QuantizedTensor {
   // int8: two's-complement bytes; uint8: plain bytes; int4/uint4: packed nibbles, rows of the last dimension
   // padded to whole bytes (core/int4.hpp).
-  std::vector<std::uint8_t> data;
+  ByteBuffer data;
   Shape shape;  // logical shape of the tensor
   QuantScheme scheme;
   QParams qparams;

@@ -1,0 +1,200 @@
+// `shrink compare A B`: error of B's tensors against A's, matched by name (quantized tensors dequantized
+// first): MSE, max-abs error, SQNR dB and cosine per tensor and over all matched elements, with the sparsity and
+// stored bytes of each side.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "args.hpp"
+#include "commands.hpp"
+#include "progress.hpp"
+#include "report.hpp"
+#include "shrink/io/quantized_safetensors.hpp"
+#include "shrink/metrics/error.hpp"
+
+namespace shrink::cli {
+
+namespace {
+
+// A model tensor of one file: its logical shape and the bytes it is stored in (data + scales + zero points).
+struct Side {
+  std::vector<std::int64_t> shape;
+  std::string stored_as;  // "F32", or the record's dtype ("int8", "fp8_e4m3", ...)
+  std::int64_t bytes = 0;
+};
+
+std::map<std::string, Side> model_tensors(const io::SafetensorsFile& file, std::vector<std::string>& order) {
+  const std::vector<io::QuantizationRecord> records = io::quantization_records(file);
+  const std::set<std::string> parameters = io::parameter_tensor_names(records);
+  std::map<std::string, const io::QuantizationRecord*> record_of;
+  for (const auto& r : records) record_of[r.name] = &r;
+  std::map<std::string, Side> out;
+  for (const io::TensorInfo& t : file.tensors()) {
+    if (parameters.count(t.name)) continue;
+    Side side;
+    const auto found = record_of.find(t.name);
+    if (found != record_of.end()) {
+      side.shape = found->second->shape;
+      side.stored_as = found->second->dtype_name();
+      for (const auto& d : io::stored_tensors(*found->second))
+        side.bytes += static_cast<std::int64_t>(file.info(d.name).bytes);
+    } else {
+      side.shape = t.shape;
+      side.stored_as = dtype_text(t.dtype);
+      side.bytes = static_cast<std::int64_t>(t.bytes);
+    }
+    out.emplace(t.name, side);
+    order.push_back(t.name);
+  }
+  return out;
+}
+
+Json side_json(const Side& side, std::int64_t zeros, std::int64_t elements) {
+  return Json{{"dtype", side.stored_as}, {"bytes", side.bytes}, {"zeros", zeros}, {"sparsity", fraction(zeros, elements)}};
+}
+
+// The sums the overall figures are built from (formulas of shrink/metrics/error.hpp).
+struct Totals {
+  double sum_xx = 0.0, sum_yy = 0.0, sum_xy = 0.0, sum_ee = 0.0, max_abs = 0.0;
+  std::int64_t count = 0;
+};
+
+}  // namespace
+
+int run_compare_command(int argc, char** argv) {
+  const std::string command = "shrink compare";
+  return run_command(command, [&] {
+    ArgParser args(command,
+                   "Compare two safetensors files tensor by tensor (matched by name; tensors quantized or cast under\n"
+                   "shrink's convention are dequantized first), taking A as the reference: MSE, max-abs error, SQNR\n"
+                   "in dB and cosine similarity per tensor and over all compared elements, with each side's sparsity\n"
+                   "and stored bytes (integers + scales + zero points). Tensors only in one file, with different\n"
+                   "shapes, or holding NaN/inf are listed and left out of the totals.");
+    args.positional("A", "reference .safetensors file").positional("B", "the file to compare with it");
+    args.flag("json", "print JSON on stdout instead of a table");
+    if (!args.parse(argc, argv)) return kExitOk;
+    const io::SafetensorsFile a(args.arg("A"));
+    const io::SafetensorsFile b(args.arg("B"));
+    std::vector<std::string> order_a, order_b;
+    const std::map<std::string, Side> side_a = model_tensors(a, order_a);
+    const std::map<std::string, Side> side_b = model_tensors(b, order_b);
+
+    const Progress progress(command);
+    Json tensors = Json::array();
+    Json skipped = Json::array();
+    Json only_a = Json::array(), only_b = Json::array();
+    Totals totals;
+    std::int64_t bytes_a = 0, bytes_b = 0, zeros_a = 0, zeros_b = 0;
+    std::vector<std::string> lines;
+    for (std::size_t i = 0; i < order_a.size(); ++i) {
+      const std::string& name = order_a[i];
+      const Side& sa = side_a.at(name);
+      const auto found = side_b.find(name);
+      if (found == side_b.end()) {
+        only_a.push_back(name);
+        continue;
+      }
+      const Side& sb = found->second;
+      progress.step(name, i, order_a.size());
+      if (sa.shape != sb.shape) {
+        skipped.push_back({{"name", name}, {"reason", "shape " + shape_text(sa.shape) + " in A, " + shape_text(sb.shape) + " in B"}});
+        continue;
+      }
+      const std::vector<float> x = io::read_float(a, name);
+      const std::vector<float> y = io::read_float(b, name);
+      if (x.empty()) {
+        skipped.push_back({{"name", name}, {"reason", "no elements"}});
+        continue;
+      }
+      // Flat views: the elements match one to one, and stored ranks may exceed what a Shape holds.
+      const TensorView<const float> vx(x.data(), Shape{static_cast<std::int64_t>(x.size())});
+      const TensorView<const float> vy(y.data(), Shape{static_cast<std::int64_t>(y.size())});
+      metrics::ErrorStats e;
+      try {
+        e = metrics::error_stats(vx, vy);
+      } catch (const shrink::Error&) {
+        skipped.push_back({{"name", name}, {"reason", "NaN or inf values"}});
+        continue;
+      }
+      // Overall sums, in double as the per-tensor ones.
+      for (std::size_t k = 0; k < x.size(); ++k) {
+        const double p = x[k], q = y[k], d = p - q;
+        totals.sum_xx += p * p;
+        totals.sum_yy += q * q;
+        totals.sum_xy += p * q;
+        totals.sum_ee += d * d;
+      }
+      totals.max_abs = std::max(totals.max_abs, e.max_abs);
+      totals.count += e.count;
+      const std::int64_t za = count_zeros(x), zb = count_zeros(y);
+      bytes_a += sa.bytes;
+      bytes_b += sb.bytes;
+      zeros_a += za;
+      zeros_b += zb;
+      tensors.push_back({{"name", name},
+                         {"shape", sa.shape},
+                         {"elements", e.count},
+                         {"mse", e.mse},
+                         {"max_abs", e.max_abs},
+                         {"sqnr_db", json_number(e.sqnr_db)},
+                         {"cosine", e.cosine},
+                         {"a", side_json(sa, za, e.count)},
+                         {"b", side_json(sb, zb, e.count)}});
+      char line[768];
+      std::snprintf(line, sizeof line, "%s %s: %s -> %s, mse %.3e, max-abs %.3e, SQNR %s dB, cosine %.6f, sparsity %.4f -> %.4f",
+                    name.c_str(), shape_text(sa.shape).c_str(), sa.stored_as.c_str(), sb.stored_as.c_str(), e.mse,
+                    e.max_abs, number_text(e.sqnr_db, "%.2f").c_str(), e.cosine, fraction(za, e.count),
+                    fraction(zb, e.count));
+      lines.push_back(line);
+    }
+    for (const std::string& name : order_b)
+      if (!side_a.count(name)) only_b.push_back(name);
+
+    double sqnr = 0.0, cosine = 0.0;
+    if (totals.sum_ee == 0.0) sqnr = std::numeric_limits<double>::infinity();
+    else if (totals.sum_xx == 0.0) sqnr = -std::numeric_limits<double>::infinity();
+    else sqnr = 10.0 * std::log10(totals.sum_xx / totals.sum_ee);
+    if (totals.sum_xx == 0.0 && totals.sum_yy == 0.0) cosine = 1.0;
+    else if (totals.sum_xx == 0.0 || totals.sum_yy == 0.0) cosine = 0.0;
+    else cosine = std::min(1.0, std::max(-1.0, totals.sum_xy / (std::sqrt(totals.sum_xx) * std::sqrt(totals.sum_yy))));
+    const double mse = totals.count == 0 ? 0.0 : totals.sum_ee / static_cast<double>(totals.count);
+
+    if (args.flag_set("json")) {
+      Json report;
+      report["a"] = a.path();
+      report["b"] = b.path();
+      report["tensors"] = tensors;
+      report["overall"] = {{"tensors", tensors.size()},
+                           {"elements", totals.count},
+                           {"mse", mse},
+                           {"max_abs", totals.max_abs},
+                           {"sqnr_db", json_number(sqnr)},
+                           {"cosine", cosine},
+                           {"a", {{"bytes", bytes_a}, {"zeros", zeros_a}, {"sparsity", fraction(zeros_a, totals.count)}}},
+                           {"b", {{"bytes", bytes_b}, {"zeros", zeros_b}, {"sparsity", fraction(zeros_b, totals.count)}}}};
+      report["only_in_a"] = only_a;
+      report["only_in_b"] = only_b;
+      report["skipped"] = skipped;
+      print_json(report);
+      return kExitOk;
+    }
+    for (const auto& l : lines) std::printf("%s\n", l.c_str());
+    for (const auto& s : skipped)
+      std::printf("skipped %s: %s\n", s["name"].get<std::string>().c_str(), s["reason"].get<std::string>().c_str());
+    for (const auto& n : only_a) std::printf("only in A: %s\n", n.get<std::string>().c_str());
+    for (const auto& n : only_b) std::printf("only in B: %s\n", n.get<std::string>().c_str());
+    std::printf("overall (%zu tensors, %lld elements): mse %.3e, max-abs %.3e, SQNR %s dB, cosine %.6f; "
+                "A %s sparsity %.4f, B %s sparsity %.4f\n",
+                tensors.size(), static_cast<long long>(totals.count), mse, totals.max_abs,
+                number_text(sqnr, "%.2f").c_str(), cosine, bytes_text(bytes_a).c_str(), fraction(zeros_a, totals.count),
+                bytes_text(bytes_b).c_str(), fraction(zeros_b, totals.count));
+    return kExitOk;
+  });
+}
+
+}  // namespace shrink::cli

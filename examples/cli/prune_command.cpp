@@ -1,0 +1,291 @@
+// `shrink prune IN OUT --method ...`: zero weights of the selected tensors (magnitude, global, random, structured,
+// N:M or Wanda masks from shrink/prune) and write them back dense, in their own dtype; copy the rest.
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "args.hpp"
+#include "commands.hpp"
+#include "output_layout.hpp"
+#include "paths.hpp"
+#include "progress.hpp"
+#include "report.hpp"
+#include "selection.hpp"
+#include "shrink/io/quantized_safetensors.hpp"
+#include "shrink/prune/amount.hpp"
+#include "shrink/prune/mask.hpp"
+#include "shrink/prune/nm.hpp"
+#include "shrink/prune/structured.hpp"
+#include "shrink/prune/unstructured.hpp"
+#include "shrink/prune/wanda.hpp"
+#include "tensor_context.hpp"
+
+namespace shrink::cli {
+
+namespace {
+
+struct PruneSettings {
+  std::string method;
+  double sparsity = 0.0;
+  prune::NmPattern pattern{2, 4};
+  bool use_pattern = false;  // nm, or wanda with --n/--m
+  int dim = 0;
+  prune::NormOrder norm = prune::NormOrder::l2;
+  std::uint64_t seed = 0;
+  std::string activations;
+};
+
+PruneSettings read_settings(const ArgParser& args) {
+  PruneSettings s;
+  s.method = args.choice("method", {"magnitude", "global", "random", "structured", "nm", "wanda"}, "");
+  if (s.method.empty()) throw UsageError("--method is required: magnitude|global|random|structured|nm|wanda");
+  auto only_for = [&](const char* option, std::initializer_list<const char*> methods) {
+    if (!args.has(option)) return;
+    for (const char* m : methods)
+      if (s.method == m) return;
+    std::string list;
+    for (const char* m : methods) list += (list.empty() ? "" : " or ") + std::string(m);
+    throw UsageError(std::string("--") + option + " does not apply to --method " + s.method + ": only to " + list);
+  };
+  only_for("n", {"nm", "wanda"});
+  only_for("m", {"nm", "wanda"});
+  only_for("dim", {"structured"});
+  only_for("norm", {"structured"});
+  only_for("seed", {"random"});
+  only_for("activations", {"wanda"});
+
+  s.use_pattern = s.method == "nm" || args.has("n") || args.has("m");
+  if (s.use_pattern) {
+    s.pattern.m = static_cast<int>(args.integer("m", 2, 256, 4));
+    s.pattern.n = static_cast<int>(args.integer("n", 1, 255, 2));
+    if (s.pattern.n >= s.pattern.m)
+      throw UsageError("--n " + std::to_string(s.pattern.n) + " --m " + std::to_string(s.pattern.m) +
+                       ": expected n < m (keep n of every m)");
+    if (args.has("sparsity"))
+      throw UsageError("--sparsity does not apply to an N:M pattern, which prunes 1 - n/m of every group");
+  } else {
+    if (!args.has("sparsity")) throw UsageError("--sparsity S is required for --method " + s.method);
+    s.sparsity = args.number("sparsity", 0.0, 1.0, 0.0, /*max_exclusive=*/true);
+  }
+  s.dim = static_cast<int>(args.integer("dim", -8, 7, 0));
+  const std::string norm = args.choice("norm", {"1", "2", "inf"}, "2");
+  s.norm = norm == "1" ? prune::NormOrder::l1 : norm == "2" ? prune::NormOrder::l2 : prune::NormOrder::inf;
+  s.seed = static_cast<std::uint64_t>(args.integer("seed", 0, INT64_MAX, 0));
+  if (s.method == "wanda") {
+    if (!args.has("activations"))
+      throw UsageError("--method wanda needs --activations FILE: a safetensors file holding, under each weight's "
+                       "name, its per-input-channel activation norms [in] or sample activations [..., in]");
+    s.activations = *args.value("activations");
+  }
+  return s;
+}
+
+// A seed for one tensor: the user's seed mixed with an FNV-1a hash of the name, so a tensor's mask does not
+// depend on which other tensors are selected.
+std::uint64_t tensor_seed(std::uint64_t seed, const std::string& name) {
+  std::uint64_t h = 14695981039346656037ull;
+  for (unsigned char c : name) h = (h ^ c) * 1099511628211ull;
+  return seed ^ h;
+}
+
+// Checks the flags against one selected tensor before anything is computed (a mismatch is a usage error).
+void check_shape(const io::TensorInfo& t, const PruneSettings& s) {
+  const int rank = static_cast<int>(t.shape.size());
+  if (t.numel() == 0) throw UsageError("has no elements: expected a non-empty tensor (exclude it with --exclude)");
+  if (s.method == "structured") {
+    if (rank < 2) throw UsageError("has shape " + shape_text(t.shape) + ": structured pruning needs rank >= 2");
+    if (s.dim < -rank || s.dim >= rank)
+      throw UsageError("--dim " + std::to_string(s.dim) + " is outside the shape " + shape_text(t.shape) +
+                       ": expected a dim in [" + std::to_string(-rank) + ", " + std::to_string(rank) + ")");
+  }
+  if (s.method == "wanda" && rank != 2)
+    throw UsageError("has shape " + shape_text(t.shape) + ": Wanda prunes Linear weights [out, in] (exclude it with --exclude)");
+  if (s.use_pattern && (rank < 1 || t.shape.back() % s.pattern.m != 0))
+    throw UsageError("has shape " + shape_text(t.shape) + ": an N:M pattern needs a last dimension divisible by m = " +
+                     std::to_string(s.pattern.m) + " (exclude it with --exclude)");
+}
+
+// Per-input-channel activation norms for Wanda from the activations file: [in] norms, or samples [..., in].
+std::vector<float> input_norms(const io::SafetensorsFile& activations, const io::TensorInfo& weight) {
+  if (!activations.contains(weight.name))
+    throw shrink::Error(activations.path() + ": no tensor \"" + weight.name +
+                        "\": expected the activation norms [in] or sample activations [..., in] of this weight");
+  const std::vector<std::int64_t> shape = io::logical_shape(activations, weight.name);
+  const std::int64_t in = weight.shape[1];
+  if (shape.empty() || shape.back() != in)
+    throw shrink::Error(activations.path() + ": tensor \"" + weight.name + "\" has shape " + shape_text(shape) +
+                        ": expected [" + std::to_string(in) + "] norms or [..., " + std::to_string(in) + "] activations");
+  const std::vector<float> values = io::read_float(activations, weight.name);
+  if (shape.size() == 1) return values;  // wanda_mask checks them (finite, >= 0)
+  prune::ActivationNormObserver observer;
+  observer.observe(TensorView<const float>(values.data(), Shape(shape)));
+  return observer.norms();
+}
+
+prune::Mask mask_for(const io::SafetensorsFile& file, const io::SafetensorsFile* activations, const io::TensorInfo& t,
+                     const PruneSettings& s) {
+  const std::vector<float> values = io::read_float(file, t.name);
+  const TensorView<const float> w(values.data(), Shape(t.shape));
+  const prune::Amount amount = prune::Amount::fraction(s.sparsity);
+  if (s.method == "magnitude") return prune::l1_unstructured_mask(w, amount);
+  if (s.method == "random") return prune::random_unstructured_mask(w.shape(), amount, tensor_seed(s.seed, t.name));
+  if (s.method == "structured") return prune::ln_structured_mask(w, amount, s.norm, s.dim);
+  if (s.method == "nm") return prune::nm_mask(w, s.pattern);
+  const std::vector<float> norms = input_norms(*activations, t);
+  return s.use_pattern ? prune::wanda_nm_mask(w, norms, s.pattern) : prune::wanda_mask(w, norms, amount);
+}
+
+struct Pruned {
+  std::int64_t elements = 0;
+  std::int64_t zeros = 0;
+};
+
+}  // namespace
+
+int run_prune_command(int argc, char** argv) {
+  const std::string command = "shrink prune";
+  return run_command(command, [&] {
+    ArgParser args(command,
+                   "Prune the weights of a safetensors file: selected tensors (by default every float tensor of rank\n"
+                   ">= 2; with --include, every float tensor that matches) get a mask from the chosen method and are\n"
+                   "written back dense, in their own dtype, with the pruned elements set to zero. Other tensors are\n"
+                   "copied unchanged.");
+    args.positional("IN", "input .safetensors file").positional("OUT", "output file (never the input)");
+    args.option("method", "M",
+                "magnitude (smallest |w| of each tensor), global (smallest |w| over all selected tensors), random, "
+                "structured (whole slices by Ln norm), nm (keep N of every M along the last dim), wanda "
+                "(|w| * activation norm, per output row)");
+    args.option("sparsity", "S", "fraction pruned, in [0, 1) (not with N:M patterns)");
+    args.option("n", "N", "nm / wanda: keep N of every M", "2");
+    args.option("m", "M", "nm / wanda: group size M along the last (input) dimension", "4");
+    args.option("dim", "D", "structured: the dim whose slices are pruned (0: output rows of [out, in])", "0");
+    args.option("norm", "P", "structured: 1|2|inf, the slice norm", "2");
+    args.option("seed", "K", "random: seed (mixed with each tensor's name)", "0");
+    args.option("activations", "FILE",
+                "wanda: safetensors file with, under each weight's name, norms [in] or activations [..., in]");
+    TensorSelection::declare(args);
+    args.flag("json", "print a JSON summary on stdout");
+    args.epilog("example: shrink prune model.safetensors model-24.safetensors --method nm --n 2 --m 4 --exclude 'lm_head'");
+    if (!args.parse(argc, argv)) return kExitOk;
+    const PruneSettings settings = read_settings(args);
+    const TensorSelection selection(args);
+    const std::string in = args.arg("IN");
+    const std::string out = args.arg("OUT");
+    require_distinct_output(in, out);
+    const bool json = args.flag_set("json");
+
+    const io::SafetensorsFile file(in);
+    std::set<std::string> quantized;  // tensors of records under the convention: copied as they are
+    for (const auto& r : io::quantization_records(file))
+      for (const auto& d : io::stored_tensors(r)) quantized.insert(d.name);
+    std::vector<const io::TensorInfo*> selected;
+    for (const io::TensorInfo& t : file.tensors()) {
+      if (quantized.count(t.name) || !is_floating(t.dtype) || !selection.selected(t.name)) continue;
+      if (!selection.has_include() && t.shape.size() < 2) continue;
+      selected.push_back(&t);
+    }
+    for (const io::TensorInfo* t : selected) in_tensor_context(t->name, [&] { check_shape(*t, settings); });
+    std::unique_ptr<io::SafetensorsFile> activations;
+    if (!settings.activations.empty()) activations = std::make_unique<io::SafetensorsFile>(settings.activations);
+
+    const Progress progress(command);
+    std::map<std::string, prune::Mask> masks;  // global: every mask before writing; otherwise one at a time
+    if (settings.method == "global" && !selected.empty()) {
+      std::vector<std::vector<float>> values;
+      std::vector<TensorView<const float>> views;
+      for (const io::TensorInfo* t : selected) values.push_back(io::read_float(file, t->name));
+      for (std::size_t i = 0; i < selected.size(); ++i) views.emplace_back(values[i].data(), Shape(selected[i]->shape));
+      std::vector<prune::Mask> global = prune::global_unstructured_masks(views, prune::Amount::fraction(settings.sparsity));
+      for (std::size_t i = 0; i < selected.size(); ++i) masks.emplace(selected[i]->name, std::move(global[i]));
+    }
+    std::set<std::string> chosen;
+    for (const io::TensorInfo* t : selected) chosen.insert(t->name);
+
+    std::vector<io::TensorDeclaration> declarations;
+    for (const io::TensorInfo& t : file.tensors()) declarations.push_back({t.name, t.dtype, t.shape});
+    sort_for_alignment(declarations);
+    io::SafetensorsWriter writer(out);
+    for (const auto& d : declarations) writer.add_tensor(d.name, d.dtype, d.shape);
+    for (const auto& m : file.metadata()) writer.add_metadata(m.first, m.second);
+    writer.write_header();
+    std::map<std::string, Pruned> results;
+    for (std::size_t i = 0; i < declarations.size(); ++i) {
+      const io::TensorInfo& t = file.info(declarations[i].name);
+      if (!chosen.count(t.name)) {
+        writer.write(t.name, file.bytes(t.name));
+        continue;
+      }
+      progress.step(t.name, i, declarations.size());
+      const prune::Mask mask = in_tensor_context(t.name, [&] {
+        const auto found = masks.find(t.name);
+        return found != masks.end() ? found->second : mask_for(file, activations.get(), t, settings);
+      });
+      // Zero bits are +0 in every float format: clear the pruned elements' bytes in place of a typed write.
+      const io::ByteView source = file.bytes(t.name);
+      ByteBuffer bytes(source.size);
+      std::memcpy(bytes.data(), source.data, source.size);
+      const std::size_t width = static_cast<std::size_t>(element_bits(t.dtype) / 8);
+      for (std::int64_t k = 0; k < mask.size(); ++k)
+        if (!mask.kept(k)) std::memset(bytes.data() + static_cast<std::size_t>(k) * width, 0, width);
+      writer.write(t.name, bytes.data(), bytes.size());
+      masks.erase(t.name);
+    }
+    writer.finish();
+
+    // Report from the written file, so the sparsity shown is the sparsity stored.
+    const io::SafetensorsFile written(out);
+    Json tensors = Json::array();
+    std::int64_t elements = 0, zeros = 0;
+    std::vector<std::string> lines;
+    for (const io::TensorInfo& t : file.tensors()) {
+      Json entry;
+      entry["name"] = t.name;
+      const bool pruned = chosen.count(t.name) != 0;
+      entry["action"] = pruned ? "pruned" : "copied";
+      entry["dtype"] = dtype_text(t.dtype);
+      entry["shape"] = t.shape;
+      if (pruned) {
+        const std::int64_t z = count_zeros(io::read_float(written, t.name));
+        entry["elements"] = t.numel();
+        entry["zeros"] = z;
+        entry["sparsity"] = fraction(z, t.numel());
+        elements += t.numel();
+        zeros += z;
+        char line[512];
+        std::snprintf(line, sizeof line, "pruned  %s %s: sparsity %.4f", t.name.c_str(), shape_text(t.shape).c_str(),
+                      fraction(z, t.numel()));
+        lines.push_back(line);
+      }
+      tensors.push_back(entry);
+    }
+    if (json) {
+      Json report;
+      report["input"] = in;
+      report["output"] = out;
+      report["method"] = settings.method;
+      report["target_sparsity"] = settings.use_pattern ? Json(nullptr) : Json(settings.sparsity);
+      report["pattern"] = settings.use_pattern ? Json(prune::to_string(settings.pattern)) : Json(nullptr);
+      report["tensors"] = tensors;
+      report["totals"] = {{"pruned", selected.size()},
+                          {"copied", file.tensors().size() - selected.size()},
+                          {"elements", elements},
+                          {"zeros", zeros},
+                          {"sparsity", fraction(zeros, elements)}};
+      print_json(report);
+    } else {
+      for (const auto& l : lines) std::printf("%s\n", l.c_str());
+      std::printf("%s: %zu tensors pruned (%s), %zu copied; sparsity of the pruned tensors %.4f\n", out.c_str(),
+                  selected.size(), settings.method.c_str(), file.tensors().size() - selected.size(),
+                  fraction(zeros, elements));
+    }
+    return kExitOk;
+  });
+}
+
+}  // namespace shrink::cli

@@ -1,0 +1,394 @@
+// `shrink quantize IN OUT`: calibrate and quantize (int8/uint8/int4/uint4) or cast (fp16/bf16/fp8) the selected
+// tensors, store them under shrink's convention (shrink/io/quantized_safetensors.hpp), copy the rest.
+//
+// Two passes keep memory to one tensor at a time: the first calibrates every selected tensor and keeps only
+// its parameters (so every error surfaces before the output is created); the second streams the output,
+// quantizing each tensor again with those parameters when its turn comes.
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "args.hpp"
+#include "commands.hpp"
+#include "output_layout.hpp"
+#include "paths.hpp"
+#include "progress.hpp"
+#include "report.hpp"
+#include "selection.hpp"
+#include "shrink/io/quantized_safetensors.hpp"
+#include "shrink/metrics/error.hpp"
+#include "shrink/quant/cast.hpp"
+#include "shrink/quant/observers/entropy.hpp"
+#include "shrink/quant/observers/histogram.hpp"
+#include "shrink/quant/observers/minmax.hpp"
+#include "shrink/quant/observers/mse.hpp"
+#include "shrink/quant/observers/percentile.hpp"
+#include "shrink/quant/quantize.hpp"
+#include "tensor_context.hpp"
+
+namespace shrink::cli {
+
+namespace {
+
+enum class Target { integer, fp8, cast };
+
+struct QuantizeSettings {
+  std::string dtype;  // as given: int8, fp8-e4m3, ...
+  Target target = Target::integer;
+  quant::QuantScheme scheme;  // integer: axis as given (normalised per tensor)
+  Fp8Format fp8_format = Fp8Format::e4m3;
+  bool per_channel = true;  // fp8
+  int axis = 0;
+  ScalarType cast_type = ScalarType::f16;
+  std::string calibrator = "minmax";  // minmax, percentile:P, histogram, entropy, mse
+  double percentile = 99.99;
+};
+
+QuantizeSettings read_settings(const ArgParser& args) {
+  QuantizeSettings s;
+  s.dtype = args.choice("dtype", {"int8", "uint8", "int4", "uint4", "fp16", "bf16", "fp8-e4m3", "fp8-e5m2"}, "int8");
+  const std::string granularity = args.choice("granularity", {"tensor", "channel", "group"}, "channel");
+  s.axis = static_cast<int>(args.integer("axis", -8, 7, granularity == "group" ? -1 : 0));
+  auto refuse = [&](const char* option, const std::string& why) {
+    if (args.has(option)) throw UsageError(std::string("--") + option + " does not apply to --dtype " + s.dtype + ": " + why);
+  };
+  if (s.dtype == "fp16" || s.dtype == "bf16") {
+    s.target = Target::cast;
+    s.cast_type = s.dtype == "fp16" ? ScalarType::f16 : ScalarType::bf16;
+    for (const char* o : {"scheme", "granularity", "axis", "group-size", "calib"}) refuse(o, "a cast has no scales");
+    for (const char* o : {"restricted-range", "reduce-range"}) refuse(o, "a cast has no integer range");
+    return s;
+  }
+  if (s.dtype == "fp8-e4m3" || s.dtype == "fp8-e5m2") {
+    s.target = Target::fp8;
+    s.fp8_format = s.dtype == "fp8-e4m3" ? Fp8Format::e4m3 : Fp8Format::e5m2;
+    if (granularity == "group") throw UsageError("--granularity group does not apply to FP8: expected tensor or channel");
+    s.per_channel = granularity == "channel";
+    refuse("scheme", "FP8 scales are symmetric");
+    refuse("group-size", "FP8 scales are per tensor or per channel");
+    refuse("calib", "FP8 scales come from the largest |x| (amax)");
+    for (const char* o : {"restricted-range", "reduce-range"}) refuse(o, "FP8 has no integer range");
+    s.calibrator = "amax";
+    return s;
+  }
+  s.target = Target::integer;
+  s.scheme.dtype = s.dtype == "int8"    ? quant::QuantDtype::int8
+                   : s.dtype == "uint8" ? quant::QuantDtype::uint8
+                   : s.dtype == "int4"  ? quant::QuantDtype::int4
+                                        : quant::QuantDtype::uint4;
+  s.scheme.symmetry = args.choice("scheme", {"symmetric", "affine"}, "symmetric") == "symmetric"
+                          ? quant::Symmetry::symmetric
+                          : quant::Symmetry::affine;
+  s.scheme.granularity = granularity == "tensor"    ? quant::Granularity::per_tensor
+                         : granularity == "channel" ? quant::Granularity::per_channel
+                                                    : quant::Granularity::per_group;
+  if (quant::is_packed(s.scheme.dtype) && s.scheme.granularity == quant::Granularity::per_tensor)
+    throw UsageError("--dtype " + s.dtype + " needs --granularity channel or group: one scale for a whole tensor "
+                     "leaves 16 levels for all of it");
+  s.scheme.axis = s.axis;
+  if (s.scheme.granularity == quant::Granularity::per_group)
+    s.scheme.group_size = args.integer("group-size", 1, std::int64_t{1} << 31, 128);
+  else if (args.has("group-size"))
+    throw UsageError("--group-size needs --granularity group");
+  s.scheme.restricted_range = args.flag_set("restricted-range");
+  s.scheme.reduce_range = args.flag_set("reduce-range");
+
+  const std::string calib = args.text("calib", "minmax");
+  if (calib == "percentile" || calib.compare(0, 11, "percentile:") == 0) {
+    if (calib.size() > 11) s.percentile = ArgParser::parse_number("--calib percentile:P", calib.substr(11), 0.0, 100.0);
+    if (!(s.percentile > 0.0)) throw UsageError("--calib percentile:P: expected P in (0, 100]");
+    s.calibrator = "percentile:" + number_text(s.percentile, "%g");
+  } else if (calib == "minmax" || calib == "histogram" || calib == "entropy" || calib == "mse") {
+    s.calibrator = calib;
+  } else {
+    throw UsageError("--calib = '" + calib + "': expected one of minmax|percentile:P|histogram|entropy|mse");
+  }
+  if (s.scheme.granularity == quant::Granularity::per_group && s.calibrator != "minmax")
+    throw UsageError("--calib " + s.calibrator + " works per tensor or per channel: with --granularity group use "
+                     "--calib minmax");
+  return s;
+}
+
+std::unique_ptr<quant::Observer> make_observer(const QuantizeSettings& s, const quant::QuantScheme& scheme) {
+  if (s.calibrator == "histogram") return std::make_unique<quant::HistogramObserver>(scheme);
+  if (s.calibrator == "entropy") return std::make_unique<quant::EntropyObserver>(scheme);
+  if (s.calibrator == "mse") return std::make_unique<quant::MseObserver>(scheme);
+  if (s.calibrator.compare(0, 11, "percentile:") == 0) {
+    quant::PercentileOptions options;
+    options.percentile = s.percentile;
+    return std::make_unique<quant::PercentileObserver>(scheme, options);
+  }
+  return std::make_unique<quant::MinMaxObserver>(scheme);
+}
+
+// What pass one decided for a selected tensor.
+struct Plan {
+  io::QuantizationRecord record;
+  quant::QParams qparams;         // integer
+  std::vector<float> fp8_scales;  // fp8
+  std::string source_dtype;
+  std::int64_t bytes_before = 0;
+  double sqnr_db = 0.0;  // filled in pass two
+};
+
+// Checks the scheme against one tensor's shape (flag problems are usage errors) and calibrates it.
+Plan calibrate(const io::SafetensorsFile& file, const io::TensorInfo& t, const QuantizeSettings& s) {
+  Plan plan;
+  plan.source_dtype = dtype_text(t.dtype);
+  plan.bytes_before = static_cast<std::int64_t>(t.bytes);
+  const Shape shape(t.shape);
+  if (t.numel() == 0) throw UsageError("has no elements: expected a non-empty tensor (exclude it with --exclude)");
+  const int rank = static_cast<int>(t.shape.size());
+  const bool needs_axis = s.target == Target::fp8 ? s.per_channel
+                          : s.target == Target::integer && s.scheme.granularity != quant::Granularity::per_tensor;
+  if (needs_axis && (s.axis < -rank || s.axis >= rank))
+    throw UsageError("--axis " + std::to_string(s.axis) + " is outside the shape " + shape_text(t.shape) +
+                     ": expected an axis in [" + std::to_string(-rank) + ", " + std::to_string(rank) + ")");
+  if (s.target == Target::cast) {
+    plan.record = io::cast_record(t.name, s.cast_type, shape, dtype_text(t.dtype));
+    return plan;
+  }
+  const std::vector<float> x = io::read_float(file, t.name);
+  const TensorView<const float> view(x.data(), shape);
+  if (s.target == Target::fp8) {
+    const auto granularity = s.per_channel ? quant::Fp8ScaleGranularity::per_channel : quant::Fp8ScaleGranularity::per_tensor;
+    plan.fp8_scales = quant::quantize_fp8(view, s.fp8_format, granularity, s.axis).scale;
+    plan.record = io::fp8_record(t.name, s.fp8_format, granularity, s.axis, shape, s.calibrator);
+    return plan;
+  }
+  quant::QuantScheme scheme = s.scheme;
+  if (scheme.granularity == quant::Granularity::per_group) {
+    const int axis = s.axis < 0 ? s.axis + rank : s.axis;
+    if (t.shape[static_cast<std::size_t>(axis)] % scheme.group_size != 0)
+      throw UsageError("--group-size " + std::to_string(scheme.group_size) + " does not divide axis " +
+                       std::to_string(axis) + " of shape " + shape_text(t.shape) + ": expected a divisor of " +
+                       std::to_string(t.shape[static_cast<std::size_t>(axis)]));
+  }
+  plan.record = io::integer_record(t.name, scheme, shape, s.calibrator);
+  const std::unique_ptr<quant::Observer> observer = make_observer(s, plan.record.scheme);
+  observer->observe(view);
+  plan.qparams = observer->qparams();
+  return plan;
+}
+
+ByteBuffer float_bytes(const std::vector<float>& values) {
+  ByteBuffer out(values.size() * sizeof(float));
+  if (!out.empty()) std::memcpy(out.data(), values.data(), out.size());
+  return out;
+}
+
+// The stored bytes of tensor `part` (0 data, 1 scale, 2 zero point) of a plan; the data part also measures SQNR.
+ByteBuffer encode_part(const io::SafetensorsFile& file, Plan& plan, std::size_t part) {
+  const io::QuantizationRecord& r = plan.record;
+  if (part == 1) return float_bytes(r.encoding == io::StoredEncoding::fp8 ? plan.fp8_scales : plan.qparams.scale);
+  if (part == 2) {
+    ByteBuffer zp(plan.qparams.zero_point.size());
+    for (std::size_t i = 0; i < zp.size(); ++i) zp[i] = static_cast<std::uint8_t>(plan.qparams.zero_point[i]);
+    return zp;
+  }
+  const std::vector<float> x = io::read_float(file, r.name);
+  const Shape shape(r.shape);
+  const TensorView<const float> view(x.data(), shape);
+  std::vector<float> restored(x.size());
+  ByteBuffer data;
+  if (r.encoding == io::StoredEncoding::integer) {
+    quant::QuantizedTensor q = quant::quantize(view, r.scheme, plan.qparams);
+    quant::dequantize_into(q, TensorView<float>(restored.data(), shape));
+    data = std::move(q.data);
+  } else if (r.encoding == io::StoredEncoding::fp8) {
+    quant::Fp8QuantizeOptions options;
+    options.scales = plan.fp8_scales;
+    quant::Fp8Tensor q = quant::quantize_fp8(view, r.fp8_format, r.fp8_granularity, r.fp8_axis < 0 ? 0 : r.fp8_axis, options);
+    quant::dequantize_fp8(q, TensorView<float>(restored.data(), shape));
+    data = std::move(q.data);
+  } else {
+    io::EncodedQuantization e = io::encode_cast(r.name, view, r.cast_type, r.cast_from);
+    data = std::move(e.tensors[0].bytes);
+    for (std::size_t i = 0; i < restored.size(); ++i) {
+      std::uint16_t bits;
+      std::memcpy(&bits, data.data() + 2 * i, 2);
+      restored[i] = r.cast_type == ScalarType::f16 ? half::from_bits(bits).to_float() : bfloat16::from_bits(bits).to_float();
+    }
+  }
+  plan.sqnr_db = metrics::error_stats(view, TensorView<const float>(restored.data(), shape)).sqnr_db;
+  return data;
+}
+
+std::int64_t declared_bytes(const io::TensorDeclaration& d) {
+  return element_count(d.shape) * element_bits(d.dtype) / 8;
+}
+
+}  // namespace
+
+int run_quantize_command(int argc, char** argv) {
+  const std::string command = "shrink quantize";
+  return run_command(command, [&] {
+    ArgParser args(command,
+                   "Quantize or cast the weights of a safetensors file. Selected tensors (by default every float\n"
+                   "tensor of rank >= 2; with --include, every float tensor that matches) are calibrated on their own\n"
+                   "values and stored under shrink's convention: integers + NAME_scale (+ NAME_zero_point when affine)\n"
+                   "+ a \"shrink.quant.NAME\" metadata entry. Other tensors are copied unchanged.");
+    args.positional("IN", "input .safetensors file").positional("OUT", "output file (never the input)");
+    args.option("dtype", "TYPE", "int8|uint8|int4|uint4|fp16|bf16|fp8-e4m3|fp8-e5m2", "int8");
+    args.option("scheme", "S", "symmetric|affine (integer types)", "symmetric");
+    args.option("granularity", "G", "tensor|channel|group: what shares one scale", "channel");
+    args.option("axis", "N", "channel axis, or the axis split into groups; negative counts from the end",
+                "0, or -1 with --granularity group");
+    args.option("group-size", "G", "elements of a group along --axis (--granularity group)", "128");
+    args.option("calib", "C", "minmax|percentile:P|histogram|entropy|mse (integer types; group: minmax only)",
+                "minmax");
+    args.flag("restricted-range", "symmetric signed range [-127, 127] (TensorRT weights); unsigned [1, 255]");
+    args.flag("reduce-range", "one bit less: int8 [-64, 63], uint8 [0, 127]");
+    TensorSelection::declare(args);
+    args.flag("json", "print a JSON summary on stdout");
+    args.epilog("example: shrink quantize model.safetensors model-int4.safetensors --dtype int4 --granularity group\n"
+                "         --group-size 64 --scheme affine --exclude 'embed'");
+    if (!args.parse(argc, argv)) return kExitOk;
+    const QuantizeSettings settings = read_settings(args);
+    const TensorSelection selection(args);
+    const std::string in = args.arg("IN");
+    const std::string out = args.arg("OUT");
+    require_distinct_output(in, out);
+    const bool json = args.flag_set("json");
+
+    const io::SafetensorsFile file(in);
+    const std::vector<io::QuantizationRecord> existing = io::quantization_records(file);
+    std::set<std::string> already;  // tensors of existing records: copied as they are
+    for (const auto& r : existing)
+      for (const auto& d : io::stored_tensors(r)) already.insert(d.name);
+
+    // Pass one: select, check, calibrate.
+    const Progress progress(command);
+    std::map<std::string, Plan> plans;
+    std::vector<const io::TensorInfo*> selected;
+    for (const io::TensorInfo& t : file.tensors()) {
+      if (already.count(t.name) || !is_floating(t.dtype) || !selection.selected(t.name)) continue;
+      if (!selection.has_include() && t.shape.size() < 2) continue;
+      selected.push_back(&t);
+    }
+    for (std::size_t i = 0; i < selected.size(); ++i) {
+      const io::TensorInfo& t = *selected[i];
+      progress.step("calibrating " + t.name, i, selected.size());
+      plans.emplace(t.name, in_tensor_context(t.name, [&] { return calibrate(file, t, settings); }));
+    }
+
+    // The output's tensors, and which plan part each one is.
+    struct Part {
+      Plan* plan;  // null: copied from the input
+      std::size_t index;
+    };
+    std::vector<io::TensorDeclaration> declarations;
+    std::map<std::string, Part> parts;
+    for (const io::TensorInfo& t : file.tensors()) {
+      const auto found = plans.find(t.name);
+      if (found == plans.end()) {
+        declarations.push_back({t.name, t.dtype, t.shape});
+        parts[t.name] = Part{nullptr, 0};
+        continue;
+      }
+      const std::vector<io::TensorDeclaration> stored = io::stored_tensors(found->second.record);
+      for (std::size_t k = 0; k < stored.size(); ++k) {
+        declarations.push_back(stored[k]);
+        parts[stored[k].name] = Part{&found->second, k};
+      }
+    }
+    std::set<std::string> names;
+    for (const auto& d : declarations)
+      if (!names.insert(d.name).second)
+        throw shrink::Error("tensor \"" + d.name + "\" would be written twice: the input already has a tensor of "
+                            "that name, which shrink's convention needs for the scales or zero points of another; "
+                            "rename it or --exclude the tensor it belongs to");
+    sort_for_alignment(declarations);
+
+    // Pass two: stream the output.
+    io::SafetensorsWriter writer(out);
+    for (const auto& d : declarations) writer.add_tensor(d.name, d.dtype, d.shape);
+    for (const auto& m : file.metadata()) writer.add_metadata(m.first, m.second);
+    for (const auto& p : plans) writer.add_metadata(io::quant_metadata_key(p.first), io::to_metadata_value(p.second.record));
+    if (!plans.empty() || !existing.empty()) writer.add_metadata(io::kFormatVersionKey, io::kFormatVersion);
+    writer.write_header();
+    for (std::size_t i = 0; i < declarations.size(); ++i) {
+      const io::TensorDeclaration& d = declarations[i];
+      const Part& part = parts.at(d.name);
+      progress.step("writing " + d.name, i, declarations.size());
+      if (part.plan == nullptr) {
+        writer.write(d.name, file.bytes(d.name));
+        continue;
+      }
+      const ByteBuffer bytes =
+          in_tensor_context(part.plan->record.name, [&] { return encode_part(file, *part.plan, part.index); });
+      writer.write(d.name, bytes.data(), bytes.size());
+    }
+    writer.finish();
+
+    // Report, in input order.
+    Json tensors = Json::array();
+    std::int64_t before = 0, after = 0, quantized = 0, copied = 0;
+    std::vector<std::string> lines;
+    for (const io::TensorInfo& t : file.tensors()) {
+      Json entry;
+      entry["name"] = t.name;
+      const auto found = plans.find(t.name);
+      std::int64_t bytes_after = static_cast<std::int64_t>(t.bytes);
+      if (found != plans.end()) {
+        const Plan& plan = found->second;
+        bytes_after = 0;
+        for (const auto& d : io::stored_tensors(plan.record)) bytes_after += declared_bytes(d);
+        entry["action"] = plan.record.encoding == io::StoredEncoding::cast ? "cast" : "quantized";
+        entry["dtype"] = plan.record.dtype_name();
+        entry["source_dtype"] = plan.source_dtype;
+        entry["shape"] = plan.record.shape;
+        entry["calibrator"] = plan.record.calibrator;
+        entry["sqnr_db"] = json_number(plan.sqnr_db);
+        ++quantized;
+        char line[512];
+        std::snprintf(line, sizeof line, "%-9s %-8s %s %s: %lld -> %lld bytes, SQNR %s dB",
+                      entry["action"].get<std::string>().c_str(), plan.record.dtype_name().c_str(), t.name.c_str(),
+                      shape_text(plan.record.shape).c_str(), static_cast<long long>(t.bytes),
+                      static_cast<long long>(bytes_after), number_text(plan.sqnr_db, "%.1f").c_str());
+        lines.push_back(line);
+      } else {
+        entry["action"] = "copied";
+        entry["dtype"] = dtype_text(t.dtype);
+        entry["source_dtype"] = dtype_text(t.dtype);
+        entry["shape"] = t.shape;
+        entry["sqnr_db"] = nullptr;
+        ++copied;
+        char line[512];
+        std::snprintf(line, sizeof line, "%-9s %-8s %s %s", "copied", dtype_text(t.dtype).c_str(), t.name.c_str(),
+                      shape_text(t.shape).c_str());
+        lines.push_back(line);
+      }
+      entry["bytes_before"] = t.bytes;
+      entry["bytes_after"] = bytes_after;
+      before += static_cast<std::int64_t>(t.bytes);
+      after += bytes_after;
+      tensors.push_back(entry);
+    }
+    if (json) {
+      Json report;
+      report["input"] = in;
+      report["output"] = out;
+      report["dtype"] = settings.dtype;
+      report["tensors"] = tensors;
+      report["totals"] = {{"quantized", quantized},
+                          {"copied", copied},
+                          {"bytes_before", before},
+                          {"bytes_after", after},
+                          {"compression_ratio", json_number(after == 0 ? 0.0 : static_cast<double>(before) / static_cast<double>(after))}};
+      print_json(report);
+    } else {
+      for (const auto& l : lines) std::printf("%s\n", l.c_str());
+      std::printf("%s: %lld tensors quantized, %lld copied, %s -> %s (%.2fx smaller)\n", out.c_str(),
+                  static_cast<long long>(quantized), static_cast<long long>(copied), bytes_text(before).c_str(),
+                  bytes_text(after).c_str(), after == 0 ? 0.0 : static_cast<double>(before) / static_cast<double>(after));
+    }
+    return kExitOk;
+  });
+}
+
+}  // namespace shrink::cli

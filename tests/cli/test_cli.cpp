@@ -1,0 +1,544 @@
+// Tests for the `shrink` command (examples/cli): every subcommand run as its own process on a small generated
+// model; exit codes (0, 1 for bad files, 2 for bad command lines), one-line errors, --help, JSON output, and the
+// files written (quantize -> dequantize -> compare SQNR ranges, pruning sparsities and the 2:4 pattern).
+#include <catch2/catch.hpp>
+
+#include <sys/wait.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <initializer_list>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "io/temp_dir.hpp"
+#include "shrink/io/quantized_safetensors.hpp"
+#include "support/random.hpp"
+
+using nlohmann::json;
+using shrink::ScalarType;
+using shrink::io::SafetensorsFile;
+using shrink::io::SafetensorsWriter;
+
+namespace {
+
+struct Result {
+  int code = -1;
+  std::string out;
+  std::string err;
+  json parsed() const { return json::parse(out); }
+  std::size_t error_lines() const {
+    std::size_t n = 0;
+    for (char c : err) n += c == '\n';
+    return n;
+  }
+};
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+std::string shell_quoted(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+// Runs `shrink args...` with stdout and stderr captured in files of `dir` (stderr is not a terminal, so no
+// progress lines).
+Result run(const shrink::test::TempDir& dir, std::initializer_list<std::string> args) {
+  std::string command = shell_quoted(SHRINK_CLI_PATH);
+  for (const std::string& a : args) command += " " + shell_quoted(a);
+  const std::string out = dir.file("stdout.txt");
+  const std::string err = dir.file("stderr.txt");
+  command += " >" + shell_quoted(out) + " 2>" + shell_quoted(err) + " </dev/null";
+  const int status = std::system(command.c_str());
+  Result r;
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  r.out = read_text(out);
+  r.err = read_text(err);
+  std::filesystem::remove(out);
+  std::filesystem::remove(err);
+  return r;
+}
+
+template <class T>
+std::vector<std::uint8_t> bytes_of(const std::vector<T>& values) {
+  std::vector<std::uint8_t> out(values.size() * sizeof(T));
+  if (!out.empty()) std::memcpy(out.data(), values.data(), out.size());
+  return out;
+}
+
+std::vector<std::uint16_t> to_half_bits(const std::vector<float>& values) {
+  std::vector<std::uint16_t> bits;
+  for (float v : values) bits.push_back(shrink::half(v).to_bits());
+  return bits;
+}
+
+// A small model: two Linear weights (F32 and F16), a bias and a norm (1-D), a scalar step counter (I64).
+std::string write_model(const shrink::test::TempDir& dir, const std::string& name = "model.safetensors") {
+  const std::string path = dir.file(name);
+  struct T {
+    std::string name;
+    ScalarType dtype;
+    std::vector<std::int64_t> shape;
+    std::vector<std::uint8_t> bytes;
+  };
+  const std::vector<T> tensors = {
+      {"fc1.weight", ScalarType::f32, {32, 64}, bytes_of(shrink::test::random_values(32 * 64, 1, 0.05f))},
+      {"fc1.bias", ScalarType::f32, {32}, bytes_of(shrink::test::random_values(32, 2))},
+      {"fc2.weight", ScalarType::f16, {16, 32}, bytes_of(to_half_bits(shrink::test::random_values(16 * 32, 3, 0.1f)))},
+      {"norm.weight", ScalarType::f32, {64}, bytes_of(shrink::test::random_values(64, 4))},
+      {"step", ScalarType::i64, {}, bytes_of(std::vector<std::int64_t>{1000})},
+  };
+  SafetensorsWriter writer(path);
+  for (const T& t : tensors) writer.add_tensor(t.name, t.dtype, t.shape);
+  writer.add_metadata("format", "pt");
+  writer.write_header();
+  for (const T& t : tensors) writer.write(t.name, t.bytes.data(), t.bytes.size());
+  writer.finish();
+  return path;
+}
+
+// compare --json of two files.
+json compare(const shrink::test::TempDir& dir, const std::string& a, const std::string& b) {
+  const Result r = run(dir, {"compare", a, b, "--json"});
+  REQUIRE(r.code == 0);
+  return r.parsed();
+}
+
+double tensor_sqnr(const json& report, const std::string& name) {
+  for (const json& t : report["tensors"])
+    if (t["name"] == name) return t["sqnr_db"].is_null() ? INFINITY : t["sqnr_db"].get<double>();
+  FAIL("no tensor " << name << " in the report");
+  return 0.0;
+}
+
+void require_one_line_error(const Result& r, int code, const std::string& command, const std::string& text) {
+  CAPTURE(r.err);
+  REQUIRE(r.code == code);
+  REQUIRE(r.error_lines() == 1);
+  REQUIRE(r.err.rfind("shrink " + command + ": error: ", 0) == 0);
+  REQUIRE(r.err.find(text) != std::string::npos);
+  REQUIRE(r.out.empty());
+}
+
+}  // namespace
+
+TEST_CASE("--help for the command and every subcommand exits 0", "[cli]") {
+  shrink::test::TempDir dir;
+  const Result top = run(dir, {"--help"});
+  REQUIRE(top.code == 0);
+  REQUIRE(top.out.find("usage: shrink COMMAND") != std::string::npos);
+  for (const char* command : {"inspect", "quantize", "dequantize", "prune", "compare"}) {
+    for (const char* flag : {"--help", "-h"}) {
+      CAPTURE(command, flag);
+      const Result r = run(dir, {command, flag});
+      REQUIRE(r.code == 0);
+      REQUIRE(r.out.rfind(std::string("usage: shrink ") + command, 0) == 0);
+      REQUIRE(r.out.find("--help") != std::string::npos);
+      REQUIRE(r.err.empty());
+    }
+  }
+  const Result nothing = run(dir, {});
+  REQUIRE(nothing.code == 2);
+  REQUIRE(nothing.out.empty());
+}
+
+TEST_CASE("bad command lines exit 2 with one line naming the problem", "[cli]") {
+  shrink::test::TempDir dir;
+  const std::string model = write_model(dir);
+  const std::string out = dir.file("out.safetensors");
+  struct Case {
+    std::string command;
+    std::vector<std::string> args;
+    std::string expected;
+  };
+  const std::vector<Case> cases = {
+      {"quantize", {model, out, "--dtype", "int3"}, "--dtype = 'int3': expected one of int8|uint8|int4"},
+      {"quantize", {model, out, "--frobnicate"}, "unknown option --frobnicate"},
+      {"quantize", {model, out, "--json=yes"}, "option --json takes no value"},
+      {"quantize", {model, out, "--dtype"}, "option --dtype needs a value"},
+      {"quantize", {model, out, "--dtype", "int8", "--dtype", "int8"}, "given more than once"},
+      {"quantize", {model}, "missing OUT"},
+      {"quantize", {model, out, "extra"}, "unexpected argument 'extra'"},
+      {"quantize", {model, model}, "OUT is the input file"},
+      {"quantize", {model, out, "--axis", "2"}, "--axis 2 is outside the shape [32, 64]"},
+      {"quantize", {model, out, "--axis", "x"}, "--axis = 'x': expected an integer"},
+      {"quantize", {model, out, "--granularity", "group", "--group-size", "48"}, "--group-size 48 does not divide"},
+      {"quantize", {model, out, "--dtype", "int4", "--granularity", "tensor"}, "needs --granularity channel or group"},
+      {"quantize", {model, out, "--calib", "kl"}, "--calib = 'kl'"},
+      {"quantize", {model, out, "--calib", "percentile:101"}, "expected a number in [0, 100]"},
+      {"quantize", {model, out, "--granularity", "group", "--calib", "entropy"}, "with --granularity group use --calib minmax"},
+      {"quantize", {model, out, "--dtype", "fp16", "--scheme", "affine"}, "--scheme does not apply to --dtype fp16"},
+      {"quantize", {model, out, "--include", "("}, "--include = '(': not a valid regular expression"},
+      {"prune", {model, out}, "--method is required"},
+      {"prune", {model, out, "--method", "lottery"}, "--method = 'lottery'"},
+      {"prune", {model, out, "--method", "magnitude"}, "--sparsity S is required"},
+      {"prune", {model, out, "--method", "magnitude", "--sparsity", "1"}, "expected a number in [0, 1)"},
+      {"prune", {model, out, "--method", "magnitude", "--sparsity", "-0.1"}, "expected a number in [0, 1)"},
+      {"prune", {model, out, "--method", "magnitude", "--sparsity", "nan"}, "expected a number in [0, 1)"},
+      {"prune", {model, out, "--method", "nm", "--n", "4", "--m", "2"}, "expected n < m"},
+      {"prune", {model, out, "--method", "nm", "--n", "3", "--m", "3"}, "expected n < m"},
+      {"prune", {model, out, "--method", "nm", "--sparsity", "0.5"}, "--sparsity does not apply to an N:M pattern"},
+      {"prune", {model, out, "--method", "magnitude", "--sparsity", "0.5", "--dim", "1"}, "--dim does not apply"},
+      {"prune", {model, out, "--method", "structured", "--sparsity", "0.5", "--dim", "2"}, "--dim 2 is outside"},
+      {"prune", {model, out, "--method", "structured", "--sparsity", "0.5", "--norm", "3"}, "--norm = '3'"},
+      {"prune", {model, out, "--method", "nm", "--m", "5"}, "last dimension divisible by m = 5"},
+      {"prune", {model, out, "--method", "wanda", "--sparsity", "0.5"}, "--method wanda needs --activations FILE"},
+      {"dequantize", {model, model}, "OUT is the input file"},
+      {"inspect", {}, "missing FILE"},
+      {"compare", {model}, "missing B"},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.command, c.args);
+    Result r;
+    std::string command = shell_quoted(SHRINK_CLI_PATH) + " " + c.command;
+    for (const auto& a : c.args) command += " " + shell_quoted(a);
+    const std::string err = dir.file("err.txt");
+    const int status = std::system((command + " >/dev/null 2>" + shell_quoted(err)).c_str());
+    r.code = WEXITSTATUS(status);
+    r.err = read_text(err);
+    require_one_line_error(r, 2, c.command, c.expected);
+    REQUIRE_FALSE(std::filesystem::exists(out));
+  }
+  const Result unknown = run(dir, {"squash"});
+  REQUIRE(unknown.code == 2);
+  REQUIRE(unknown.err == "shrink: error: unknown command 'squash' (see shrink --help)\n");
+}
+
+TEST_CASE("unreadable and hostile files exit 1 with one line and write nothing", "[cli]") {
+  shrink::test::TempDir dir;
+  const std::string model = write_model(dir);
+  const std::string truncated = dir.file("truncated.safetensors");
+  {
+    const std::string bytes = read_text(model);
+    std::ofstream(truncated, std::ios::binary) << bytes.substr(0, bytes.size() / 2);
+  }
+  // A quantized tensor whose scale is negative.
+  const std::string hostile = dir.file("hostile.safetensors");
+  {
+    SafetensorsWriter writer(hostile);
+    writer.add_tensor("w_scale", ScalarType::f32, {});
+    writer.add_tensor("w", ScalarType::i8, {4});
+    writer.add_metadata("shrink.format_version", "1");
+    writer.add_metadata("shrink.quant.w", R"({"dtype":"int8","scheme":"symmetric","granularity":"per_tensor","shape":[4]})");
+    writer.write_header();
+    const float scale = -0.5f;
+    writer.write("w_scale", &scale, sizeof scale);
+    const std::int8_t w[4] = {1, 2, 3, 4};
+    writer.write("w", w, sizeof w);
+    writer.finish();
+  }
+  // A weight holding NaN.
+  const std::string nan_model = dir.file("nan.safetensors");
+  {
+    std::vector<float> w = shrink::test::random_values(16, 5);
+    w[7] = NAN;
+    SafetensorsWriter writer(nan_model);
+    writer.add_tensor("w", ScalarType::f32, {4, 4});
+    writer.write_header();
+    writer.write("w", w.data(), w.size() * sizeof(float));
+    writer.finish();
+  }
+  const std::string out = dir.file("out.safetensors");
+  const std::string missing = dir.file("missing.safetensors");
+  struct Case {
+    std::string command;
+    std::vector<std::string> args;
+    std::string expected;
+  };
+  const std::vector<Case> cases = {
+      {"inspect", {missing}, "cannot open"},
+      {"inspect", {truncated}, "truncated"},
+      {"quantize", {truncated, out}, "truncated"},
+      {"dequantize", {hostile, out}, "expected a finite scale > 0"},
+      {"inspect", {hostile}, "expected a finite scale > 0"},
+      {"compare", {model, hostile}, "expected a finite scale > 0"},
+      {"compare", {missing, model}, "cannot open"},
+      {"prune", {truncated, out, "--method", "nm"}, "truncated"},
+      {"quantize", {nan_model, out}, "tensor \"w\": "},
+      {"prune", {nan_model, out, "--method", "magnitude", "--sparsity", "0.5"}, "tensor \"w\": "},
+      {"prune", {model, out, "--method", "wanda", "--sparsity", "0.5", "--activations", truncated}, "truncated"},
+      {"quantize", {model, dir.file("no/such/dir/out.safetensors")}, "cannot create a temporary file"},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.command, c.args);
+    Result r;
+    std::string command = shell_quoted(SHRINK_CLI_PATH) + " " + c.command;
+    for (const auto& a : c.args) command += " " + shell_quoted(a);
+    const std::string err = dir.file("err.txt");
+    const int status = std::system((command + " >/dev/null 2>" + shell_quoted(err)).c_str());
+    r.code = WEXITSTATUS(status);
+    r.err = read_text(err);
+    require_one_line_error(r, 1, c.command, c.expected);
+    REQUIRE_FALSE(std::filesystem::exists(out));
+  }
+  // Nothing but the inputs (and the scratch file) is left in the directory: no temporary outputs.
+  std::size_t files = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir.file(""))) (void)entry, ++files;
+  REQUIRE(files == 5);
+}
+
+TEST_CASE("inspect lists every tensor and the totals; --json is machine-readable", "[cli]") {
+  shrink::test::TempDir dir;
+  const std::string model = write_model(dir);
+  const Result text = run(dir, {"inspect", model});
+  REQUIRE(text.code == 0);
+  REQUIRE(text.err.empty());
+  for (const char* name : {"fc1.weight", "fc1.bias", "fc2.weight", "norm.weight", "step"})
+    REQUIRE(text.out.find(name) != std::string::npos);
+
+  const Result r = run(dir, {"inspect", model, "--json"});
+  REQUIRE(r.code == 0);
+  const json j = r.parsed();
+  REQUIRE(j["tensors"].size() == 5);
+  REQUIRE(j["format_version"].is_null());
+  REQUIRE(j["metadata"]["format"] == "pt");
+  const json& fc2 = j["tensors"][2];
+  REQUIRE(fc2["name"] == "fc2.weight");
+  REQUIRE(fc2["dtype"] == "F16");
+  REQUIRE(fc2["shape"] == json::array({16, 32}));
+  REQUIRE(fc2["bytes"] == 1024);
+  REQUIRE(fc2["sparsity"] == 0.0);
+  REQUIRE(j["totals"]["tensors"] == 5);
+  REQUIRE(j["totals"]["elements"] == 32 * 64 + 32 + 16 * 32 + 64 + 1);
+  REQUIRE(j["totals"]["bytes"] == 32 * 64 * 4 + 32 * 4 + 16 * 32 * 2 + 64 * 4 + 8);
+
+  // After quantization: the scheme of each quantized tensor, its scales marked as parameters.
+  const std::string q = dir.file("q.safetensors");
+  REQUIRE(run(dir, {"quantize", model, q, "--scheme", "affine"}).code == 0);
+  const json jq = run(dir, {"inspect", q, "--json"}).parsed();
+  REQUIRE(jq["format_version"] == "1");
+  REQUIRE(jq["totals"]["quantized_tensors"] == 2);
+  REQUIRE(jq["totals"]["model_tensors"] == 5);
+  bool seen = false;
+  for (const json& t : jq["tensors"]) {
+    if (t["name"] == "fc1.weight") {
+      seen = true;
+      REQUIRE(t["dtype"] == "I8");
+      REQUIRE(t["quantization"]["dtype"] == "int8");
+      REQUIRE(t["quantization"]["scheme"] == "affine");
+      REQUIRE(t["quantization"]["granularity"] == "per_channel");
+      REQUIRE(t["quantization"]["stored_bytes"] == 32 * 64 + 32 * 4 + 32);
+    }
+    if (t["name"] == "fc1.weight_scale") REQUIRE(t["parameter_of"] == "fc1.weight");
+    if (t["name"] == "fc1.weight_zero_point") REQUIRE(t["parameter_of"] == "fc1.weight");
+  }
+  REQUIRE(seen);
+}
+
+TEST_CASE("quantize -> dequantize -> compare gives the SQNR each format should", "[cli]") {
+  shrink::test::TempDir dir;
+  const std::string model = write_model(dir);
+  const std::string q = dir.file("q.safetensors");
+  const std::string d = dir.file("d.safetensors");
+  struct Case {
+    std::vector<std::string> args;
+    std::string dtype;
+    double min_db;
+    double max_db;
+  };
+  const std::vector<Case> cases = {
+      {{}, "int8", 35, 60},
+      {{"--scheme", "affine", "--granularity", "tensor"}, "int8", 30, 60},
+      {{"--dtype", "uint8", "--scheme", "affine", "--calib", "entropy"}, "uint8", 25, 60},
+      {{"--calib", "percentile:99.9", "--restricted-range"}, "int8", 30, 60},
+      {{"--calib", "mse"}, "int8", 35, 60},
+      {{"--calib", "histogram", "--granularity", "tensor", "--scheme", "affine"}, "int8", 25, 60},
+      {{"--dtype", "int4", "--granularity", "group", "--group-size", "32", "--scheme", "affine"}, "int4", 15, 30},
+      {{"--dtype", "int4", "--granularity", "channel", "--axis", "0"}, "int4", 10, 30},
+      {{"--dtype", "uint4", "--granularity", "group", "--axis", "1", "--group-size", "16", "--scheme", "affine"}, "uint4", 15, 30},
+      {{"--dtype", "fp8-e4m3"}, "fp8_e4m3", 25, 40},
+      {{"--dtype", "fp8-e5m2", "--granularity", "tensor"}, "fp8_e5m2", 20, 35},
+      {{"--dtype", "bf16"}, "bf16", 45, 65},
+      {{"--dtype", "fp16"}, "fp16", 65, 1e9},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.args);
+    std::vector<std::string> args{"quantize", model, q, "--json"};
+    args.insert(args.end(), c.args.begin(), c.args.end());
+    std::string command = shell_quoted(SHRINK_CLI_PATH);
+    for (const auto& a : args) command += " " + shell_quoted(a);
+    const std::string out = dir.file("summary.json");
+    REQUIRE(std::system((command + " >" + shell_quoted(out)).c_str()) == 0);
+    const json summary = json::parse(read_text(out));
+    REQUIRE(summary["totals"]["quantized"] == 2);  // the two weights; 1-D tensors and the I64 stay as they are
+    REQUIRE(summary["totals"]["copied"] == 3);
+    for (const json& t : summary["tensors"]) {
+      const bool weight = t["name"] == "fc1.weight" || t["name"] == "fc2.weight";
+      REQUIRE(t["action"] == (weight ? (c.dtype == "fp16" || c.dtype == "bf16" ? "cast" : "quantized") : "copied"));
+      if (weight) REQUIRE(t["dtype"] == c.dtype);
+      if (weight && (t["name"] == "fc1.weight" || t["source_dtype"] != "F16")) REQUIRE(t["bytes_after"].get<std::int64_t>() < t["bytes_before"].get<std::int64_t>());
+    }
+
+    REQUIRE(run(dir, {"dequantize", q, d}).code == 0);
+    const json direct = compare(dir, model, q);  // compare dequantizes quantized tensors by itself
+    const json via_file = compare(dir, model, d);
+    const double sqnr = tensor_sqnr(via_file, "fc1.weight");
+    CHECK(sqnr >= c.min_db);
+    CHECK(sqnr <= c.max_db);
+    REQUIRE(tensor_sqnr(direct, "fc1.weight") == sqnr);
+    REQUIRE(tensor_sqnr(via_file, "fc1.bias") == INFINITY);
+    REQUIRE(via_file["only_in_a"].empty());
+    REQUIRE(via_file["only_in_b"].empty());
+    REQUIRE(via_file["skipped"].empty());
+    // The summary's SQNR is the one compare measures.
+    for (const json& t : summary["tensors"])
+      if (t["name"] == "fc1.weight") REQUIRE(t["sqnr_db"].get<double>() == Approx(sqnr).epsilon(1e-9));
+
+    const SafetensorsFile restored(d);
+    REQUIRE(restored.info("fc1.weight").dtype == ScalarType::f32);
+    REQUIRE(restored.info("fc2.weight").dtype == ScalarType::f32);
+    REQUIRE_FALSE(restored.contains("fc1.weight_scale"));
+    REQUIRE(restored.metadata().count("shrink.format_version") == 0);
+    REQUIRE(restored.metadata().at("format") == "pt");
+  }
+}
+
+TEST_CASE("quantize --include and --exclude choose the tensors", "[cli]") {
+  shrink::test::TempDir dir;
+  const std::string model = write_model(dir);
+  const std::string q = dir.file("q.safetensors");
+  REQUIRE(run(dir, {"quantize", model, q, "--include", "weight$", "--exclude", "^fc2"}).code == 0);
+  const SafetensorsFile file(q);
+  REQUIRE(file.info("fc1.weight").dtype == ScalarType::i8);
+  REQUIRE(file.info("norm.weight").dtype == ScalarType::i8);  // 1-D, but named by --include
+  REQUIRE(file.info("fc2.weight").dtype == ScalarType::f16);
+  REQUIRE(file.info("fc1.bias").dtype == ScalarType::f32);
+  REQUIRE(shrink::io::quantization_records(file).size() == 2);
+
+  // Quantizing a quantized file leaves its quantized tensors as they are and adds the rest.
+  const std::string q2 = dir.file("q2.safetensors");
+  const json summary = json::parse(run(dir, {"quantize", q, q2, "--json"}).out);
+  REQUIRE(summary["totals"]["quantized"] == 1);  // fc2.weight
+  REQUIRE(shrink::io::quantization_records(SafetensorsFile(q2)).size() == 3);
+}
+
+TEST_CASE("prune gives the sparsity asked for, in the input's dtypes", "[cli]") {
+  shrink::test::TempDir dir;
+  const std::string model = write_model(dir);
+  const std::string p = dir.file("p.safetensors");
+  struct Case {
+    std::vector<std::string> args;
+    double fc1;  // expected sparsity of fc1.weight (-1: do not check exactly)
+  };
+  const std::vector<Case> cases = {
+      {{"--method", "magnitude", "--sparsity", "0.5"}, 0.5},
+      {{"--method", "random", "--sparsity", "0.3", "--seed", "7"}, std::nearbyint(0.3 * 2048) / 2048},
+      {{"--method", "structured", "--sparsity", "0.25", "--dim", "0", "--norm", "inf"}, 0.25},
+      {{"--method", "structured", "--sparsity", "0.5", "--dim", "-1", "--norm", "1"}, 0.5},
+      {{"--method", "nm"}, 0.5},
+      {{"--method", "nm", "--n", "1", "--m", "8"}, 0.875},
+      {{"--method", "global", "--sparsity", "0.6"}, -1},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.args);
+    std::vector<std::string> args{"prune", model, p, "--json"};
+    args.insert(args.end(), c.args.begin(), c.args.end());
+    std::string command = shell_quoted(SHRINK_CLI_PATH);
+    for (const auto& a : args) command += " " + shell_quoted(a);
+    const std::string out = dir.file("summary.json");
+    REQUIRE(std::system((command + " >" + shell_quoted(out)).c_str()) == 0);
+    const json summary = json::parse(read_text(out));
+    REQUIRE(summary["totals"]["pruned"] == 2);
+    const SafetensorsFile file(p);
+    REQUIRE(file.info("fc1.weight").dtype == ScalarType::f32);
+    REQUIRE(file.info("fc2.weight").dtype == ScalarType::f16);
+    const std::vector<float> fc1 = shrink::io::read_float(file, "fc1.weight");
+    std::int64_t zeros = 0;
+    for (float v : fc1) zeros += v == 0.0f;
+    if (c.fc1 >= 0) REQUIRE(static_cast<double>(zeros) / 2048.0 == Approx(c.fc1));
+    if (c.args[1] == "global")
+      REQUIRE(summary["totals"]["sparsity"].get<double>() == Approx(std::nearbyint(0.6 * (2048 + 512)) / (2048 + 512)));
+    if (c.args[1] == "nm" && c.args.size() == 2) {  // 2:4 along the input dimension of both weights
+      for (const char* name : {"fc1.weight", "fc2.weight"}) {
+        const std::vector<float> w = shrink::io::read_float(file, name);
+        for (std::size_t g = 0; g < w.size(); g += 4) {
+          int kept = 0;
+          for (std::size_t k = 0; k < 4; ++k) kept += w[g + k] != 0.0f;
+          REQUIRE(kept <= 2);
+        }
+      }
+    }
+    // Unselected tensors are copied bit for bit; the kept weights are unchanged.
+    const SafetensorsFile original(model);
+    REQUIRE(shrink::io::read_float(file, "fc1.bias") == shrink::io::read_float(original, "fc1.bias"));
+    const std::vector<float> before = shrink::io::read_float(original, "fc1.weight");
+    for (std::size_t i = 0; i < fc1.size(); ++i)
+      if (fc1[i] != 0.0f) REQUIRE(fc1[i] == before[i]);
+  }
+}
+
+TEST_CASE("wanda prunes by |W| times the activation norms of --activations", "[cli]") {
+  shrink::test::TempDir dir;
+  const std::string model = write_model(dir);
+  const std::string activations = dir.file("activations.safetensors");
+  {
+    // fc1 gets norms [64] with one huge input channel; fc2 gets sample activations [8, 32].
+    std::vector<float> norms(64, 1.0f);
+    norms[5] = 1e6f;
+    const std::vector<float> samples = shrink::test::random_values(8 * 32, 9);
+    SafetensorsWriter writer(activations);
+    writer.add_tensor("fc1.weight", ScalarType::f32, {64});
+    writer.add_tensor("fc2.weight", ScalarType::f32, {8, 32});
+    writer.write_header();
+    writer.write("fc1.weight", norms.data(), norms.size() * sizeof(float));
+    writer.write("fc2.weight", samples.data(), samples.size() * sizeof(float));
+    writer.finish();
+  }
+  const std::string p = dir.file("p.safetensors");
+  const Result r = run(dir, {"prune", model, p, "--method", "wanda", "--sparsity", "0.5", "--activations", activations, "--json"});
+  REQUIRE(r.code == 0);
+  REQUIRE(r.parsed()["totals"]["sparsity"] == 0.5);
+  const std::vector<float> fc1 = shrink::io::read_float(SafetensorsFile(p), "fc1.weight");
+  for (std::int64_t row = 0; row < 32; ++row) REQUIRE(fc1[static_cast<std::size_t>(row * 64 + 5)] != 0.0f);
+
+  REQUIRE(run(dir, {"prune", model, p, "--method", "wanda", "--n", "2", "--m", "4", "--activations", activations}).code == 0);
+  const Result missing = run(dir, {"prune", model, p, "--method", "wanda", "--sparsity", "0.5", "--activations", activations,
+                                   "--include", "weight"});
+  require_one_line_error(missing, 2, "prune", "Wanda prunes Linear weights");  // norm.weight is 1-D
+}
+
+TEST_CASE("compare reports tensors present on one side and shapes that differ", "[cli]") {
+  shrink::test::TempDir dir;
+  const std::string model = write_model(dir);
+  const std::string other = dir.file("other.safetensors");
+  {
+    const std::vector<float> w = shrink::test::random_values(32 * 64, 1, 0.05f);
+    SafetensorsWriter writer(other);
+    writer.add_tensor("fc1.weight", ScalarType::f32, {32, 64});
+    writer.add_tensor("fc2.weight", ScalarType::f32, {32, 16});
+    writer.add_tensor("extra", ScalarType::f32, {2});
+    writer.write_header();
+    writer.write("fc1.weight", w.data(), w.size() * sizeof(float));
+    std::vector<float> fc2(512, 0.0f);
+    writer.write("fc2.weight", fc2.data(), fc2.size() * sizeof(float));
+    const float extra[2] = {1, 2};
+    writer.write("extra", extra, sizeof extra);
+    writer.finish();
+  }
+  const json j = compare(dir, model, other);
+  REQUIRE(j["tensors"].size() == 1);
+  REQUIRE(j["tensors"][0]["name"] == "fc1.weight");
+  REQUIRE(j["tensors"][0]["sqnr_db"].is_null());  // identical: infinite SQNR
+  REQUIRE(j["tensors"][0]["mse"] == 0.0);
+  REQUIRE(j["tensors"][0]["cosine"] == 1.0);
+  REQUIRE(j["overall"]["elements"] == 2048);
+  REQUIRE(j["only_in_a"] == json::array({"fc1.bias", "norm.weight", "step"}));
+  REQUIRE(j["only_in_b"] == json::array({"extra"}));
+  REQUIRE(j["skipped"].size() == 1);
+  REQUIRE(j["skipped"][0]["name"] == "fc2.weight");
+
+  const Result text = run(dir, {"compare", model, other});
+  REQUIRE(text.code == 0);
+  REQUIRE(text.out.find("only in B: extra") != std::string::npos);
+  REQUIRE(text.out.find("overall") != std::string::npos);
+}

@@ -241,7 +241,6 @@ SHRINK_TARGET_AVX2_FMA_F16C void kl_grad_range_avx2(T* g, const float* es, const
 }
 
 // AVX-512: the same stages sixteen lanes at a time, for float rows (half and bfloat16 rows take the AVX2 loops).
-SHRINK_TARGET_AVX512 SHRINK_FORCE_INLINE __m512 load16(const float* p) { return _mm512_loadu_ps(p); }
 SHRINK_TARGET_AVX512 SHRINK_FORCE_INLINE void store16(float* p, __m512 v) { _mm512_storeu_ps(p, v); }
 // GCC 12 warns (-Wmaybe-uninitialized) about the undefined pass-through operand of the unmasked forms of some
 // AVX-512 intrinsics; the masked forms with every lane on and a defined pass-through are the same instructions.

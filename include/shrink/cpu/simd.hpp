@@ -11,6 +11,7 @@
 #define SHRINK_TARGET_AVX2 __attribute__((target("avx2")))
 #define SHRINK_TARGET_AVX2_F16C __attribute__((target("avx2,f16c")))
 #define SHRINK_TARGET_AVX2_FMA __attribute__((target("avx2,fma")))
+#define SHRINK_TARGET_AVX2_FMA_F16C __attribute__((target("avx2,fma,f16c")))
 // AVX-512 Foundation (16 float lanes, mask registers, vscalefps), for the loops that have such a path.
 #define SHRINK_TARGET_AVX512 __attribute__((target("avx512f,avx2,fma,f16c")))
 #elif defined(_M_X64)

@@ -19,10 +19,7 @@
 #include "shrink/core/half.hpp"
 #include "shrink/cpu/simd.hpp"
 #include "shrink/cpu/vector_math.hpp"
-
-#if defined(SHRINK_CPU_AVX2_DISPATCH)
-#define SHRINK_TARGET_AVX2_FMA_F16C __attribute__((target("avx2,fma,f16c")))
-#endif
+#include "shrink/cpu/widening_loads.hpp"
 
 namespace shrink::cpu {
 
@@ -90,15 +87,6 @@ inline JsdTerms jsd_terms_scalar(float a_s, float a_t, const JsdRow& r) {
 }
 
 #if defined(SHRINK_CPU_AVX2_DISPATCH)
-SHRINK_TARGET_AVX2_FMA_F16C SHRINK_FORCE_INLINE __m256 load8(const float* p) { return _mm256_loadu_ps(p); }
-SHRINK_TARGET_AVX2_FMA_F16C SHRINK_FORCE_INLINE __m256 load8(const half* p) {
-  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-}
-SHRINK_TARGET_AVX2_FMA_F16C SHRINK_FORCE_INLINE __m256 load8(const bfloat16* p) {
-  // A NaN stays a NaN here (the scan rejects it first), so no quieting is needed.
-  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))), 16));
-}
-
 SHRINK_TARGET_AVX2_FMA_F16C SHRINK_FORCE_INLINE void store8(float* p, __m256 v) { _mm256_storeu_ps(p, v); }
 SHRINK_TARGET_AVX2_FMA_F16C SHRINK_FORCE_INLINE void store8(half* p, __m256 v) {
   _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));

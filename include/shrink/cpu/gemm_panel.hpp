@@ -1,0 +1,291 @@
+// The float product over panel-packed weights (cpu/packed_weight.hpp): Y[M, N] = X[M, K] · W[N, K]ᵀ with W in float,
+// half, bfloat16 or int8, converted to float as it is loaded; arithmetic in float with one rounding per
+// multiply-add (FMA).
+//
+//   AVX-512  tiles of up to 12 rows of X × 32 outputs (24 accumulators): per k, the panel's 32 values are loaded
+//            (and converted) once, each X value broadcast and multiplied into both halves.
+//   AVX2     tiles of up to 6 rows × 16 outputs (12 accumulators), each panel in two halves.
+//   other    (scalar / SSE2 levels, other CPUs) Eigen's product with each panel converted to float.
+// Up to 4 row tiles (48 rows; 24 with AVX2) each panel is streamed over all of K by every tile, converting in
+// registers: the weight is read from memory once, in its compact type (what decides the speed of a product with few
+// rows: it is memory-bound), and from L2 by the later tiles. With more rows, K is cut in blocks of 256: a block of
+// each panel is converted once into a float buffer kept in L1 and every row tile of X passes over it, the partial
+// sums staying in the output (L2) across blocks of 512 outputs, while the next block is prefetched.
+#pragma once
+
+#include <Eigen/Core>
+
+#include <algorithm>
+#include <cstdint>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "shrink/core/config.hpp"
+#include "shrink/core/half.hpp"
+#include "shrink/cpu/aligned_vector.hpp"
+#include "shrink/cpu/cast.hpp"
+#include "shrink/cpu/linear_epilogue.hpp"
+#include "shrink/cpu/packed_weight.hpp"
+#include "shrink/cpu/prefetch.hpp"
+#include "shrink/cpu/simd.hpp"
+#include "shrink/cpu/widening_loads.hpp"
+
+namespace shrink::cpu::detail {
+
+inline constexpr int kPanelRowsAvx512 = 12;
+inline constexpr int kPanelRowsAvx2 = 6;
+inline constexpr std::int64_t kPanelBlockK = 256;  // panel block: 256 × 32 floats = 32 KB, kept in L1
+inline constexpr std::int64_t kPanelBlockN = 512;  // outputs whose partial sums stay in L2 across k blocks
+inline constexpr std::int64_t kPrefetchRows = 32;  // panel rows (k) a streaming kernel prefetches ahead
+inline constexpr std::int64_t kDirectTiles = 4;    // row tiles that stream whole panels (a panel stays in L2)
+
+// A panel value as float, one element (the Eigen path and tails).
+inline float panel_value(float v) { return v; }
+inline float panel_value(half v) { return static_cast<float>(v); }
+inline float panel_value(bfloat16 v) { return static_cast<float>(v); }
+inline float panel_value(std::int8_t v) { return static_cast<float>(v); }
+
+// Converts count panel values to floats.
+template <class T>
+void panel_to_float(const T* src, float* dst, std::int64_t count) {
+  if constexpr (std::is_same<T, float>::value) {
+    std::copy(src, src + count, dst);
+  } else if constexpr (std::is_same<T, half>::value) {
+    half_to_float(src, dst, count);
+  } else if constexpr (std::is_same<T, bfloat16>::value) {
+    bfloat16_to_float(src, dst, count);
+  } else {
+    for (std::int64_t i = 0; i < count; ++i) dst[i] = static_cast<float>(src[i]);
+  }
+}
+
+#if defined(SHRINK_CPU_AVX2_DISPATCH)
+// ---- AVX-512 --------------------------------------------------------------------------------------------------
+// y[i, 0 .. valid) (+)= Σ_k x[i, k] · panel[k, 0 .. valid) for i < MR; the panel row stride is 32.
+template <int MR, class T, bool kStream = false>
+SHRINK_TARGET_AVX512 void panel_tile_avx512(const float* x, std::int64_t ldx, const T* panel, std::int64_t k_count,
+                                            float* y, std::int64_t ldy, int valid, bool accumulate) {
+  __m512 c[MR][2];
+  for (int i = 0; i < MR; ++i) c[i][0] = c[i][1] = _mm512_setzero_ps();
+  for (std::int64_t k = 0; k < k_count; ++k) {
+    // Streaming a panel from memory: ask for the panel row kPrefetchRows ahead (prefetches never fault).
+    if (kStream) _mm_prefetch(reinterpret_cast<const char*>(panel + (k + kPrefetchRows) * kPanelWidth), _MM_HINT_T0);
+    if (kStream && sizeof(T) == 4)
+      _mm_prefetch(reinterpret_cast<const char*>(panel + (k + kPrefetchRows) * kPanelWidth) + 64, _MM_HINT_T0);
+    const __m512 b0 = load16(panel + k * kPanelWidth), b1 = load16(panel + k * kPanelWidth + 16);
+    for (int i = 0; i < MR; ++i) {
+      const __m512 a = _mm512_set1_ps(x[i * ldx + k]);
+      c[i][0] = _mm512_fmadd_ps(a, b0, c[i][0]);
+      c[i][1] = _mm512_fmadd_ps(a, b1, c[i][1]);
+    }
+  }
+  const __mmask16 m0 = valid >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << valid) - 1);
+  const __mmask16 m1 = valid >= 32 ? 0xFFFF : valid <= 16 ? 0 : static_cast<__mmask16>((1u << (valid - 16)) - 1);
+  for (int i = 0; i < MR; ++i) {
+    float* row = y + i * ldy;
+    if (accumulate) {
+      c[i][0] = _mm512_add_ps(c[i][0], _mm512_maskz_loadu_ps(m0, row));
+      c[i][1] = _mm512_add_ps(c[i][1], _mm512_maskz_loadu_ps(m1, row + 16));
+    }
+    _mm512_mask_storeu_ps(row, m0, c[i][0]);
+    _mm512_mask_storeu_ps(row + 16, m1, c[i][1]);
+  }
+}
+
+// ---- AVX2 -----------------------------------------------------------------------------------------------------
+// As panel_tile_avx512 for 16 outputs (one half of a panel: `panel` points at its first value, row stride 32).
+template <int MR, class T, bool kStream = false>
+SHRINK_TARGET_AVX2_FMA_F16C void panel_tile_avx2(const float* x, std::int64_t ldx, const T* panel, std::int64_t k_count,
+                                                 float* y, std::int64_t ldy, int valid, bool accumulate) {
+  __m256 c[MR][2];
+  for (int i = 0; i < MR; ++i) c[i][0] = c[i][1] = _mm256_setzero_ps();
+  for (std::int64_t k = 0; k < k_count; ++k) {
+    if (kStream) _mm_prefetch(reinterpret_cast<const char*>(panel + (k + kPrefetchRows) * kPanelWidth), _MM_HINT_T0);
+    if (kStream && sizeof(T) == 4)
+      _mm_prefetch(reinterpret_cast<const char*>(panel + (k + kPrefetchRows) * kPanelWidth) + 64, _MM_HINT_T0);
+    const __m256 b0 = load8(panel + k * kPanelWidth), b1 = load8(panel + k * kPanelWidth + 8);
+    for (int i = 0; i < MR; ++i) {
+      const __m256 a = _mm256_broadcast_ss(x + i * ldx + k);
+      c[i][0] = _mm256_fmadd_ps(a, b0, c[i][0]);
+      c[i][1] = _mm256_fmadd_ps(a, b1, c[i][1]);
+    }
+  }
+  for (int i = 0; i < MR; ++i) {
+    float* row = y + i * ldy;
+    if (valid >= 16) {
+      if (accumulate) {
+        c[i][0] = _mm256_add_ps(c[i][0], _mm256_loadu_ps(row));
+        c[i][1] = _mm256_add_ps(c[i][1], _mm256_loadu_ps(row + 8));
+      }
+      _mm256_storeu_ps(row, c[i][0]);
+      _mm256_storeu_ps(row + 8, c[i][1]);
+    } else {
+      alignas(32) float lanes[16];
+      _mm256_store_ps(lanes, c[i][0]);
+      _mm256_store_ps(lanes + 8, c[i][1]);
+      for (int j = 0; j < valid; ++j) row[j] = accumulate ? row[j] + lanes[j] : lanes[j];
+    }
+  }
+}
+#endif
+
+template <class Tile, std::size_t... I>
+void row_tile_remainder(std::int64_t rest, std::int64_t m, Tile& tile, std::index_sequence<I...>) {
+  ((rest == static_cast<std::int64_t>(I + 1) ? tile(std::integral_constant<int, static_cast<int>(I + 1)>{}, m)
+                                             : void()),
+   ...);
+}
+
+// Calls tile(rows, m0) over M rows in tiles of MaxRows rows, the last one smaller (rows: a compile-time count).
+template <int MaxRows, class Tile>
+void for_each_row_tile(std::int64_t m_total, Tile&& tile) {
+  std::int64_t m = 0;
+  for (; m + MaxRows <= m_total; m += MaxRows) tile(std::integral_constant<int, MaxRows>{}, m);
+  if (m < m_total) row_tile_remainder(m_total - m, m, tile, std::make_index_sequence<MaxRows - 1>{});
+}
+
+#if defined(SHRINK_CPU_AVX2_DISPATCH)
+template <class T>
+SHRINK_TARGET_AVX512 void panel_to_float_avx512(const T* src, float* dst, std::int64_t count) {
+  for (std::int64_t i = 0; i < count; i += 16) _mm512_storeu_ps(dst + i, load16(src + i));  // count: a multiple of 32
+}
+
+template <class T>
+SHRINK_TARGET_AVX2_FMA_F16C void panel_to_float_avx2(const T* src, float* dst, std::int64_t count) {
+  for (std::int64_t i = 0; i < count; i += 8) _mm256_storeu_ps(dst + i, load8(src + i));
+}
+#endif
+
+// The blocked product for many rows: for each block of 512 outputs, each block of k and each panel of 32 outputs,
+// panel(p, k0, kc) gives the panel's rows k0 .. k0 + kc − 1 as floats (row stride 32) and every row tile of X
+// passes over them; partial sums accumulate in y. prefetch(p, k0, kc, step, steps) asks for part `step` of `steps`
+// of the memory that panel block is made from: the row tiles of one block prefetch the next block, a part each.
+// tile(rows, x, panel, kc, y, valid, accumulate) is the level's kernel; finish(n0, n1) runs the epilogue once
+// outputs are complete.
+template <int MaxRows, class Panel, class Prefetch, class Tile, class Finish>
+void gemm_panels_blocked(const float* x, std::int64_t ldx, std::int64_t m_total, std::int64_t n_total,
+                         std::int64_t k_total, std::int64_t block_k, float* y, std::int64_t ldy, Panel&& panel,
+                         Prefetch&& prefetch, Tile&& tile, Finish&& finish) {
+  const std::int64_t tiles = (m_total + MaxRows - 1) / MaxRows;
+  for (std::int64_t nb0 = 0; nb0 < n_total; nb0 += kPanelBlockN) {
+    const std::int64_t nb1 = std::min(n_total, nb0 + kPanelBlockN);
+    const std::int64_t p_begin = nb0 / kPanelWidth, p_end = (nb1 + kPanelWidth - 1) / kPanelWidth;
+    for (std::int64_t k0 = 0; k0 < k_total; k0 += block_k) {
+      const std::int64_t kc = std::min(block_k, k_total - k0);
+      for (std::int64_t p = p_begin; p < p_end; ++p) {
+        const float* floats = panel(p, k0, kc);
+        const int valid = static_cast<int>(std::min(kPanelWidth, n_total - p * kPanelWidth));
+        // The block used next: the following panel, or the first panel of the next k block.
+        const bool last_panel = p + 1 == p_end;
+        const std::int64_t next_k0 = last_panel ? k0 + block_k : k0;
+        const std::int64_t next_p = last_panel ? p_begin : p + 1, next_kc = std::min(block_k, k_total - next_k0);
+        std::int64_t tile_index = 0;
+        for_each_row_tile<MaxRows>(m_total, [&](auto rows, std::int64_t m0) {
+          if (next_k0 < k_total) prefetch(next_p, next_k0, next_kc, tile_index++, tiles);
+          tile(rows, x + m0 * ldx + k0, floats, kc, y + m0 * ldy + p * kPanelWidth, valid, k0 > 0);
+        });
+      }
+    }
+    finish(nb0, nb1);
+  }
+}
+
+// Eigen's product panel by panel: y[:, 32p .. 32p + 31] = X · panel(p) for panels given whole ([K, 32] floats).
+template <class Panel>
+void gemm_panels_eigen(const float* x, std::int64_t ldx, std::int64_t m_total, std::int64_t n_total,
+                       std::int64_t k_total, float* y, std::int64_t ldy, Panel&& panel) {
+  using RowMajor = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  const Eigen::Map<const RowMajor, 0, Eigen::OuterStride<>> xs(x, m_total, k_total, Eigen::OuterStride<>(ldx));
+  RowMajor product(m_total, kPanelWidth);
+  for (std::int64_t p = 0; p * kPanelWidth < n_total; ++p) {
+    product.noalias() = xs * Eigen::Map<const RowMajor>(panel(p), k_total, kPanelWidth);
+    const std::int64_t valid = std::min(kPanelWidth, n_total - p * kPanelWidth);
+    for (std::int64_t m = 0; m < m_total; ++m)
+      std::copy(product.data() + m * kPanelWidth, product.data() + m * kPanelWidth + valid,
+                y + m * ldy + p * kPanelWidth);
+  }
+}
+
+// y[m, n] = act(col_scale[n] · Σ_k x[m, k] · W[n, k] + bias[n]) for the M rows of x (row stride ldx, contiguous
+// along k) into y (row stride ldy). col_scale and bias may be null. Arguments are checked by the caller.
+template <class T>
+void gemm_panels(const float* x, std::int64_t ldx, std::int64_t m_total, const PackedWeight<T>& w, float* y,
+                 std::int64_t ldy, const float* col_scale, const float* bias, Activation activation) {
+  const std::int64_t n_total = w.rows, k_total = w.cols;
+  auto finish = [&](std::int64_t n0, std::int64_t n1) {
+    for (std::int64_t m = 0; m < m_total; ++m) {
+      float* row = y + m * ldy + n0;
+      finish_run(row, 1.0f, col_scale != nullptr ? col_scale + n0 : nullptr, bias != nullptr ? bias + n0 : nullptr,
+                 activation, row, n1 - n0);
+    }
+  };
+  AlignedVector<float> block(static_cast<std::size_t>(kPanelBlockK * kPanelWidth));
+  // A block of a packed panel as floats: in place for float weights, converted into `block` otherwise.
+  auto panel_with = [&](auto convert) {
+    return [&, convert](std::int64_t p, std::int64_t k0, std::int64_t kc) -> const float* {
+      const T* src = w.panel(p) + k0 * kPanelWidth;
+      convert(src, block.data(), kc * kPanelWidth);
+      return block.data();
+    };
+  };
+  auto source = [&](std::int64_t p, std::int64_t k0, std::int64_t kc, std::int64_t step, std::int64_t steps) {
+    prefetch_part_l2(w.panel(p) + k0 * kPanelWidth, static_cast<std::size_t>(kc * kPanelWidth) * sizeof(T), step,
+                     steps);
+  };
+#if defined(SHRINK_CPU_AVX2_DISPATCH)
+  if (use_avx512()) {
+    auto tile = [&](auto rows, const float* xs, const auto* panel, std::int64_t kc, float* ys, int valid,
+                    bool accumulate) {
+      panel_tile_avx512<decltype(rows)::value>(xs, ldx, panel, kc, ys, ldy, valid, accumulate);
+    };
+    if (m_total <= kDirectTiles * kPanelRowsAvx512) {  // few rows: stream panels over all of K, converting in registers
+      for (std::int64_t p = 0; p < w.panel_count(); ++p)
+        for_each_row_tile<kPanelRowsAvx512>(m_total, [&](auto rows, std::int64_t m0) {
+          panel_tile_avx512<decltype(rows)::value, T, true>(
+              x + m0 * ldx, ldx, w.panel(p), k_total, y + m0 * ldy + p * kPanelWidth, ldy,
+              static_cast<int>(std::min(kPanelWidth, n_total - p * kPanelWidth)), false);
+        });
+      finish(0, n_total);
+      return;
+    }
+    gemm_panels_blocked<kPanelRowsAvx512>(
+        x, ldx, m_total, n_total, k_total, kPanelBlockK, y, ldy,
+        panel_with([](const T* s, float* d, std::int64_t c) { panel_to_float_avx512(s, d, c); }), source, tile, finish);
+    return;
+  }
+  if (use_avx2_fma() && use_avx2_f16c()) {
+    auto tile = [&](auto rows, const float* xs, const auto* panel, std::int64_t kc, float* ys, int valid,
+                    bool accumulate) {
+      for (int half_index = 0; half_index < 2; ++half_index) {  // the panel's two halves of 16 outputs
+        const int half_valid = std::min(16, valid - 16 * half_index);
+        if (half_valid <= 0) break;
+        panel_tile_avx2<decltype(rows)::value>(xs, ldx, panel + 16 * half_index, kc, ys + 16 * half_index, ldy,
+                                               half_valid, accumulate);
+      }
+    };
+    if (m_total <= kDirectTiles * kPanelRowsAvx2) {
+      for (std::int64_t p = 0; p < w.panel_count(); ++p)
+        for_each_row_tile<kPanelRowsAvx2>(m_total, [&](auto rows, std::int64_t m0) {
+          tile(rows, x + m0 * ldx, w.panel(p), k_total, y + m0 * ldy + p * kPanelWidth,
+               static_cast<int>(std::min(kPanelWidth, n_total - p * kPanelWidth)), false);
+        });
+      finish(0, n_total);
+      return;
+    }
+    gemm_panels_blocked<kPanelRowsAvx2>(
+        x, ldx, m_total, n_total, k_total, kPanelBlockK, y, ldy,
+        panel_with([](const T* s, float* d, std::int64_t c) { panel_to_float_avx2(s, d, c); }), source, tile, finish);
+    return;
+  }
+#endif
+  // Eigen's product, one whole panel converted to float at a time.
+  AlignedVector<float> whole(static_cast<std::size_t>(k_total * kPanelWidth));
+  gemm_panels_eigen(x, ldx, m_total, n_total, k_total, y, ldy, [&](std::int64_t p) -> const float* {
+    panel_to_float(w.panel(p), whole.data(), k_total * kPanelWidth);
+    return whole.data();
+  });
+  finish(0, n_total);
+}
+
+}  // namespace shrink::cpu::detail

@@ -1,0 +1,308 @@
+// Sparse linear layers on the CPU with the weight in CSR (sparse/csr.hpp): Y[M, N] = X[M, K] · W[N, K]ᵀ for a pruned
+// W, touching only its stored values; out = act(Y + bias) (cpu/linear_epilogue.hpp).
+//
+// The work is 2 · M · nnz flops instead of 2 · M · N · K, so at 90% sparsity it can be several times faster than
+// the dense product once M is large enough to reuse each loaded weight (a dense kernel wins at small sparsity).
+//   AVX-512 / AVX2, M > 8  Xᵀ is copied k-major in chunks of up to 128 rows (64 with AVX2), fewer when K is large
+//                          so that a chunk stays in L2 (1.5 MB); each stored value w[n, k] multiplies the contiguous
+//                          run Xᵀ[k, ·] into accumulators held in registers.
+//   M ≤ 8                  each weight row is a sparse dot product with every row of X (X stays in L1): 16
+//                          stored values a step with AVX-512 (their columns gathered from X), one at a time else.
+//   scalar / SSE2 levels   Eigen's sparse × dense product over the CSR arrays, mapped without a copy.
+// The kernels compute into private storage and check the column indices as they go (in range, strictly
+// increasing within a row); out is written only once the whole product has passed, and a bad index becomes the
+// error sparse::validate_csr gives. NaN and inf in x or W propagate as IEEE arithmetic does, except that a NaN in
+// x meets only the stored weights (a pruned weight is absent, not a multiplication by zero).
+#pragma once
+
+#include <Eigen/Core>
+#include <Eigen/SparseCore>
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "shrink/core/view.hpp"
+#include "shrink/cpu/aligned_vector.hpp"
+#include "shrink/cpu/lane_sums.hpp"
+#include "shrink/cpu/linear_check.hpp"
+#include "shrink/cpu/linear_epilogue.hpp"
+#include "shrink/cpu/simd.hpp"
+#include "shrink/sparse/csr.hpp"
+
+namespace shrink::cpu {
+
+namespace detail {
+
+inline constexpr std::int64_t kCsrDotRows = 8;           // up to this many rows of X: sparse dot products
+inline constexpr std::int64_t kCsrChunkBytes = 3 << 19;  // 1.5 MB: the Xᵀ chunk the stored values pick rows of, in L2
+
+// The structure a product relies on to stay inside its arrays: sizes and row offsets (O(N)); the column
+// indices are checked by the kernels as they read them.
+inline LinearSupport check_csr_structure(const sparse::Csr<float>& w) {
+  if (w.rows <= 0 || w.cols <= 0)
+    return LinearSupport::no("w.shape", to_string(Shape{w.rows, w.cols}), "a weight [N, K] with N, K ≥ 1");
+  if (w.cols > sparse::detail::kMaxCsrIndex || w.nnz() > sparse::detail::kMaxCsrIndex)
+    return LinearSupport::no("w.nnz()", std::to_string(w.nnz()),
+                             "int32 indices (at most INT32_MAX columns and values)");
+  if (static_cast<std::int64_t>(w.row_offsets.size()) != w.rows + 1)
+    return LinearSupport::no("w.row_offsets.size()", std::to_string(w.row_offsets.size()),
+                             "rows + 1 = " + std::to_string(w.rows + 1));
+  if (w.column_indices.size() != w.values.size())
+    return LinearSupport::no("w.column_indices.size()", std::to_string(w.column_indices.size()),
+                             "as many column indices as values (" + std::to_string(w.values.size()) + ")");
+  if (w.row_offsets.front() != 0)
+    return LinearSupport::no("w.row_offsets[0]", std::to_string(w.row_offsets.front()), "0");
+  for (std::int64_t r = 0; r < w.rows; ++r) {
+    const std::int32_t begin = w.row_offsets[static_cast<std::size_t>(r)],
+                       end = w.row_offsets[static_cast<std::size_t>(r + 1)];
+    if (end < begin || end > w.nnz())
+      return LinearSupport::no(
+          "w.row_offsets[" + std::to_string(r + 1) + "]", std::to_string(end),
+          "a non-decreasing offset in [" + std::to_string(begin) + ", " + std::to_string(w.nnz()) + "]");
+  }
+  if (w.row_offsets.back() != w.nnz())
+    return LinearSupport::no("w.row_offsets[rows]", std::to_string(w.row_offsets.back()),
+                             "nnz = " + std::to_string(w.nnz()));
+  return LinearSupport::yes();
+}
+
+// Y rows as sparse dot products: yt[n, m] = Σ_i values[i] · x[m, idx[i]] for m < rows (≤ 8); false on a bad index.
+inline bool csr_dots(const sparse::Csr<float>& w, const float* x, std::int64_t ldx, std::int64_t rows, float* yt) {
+  bool bad = false;
+  const std::int32_t* idx = w.column_indices.data();
+  const float* val = w.values.data();
+  const auto cols = static_cast<std::uint32_t>(w.cols);
+  for (std::int64_t n = 0; n < w.rows; ++n) {
+    float acc[kCsrDotRows] = {};
+    std::int32_t previous = -1;
+    for (std::int32_t i = w.row_offsets[static_cast<std::size_t>(n)];
+         i < w.row_offsets[static_cast<std::size_t>(n + 1)]; ++i) {
+      const std::int32_t k = idx[i];
+      bad |= k <= previous || static_cast<std::uint32_t>(k) >= cols;
+      previous = k;
+      const std::int32_t safe = bad ? 0 : k;
+      for (std::int64_t m = 0; m < rows; ++m) acc[m] += val[i] * x[m * ldx + safe];
+    }
+    for (std::int64_t m = 0; m < rows; ++m) yt[n * rows + m] = acc[m];
+  }
+  return !bad;
+}
+
+#if defined(SHRINK_CPU_AVX2_DISPATCH)
+// csr_dots with AVX-512: 16 stored values a step, their columns checked (in range, increasing) before they are used as
+// gather indices (a bad lane is masked off, never read), x[m, columns] gathered for each of the rows of X.
+template <int Rows>
+SHRINK_TARGET_AVX512 bool csr_dots_avx512(const sparse::Csr<float>& w, const float* x, std::int64_t ldx, float* yt) {
+  const std::int32_t* idx = w.column_indices.data();
+  const float* val = w.values.data();
+  const __m512i cols = _mm512_set1_epi32(static_cast<std::int32_t>(w.cols));
+  __mmask16 bad = 0;
+  for (std::int64_t n = 0; n < w.rows; ++n) {
+    __m512 acc[Rows];
+    for (int i = 0; i < Rows; ++i) acc[i] = _mm512_setzero_ps();
+    __m512i previous = _mm512_set1_epi32(-1);  // lane 15: the last column of the step before
+    const std::int32_t end = w.row_offsets[static_cast<std::size_t>(n + 1)];
+    for (std::int32_t i = w.row_offsets[static_cast<std::size_t>(n)]; i < end; i += 16) {
+      const __mmask16 live =
+          end - i >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << (end - i)) - 1);
+      const __m512i k = _mm512_maskz_loadu_epi32(live, idx + i);
+      const __m512i before = _mm512_maskz_alignr_epi32(0xFFFF, k, previous, 15);  // each lane's predecessor
+      const __mmask16 ok = _mm512_mask_cmplt_epu32_mask(live, k, cols) & _mm512_mask_cmpgt_epi32_mask(live, k, before);
+      bad |= static_cast<__mmask16>(live & ~ok);
+      previous = k;
+      const __m512 v = _mm512_maskz_loadu_ps(ok, val + i);
+      for (int r = 0; r < Rows; ++r)
+        acc[r] = _mm512_fmadd_ps(v, _mm512_mask_i32gather_ps(_mm512_setzero_ps(), ok, k, x + r * ldx, 4), acc[r]);
+    }
+    for (int r = 0; r < Rows; ++r) yt[n * Rows + r] = sum_lanes16(acc[r]);
+  }
+  return bad == 0;
+}
+
+template <std::size_t... I>
+bool csr_dots_avx512_rows(std::int64_t rows, const sparse::Csr<float>& w, const float* x, std::int64_t ldx, float* yt,
+                          std::index_sequence<I...>) {
+  bool ok = true;
+  ((rows == static_cast<std::int64_t>(I + 1) ? (ok = csr_dots_avx512<static_cast<int>(I + 1)>(w, x, ldx, yt), 0) : 0),
+   ...);
+  return ok;
+}
+
+// yt[n, 0 .. 16V) = Σ_i values[i] · xt[idx[i], 0 .. 16V) for every row n; xt rows hold 16V floats.
+template <int V>
+SHRINK_TARGET_AVX512 bool csr_rows_avx512(const sparse::Csr<float>& w, const float* xt, float* yt) {
+  bool bad = false;
+  const std::int32_t* idx = w.column_indices.data();
+  const float* val = w.values.data();
+  const auto cols = static_cast<std::uint32_t>(w.cols);
+  for (std::int64_t n = 0; n < w.rows; ++n) {
+    __m512 acc[V];
+    for (int v = 0; v < V; ++v) acc[v] = _mm512_setzero_ps();
+    std::int32_t previous = -1;
+    for (std::int32_t i = w.row_offsets[static_cast<std::size_t>(n)];
+         i < w.row_offsets[static_cast<std::size_t>(n + 1)]; ++i) {
+      const std::int32_t k = idx[i];
+      bad |= k <= previous || static_cast<std::uint32_t>(k) >= cols;
+      previous = k;
+      const float* row = xt + static_cast<std::int64_t>(bad ? 0 : k) * 16 * V;
+      const __m512 a = _mm512_set1_ps(val[i]);
+      for (int v = 0; v < V; ++v) acc[v] = _mm512_fmadd_ps(a, _mm512_loadu_ps(row + 16 * v), acc[v]);
+    }
+    for (int v = 0; v < V; ++v) _mm512_storeu_ps(yt + n * 16 * V + 16 * v, acc[v]);
+  }
+  return !bad;
+}
+
+// The same with 8-float registers; xt rows hold 8V floats.
+template <int V>
+SHRINK_TARGET_AVX2_FMA bool csr_rows_avx2(const sparse::Csr<float>& w, const float* xt, float* yt) {
+  bool bad = false;
+  const std::int32_t* idx = w.column_indices.data();
+  const float* val = w.values.data();
+  const auto cols = static_cast<std::uint32_t>(w.cols);
+  for (std::int64_t n = 0; n < w.rows; ++n) {
+    __m256 acc[V];
+    for (int v = 0; v < V; ++v) acc[v] = _mm256_setzero_ps();
+    std::int32_t previous = -1;
+    for (std::int32_t i = w.row_offsets[static_cast<std::size_t>(n)];
+         i < w.row_offsets[static_cast<std::size_t>(n + 1)]; ++i) {
+      const std::int32_t k = idx[i];
+      bad |= k <= previous || static_cast<std::uint32_t>(k) >= cols;
+      previous = k;
+      const float* row = xt + static_cast<std::int64_t>(bad ? 0 : k) * 8 * V;
+      const __m256 a = _mm256_broadcast_ss(val + i);
+      for (int v = 0; v < V; ++v) acc[v] = _mm256_fmadd_ps(a, _mm256_loadu_ps(row + 8 * v), acc[v]);
+    }
+    for (int v = 0; v < V; ++v) _mm256_storeu_ps(yt + n * 8 * V + 8 * v, acc[v]);
+  }
+  return !bad;
+}
+
+template <int Lanes, std::size_t... I>
+bool csr_rows_dispatch(int registers, const sparse::Csr<float>& w, const float* xt, float* yt,
+                       std::index_sequence<I...>) {
+  bool ok = true;
+  ((registers == static_cast<int>(I + 1) ? (ok = Lanes == 16 ? csr_rows_avx512<static_cast<int>(I + 1)>(w, xt, yt)
+                                                             : csr_rows_avx2<static_cast<int>(I + 1)>(w, xt, yt),
+                                            0)
+                                         : 0),
+   ...);
+  return ok;
+}
+#endif
+
+}  // namespace detail
+
+inline LinearSupport can_implement_linear_csr(const TensorView<const float>& x, const sparse::Csr<float>& w,
+                                              const TensorView<float>& out, const LinearEpilogue& epilogue = {}) {
+  LinearSupport s = detail::check_csr_structure(w);
+  if (!s) return s;
+  s = detail::check_activations(x, w.cols);
+  if (!s) return s;
+  s = detail::check_output(out, x.size(0), w.rows);
+  if (!s) return s;
+  s = detail::check_epilogue(epilogue, w.rows, out);
+  if (!s) return s;
+  if (detail::views_overlap(x, out)) return LinearSupport::no("out", "memory overlapping x", "a separate output");
+  s = detail::check_no_overlap(out, w.values.data(), w.values.size() * sizeof(float), "w.values");
+  if (!s) return s;
+  s = detail::check_no_overlap(out, w.column_indices.data(), w.column_indices.size() * 4, "w.column_indices");
+  if (!s) return s;
+  return detail::check_no_overlap(out, w.row_offsets.data(), w.row_offsets.size() * 4, "w.row_offsets");
+}
+
+// out[m, n] = act(Σ_{stored k of row n} x[m, k] · w[n, k] + bias[n]); x [M, K] any strides, w a CSR [N, K].
+inline void linear_csr(TensorView<const float> x, const sparse::Csr<float>& w, TensorView<float> out,
+                       const LinearEpilogue& epilogue = {}) {
+  const char* fn = "shrink::cpu::linear_csr";
+  require_supported(can_implement_linear_csr(x, w, out, epilogue), fn);
+  const std::int64_t m_total = x.size(0), n_total = w.rows, k_total = w.cols;
+  const float* bias = detail::bias_data(epilogue);
+
+  if (m_total <= detail::kCsrDotRows) {
+    std::vector<float> x_rows;
+    const float* xs = x.data();
+    std::int64_t ldx = x.stride(0);
+    if (!(x.stride(1) == 1 || k_total == 1)) {
+      x_rows = contiguous_copy(x);
+      xs = x_rows.data();
+      ldx = k_total;
+    }
+    std::vector<float> yt(static_cast<std::size_t>(n_total * m_total));
+    bool ok = false;
+#if defined(SHRINK_CPU_AVX2_DISPATCH)
+    if (use_avx512())
+      ok =
+          detail::csr_dots_avx512_rows(m_total, w, xs, ldx, yt.data(), std::make_index_sequence<detail::kCsrDotRows>{});
+    else
+#endif
+      ok = detail::csr_dots(w, xs, ldx, m_total, yt.data());
+    if (!ok) sparse::validate_csr(w, fn);
+    detail::finish_transposed(yt.data(), m_total, m_total, n_total, 0, bias, epilogue.activation, out);
+    return;
+  }
+
+  // Xᵀ chunks [K, width]: the rows m0 .. m0 + width − 1 of X side by side, zero past M.
+  int lanes = 0;
+  std::int64_t max_width = 0;
+#if defined(SHRINK_CPU_AVX2_DISPATCH)
+  if (use_avx512()) {
+    lanes = 16;
+    max_width = 128;
+  } else if (use_avx2_fma()) {
+    lanes = 8;
+    max_width = 64;
+  }
+#endif
+  if (lanes == 0) {  // Eigen: Yᵀ = W · Xᵀ with W's arrays mapped as a row-major sparse matrix
+    sparse::validate_csr(w, fn);
+    using SparseMap = Eigen::Map<const Eigen::SparseMatrix<float, Eigen::RowMajor, std::int32_t>>;
+    using RowMajor = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+    const SparseMap sparse_w(n_total, k_total, w.nnz(), w.row_offsets.data(), w.column_indices.data(), w.values.data());
+    RowMajor xt(k_total, m_total);
+    for (std::int64_t m = 0; m < m_total; ++m)
+      for (std::int64_t k = 0; k < k_total; ++k) xt(k, m) = x(m, k);
+    const RowMajor yt = sparse_w * xt;
+    detail::finish_transposed(yt.data(), m_total, m_total, n_total, 0, bias, epilogue.activation, out);
+    return;
+  }
+#if defined(SHRINK_CPU_AVX2_DISPATCH)
+  // Xᵀ chunks small enough to stay in L2 while the weight rows pick their rows at random (at least one register).
+  max_width =
+      std::min(max_width, std::max<std::int64_t>(lanes, detail::kCsrChunkBytes / (k_total * 4) / lanes * lanes));
+  const std::int64_t chunks = (m_total + max_width - 1) / max_width;
+  const std::int64_t rows_per_chunk = (m_total + chunks - 1) / chunks;
+  const std::int64_t width = (rows_per_chunk + lanes - 1) / lanes * lanes;
+  const int registers = static_cast<int>(width / lanes);
+  AlignedVector<float> xt(static_cast<std::size_t>(k_total * width));
+  AlignedVector<float> yt(static_cast<std::size_t>(n_total * width * chunks));  // every chunk kept until all passed
+  for (std::int64_t c = 0; c < chunks; ++c) {
+    const std::int64_t m0 = c * rows_per_chunk, rows = std::min(rows_per_chunk, m_total - m0);
+    std::fill(xt.begin(), xt.end(), 0.0f);
+    for (std::int64_t i = 0; i < rows; ++i)
+      for (std::int64_t k = 0; k < k_total; ++k) xt[static_cast<std::size_t>(k * width + i)] = x(m0 + i, k);
+    float* chunk_yt = yt.data() + c * n_total * width;
+    const bool ok =
+        lanes == 16 ? detail::csr_rows_dispatch<16>(registers, w, xt.data(), chunk_yt, std::make_index_sequence<8>{})
+                    : detail::csr_rows_dispatch<8>(registers, w, xt.data(), chunk_yt, std::make_index_sequence<8>{});
+    if (!ok) sparse::validate_csr(w, fn);
+  }
+  for (std::int64_t c = 0; c < chunks; ++c) {
+    const std::int64_t m0 = c * rows_per_chunk, rows = std::min(rows_per_chunk, m_total - m0);
+    detail::finish_transposed(yt.data() + c * n_total * width, width, rows, n_total, m0, bias, epilogue.activation,
+                              out);
+  }
+#endif
+}
+
+// With a raw bias pointer: N floats (w's rows), or nullptr for none.
+inline void linear_csr(TensorView<const float> x, const sparse::Csr<float>& w, const float* bias, TensorView<float> out,
+                       Activation activation = Activation::none) {
+  LinearEpilogue e;
+  if (bias != nullptr) e.bias = TensorView<const float>(bias, Shape{w.rows});
+  e.activation = activation;
+  linear_csr(x, w, out, e);
+}
+
+}  // namespace shrink::cpu

@@ -1,0 +1,362 @@
+// INT8 linear layers on the CPU: Y[M, N] = X[M, K] · W[N, K]ᵀ with int8/uint8 activations, int8 weights, exact int32
+// accumulation and a dequantizing epilogue (cpu/linear_epilogue.hpp):
+//
+//   out[m, n] = act(sx[m] · sw[n] · Σ_k (x[m, k] − zx[m]) · w[n, k] + bias[n])
+//
+// x: int8 or uint8, per tensor (symmetric or affine) or per token (per channel along axis 0: one scale and zero
+//    point per row); the dynamic per-token quantizer quantize_rows_absmax makes it from float activations.
+// w: int8, symmetric (every zero point 0), per tensor or per output channel (axis 0), packed once by
+//    pack_int8_weight (rows padded, Σ_k w[n, k] precomputed) so inference pays the packing once.
+// Kernels (cpu/gemm_int8.hpp): AVX-512 VNNI vpdpbusd, AVX2 vpmaddwd, scalar; chosen at run time.
+//
+// Exactness: |x − zx| ≤ 128 for symmetric int8 activations (255 otherwise) and |w| ≤ 128, so the int32 sum
+// cannot overflow while K · 128 · 128 ≤ 2^31 − 1, i.e. K ≤ 131071 (K ≤ 65793 for uint8 or affine activations,
+// 255 · 128 per product). can_implement_* refuses larger K.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "shrink/core/axis.hpp"
+#include "shrink/core/error.hpp"
+#include "shrink/core/view.hpp"
+#include "shrink/cpu/aligned_vector.hpp"
+#include "shrink/cpu/gemm_int8.hpp"
+#include "shrink/cpu/linear_check.hpp"
+#include "shrink/cpu/linear_epilogue.hpp"
+#include "shrink/quant/quantize.hpp"
+#include "shrink/quant/quantized_tensor.hpp"
+#include "shrink/quant/scheme.hpp"
+
+namespace shrink::cpu {
+
+// The largest K whose int32 sums cannot overflow, for activations with |x − zx| ≤ largest_centred (128 or 255).
+inline std::int64_t int8_max_k(std::int32_t largest_centred) {
+  return std::numeric_limits<std::int32_t>::max() / (static_cast<std::int64_t>(largest_centred) * 128);
+}
+
+// An int8 weight [N, K] ready for linear_int8: rows padded with zeros to row_stride (a multiple of 64) and to a
+// multiple of 8 rows, the row sums Σ_k w[n, k] and one scale per output channel (a per-tensor scale repeated).
+struct PackedInt8Weight {
+  std::int64_t rows = 0;               // N, output features
+  std::int64_t cols = 0;               // K, input features
+  std::int64_t row_stride = 0;         // K rounded up to 64
+  AlignedVector<std::int8_t> data;     // [round_up(N, 8), row_stride]
+  std::vector<std::int32_t> row_sums;  // round_up(N, 8) entries (0 for padding rows)
+  std::vector<float> scales;           // N entries: sw[n]
+  bool per_channel = false;            // whether the source had one scale per row
+
+  // Bytes a deployment stores: one per weight and the float scales (1 or N), as metrics::quantized_size counts.
+  std::int64_t storage_bytes() const { return rows * cols + (per_channel ? rows : 1) * 4; }
+};
+
+namespace detail {
+
+inline LinearSupport check_int8_scales(const quant::QuantizedTensor& t, const char* name, std::int64_t expected_count) {
+  const std::string n(name);
+  if (static_cast<std::int64_t>(t.qparams.scale.size()) != expected_count)
+    return LinearSupport::no(
+        n + ".qparams.scale.size()", std::to_string(t.qparams.scale.size()),
+        std::to_string(expected_count) + " scales for its " + to_string(t.scheme.granularity) + " scheme");
+  if (t.qparams.zero_point.size() != t.qparams.scale.size())
+    return LinearSupport::no(n + ".qparams.zero_point.size()", std::to_string(t.qparams.zero_point.size()),
+                             "one zero point per scale (" + std::to_string(t.qparams.scale.size()) + ")");
+  const quant::QuantRange r = quant::quant_range(t.scheme);
+  for (std::size_t i = 0; i < t.qparams.scale.size(); ++i) {
+    const float s = t.qparams.scale[i];
+    if (!(s > 0.0f) || !std::isfinite(s))
+      return LinearSupport::no(n + ".qparams.scale[" + std::to_string(i) + "]", shrink::detail::to_text(s),
+                               "a finite scale > 0");
+    const std::int32_t zp = t.qparams.zero_point[i];
+    if (zp < r.qmin || zp > r.qmax)
+      return LinearSupport::no(n + ".qparams.zero_point[" + std::to_string(i) + "]", std::to_string(zp),
+                               "a zero point in [" + std::to_string(r.qmin) + ", " + std::to_string(r.qmax) + "]");
+  }
+  return LinearSupport::yes();
+}
+
+// A 2-D 8-bit QuantizedTensor per tensor or per channel along axis 0, with consistent data and parameters.
+inline LinearSupport check_int8_operand(const quant::QuantizedTensor& t, const char* name, bool allow_uint8) {
+  const std::string n(name);
+  const quant::QuantDtype d = t.scheme.dtype;
+  if (d != quant::QuantDtype::int8 && !(allow_uint8 && d == quant::QuantDtype::uint8))
+    return LinearSupport::no(n + ".scheme.dtype", quant::to_string(d), allow_uint8 ? "int8 or uint8" : "int8");
+  if (t.shape.rank != 2) return LinearSupport::no(n + ".shape", to_string(t.shape), "a 2-D tensor");
+  if (t.shape.product() == 0) return LinearSupport::no(n + ".shape", to_string(t.shape), "at least one element");
+  if (static_cast<std::int64_t>(t.data.size()) != t.shape.product())
+    return LinearSupport::no(n + ".data.size()", std::to_string(t.data.size()),
+                             std::to_string(t.shape.product()) + " bytes, one per element of " + to_string(t.shape));
+  std::int64_t count = 1;
+  if (t.scheme.granularity == quant::Granularity::per_channel) {
+    if (t.scheme.axis != 0 && t.scheme.axis != -2)
+      return LinearSupport::no(n + ".scheme.axis", std::to_string(t.scheme.axis),
+                               "axis 0 (one scale per row) for a per-channel scheme");
+    count = t.shape.values[0];
+  } else if (t.scheme.granularity != quant::Granularity::per_tensor) {
+    return LinearSupport::no(n + ".scheme.granularity", to_string(t.scheme.granularity),
+                             "per_tensor or per_channel (axis 0)");
+  }
+  return check_int8_scales(t, name, count);
+}
+
+inline LinearSupport check_int8_weight(const quant::QuantizedTensor& w) {
+  LinearSupport s = check_int8_operand(w, "w", false);
+  if (!s) return s;
+  for (std::size_t i = 0; i < w.qparams.zero_point.size(); ++i)
+    if (w.qparams.zero_point[i] != 0)
+      return LinearSupport::no("w.qparams.zero_point[" + std::to_string(i) + "]",
+                               std::to_string(w.qparams.zero_point[i]), "0: a symmetric int8 weight");
+  return s;
+}
+
+inline LinearSupport check_packed_int8_weight(const PackedInt8Weight& w) {
+  const std::int64_t padded_rows = round_up(w.rows, kInt8TileN);
+  if (w.rows <= 0 || w.cols <= 0)
+    return LinearSupport::no("w.shape", to_string(Shape{w.rows, w.cols}), "a packed weight with at least one element");
+  if (w.row_stride != round_up(w.cols, kInt8KAlign) ||
+      static_cast<std::int64_t>(w.data.size()) != padded_rows * w.row_stride ||
+      static_cast<std::int64_t>(w.row_sums.size()) != padded_rows ||
+      static_cast<std::int64_t>(w.scales.size()) != w.rows)
+    return LinearSupport::no("w", "an inconsistent PackedInt8Weight", "the result of pack_int8_weight");
+  return LinearSupport::yes();
+}
+
+// Largest |x − zx| of an activation tensor's scheme: 128 for symmetric int8 (zero points 0), else 255.
+inline std::int32_t largest_centred(const quant::QuantizedTensor& x) {
+  if (x.scheme.dtype != quant::QuantDtype::int8) return 255;
+  for (std::int32_t zp : x.qparams.zero_point)
+    if (zp != 0) return 255;
+  return 128;
+}
+
+inline Int8ActivationRows activation_rows(const quant::QuantizedTensor& x) {
+  Int8ActivationRows a;
+  a.data = x.data.data();
+  a.rows = x.shape.values[0];
+  a.cols = x.shape.values[1];
+  a.row_stride = a.cols;
+  a.is_signed = x.scheme.dtype == quant::QuantDtype::int8;
+  a.zero_points = x.qparams.zero_point.data();
+  a.zero_point_per_row = x.scheme.granularity == quant::Granularity::per_channel;
+  return a;
+}
+
+inline Int8WeightRows weight_rows(const PackedInt8Weight& w) {
+  return Int8WeightRows{w.data.data(), w.rows, w.row_stride, w.row_sums.data()};
+}
+
+// Packs int8 rows (any strides) with their scales (already checked).
+inline PackedInt8Weight pack_int8_rows(const std::int8_t* data, std::int64_t rows, std::int64_t cols,
+                                       std::int64_t row_stride, std::int64_t col_stride,
+                                       const std::vector<float>& scales) {
+  PackedInt8Weight p;
+  p.rows = rows;
+  p.cols = cols;
+  p.row_stride = round_up(cols, kInt8KAlign);
+  const std::int64_t padded_rows = round_up(rows, kInt8TileN);
+  p.data.assign(static_cast<std::size_t>(padded_rows * p.row_stride), 0);
+  p.row_sums.assign(static_cast<std::size_t>(padded_rows), 0);
+  for (std::int64_t n = 0; n < rows; ++n) {
+    std::int8_t* dst = p.data.data() + n * p.row_stride;
+    const std::int8_t* src = data + n * row_stride;
+    std::int32_t sum = 0;  // |sum| ≤ 128 K, far inside int32 for any K can_implement accepts
+    for (std::int64_t k = 0; k < cols; ++k) {
+      dst[k] = src[k * col_stride];
+      sum += dst[k];
+    }
+    p.row_sums[static_cast<std::size_t>(n)] = sum;
+  }
+  p.per_channel = scales.size() > 1;
+  p.scales.assign(static_cast<std::size_t>(rows), scales.empty() ? 1.0f : scales[0]);
+  if (p.per_channel) std::copy(scales.begin(), scales.end(), p.scales.begin());
+  return p;
+}
+
+}  // namespace detail
+
+// ---- weights --------------------------------------------------------------------------------------------------
+
+// Whether a QuantizedTensor can be packed as a linear_int8 weight: int8, 2-D [N, K], symmetric (zero points 0),
+// per tensor or per channel along axis 0, K ≤ 131071.
+inline LinearSupport can_implement_pack_int8_weight(const quant::QuantizedTensor& w) {
+  LinearSupport s = detail::check_int8_weight(w);
+  if (!s) return s;
+  if (w.shape.values[1] > int8_max_k(128))
+    return LinearSupport::no("w.shape", to_string(w.shape),
+                             "K ≤ " + std::to_string(int8_max_k(128)) + " (int32 accumulation cannot overflow)");
+  return s;
+}
+
+inline PackedInt8Weight pack_int8_weight(const quant::QuantizedTensor& w) {
+  require_supported(can_implement_pack_int8_weight(w), "shrink::cpu::pack_int8_weight");
+  return detail::pack_int8_rows(reinterpret_cast<const std::int8_t*>(w.data.data()), w.shape.values[0],
+                                w.shape.values[1], w.shape.values[1], 1, w.qparams.scale);
+}
+
+// ---- activations ----------------------------------------------------------------------------------------------
+
+// Dynamic per-token quantization of float activations [M, K] (any strides): int8, symmetric, one scale per row,
+// s[m] = max_k |x[m, k]| / 127.5 (PyTorch's symmetric formula, at least FLT_EPSILON), q = clamp(round(x / s)).
+// NaN or ±inf in x is an error naming the first one.
+inline quant::QuantizedTensor quantize_rows_absmax(TensorView<const float> x) {
+  const char* fn = "shrink::cpu::quantize_rows_absmax";
+  require_host_view(x, fn, "x");
+  if (x.rank() != 2) fail(fn, "x.shape", to_string(x.shape()), "a 2-D tensor [M, K]");
+  require_nonempty(x, fn, "x");
+  return quant::quantize(x, quant::QuantScheme::per_channel(quant::QuantDtype::int8, quant::Symmetry::symmetric, 0));
+}
+
+// ---- linear ---------------------------------------------------------------------------------------------------
+
+inline LinearSupport can_implement_linear_int8(const quant::QuantizedTensor& x, const PackedInt8Weight& w,
+                                               const TensorView<float>& out, const LinearEpilogue& epilogue = {}) {
+  LinearSupport s = detail::check_int8_operand(x, "x", true);
+  if (!s) return s;
+  s = detail::check_packed_int8_weight(w);
+  if (!s) return s;
+  const std::int64_t m = x.shape.values[0], k = x.shape.values[1];
+  if (k != w.cols)
+    return LinearSupport::no("x.shape", to_string(x.shape),
+                             "[M, " + std::to_string(w.cols) + "]: K equal to the weight's");
+  const std::int64_t max_k = int8_max_k(detail::largest_centred(x));
+  if (k > max_k)
+    return LinearSupport::no("x.shape", to_string(x.shape),
+                             "K ≤ " + std::to_string(max_k) + " for " + quant::to_string(x.scheme.dtype) + " " +
+                                 quant::to_string(x.scheme.symmetry) + " activations (int32 accumulation)");
+  s = detail::check_output(out, m, w.rows);
+  if (!s) return s;
+  s = detail::check_epilogue(epilogue, w.rows, out);
+  if (!s) return s;
+  s = detail::check_no_overlap(out, x.data.data(), x.data.size(), "x");
+  if (!s) return s;
+  return detail::check_no_overlap(out, w.data.data(), w.data.size(), "w");
+}
+
+inline LinearSupport can_implement_linear_int8(const quant::QuantizedTensor& x, const quant::QuantizedTensor& w,
+                                               const TensorView<float>& out, const LinearEpilogue& epilogue = {}) {
+  LinearSupport s = can_implement_pack_int8_weight(w);
+  if (!s) return s;
+  s = detail::check_int8_operand(x, "x", true);
+  if (!s) return s;
+  // The packed weight's checks, without packing: shapes, K bound, output, epilogue, overlap.
+  PackedInt8Weight shape_only;
+  shape_only.rows = w.shape.values[0];
+  shape_only.cols = w.shape.values[1];
+  if (x.shape.values[1] != shape_only.cols)
+    return LinearSupport::no("x.shape", to_string(x.shape),
+                             "[M, " + std::to_string(shape_only.cols) + "]: K equal to the weight's");
+  const std::int64_t max_k = int8_max_k(detail::largest_centred(x));
+  if (shape_only.cols > max_k)
+    return LinearSupport::no("x.shape", to_string(x.shape),
+                             "K ≤ " + std::to_string(max_k) + " for " + quant::to_string(x.scheme.dtype) + " " +
+                                 quant::to_string(x.scheme.symmetry) + " activations (int32 accumulation)");
+  s = detail::check_output(out, x.shape.values[0], shape_only.rows);
+  if (!s) return s;
+  s = detail::check_epilogue(epilogue, shape_only.rows, out);
+  if (!s) return s;
+  s = detail::check_no_overlap(out, x.data.data(), x.data.size(), "x");
+  if (!s) return s;
+  return detail::check_no_overlap(out, w.data.data(), w.data.size(), "w");
+}
+
+// out[m, n] = act(sx[m] · sw[n] · Σ_k (x[m, k] − zx[m]) · w[n, k] + bias[n]); out is written only after every check.
+inline void linear_int8(const quant::QuantizedTensor& x, const PackedInt8Weight& w, TensorView<float> out,
+                        const LinearEpilogue& epilogue = {}) {
+  require_supported(can_implement_linear_int8(x, w, out, epilogue), "shrink::cpu::linear_int8");
+  const bool per_token = x.scheme.granularity == quant::Granularity::per_channel;
+  const float* bias = detail::bias_data(epilogue);
+  float run[detail::kInt8TileN];
+  detail::gemm_int8(detail::activation_rows(x), detail::weight_rows(w),
+                    [&](std::int64_t m, std::int64_t n0, std::int64_t count, const std::int32_t* acc) {
+                      for (std::int64_t j = 0; j < count; ++j) run[j] = static_cast<float>(acc[j]);
+                      const float row_scale = x.qparams.scale[per_token ? static_cast<std::size_t>(m) : 0];
+                      detail::finish_run(run, row_scale, w.scales.data() + n0, bias != nullptr ? bias + n0 : nullptr,
+                                         epilogue.activation, &out(m, n0), count);
+                    });
+}
+
+// The same with an unpacked weight (packed on every call: pack once with pack_int8_weight for repeated use).
+inline void linear_int8(const quant::QuantizedTensor& x, const quant::QuantizedTensor& w, TensorView<float> out,
+                        const LinearEpilogue& epilogue = {}) {
+  require_supported(can_implement_linear_int8(x, w, out, epilogue), "shrink::cpu::linear_int8");
+  linear_int8(x, pack_int8_weight(w), out, epilogue);
+}
+
+// With a raw bias pointer: N floats (w's rows), or nullptr for none.
+inline void linear_int8(const quant::QuantizedTensor& x, const quant::QuantizedTensor& w, const float* bias,
+                        TensorView<float> out, Activation activation = Activation::none) {
+  LinearEpilogue e;
+  if (bias != nullptr && w.shape.rank == 2) e.bias = TensorView<const float>(bias, Shape{w.shape.values[0]});
+  e.activation = activation;
+  linear_int8(x, w, out, e);
+}
+
+inline void linear_int8(const quant::QuantizedTensor& x, const PackedInt8Weight& w, const float* bias,
+                        TensorView<float> out, Activation activation = Activation::none) {
+  LinearEpilogue e;
+  if (bias != nullptr) e.bias = TensorView<const float>(bias, Shape{w.rows});
+  e.activation = activation;
+  linear_int8(x, w, out, e);
+}
+
+// Float activations quantized per token on the fly (quantize_rows_absmax), then linear_int8: the W8A8 layer.
+inline void linear_int8_dynamic(TensorView<const float> x, const PackedInt8Weight& w, TensorView<float> out,
+                                const LinearEpilogue& epilogue = {}) {
+  const char* fn = "shrink::cpu::linear_int8_dynamic";
+  LinearSupport s = detail::check_activations(x, w.cols);
+  if (!s) require_supported(s, fn);
+  require_supported(detail::check_packed_int8_weight(w), fn);
+  require_supported(detail::check_output(out, x.size(0), w.rows), fn);
+  if (detail::views_overlap(x, out)) fail(fn, "out", "memory overlapping x", "a separate output");
+  linear_int8(quantize_rows_absmax(x), w, out, epilogue);
+}
+
+// ---- raw int32 product ----------------------------------------------------------------------------------------
+
+inline LinearSupport can_implement_gemm_s8s8s32(const TensorView<const std::int8_t>& x,
+                                                const TensorView<const std::int8_t>& w,
+                                                const TensorView<std::int32_t>& acc) {
+  LinearSupport s = detail::check_matrix(x, "x");
+  if (!s) return s;
+  s = detail::check_matrix(w, "w");
+  if (!s) return s;
+  s = detail::check_matrix(acc, "acc");
+  if (!s) return s;
+  const std::int64_t m = x.size(0), k = x.size(1), n = w.size(0);
+  if (w.size(1) != k)
+    return LinearSupport::no("w.shape", to_string(w.shape()), "[N, " + std::to_string(k) + "]: K equal to x's");
+  if (k > int8_max_k(128))
+    return LinearSupport::no("x.shape", to_string(x.shape()),
+                             "K ≤ " + std::to_string(int8_max_k(128)) + " (int32 accumulation cannot overflow)");
+  if (acc.size(0) != m || acc.size(1) != n)
+    return LinearSupport::no("acc.shape", to_string(acc.shape()), to_string(Shape{m, n}) + " ([M, N])");
+  if (n > 1 && acc.stride(1) != 1)
+    return LinearSupport::no("acc.strides", to_string(acc.strides()), "contiguous rows (stride 1 along N)");
+  if (detail::views_overlap(acc, x)) return LinearSupport::no("acc", "memory overlapping x", "a separate output");
+  if (detail::views_overlap(acc, w)) return LinearSupport::no("acc", "memory overlapping w", "a separate output");
+  return s;
+}
+
+// acc[m, n] = Σ_k x[m, k] · w[n, k], exact (x [M, K], w [N, K], any strides; acc [M, N] with contiguous rows).
+inline void gemm_s8s8s32(TensorView<const std::int8_t> x, TensorView<const std::int8_t> w,
+                         TensorView<std::int32_t> acc) {
+  require_supported(can_implement_gemm_s8s8s32(x, w, acc), "shrink::cpu::gemm_s8s8s32");
+  const PackedInt8Weight packed =
+      detail::pack_int8_rows(w.data(), w.size(0), w.size(1), w.stride(0), w.stride(1), std::vector<float>{1.0f});
+  detail::Int8ActivationRows rows;
+  rows.data = reinterpret_cast<const std::uint8_t*>(x.data());
+  rows.rows = x.size(0);
+  rows.cols = x.size(1);
+  rows.row_stride = x.stride(0);
+  rows.col_stride = x.stride(1);
+  detail::gemm_int8(rows, detail::weight_rows(packed),
+                    [&](std::int64_t m, std::int64_t n0, std::int64_t count, const std::int32_t* run) {
+                      std::copy(run, run + count, &acc(m, n0));
+                    });
+}
+
+}  // namespace shrink::cpu

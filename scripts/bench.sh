@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
-# The main job: builds the release preset and runs the precision-comparison benchmarks, every executable built
-# from benchmarks/bench_quant*.cpp. A first argument naming a suite runs benchmarks/bench_<suite>*.cpp instead
-# (quant, prune, sparse, distill; `all` runs every one). Other arguments go to each benchmark (e.g.
+# The main job: builds the release preset's `shrink` command and runs `shrink bench`, the precision comparison of
+# matrix products on this machine (FP32, FP16, BF16, INT8 W8A8, INT8 weight-only, 2:4, CSR at 90%): it prints one
+# table and writes shrink-bench/bench.json and shrink-bench/bench.svg. Arguments go to `shrink bench` (e.g. --quick,
+# --price-per-hour 2.5, --shapes 4096x4096 --batches 1,32; see --help).
+#
+# A first argument naming a suite runs the Google Benchmark programs benchmarks/bench_<suite>*.cpp instead (quant,
+# prune, sparse, distill, matmul; `all` runs every one), the remaining arguments going to each (e.g.
 # --benchmark_filter=per_tensor).
 set -euo pipefail
 
@@ -11,11 +15,14 @@ jobs=${SHRINK_JOBS:-2}
 
 "$root/scripts/setup-debian.sh"
 
-suite=quant
-if (($# > 0)) && [[ $1 != -* ]]; then
-  suite=$1
-  shift
+if (($# == 0)) || [[ $1 == -* ]]; then
+  cmake --preset release
+  cmake --build --preset release -j "$jobs" --target shrink_cli
+  exec build/release/examples/cli/shrink bench "$@"
 fi
+
+suite=$1
+shift
 [[ $suite == all ]] && suite=""
 
 shopt -s nullglob

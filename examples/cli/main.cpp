@@ -3,10 +3,8 @@
 #include <cstring>
 
 #include "args.hpp"
-#include "commands.hpp"
-#ifdef SHRINK_CLI_HAS_BENCH
 #include "bench_command.hpp"
-#endif
+#include "commands.hpp"
 
 namespace {
 
@@ -22,9 +20,7 @@ constexpr Subcommand kSubcommands[] = {
     {"dequantize", shrink::cli::run_dequantize_command, "turn quantized tensors back into float32"},
     {"prune", shrink::cli::run_prune_command, "zero weights: magnitude, global, random, structured, N:M, Wanda"},
     {"compare", shrink::cli::run_compare_command, "error between two files' tensors: MSE, max-abs, SQNR, cosine"},
-#ifdef SHRINK_CLI_HAS_BENCH
     {"bench", shrink::cli::run_bench_command, "time matrix products at each precision on this machine"},
-#endif
 };
 
 void print_usage(std::FILE* out) {

@@ -1,0 +1,260 @@
+// What `shrink bench` reports: one result per precision × shape × M, shown as a table, as JSON and as an SVG chart.
+//
+// JSON (bench.json, and stdout with --json), schema "shrink-bench/1":
+//   { "schema": "shrink-bench/1",
+//     "product": "Y[M,N] = X[M,K] · W[N,K]^T",
+//     "machine": { "cpu": "<model name>", "simd": "avx512+vnni" | "avx512" | "avx2" | "sse2" | "scalar", "threads": 1
+//     }, "timing": "<how seconds are measured>", "price_per_hour": P | null, "results": [ { "device": "cpu",
+//     "precision": "int8-w8a8", "stored": "<what the weight is stored as>",
+//                    "n": 4096, "k": 4096, "m": 128,
+//                    "seconds": best thread CPU time of one product, "wall_seconds": best wall time,
+//                    "repetitions": runs timed,
+//                    "gflops": 2·M·N·K / seconds / 1e9 (dense-equivalent, also for the sparse rows),
+//                    "speedup_vs_fp32": fp32's seconds / seconds, same shape and M, same run,
+//                    "weight_bytes": bytes of the stored weight (values, scales, indices, positions),
+//                    "sqnr_db": 10·log10(Σ y_fp32² / Σ (y − y_fp32)²), null when exact,
+//                    "relative_error": ‖y − y_fp32‖ / ‖y_fp32‖ (Frobenius),
+//                    "cost_per_million_rows": P / 3600 · seconds / M · 1e6, null without --price-per-hour }, ... ] }
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "report.hpp"
+
+namespace shrink::cli {
+
+struct BenchResult {
+  std::string device;
+  std::string precision;
+  std::string stored;
+  std::int64_t n = 0, k = 0, m = 0;
+  double seconds = 0;       // best thread CPU time of one product
+  double wall_seconds = 0;  // best wall-clock time of one product
+  std::int64_t repetitions = 0;
+  double gflops = 0;
+  double speedup = NAN;  // fp32 seconds / seconds
+  std::int64_t weight_bytes = 0;
+  double sqnr_db = INFINITY;
+  double relative_error = 0;
+  double cost_per_million_rows = NAN;  // NaN without a price
+};
+
+struct BenchReport {
+  std::string cpu;
+  std::string simd;
+  std::string timing;
+  double price_per_hour = NAN;  // NaN: not given
+  std::vector<BenchResult> results;
+};
+
+inline std::string time_text(double seconds) {
+  if (seconds < 1e-3) return number_text(seconds * 1e6, "%.1f us");
+  if (seconds < 1.0) return number_text(seconds * 1e3, "%.2f ms");
+  return number_text(seconds, "%.3f s");
+}
+
+inline std::string shape_label(const BenchResult& r) { return std::to_string(r.n) + "x" + std::to_string(r.k); }
+
+inline void print_bench_table(const BenchReport& report, std::FILE* out) {
+  const bool priced = !std::isnan(report.price_per_hour);
+  std::fprintf(out, "Y[M,N] = X[M,K] * W[N,K]^T on %s (%s), one thread; %s\n", report.cpu.c_str(), report.simd.c_str(),
+               report.timing.c_str());
+  std::fprintf(out, "speedup and error against fp32 of the same shape and M in this run; GFLOP/s counts 2*M*N*K\n\n");
+  std::fprintf(out, "%-17s %-6s %-11s %4s %10s %9s %8s %10s %8s %9s", "precision", "device", "N x K", "M", "time",
+               "GFLOP/s", "speedup", "weight MB", "SQNR dB", "rel err");
+  if (priced) std::fprintf(out, " %12s", "cost/1M rows");
+  std::fprintf(out, "\n");
+  std::string previous_group;
+  for (const BenchResult& r : report.results) {
+    const std::string group = shape_label(r) + "/" + std::to_string(r.m);
+    if (!previous_group.empty() && group != previous_group) std::fprintf(out, "\n");
+    previous_group = group;
+    std::fprintf(out, "%-17s %-6s %-11s %4lld %10s %9.1f %7sx %10.2f %8s %9s", r.precision.c_str(), r.device.c_str(),
+                 shape_label(r).c_str(), static_cast<long long>(r.m), time_text(r.seconds).c_str(), r.gflops,
+                 number_text(r.speedup, "%.2f").c_str(), static_cast<double>(r.weight_bytes) / 1e6,
+                 number_text(r.sqnr_db, "%.1f").c_str(), number_text(r.relative_error, "%.1e").c_str());
+    if (priced) std::fprintf(out, " %12s", number_text(r.cost_per_million_rows, "%.4f").c_str());
+    std::fprintf(out, "\n");
+  }
+}
+
+inline Json bench_json(const BenchReport& report) {
+  Json results = Json::array();
+  for (const BenchResult& r : report.results)
+    results.push_back(Json{{"device", r.device},
+                           {"precision", r.precision},
+                           {"stored", r.stored},
+                           {"n", r.n},
+                           {"k", r.k},
+                           {"m", r.m},
+                           {"seconds", r.seconds},
+                           {"wall_seconds", r.wall_seconds},
+                           {"repetitions", r.repetitions},
+                           {"gflops", json_number(r.gflops)},
+                           {"speedup_vs_fp32", json_number(r.speedup)},
+                           {"weight_bytes", r.weight_bytes},
+                           {"sqnr_db", json_number(r.sqnr_db)},
+                           {"relative_error", json_number(r.relative_error)},
+                           {"cost_per_million_rows", json_number(r.cost_per_million_rows)}});
+  return Json{{"schema", "shrink-bench/1"},
+              {"product", "Y[M,N] = X[M,K] · W[N,K]^T"},
+              {"machine", Json{{"cpu", report.cpu}, {"simd", report.simd}, {"threads", 1}}},
+              {"timing", report.timing},
+              {"price_per_hour", json_number(report.price_per_hour)},
+              {"results", std::move(results)}};
+}
+
+namespace detail {
+
+inline std::string xml_escape(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      default: out += c;
+    }
+  }
+  return out;
+}
+
+inline std::string svg_number(double v) { return number_text(v, "%.1f"); }
+
+// A round axis maximum at or above v: 1, 1.5, 2, 2.5, 3, 4, 5, 6 or 8 times a power of ten.
+inline double axis_max(double v) {
+  if (!(v > 0)) return 1;
+  const double p = std::pow(10.0, std::floor(std::log10(v)));
+  for (double f : {1.0, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0})
+    if (f * p >= v) return f * p;
+  return 10 * p;
+}
+
+}  // namespace detail
+
+// A grouped bar chart: speedup against fp32 for every precision (bars) in every shape × M (groups), and below it
+// the accuracy of each precision (median SQNR over the groups). Plain SVG 1.1, readable in any browser.
+inline std::string bench_svg(const BenchReport& report) {
+  using detail::svg_number;
+  using detail::xml_escape;
+  static const char* kColors[] = {"#4e79a7", "#9c9c9c", "#f28e2b", "#e15759", "#59a14f",
+                                  "#76b7b2", "#b07aa1", "#edc948", "#ff9da7", "#9c755f"};
+  std::vector<std::string> precisions, groups;
+  std::map<std::string, std::map<std::string, const BenchResult*>> by_group;  // group -> precision -> result
+  for (const BenchResult& r : report.results) {
+    const std::string name = r.device == "cpu" ? r.precision : r.precision + " (" + r.device + ")";
+    if (std::find(precisions.begin(), precisions.end(), name) == precisions.end()) precisions.push_back(name);
+    const std::string group = shape_label(r) + " M=" + std::to_string(r.m);
+    if (std::find(groups.begin(), groups.end(), group) == groups.end()) groups.push_back(group);
+    by_group[group][name] = &r;
+  }
+  const double bar = 14, gap = 24, left = 70, top = 70, plot_h = 300, label_h = 50;
+  const double group_w = static_cast<double>(precisions.size()) * bar + gap;
+  const double plot_w = std::max(640.0, static_cast<double>(groups.size()) * group_w);
+  const double acc_top = top + plot_h + label_h + 30, acc_h = 180;
+  const double legend_x = left + plot_w + 20, width = legend_x + 190;
+  const double height = acc_top + acc_h + 110;
+  double max_speedup = 1;
+  for (const BenchResult& r : report.results)
+    if (std::isfinite(r.speedup)) max_speedup = std::max(max_speedup, r.speedup);
+  const double y_max = detail::axis_max(max_speedup * 1.05);
+
+  std::string s;
+  s += "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
+  s += "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + svg_number(width) + "\" height=\"" + svg_number(height) +
+       "\" font-family=\"sans-serif\" font-size=\"12\">\n";
+  s += "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
+  s += "<text x=\"" + svg_number(left) +
+       "\" y=\"28\" font-size=\"16\" font-weight=\"bold\">shrink bench: Y = X \u00b7 W\u1d40, " +
+       xml_escape(report.cpu) + " (" + xml_escape(report.simd) + "), one thread</text>\n";
+  s += "<text x=\"" + svg_number(left) +
+       "\" y=\"50\">Speedup against fp32 of the same shape and M, in the same run (higher is faster)</text>\n";
+  // Speedup axis, grid and the 1x line.
+  for (int t = 0; t <= 5; ++t) {
+    const double v = y_max * t / 5, y = top + plot_h - plot_h * t / 5;
+    s += "<line x1=\"" + svg_number(left) + "\" x2=\"" + svg_number(left + plot_w) + "\" y1=\"" + svg_number(y) +
+         "\" y2=\"" + svg_number(y) + "\" stroke=\"#e0e0e0\"/>\n";
+    s += "<text x=\"" + svg_number(left - 8) + "\" y=\"" + svg_number(y + 4) + "\" text-anchor=\"end\">" +
+         number_text(v, "%.3g") + "x</text>\n";
+  }
+  const double one_y = top + plot_h - plot_h / y_max;
+  s += "<line x1=\"" + svg_number(left) + "\" x2=\"" + svg_number(left + plot_w) + "\" y1=\"" + svg_number(one_y) +
+       "\" y2=\"" + svg_number(one_y) + "\" stroke=\"black\" stroke-dasharray=\"4,3\"/>\n";
+  for (std::size_t g = 0; g < groups.size(); ++g) {
+    const double gx = left + static_cast<double>(g) * group_w + gap / 2;
+    for (std::size_t p = 0; p < precisions.size(); ++p) {
+      const auto found = by_group[groups[g]].find(precisions[p]);
+      if (found == by_group[groups[g]].end() || !std::isfinite(found->second->speedup)) continue;
+      const double h = plot_h * std::min(found->second->speedup, y_max) / y_max;
+      s += "<rect x=\"" + svg_number(gx + static_cast<double>(p) * bar) + "\" y=\"" + svg_number(top + plot_h - h) +
+           "\" width=\"" + svg_number(bar - 2) + "\" height=\"" + svg_number(h) + "\" fill=\"" + kColors[p % 10] +
+           "\"><title>" +
+           xml_escape(precisions[p] + ", " + groups[g] + ": " + number_text(found->second->speedup, "%.2f") + "x, " +
+                      time_text(found->second->seconds)) +
+           "</title></rect>\n";
+    }
+    s += "<text x=\"" + svg_number(gx + (group_w - gap) / 2) + "\" y=\"" + svg_number(top + plot_h + 18) +
+         "\" text-anchor=\"middle\">" + xml_escape(groups[g]) + "</text>\n";
+  }
+  s += "<line x1=\"" + svg_number(left) + "\" x2=\"" + svg_number(left) + "\" y1=\"" + svg_number(top) + "\" y2=\"" +
+       svg_number(top + plot_h) + "\" stroke=\"black\"/>\n";
+
+  // Accuracy: median SQNR of each precision over the groups (exact results drawn as "exact").
+  s += "<text x=\"" + svg_number(left) + "\" y=\"" + svg_number(acc_top - 20) +
+       "\">Accuracy against the fp32 output: SQNR in dB, median over shapes (higher is closer; 20 dB = 10% "
+       "error)</text>\n";
+  const double acc_max = 100,
+               acc_bar = std::min(60.0, plot_w / std::max<double>(1, static_cast<double>(precisions.size())) - 10);
+  for (int t = 0; t <= 5; ++t) {
+    const double y = acc_top + acc_h - acc_h * t / 5;
+    s += "<line x1=\"" + svg_number(left) + "\" x2=\"" + svg_number(left + plot_w) + "\" y1=\"" + svg_number(y) +
+         "\" y2=\"" + svg_number(y) + "\" stroke=\"#e0e0e0\"/>\n";
+    s += "<text x=\"" + svg_number(left - 8) + "\" y=\"" + svg_number(y + 4) + "\" text-anchor=\"end\">" +
+         number_text(acc_max * t / 5, "%.0f") + "</text>\n";
+  }
+  for (std::size_t p = 0; p < precisions.size(); ++p) {
+    std::vector<double> values;
+    for (const std::string& g : groups) {
+      const auto found = by_group[g].find(precisions[p]);
+      if (found != by_group[g].end()) values.push_back(found->second->sqnr_db);
+    }
+    if (values.empty()) continue;
+    std::sort(values.begin(), values.end());
+    const double median = values[values.size() / 2];
+    const double x = left + 10 + static_cast<double>(p) * (acc_bar + 10);
+    const double h = std::isfinite(median) ? acc_h * std::clamp(median, 0.0, acc_max) / acc_max : acc_h;
+    s += "<rect x=\"" + svg_number(x) + "\" y=\"" + svg_number(acc_top + acc_h - h) + "\" width=\"" +
+         svg_number(acc_bar) + "\" height=\"" + svg_number(h) + "\" fill=\"" + kColors[p % 10] + "\" fill-opacity=\"" +
+         (std::isfinite(median) ? "1" : "0.25") + "\"/>\n";
+    s += "<text x=\"" + svg_number(x + acc_bar / 2) + "\" y=\"" + svg_number(acc_top + acc_h - h - 4) +
+         "\" text-anchor=\"middle\" font-size=\"11\">" +
+         (std::isfinite(median) ? number_text(median, "%.1f") : std::string("exact")) + "</text>\n";
+    s += "<text transform=\"translate(" + svg_number(x + acc_bar / 2 + 4) + "," + svg_number(acc_top + acc_h + 10) +
+         ") rotate(30)\" font-size=\"11\">" + xml_escape(precisions[p]) + "</text>\n";
+  }
+  // Legend.
+  for (std::size_t p = 0; p < precisions.size(); ++p) {
+    const double y = top + static_cast<double>(p) * 20;
+    s += "<rect x=\"" + svg_number(legend_x) + "\" y=\"" + svg_number(y) + "\" width=\"12\" height=\"12\" fill=\"" +
+         kColors[p % 10] + "\"/>\n";
+    s += "<text x=\"" + svg_number(legend_x + 18) + "\" y=\"" + svg_number(y + 10) + "\">" + xml_escape(precisions[p]) +
+         "</text>\n";
+  }
+  s += "<text x=\"" + svg_number(left) + "\" y=\"" + svg_number(height - 30) + "\" fill=\"#555\">" +
+       xml_escape(report.timing) + ".</text>\n";
+  s += "<text x=\"" + svg_number(left) + "\" y=\"" + svg_number(height - 12) +
+       "\" fill=\"#555\">fp16/bf16/int8 weight-only store the weight in fewer bits and compute in float; int8-w8a8 "
+       "sums in "
+       "int32.</text>\n";
+  s += "</svg>\n";
+  return s;
+}
+
+}  // namespace shrink::cli

@@ -10,7 +10,6 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <initializer_list>
 #include <iterator>
 #include <string>
 #include <vector>
@@ -53,7 +52,7 @@ std::string shell_quoted(const std::string& s) {
 
 // Runs `shrink args...` with stdout and stderr captured in files of `dir` (stderr is not a terminal, so no
 // progress lines).
-Result run(const shrink::test::TempDir& dir, std::initializer_list<std::string> args) {
+Result run(const shrink::test::TempDir& dir, const std::vector<std::string>& args) {
   std::string command = shell_quoted(SHRINK_CLI_PATH);
   for (const std::string& a : args) command += " " + shell_quoted(a);
   const std::string out = dir.file("stdout.txt");
@@ -107,11 +106,16 @@ std::string write_model(const shrink::test::TempDir& dir, const std::string& nam
   return path;
 }
 
-// compare --json of two files.
-json compare(const shrink::test::TempDir& dir, const std::string& a, const std::string& b) {
-  const Result r = run(dir, {"compare", a, b, "--json"});
+// The JSON a successful `shrink args...` prints.
+json run_json(const shrink::test::TempDir& dir, const std::vector<std::string>& args) {
+  const Result r = run(dir, args);
   REQUIRE(r.code == 0);
   return r.parsed();
+}
+
+// compare --json of two files.
+json compare(const shrink::test::TempDir& dir, const std::string& a, const std::string& b) {
+  return run_json(dir, {"compare", a, b, "--json"});
 }
 
 double tensor_sqnr(const json& report, const std::string& name) {
@@ -128,6 +132,25 @@ void require_one_line_error(const Result& r, int code, const std::string& comman
   REQUIRE(r.err.rfind("shrink " + command + ": error: ", 0) == 0);
   REQUIRE(r.err.find(text) != std::string::npos);
   REQUIRE(r.out.empty());
+}
+
+// A command line that must fail: `shrink command args...` and a text its one error line holds.
+struct FailingCase {
+  std::string command;
+  std::vector<std::string> args;
+  std::string expected;
+};
+
+// Every case exits with `code`, one error line and nothing on stdout, and leaves no file at `out`.
+void require_each_fails(const shrink::test::TempDir& dir, const std::vector<FailingCase>& cases, int code,
+                        const std::string& out) {
+  for (const FailingCase& c : cases) {
+    CAPTURE(c.command, c.args);
+    std::vector<std::string> args = {c.command};
+    args.insert(args.end(), c.args.begin(), c.args.end());
+    require_one_line_error(run(dir, args), code, c.command, c.expected);
+    REQUIRE_FALSE(std::filesystem::exists(out));
+  }
 }
 
 }  // namespace
@@ -156,12 +179,7 @@ TEST_CASE("bad command lines exit 2 with one line naming the problem", "[cli]") 
   shrink::test::TempDir dir;
   const std::string model = write_model(dir);
   const std::string out = dir.file("out.safetensors");
-  struct Case {
-    std::string command;
-    std::vector<std::string> args;
-    std::string expected;
-  };
-  const std::vector<Case> cases = {
+  const std::vector<FailingCase> cases = {
       {"quantize", {model, out, "--dtype", "int3"}, "--dtype = 'int3': expected one of int8|uint8|int4"},
       {"quantize", {model, out, "--frobnicate"}, "unknown option --frobnicate"},
       {"quantize", {model, out, "--json=yes"}, "option --json takes no value"},
@@ -197,18 +215,7 @@ TEST_CASE("bad command lines exit 2 with one line naming the problem", "[cli]") 
       {"inspect", {}, "missing FILE"},
       {"compare", {model}, "missing B"},
   };
-  for (const Case& c : cases) {
-    CAPTURE(c.command, c.args);
-    Result r;
-    std::string command = shell_quoted(SHRINK_CLI_PATH) + " " + c.command;
-    for (const auto& a : c.args) command += " " + shell_quoted(a);
-    const std::string err = dir.file("err.txt");
-    const int status = std::system((command + " >/dev/null 2>" + shell_quoted(err)).c_str());
-    r.code = WEXITSTATUS(status);
-    r.err = read_text(err);
-    require_one_line_error(r, 2, c.command, c.expected);
-    REQUIRE_FALSE(std::filesystem::exists(out));
-  }
+  require_each_fails(dir, cases, 2, out);
   const Result unknown = run(dir, {"squash"});
   REQUIRE(unknown.code == 2);
   REQUIRE(unknown.err == "shrink: error: unknown command 'squash' (see shrink --help)\n");
@@ -250,12 +257,7 @@ TEST_CASE("unreadable and hostile files exit 1 with one line and write nothing",
   }
   const std::string out = dir.file("out.safetensors");
   const std::string missing = dir.file("missing.safetensors");
-  struct Case {
-    std::string command;
-    std::vector<std::string> args;
-    std::string expected;
-  };
-  const std::vector<Case> cases = {
+  const std::vector<FailingCase> cases = {
       {"inspect", {missing}, "cannot open"},
       {"inspect", {truncated}, "truncated"},
       {"quantize", {truncated, out}, "truncated"},
@@ -269,22 +271,11 @@ TEST_CASE("unreadable and hostile files exit 1 with one line and write nothing",
       {"prune", {model, out, "--method", "wanda", "--sparsity", "0.5", "--activations", truncated}, "truncated"},
       {"quantize", {model, dir.file("no/such/dir/out.safetensors")}, "cannot create a temporary file"},
   };
-  for (const Case& c : cases) {
-    CAPTURE(c.command, c.args);
-    Result r;
-    std::string command = shell_quoted(SHRINK_CLI_PATH) + " " + c.command;
-    for (const auto& a : c.args) command += " " + shell_quoted(a);
-    const std::string err = dir.file("err.txt");
-    const int status = std::system((command + " >/dev/null 2>" + shell_quoted(err)).c_str());
-    r.code = WEXITSTATUS(status);
-    r.err = read_text(err);
-    require_one_line_error(r, 1, c.command, c.expected);
-    REQUIRE_FALSE(std::filesystem::exists(out));
-  }
-  // Nothing but the inputs (and the scratch file) is left in the directory: no temporary outputs.
+  require_each_fails(dir, cases, 1, out);
+  // Nothing but the four inputs is left in the directory: no temporary outputs.
   std::size_t files = 0;
   for (const auto& entry : std::filesystem::directory_iterator(dir.file(""))) (void)entry, ++files;
-  REQUIRE(files == 5);
+  REQUIRE(files == 4);
 }
 
 TEST_CASE("inspect lists every tensor and the totals; --json is machine-readable", "[cli]") {
@@ -365,11 +356,7 @@ TEST_CASE("quantize -> dequantize -> compare gives the SQNR each format should",
     CAPTURE(c.args);
     std::vector<std::string> args{"quantize", model, q, "--json"};
     args.insert(args.end(), c.args.begin(), c.args.end());
-    std::string command = shell_quoted(SHRINK_CLI_PATH);
-    for (const auto& a : args) command += " " + shell_quoted(a);
-    const std::string out = dir.file("summary.json");
-    REQUIRE(std::system((command + " >" + shell_quoted(out)).c_str()) == 0);
-    const json summary = json::parse(read_text(out));
+    const json summary = run_json(dir, args);
     REQUIRE(summary["totals"]["quantized"] == 2);  // the two weights; 1-D tensors and the I64 stay as they are
     REQUIRE(summary["totals"]["copied"] == 3);
     for (const json& t : summary["tensors"]) {
@@ -443,11 +430,7 @@ TEST_CASE("prune gives the sparsity asked for, in the input's dtypes", "[cli]") 
     CAPTURE(c.args);
     std::vector<std::string> args{"prune", model, p, "--json"};
     args.insert(args.end(), c.args.begin(), c.args.end());
-    std::string command = shell_quoted(SHRINK_CLI_PATH);
-    for (const auto& a : args) command += " " + shell_quoted(a);
-    const std::string out = dir.file("summary.json");
-    REQUIRE(std::system((command + " >" + shell_quoted(out)).c_str()) == 0);
-    const json summary = json::parse(read_text(out));
+    const json summary = run_json(dir, args);
     REQUIRE(summary["totals"]["pruned"] == 2);
     const SafetensorsFile file(p);
     REQUIRE(file.info("fc1.weight").dtype == ScalarType::f32);

@@ -5,13 +5,6 @@ add_executable(safetensors_interop ${CMAKE_CURRENT_SOURCE_DIR}/io/interop_tool.c
 target_link_libraries(safetensors_interop PRIVATE shrink::shrink)
 shrink_enable_warnings(safetensors_interop)
 
-find_program(SHRINK_PYTHON3 NAMES python3 DOC "Python 3 for shrink's interop tests")
-if(SHRINK_PYTHON3)
-  add_test(NAME io/interop
-           COMMAND ${SHRINK_PYTHON3} ${CMAKE_CURRENT_SOURCE_DIR}/io/interop.py $<TARGET_FILE:safetensors_interop>
-                   ${CMAKE_CURRENT_BINARY_DIR}/io_interop)
-  set_tests_properties(io/interop PROPERTIES SKIP_RETURN_CODE 77)
-else()
-  add_test(NAME io/interop COMMAND ${CMAKE_COMMAND} -E false)
-  set_tests_properties(io/interop PROPERTIES SKIP_RETURN_CODE 1)
-endif()
+include(ShrinkPythonTests)
+shrink_add_python_test(NAME io/interop SCRIPT ${CMAKE_CURRENT_SOURCE_DIR}/io/interop.py
+                       ARGS $<TARGET_FILE:safetensors_interop> ${CMAKE_CURRENT_BINARY_DIR}/io_interop)

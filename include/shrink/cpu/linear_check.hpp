@@ -121,6 +121,19 @@ inline LinearSupport check_epilogue(const LinearEpilogue& e, std::int64_t n, con
   return LinearSupport::yes();
 }
 
+// The checks every float-activation linear layer shares: x [M, K], out [M, N], the epilogue, x apart from out.
+inline LinearSupport check_linear_operands(const TensorView<const float>& x, std::int64_t k, std::int64_t n,
+                                           const TensorView<float>& out, const LinearEpilogue& epilogue) {
+  LinearSupport s = check_activations(x, k);
+  if (!s) return s;
+  s = check_output(out, x.size(0), n);
+  if (!s) return s;
+  s = check_epilogue(epilogue, n, out);
+  if (!s) return s;
+  if (views_overlap(x, out)) return LinearSupport::no("out", "memory overlapping x", "a separate output");
+  return s;
+}
+
 // out must not share memory with an input of `bytes` bytes at `data`.
 inline LinearSupport check_no_overlap(const TensorView<float>& out, const void* data, std::size_t bytes,
                                       const char* input_name) {

@@ -198,13 +198,8 @@ inline LinearSupport can_implement_linear_csr(const TensorView<const float>& x, 
                                               const TensorView<float>& out, const LinearEpilogue& epilogue = {}) {
   LinearSupport s = detail::check_csr_structure(w);
   if (!s) return s;
-  s = detail::check_activations(x, w.cols);
+  s = detail::check_linear_operands(x, w.cols, w.rows, out, epilogue);
   if (!s) return s;
-  s = detail::check_output(out, x.size(0), w.rows);
-  if (!s) return s;
-  s = detail::check_epilogue(epilogue, w.rows, out);
-  if (!s) return s;
-  if (detail::views_overlap(x, out)) return LinearSupport::no("out", "memory overlapping x", "a separate output");
   s = detail::check_no_overlap(out, w.values.data(), w.values.size() * sizeof(float), "w.values");
   if (!s) return s;
   s = detail::check_no_overlap(out, w.column_indices.data(), w.column_indices.size() * 4, "w.column_indices");
@@ -222,13 +217,8 @@ inline void linear_csr(TensorView<const float> x, const sparse::Csr<float>& w, T
 
   if (m_total <= detail::kCsrDotRows) {
     std::vector<float> x_rows;
-    const float* xs = x.data();
-    std::int64_t ldx = x.stride(0);
-    if (!(x.stride(1) == 1 || k_total == 1)) {
-      x_rows = contiguous_copy(x);
-      xs = x_rows.data();
-      ldx = k_total;
-    }
+    std::int64_t ldx = 0;
+    const float* xs = detail::contiguous_rows(x, x_rows, ldx);
     std::vector<float> yt(static_cast<std::size_t>(n_total * m_total));
     bool ok = false;
 #if defined(SHRINK_CPU_AVX2_DISPATCH)

@@ -41,13 +41,8 @@ inline LinearSupport can_implement_linear_f32_eigen(const TensorView<const float
                                                     const TensorView<float>& out, const LinearEpilogue& epilogue = {}) {
   LinearSupport s = detail::check_matrix(w, "w");
   if (!s) return s;
-  s = detail::check_activations(x, w.size(1));
+  s = detail::check_linear_operands(x, w.size(1), w.size(0), out, epilogue);
   if (!s) return s;
-  s = detail::check_output(out, x.size(0), w.size(0));
-  if (!s) return s;
-  s = detail::check_epilogue(epilogue, w.size(0), out);
-  if (!s) return s;
-  if (detail::views_overlap(x, out)) return LinearSupport::no("out", "memory overlapping x", "a separate output");
   if (detail::views_overlap(w, out)) return LinearSupport::no("out", "memory overlapping w", "a separate output");
   return s;
 }

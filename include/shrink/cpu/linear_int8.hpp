@@ -212,55 +212,49 @@ inline quant::QuantizedTensor quantize_rows_absmax(TensorView<const float> x) {
 
 // ---- linear ---------------------------------------------------------------------------------------------------
 
+namespace detail {
+
+// What both linear_int8 overloads check once x and a weight [N, K] of `w_bytes` int8 bytes at `w_data` are valid:
+// K, its int32 bound, out, the epilogue, and out apart from x and the weight.
+inline LinearSupport check_int8_linear_operands(const quant::QuantizedTensor& x, std::int64_t n, std::int64_t k,
+                                                const void* w_data, std::size_t w_bytes, const TensorView<float>& out,
+                                                const LinearEpilogue& epilogue) {
+  if (x.shape.values[1] != k)
+    return LinearSupport::no("x.shape", to_string(x.shape), "[M, " + std::to_string(k) + "]: K equal to the weight's");
+  const std::int64_t max_k = int8_max_k(largest_centred(x));
+  if (k > max_k)
+    return LinearSupport::no("x.shape", to_string(x.shape),
+                             "K ≤ " + std::to_string(max_k) + " for " + quant::to_string(x.scheme.dtype) + " " +
+                                 quant::to_string(x.scheme.symmetry) + " activations (int32 accumulation)");
+  LinearSupport s = check_output(out, x.shape.values[0], n);
+  if (!s) return s;
+  s = check_epilogue(epilogue, n, out);
+  if (!s) return s;
+  s = check_no_overlap(out, x.data.data(), x.data.size(), "x");
+  if (!s) return s;
+  return check_no_overlap(out, w_data, w_bytes, "w");
+}
+
+}  // namespace detail
+
 inline LinearSupport can_implement_linear_int8(const quant::QuantizedTensor& x, const PackedInt8Weight& w,
                                                const TensorView<float>& out, const LinearEpilogue& epilogue = {}) {
   LinearSupport s = detail::check_int8_operand(x, "x", true);
   if (!s) return s;
   s = detail::check_packed_int8_weight(w);
   if (!s) return s;
-  const std::int64_t m = x.shape.values[0], k = x.shape.values[1];
-  if (k != w.cols)
-    return LinearSupport::no("x.shape", to_string(x.shape),
-                             "[M, " + std::to_string(w.cols) + "]: K equal to the weight's");
-  const std::int64_t max_k = int8_max_k(detail::largest_centred(x));
-  if (k > max_k)
-    return LinearSupport::no("x.shape", to_string(x.shape),
-                             "K ≤ " + std::to_string(max_k) + " for " + quant::to_string(x.scheme.dtype) + " " +
-                                 quant::to_string(x.scheme.symmetry) + " activations (int32 accumulation)");
-  s = detail::check_output(out, m, w.rows);
-  if (!s) return s;
-  s = detail::check_epilogue(epilogue, w.rows, out);
-  if (!s) return s;
-  s = detail::check_no_overlap(out, x.data.data(), x.data.size(), "x");
-  if (!s) return s;
-  return detail::check_no_overlap(out, w.data.data(), w.data.size(), "w");
+  return detail::check_int8_linear_operands(x, w.rows, w.cols, w.data.data(), w.data.size(), out, epilogue);
 }
 
+// The packed weight's checks without packing it.
 inline LinearSupport can_implement_linear_int8(const quant::QuantizedTensor& x, const quant::QuantizedTensor& w,
                                                const TensorView<float>& out, const LinearEpilogue& epilogue = {}) {
   LinearSupport s = can_implement_pack_int8_weight(w);
   if (!s) return s;
   s = detail::check_int8_operand(x, "x", true);
   if (!s) return s;
-  // The packed weight's checks, without packing: shapes, K bound, output, epilogue, overlap.
-  PackedInt8Weight shape_only;
-  shape_only.rows = w.shape.values[0];
-  shape_only.cols = w.shape.values[1];
-  if (x.shape.values[1] != shape_only.cols)
-    return LinearSupport::no("x.shape", to_string(x.shape),
-                             "[M, " + std::to_string(shape_only.cols) + "]: K equal to the weight's");
-  const std::int64_t max_k = int8_max_k(detail::largest_centred(x));
-  if (shape_only.cols > max_k)
-    return LinearSupport::no("x.shape", to_string(x.shape),
-                             "K ≤ " + std::to_string(max_k) + " for " + quant::to_string(x.scheme.dtype) + " " +
-                                 quant::to_string(x.scheme.symmetry) + " activations (int32 accumulation)");
-  s = detail::check_output(out, x.shape.values[0], shape_only.rows);
-  if (!s) return s;
-  s = detail::check_epilogue(epilogue, shape_only.rows, out);
-  if (!s) return s;
-  s = detail::check_no_overlap(out, x.data.data(), x.data.size(), "x");
-  if (!s) return s;
-  return detail::check_no_overlap(out, w.data.data(), w.data.size(), "w");
+  return detail::check_int8_linear_operands(x, w.shape.values[0], w.shape.values[1], w.data.data(), w.data.size(),
+                                            out, epilogue);
 }
 
 // out[m, n] = act(sx[m] · sw[n] · Σ_k (x[m, k] − zx[m]) · w[n, k] + bias[n]); out is written only after every check.

@@ -148,13 +148,8 @@ inline LinearSupport can_implement_linear_nm(const TensorView<const float>& x, c
                                              const TensorView<float>& out, const LinearEpilogue& epilogue = {}) {
   LinearSupport s = detail::check_nm_structure(w);
   if (!s) return s;
-  s = detail::check_activations(x, w.cols);
+  s = detail::check_linear_operands(x, w.cols, w.rows, out, epilogue);
   if (!s) return s;
-  s = detail::check_output(out, x.size(0), w.rows);
-  if (!s) return s;
-  s = detail::check_epilogue(epilogue, w.rows, out);
-  if (!s) return s;
-  if (detail::views_overlap(x, out)) return LinearSupport::no("out", "memory overlapping x", "a separate output");
   s = detail::check_no_overlap(out, w.values.data(), w.values.size() * sizeof(float), "w.values");
   if (!s) return s;
   return detail::check_no_overlap(out, w.positions.data(), w.positions.size(), "w.positions");

@@ -45,13 +45,8 @@ LinearSupport can_implement_linear_weight_only(const TensorView<const float>& x,
                                                const TensorView<float>& out, const LinearEpilogue& epilogue = {}) {
   LinearSupport s = detail::check_packed_weight(w);
   if (!s) return s;
-  s = detail::check_activations(x, w.cols);
+  s = detail::check_linear_operands(x, w.cols, w.rows, out, epilogue);
   if (!s) return s;
-  s = detail::check_output(out, x.size(0), w.rows);
-  if (!s) return s;
-  s = detail::check_epilogue(epilogue, w.rows, out);
-  if (!s) return s;
-  if (detail::views_overlap(x, out)) return LinearSupport::no("out", "memory overlapping x", "a separate output");
   return detail::check_no_overlap(out, w.panels.data(), w.panels.size() * sizeof(T), "w");
 }
 

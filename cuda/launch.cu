@@ -1,0 +1,30 @@
+// check_status (shrink/cuda/launch.hpp): reads the status word of a workspace after the stream's work and names
+// every device-side check that failed.
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <string>
+
+#include "shrink/core/error.hpp"
+#include "shrink/cuda/check.cuh"
+#include "shrink/cuda/launch.hpp"
+
+namespace shrink::cuda {
+
+void check_status(Workspace workspace, Stream stream, const char* function) {
+  if (workspace.data == nullptr) fail(function, "workspace.data", "a null pointer", "a device pointer");
+  if (reinterpret_cast<std::uintptr_t>(workspace.data) % 16 != 0)
+    fail(function, "workspace.data", "a misaligned pointer", "alignment to 16 bytes");
+  int status = 0;
+  SHRINK_CUDA_CHECK(cudaMemcpyAsync(&status, workspace.data, sizeof(int), cudaMemcpyDeviceToHost, stream));
+  SHRINK_CUDA_CHECK(cudaStreamSynchronize(stream));
+  if (status == 0) return;
+  std::string what;
+  const auto add = [&what](const char* text) { what += (what.empty() ? "" : "; ") + std::string(text); };
+  if (status & kNonFinite) add("x holds NaN or inf (expected finite values)");
+  if (status & kBadScale) add("a scale is not finite and > 0");
+  if (status & kBadZeroPoint) add("a zero point lies outside [qmin, qmax] of the scheme");
+  fail(function, "device-side check failed: " + what + "; the output is meaningless");
+}
+
+}  // namespace shrink::cuda

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# The GPU run, in one call on a machine with a device: builds the release preset with CUDA, runs the [gpu] tests
+# (against the CPU path), then once under compute-sanitizer memcheck and racecheck, then every GPU benchmark, and
+# prints the ratio tables last. Arguments go to each benchmark (e.g. --benchmark_filter=quantize).
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+cd "$root"
+jobs=${SHRINK_JOBS:-$(nproc)}
+build=build/gpu
+
+nvidia-smi --query-gpu=name,memory.total,clocks.max.memory --format=csv,noheader || true
+cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DSHRINK_ENABLE_CUDA=ON -DSHRINK_BUILD_TESTS=ON \
+  -DSHRINK_BUILD_BENCHMARKS=ON -DSHRINK_BUILD_EXAMPLES=OFF >/dev/null
+cmake --build "$build" -j "$jobs" --target test_cuda_device $(cd benchmarks/gpu && ls bench_gpu_*.cpp | sed 's/\.cpp$//')
+
+echo "=== run.sh: [gpu] tests"
+"$build/tests/cuda/test_cuda_device" --gpu "[gpu]"
+
+sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+for tool in memcheck racecheck; do
+  echo "=== run.sh: [gpu] tests under compute-sanitizer --tool $tool"
+  "$sanitizer" --tool "$tool" --error-exitcode 1 "$build/tests/cuda/test_cuda_device" --gpu "[gpu]" >/dev/null
+  echo "compute-sanitizer $tool: clean"
+done
+
+tables=()
+for bench in "$build"/benchmarks/bench_gpu_*; do
+  echo "=== run.sh: $(basename "$bench")"
+  out=$("$bench" --benchmark_repetitions=3 "$@" | tee /dev/stderr)
+  tables+=("$(sed -n '/^Ratios/,$p' <<<"$out")")
+done
+echo
+echo "=== run.sh: summary"
+printf '%s\n' "${tables[@]}"

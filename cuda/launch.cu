@@ -21,9 +21,11 @@ void check_status(Workspace workspace, Stream stream, const char* function) {
   if (status == 0) return;
   std::string what;
   const auto add = [&what](const char* text) { what += (what.empty() ? "" : "; ") + std::string(text); };
-  if (status & kNonFinite) add("x holds NaN or inf (expected finite values)");
+  if (status & kNonFinite) add("the input holds NaN or inf (expected finite values)");
   if (status & kBadScale) add("a scale is not finite and > 0");
   if (status & kBadZeroPoint) add("a zero point lies outside [qmin, qmax] of the scheme");
+  if (status & kOverfullNmGroup) add("a group of the mask keeps more than n (expected an N:M mask)");
+  if (status & kBadRank) add("k exceeds the candidates the current masks keep");
   fail(function, "device-side check failed: " + what + "; the output is meaningless");
 }
 

@@ -8,12 +8,15 @@
 
 #include "shrink/core/axis.hpp"
 #include "shrink/core/error.hpp"
+#include "host_checks.hpp"
 #include "shrink/cuda/check.cuh"
 #include "shrink/cuda/quantize.cuh"
 #include "shrink/cuda/quantize.hpp"
 #include "shrink/quant/scheme.hpp"
 
 namespace shrink::cuda {
+
+using namespace host_checks;
 
 namespace launch {
 template void quantize_bytes<std::int8_t>(const float*, std::int8_t*, std::int64_t, ParamMode, const DeviceAffine&,
@@ -69,25 +72,10 @@ Plan make_plan(const Shape& shape, const quant::QuantScheme& scheme, const char*
   return plan;
 }
 
-void require_pointer(const void* pointer, std::uintptr_t alignment, const char* fn, const char* argument) {
-  if (pointer == nullptr) fail(fn, argument, "a null pointer", "a device pointer");
-  if (reinterpret_cast<std::uintptr_t>(pointer) % alignment != 0)
-    fail(fn, argument, "a misaligned pointer", "alignment to " + std::to_string(alignment) + " bytes");
-}
 
-template <class T>
-void require_device_view(const TensorView<T>& view, const char* fn, const char* argument) {
-  if (!view.device().is_cuda()) fail(fn, argument, "a view of host memory", "a CUDA view (Device::cuda(ordinal))");
-  require_nonempty(view, fn, argument);
-  require_contiguous(view, fn, argument);
-  require_pointer(view.data(), alignof(std::remove_const_t<T>), fn, argument);
-}
 
 void require_workspace(const Workspace& workspace, const Plan& plan, const char* fn) {
-  require_pointer(workspace.data, 16, fn, "workspace.data");
-  if (workspace.bytes < plan.workspace)
-    fail(fn, "workspace.bytes", workspace.bytes,
-         "at least workspace_bytes(shape, scheme) = " + std::to_string(plan.workspace));
+  host_checks::require_workspace(workspace, plan.workspace, "workspace_bytes(shape, scheme)", fn);
 }
 
 void require_qparams(const DeviceQParams& qparams, const char* fn) {
@@ -95,14 +83,6 @@ void require_qparams(const DeviceQParams& qparams, const char* fn) {
   require_pointer(qparams.zero_point, alignof(std::int32_t), fn, "qparams.zero_point");
 }
 
-// The first CUDA call of every operation: the data must live on the current device.
-void require_current_device(const Device& device, const char* fn, const char* argument) {
-  int current = 0;
-  SHRINK_CUDA_CHECK(cudaGetDevice(&current));
-  if (device.index != current)
-    fail(fn, argument, "a view on CUDA device " + std::to_string(device.index),
-         "memory on the current device " + std::to_string(current));
-}
 
 // Zeroes the status word and fills the inverse scales (checking the parameters on the way).
 DeviceAffine prepare(const quant::QuantScheme& scheme, const DeviceQParams& qparams, const Plan& plan,

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "device_buffer.hpp"
 #include "shrink/core/error.hpp"
 #include "shrink/core/view.hpp"
 #include "shrink/cuda/quantize.hpp"
@@ -30,37 +31,7 @@ using shrink::quant::QuantScheme;
 using shrink::quant::Symmetry;
 using Catch::Matchers::Contains;
 
-#define CUDA_REQUIRE(call) REQUIRE((call) == cudaSuccess)
-
-constexpr unsigned char kPoison = 0xA5;
-
-// Device memory owned by a test; poisoned at birth.
-class DeviceBuffer {
- public:
-  explicit DeviceBuffer(std::size_t bytes) : bytes_(bytes) {
-    CUDA_REQUIRE(cudaMalloc(&data_, bytes == 0 ? 1 : bytes));
-    poison();
-  }
-  ~DeviceBuffer() { (void)cudaFree(data_); }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-
-  template <class T>
-  T* as() const { return static_cast<T*>(data_); }
-  std::size_t bytes() const { return bytes_; }
-  void poison() { CUDA_REQUIRE(cudaMemset(data_, kPoison, bytes_)); }
-  void upload(const void* host, std::size_t bytes) { CUDA_REQUIRE(cudaMemcpy(data_, host, bytes, cudaMemcpyHostToDevice)); }
-  template <class T>
-  std::vector<T> download(std::size_t count) const {
-    std::vector<T> host(count);
-    CUDA_REQUIRE(cudaMemcpy(host.data(), data_, count * sizeof(T), cudaMemcpyDeviceToHost));
-    return host;
-  }
-
- private:
-  void* data_ = nullptr;
-  std::size_t bytes_ = 0;
-};
+using shrink::test::DeviceBuffer;
 
 // Normal values (never zero), shifted so that affine schemes see an asymmetric range.
 std::vector<float> random_input(std::int64_t n, std::uint32_t seed) {

@@ -32,6 +32,8 @@ enum StatusFlag : int {
   kNonFinite = 1,     // an input held NaN or inf
   kBadScale = 2,      // a scale was not finite and > 0
   kBadZeroPoint = 4,  // a zero point lay outside [qmin, qmax]
+  kOverfullNmGroup = 8,  // a group of an N:M mask kept more than n
+  kBadRank = 16,         // a rank k exceeded the candidates counted on the device
 };
 
 // Waits for `stream`, then throws shrink::Error naming the failed device-side checks of the last call that used

@@ -20,6 +20,7 @@
 
 #include "shrink/core/int4.hpp"
 #include "shrink/cuda/check.cuh"
+#include "shrink/cuda/launch.cuh"
 #include "shrink/cuda/launch.hpp"
 
 namespace shrink::cuda {
@@ -256,19 +257,7 @@ __global__ void fake_quantize_kernel(const float* x, float* out, std::uint8_t* _
   }
 }
 
-// Blocks for a grid-stride loop over `work` items: enough to fill the device, never more than the work.
-inline unsigned grid_blocks(std::int64_t work, int threads) {
-  int device = 0, multiprocessors = 0;
-  SHRINK_CUDA_CHECK(cudaGetDevice(&device));
-  SHRINK_CUDA_CHECK(cudaDeviceGetAttribute(&multiprocessors, cudaDevAttrMultiProcessorCount, device));
-  const std::int64_t wanted = (work + threads - 1) / threads;
-  const std::int64_t cap = static_cast<std::int64_t>(multiprocessors) * 8;
-  return static_cast<unsigned>(wanted < 1 ? 1 : (wanted < cap ? wanted : cap));
-}
 
-inline bool aligned_to(const void* pointer, std::uintptr_t bytes) {
-  return reinterpret_cast<std::uintptr_t>(pointer) % bytes == 0;
-}
 
 // Launchers: arguments already validated; `status` points at the zeroed status word, p.inv_scale is filled.
 // Each enqueues on `stream` and neither allocates nor synchronises.

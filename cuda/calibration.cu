@@ -1,0 +1,181 @@
+// Host-callable calibration statistics (shrink/cuda/calibration.hpp): validation, then the kernels of
+// shrink/cuda/calibration.cuh.
+#include <cuda_runtime_api.h>
+
+#include <cmath>
+#include <cstdint>
+#include <string>
+
+#include "shrink/core/axis.hpp"
+#include "shrink/core/error.hpp"
+#include "shrink/cuda/calibration.cuh"
+#include "shrink/cuda/calibration.hpp"
+#include "host_checks.hpp"
+#include "shrink/cuda/check.cuh"
+#include "shrink/cuda/launch.cuh"
+
+namespace shrink::cuda {
+
+using namespace host_checks;
+namespace {
+
+constexpr int kThreads = 256;
+constexpr std::int32_t kMaxBins = std::int32_t{1} << 24;
+constexpr std::int32_t kMaxSharedBins = 12288;  // 48 KB of 32-bit counters: the default shared-memory limit
+
+
+
+void require_workspace(const Workspace& workspace, std::int64_t entries, const char* fn) {
+  host_checks::require_workspace(workspace, calibration_workspace_bytes(entries),
+                                 "calibration_workspace_bytes(" + std::to_string(entries) + ")", fn);
+}
+
+
+int* status_word(const Workspace& workspace) { return static_cast<int*>(workspace.data); }
+
+// Blocks of a 1-D grid-stride loop: at least one.
+unsigned blocks_for(std::int64_t work) { return grid_blocks(work, kThreads); }
+
+void minmax(TensorView<const float> x, const AxisSplit& split, float* min, float* max, Workspace workspace,
+            Stream stream, Accumulate accumulate, NonFinite nonfinite, Synchronize synchronize, const char* fn) {
+  const std::int64_t entries = split.channels;
+  require_pointer(min, alignof(float), fn, "min");
+  require_pointer(max, alignof(float), fn, "max");
+  require_workspace(workspace, entries, fn);
+  require_current_device(x.device(), fn, "x");
+
+  int* status = status_word(workspace);
+  int* keys_min = reinterpret_cast<int*>(static_cast<char*>(workspace.data) + kStatusBytes);
+  int* keys_max = keys_min + entries;
+  SHRINK_CUDA_CHECK(cudaMemsetAsync(status, 0, sizeof(int), stream));
+  calibration::init_keys_kernel<<<blocks_for(entries), kThreads, 0, stream>>>(
+      min, max, entries, accumulate == Accumulate::yes, keys_min, keys_max);
+  SHRINK_CUDA_CHECK_LAUNCH(init_keys_kernel);
+
+  // Enough blocks to fill the device, split between channels (grid y) and slices of a channel (grid x).
+  const std::int64_t per_channel = split.outer * split.inner;
+  const std::int64_t target = static_cast<std::int64_t>(blocks_for(x.numel()));
+  const std::int64_t y = entries < 65535 ? entries : 65535;
+  std::int64_t bx = (target + y - 1) / y;
+  const std::int64_t needed_x = (per_channel + kThreads - 1) / kThreads;
+  if (bx > needed_x) bx = needed_x;
+  if (bx < 1) bx = 1;
+  const dim3 grid(static_cast<unsigned>(bx), static_cast<unsigned>(y));
+  calibration::minmax_kernel<<<grid, kThreads, 0, stream>>>(x.data(), split.outer, split.channels, split.inner,
+                                                            nonfinite == NonFinite::reject, keys_min, keys_max,
+                                                            status);
+  SHRINK_CUDA_CHECK_LAUNCH(minmax_kernel);
+  calibration::finish_keys_kernel<<<blocks_for(entries), kThreads, 0, stream>>>(keys_min, keys_max, entries, min, max);
+  SHRINK_CUDA_CHECK_LAUNCH(finish_keys_kernel);
+  if (synchronize == Synchronize::yes) check_status(workspace, stream, fn);
+}
+
+template <class Rule>
+void count(TensorView<const float> x, const Rule& rule, std::int64_t* counts, Workspace workspace, Stream stream,
+           Accumulate accumulate, NonFinite nonfinite, Synchronize synchronize, const char* fn) {
+  require_current_device(x.device(), fn, "x");
+  int* status = status_word(workspace);
+  SHRINK_CUDA_CHECK(cudaMemsetAsync(status, 0, sizeof(int), stream));
+  if (accumulate == Accumulate::no)
+    SHRINK_CUDA_CHECK(cudaMemsetAsync(counts, 0, static_cast<std::size_t>(rule.bins) * sizeof(std::int64_t), stream));
+  const std::int64_t n = x.numel();
+  const unsigned blocks = blocks_for(n);
+  auto* out = reinterpret_cast<unsigned long long*>(counts);  // two's complement: adding counts is the same
+  const bool reject = nonfinite == NonFinite::reject;
+  // A block's 32-bit counters hold at most the elements it visits: ceil(n / (blocks * threads)) * threads.
+  const bool fits = rule.bins <= kMaxSharedBins &&
+                    (n / (static_cast<std::int64_t>(blocks) * kThreads) + 1) * kThreads < (std::int64_t{1} << 32);
+  if (fits) {
+    const std::size_t shared = static_cast<std::size_t>(rule.bins) * sizeof(unsigned int);
+    calibration::histogram_kernel<Rule, true><<<blocks, kThreads, shared, stream>>>(x.data(), n, rule, reject, out,
+                                                                                     status);
+  } else {
+    calibration::histogram_kernel<Rule, false><<<blocks, kThreads, 0, stream>>>(x.data(), n, rule, reject, out,
+                                                                                 status);
+  }
+  SHRINK_CUDA_CHECK_LAUNCH(histogram_kernel);
+  if (synchronize == Synchronize::yes) check_status(workspace, stream, fn);
+}
+
+void require_histogram_args(TensorView<const float> x, std::int32_t bins, const std::int64_t* counts,
+                            const Workspace& workspace, const char* fn) {
+  require_device_view(x, fn, "x");
+  if (bins < 1 || bins > kMaxBins) fail(fn, "binning.bins", bins, "a bin count in [1, 16777216]");
+  require_pointer(counts, alignof(std::int64_t), fn, "counts");
+  require_workspace(workspace, 1, fn);
+}
+
+}  // namespace
+
+std::size_t calibration_workspace_bytes(std::int64_t entries) {
+  if (entries < 1)
+    fail("shrink::cuda::calibration_workspace_bytes", "entries", entries, "at least one entry");
+  return kStatusBytes + 2 * static_cast<std::size_t>(entries) * sizeof(int);
+}
+
+void minmax_per_tensor(TensorView<const float> x, float* min, float* max, Workspace workspace, Stream stream,
+                       Accumulate accumulate, NonFinite nonfinite, Synchronize synchronize) {
+  const char* fn = "shrink::cuda::minmax_per_tensor";
+  require_device_view(x, fn, "x");
+  AxisSplit split;
+  split.inner = x.numel();
+  minmax(x, split, min, max, workspace, stream, accumulate, nonfinite, synchronize, fn);
+}
+
+void minmax_per_channel(TensorView<const float> x, int axis, float* min, float* max, Workspace workspace,
+                        Stream stream, Accumulate accumulate, NonFinite nonfinite, Synchronize synchronize) {
+  const char* fn = "shrink::cuda::minmax_per_channel";
+  require_device_view(x, fn, "x");
+  const int a = normalize_axis(axis, x.shape().rank, fn);
+  minmax(x, split_at_axis(x.shape(), a), min, max, workspace, stream, accumulate, nonfinite, synchronize, fn);
+}
+
+void moving_average_update(const float* batch_min, const float* batch_max, std::int64_t entries,
+                           float averaging_constant, float* running_min, float* running_max, Stream stream) {
+  const char* fn = "shrink::cuda::moving_average_update";
+  if (entries < 1) fail(fn, "entries", entries, "at least one entry");
+  if (!(averaging_constant > 0.0f && averaging_constant <= 1.0f))
+    fail(fn, "averaging_constant", averaging_constant, "a value in (0, 1]");
+  require_pointer(batch_min, alignof(float), fn, "batch_min");
+  require_pointer(batch_max, alignof(float), fn, "batch_max");
+  require_pointer(running_min, alignof(float), fn, "running_min");
+  require_pointer(running_max, alignof(float), fn, "running_max");
+  calibration::moving_average_kernel<<<blocks_for(entries), kThreads, 0, stream>>>(
+      batch_min, batch_max, entries, averaging_constant, running_min, running_max);
+  SHRINK_CUDA_CHECK_LAUNCH(moving_average_kernel);
+}
+
+void histogram(TensorView<const float> x, HistcBins binning, std::int64_t* counts, Workspace workspace, Stream stream,
+               Accumulate accumulate, NonFinite nonfinite, Synchronize synchronize) {
+  const char* fn = "shrink::cuda::histogram";
+  require_histogram_args(x, binning.bins, counts, workspace, fn);
+  if (!std::isfinite(binning.lo) || !std::isfinite(binning.hi) || !(binning.lo <= binning.hi))
+    fail(fn, "binning", "[" + std::to_string(binning.lo) + ", " + std::to_string(binning.hi) + "]",
+         "finite lo <= hi");
+  calibration::HistcRule rule;
+  rule.lo = binning.lo;
+  rule.hi = binning.hi;
+  rule.range = binning.hi - binning.lo;
+  rule.scale = static_cast<float>(binning.bins);
+  rule.last = static_cast<float>(binning.bins - 1);
+  rule.bins = binning.bins;
+  count(x, rule, counts, workspace, stream, accumulate, nonfinite, synchronize, fn);
+}
+
+void histogram(TensorView<const float> x, MagnitudeBins binning, std::int64_t* counts, Workspace workspace,
+               Stream stream, Accumulate accumulate, NonFinite nonfinite, Synchronize synchronize) {
+  const char* fn = "shrink::cuda::histogram";
+  require_histogram_args(x, binning.bins, counts, workspace, fn);
+  if (!(binning.inv_width > 0.0) || !std::isfinite(binning.inv_width))
+    fail(fn, "binning.inv_width", binning.inv_width, "a finite value > 0");
+  calibration::MagnitudeRule rule;
+  rule.inv_width = binning.inv_width;
+  rule.last_double = static_cast<double>(binning.bins - 1);
+  rule.inv_width_float = static_cast<float>(binning.inv_width);
+  rule.last = static_cast<float>(binning.bins - 1);
+  rule.in_float = binning.inv_width >= 0x1p-120 && binning.inv_width <= 0x1p120;
+  rule.bins = binning.bins;
+  count(x, rule, counts, workspace, stream, accumulate, nonfinite, synchronize, fn);
+}
+
+}  // namespace shrink::cuda

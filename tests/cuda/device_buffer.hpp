@@ -1,0 +1,54 @@
+// Device memory for the [gpu] tests: owned, poisoned with 0xA5 at birth (and on request) so a kernel that skips an
+// output element cannot pass by leaving a value that looks right.
+#pragma once
+
+#include <catch2/catch.hpp>
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <vector>
+
+#include "shrink/cuda/launch.hpp"
+
+#define CUDA_REQUIRE(call) REQUIRE((call) == cudaSuccess)
+
+namespace shrink::test {
+
+constexpr unsigned char kPoison = 0xA5;
+
+class DeviceBuffer {
+ public:
+  explicit DeviceBuffer(std::size_t bytes) : bytes_(bytes) {
+    CUDA_REQUIRE(cudaMalloc(&data_, bytes == 0 ? 1 : bytes));
+    poison();
+  }
+  ~DeviceBuffer() { (void)cudaFree(data_); }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+
+  template <class T>
+  T* as() const { return static_cast<T*>(data_); }
+  std::size_t bytes() const { return bytes_; }
+  shrink::cuda::Workspace workspace() const { return {data_, bytes_}; }
+  void poison() { CUDA_REQUIRE(cudaMemset(data_, kPoison, bytes_)); }
+  void upload(const void* host, std::size_t bytes) { CUDA_REQUIRE(cudaMemcpy(data_, host, bytes, cudaMemcpyHostToDevice)); }
+  template <class T>
+  std::vector<T> download(std::size_t count) const {
+    std::vector<T> host(count);
+    CUDA_REQUIRE(cudaMemcpy(host.data(), data_, count * sizeof(T), cudaMemcpyDeviceToHost));
+    return host;
+  }
+
+ private:
+  void* data_ = nullptr;
+  std::size_t bytes_ = 0;
+};
+
+// A pointer the host-side checks accept (aligned, not null) for tests that expect them to throw before any launch;
+// never dereferenced.
+inline void* fake_device_pointer() {
+  alignas(64) static unsigned char storage[256];
+  return storage;
+}
+
+}  // namespace shrink::test

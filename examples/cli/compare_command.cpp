@@ -1,10 +1,8 @@
 // `shrink compare A B`: error of B's tensors against A's, matched by name (quantized tensors dequantized
 // first): MSE, max-abs error, SQNR dB and cosine per tensor and over all matched elements, with the sparsity and
 // stored bytes of each side.
-#include <algorithm>
-#include <cmath>
+#include <cstdint>
 #include <cstdio>
-#include <limits>
 #include <map>
 #include <set>
 #include <string>
@@ -58,12 +56,6 @@ Json side_json(const Side& side, std::int64_t zeros, std::int64_t elements) {
   return Json{{"dtype", side.stored_as}, {"bytes", side.bytes}, {"zeros", zeros}, {"sparsity", fraction(zeros, elements)}};
 }
 
-// The sums the overall figures are built from (formulas of shrink/metrics/error.hpp).
-struct Totals {
-  double sum_xx = 0.0, sum_yy = 0.0, sum_xy = 0.0, sum_ee = 0.0, max_abs = 0.0;
-  std::int64_t count = 0;
-};
-
 }  // namespace
 
 int run_compare_command(int argc, char** argv) {
@@ -88,7 +80,7 @@ int run_compare_command(int argc, char** argv) {
     Json tensors = Json::array();
     Json skipped = Json::array();
     Json only_a = Json::array(), only_b = Json::array();
-    Totals totals;
+    metrics::ErrorSums totals;
     std::int64_t bytes_a = 0, bytes_b = 0, zeros_a = 0, zeros_b = 0;
     std::vector<std::string> lines;
     for (std::size_t i = 0; i < order_a.size(); ++i) {
@@ -114,23 +106,15 @@ int run_compare_command(int argc, char** argv) {
       // Flat views: the elements match one to one, and stored ranks may exceed what a Shape holds.
       const TensorView<const float> vx(x.data(), Shape{static_cast<std::int64_t>(x.size())});
       const TensorView<const float> vy(y.data(), Shape{static_cast<std::int64_t>(y.size())});
-      metrics::ErrorStats e;
+      metrics::ErrorSums sums;
       try {
-        e = metrics::error_stats(vx, vy);
+        sums = metrics::error_sums(vx, vy);
       } catch (const shrink::Error&) {
         skipped.push_back({{"name", name}, {"reason", "NaN or inf values"}});
         continue;
       }
-      // Overall sums, in double as the per-tensor ones.
-      for (std::size_t k = 0; k < x.size(); ++k) {
-        const double p = x[k], q = y[k], d = p - q;
-        totals.sum_xx += p * p;
-        totals.sum_yy += q * q;
-        totals.sum_xy += p * q;
-        totals.sum_ee += d * d;
-      }
-      totals.max_abs = std::max(totals.max_abs, e.max_abs);
-      totals.count += e.count;
+      metrics::accumulate(totals, sums);  // the overall figures come from the sums over every compared tensor
+      const metrics::ErrorStats e = metrics::stats_from_sums(sums);
       const std::int64_t za = count_zeros(x), zb = count_zeros(y);
       bytes_a += sa.bytes;
       bytes_b += sb.bytes;
@@ -155,14 +139,8 @@ int run_compare_command(int argc, char** argv) {
     for (const std::string& name : order_b)
       if (!side_a.count(name)) only_b.push_back(name);
 
-    double sqnr = 0.0, cosine = 0.0;
-    if (totals.sum_ee == 0.0) sqnr = std::numeric_limits<double>::infinity();
-    else if (totals.sum_xx == 0.0) sqnr = -std::numeric_limits<double>::infinity();
-    else sqnr = 10.0 * std::log10(totals.sum_xx / totals.sum_ee);
-    if (totals.sum_xx == 0.0 && totals.sum_yy == 0.0) cosine = 1.0;
-    else if (totals.sum_xx == 0.0 || totals.sum_yy == 0.0) cosine = 0.0;
-    else cosine = std::min(1.0, std::max(-1.0, totals.sum_xy / (std::sqrt(totals.sum_xx) * std::sqrt(totals.sum_yy))));
-    const double mse = totals.count == 0 ? 0.0 : totals.sum_ee / static_cast<double>(totals.count);
+    const metrics::ErrorStats overall = metrics::stats_from_sums(totals);
+    const double sqnr = overall.sqnr_db, cosine = overall.cosine, mse = overall.mse;
 
     if (args.flag_set("json")) {
       Json report;

@@ -133,3 +133,25 @@ TEST_CASE("error metrics reject bad input, naming the argument and first bad ind
   CHECK_THROWS_AS(error_stats(TensorView<const float>(x.data(), Shape{6}, Device::cuda(0)), make_view(y)), Error);
   CHECK(error_stats(view(x), view(y)).mse == 0.0);
 }
+
+TEST_CASE("sums of two parts accumulate to the figures of the whole", "[metrics][error]") {
+  std::mt19937 rng(7);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> x(1000), y(1000);
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    x[i] = normal(rng);
+    y[i] = x[i] + 0.01f * normal(rng);
+  }
+  ErrorSums total;
+  accumulate(total, error_sums(TensorView<const float>(x.data(), Shape{400}), TensorView<const float>(y.data(), Shape{400})));
+  accumulate(total, error_sums(TensorView<const float>(x.data() + 400, Shape{600}),
+                               TensorView<const float>(y.data() + 400, Shape{600})));
+  const ErrorStats parts = stats_from_sums(total);
+  const ErrorStats whole = error_stats(TensorView<const float>(x.data(), Shape{1000}), TensorView<const float>(y.data(), Shape{1000}));
+  CHECK(parts.count == whole.count);
+  CHECK(parts.max_abs == whole.max_abs);
+  CHECK(parts.mse == Approx(whole.mse).epsilon(1e-12));
+  CHECK(parts.sqnr_db == Approx(whole.sqnr_db).epsilon(1e-12));
+  CHECK(parts.cosine == Approx(whole.cosine).epsilon(1e-12));
+  CHECK(stats_from_sums(ErrorSums{}).mse == 0.0);  // nothing compared
+}

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <limits>
 #include <string>
@@ -141,6 +142,21 @@ void check_same_across_levels(const distill::Loss& loss, const std::vector<T>& g
   const double ulp = std::is_same<T, float>::value ? 0.0 : 2.0 * unit_roundoff<T>();
   const double sub = std::is_same<T, half>::value ? 0x1p-24 : 0.0;
   check_near(grad, base_grad, 1e-6 * largest(base_grad) + sub, ulp, "grad");
+}
+
+// A gradient written through a row stride into `strided` (element 0 unused, rows of `n` every `stride` floats from
+// element 1) equals the contiguous `flat` gradient bit for bit, and every gap still holds `poison`.
+inline void check_strided_grad(const std::vector<float>& strided, const std::vector<float>& flat, std::int64_t stride,
+                               std::int64_t n, float poison) {
+  for (std::size_t i = 0; i < strided.size(); ++i) {
+    const std::int64_t at = static_cast<std::int64_t>(i) - 1;
+    if (at >= 0 && at % stride < n) {
+      const float want = flat[static_cast<std::size_t>(at / stride * n + at % stride)];
+      if (std::memcmp(&strided[i], &want, sizeof(float)) != 0) FAIL_CHECK("strided grad differs at " << i);
+    } else if (strided[i] != poison) {
+      FAIL_CHECK("gap written at " << i);
+    }
+  }
 }
 
 }  // namespace shrink::test

@@ -98,16 +98,37 @@ inline double cosine_from_sums(const ErrorSums& s) {
 
 }  // namespace detail
 
-// Every measure at once, from one pass over both tensors.
-inline ErrorStats error_stats(TensorView<const float> reference, TensorView<const float> approximation) {
-  const detail::ErrorSums s = detail::error_sums(reference, approximation, "shrink::metrics::error_stats");
+// The sums every measure is built from, public so that several tensor pairs can give one overall figure:
+// add each pair's error_sums into a total with accumulate, then take stats_from_sums of the total.
+using ErrorSums = detail::ErrorSums;
+
+inline ErrorSums error_sums(TensorView<const float> reference, TensorView<const float> approximation) {
+  return detail::error_sums(reference, approximation, "shrink::metrics::error_sums");
+}
+
+inline void accumulate(ErrorSums& total, const ErrorSums& part) {
+  total.sum_xx += part.sum_xx;
+  total.sum_yy += part.sum_yy;
+  total.sum_xy += part.sum_xy;
+  total.sum_ee += part.sum_ee;
+  total.max_abs = std::max(total.max_abs, part.max_abs);
+  total.count += part.count;
+}
+
+// Every measure from the sums (mse 0 when nothing was compared).
+inline ErrorStats stats_from_sums(const ErrorSums& s) {
   ErrorStats stats;
   stats.count = s.count;
-  stats.mse = s.sum_ee / static_cast<double>(s.count);
+  stats.mse = s.count == 0 ? 0.0 : s.sum_ee / static_cast<double>(s.count);
   stats.max_abs = s.max_abs;
   stats.sqnr_db = detail::sqnr_db_from_sums(s);
   stats.cosine = detail::cosine_from_sums(s);
   return stats;
+}
+
+// Every measure at once, from one pass over both tensors.
+inline ErrorStats error_stats(TensorView<const float> reference, TensorView<const float> approximation) {
+  return stats_from_sums(detail::error_sums(reference, approximation, "shrink::metrics::error_stats"));
 }
 
 inline double mse(TensorView<const float> reference, TensorView<const float> approximation) {

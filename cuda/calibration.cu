@@ -22,6 +22,7 @@ namespace {
 constexpr int kThreads = 256;
 constexpr std::int32_t kMaxBins = std::int32_t{1} << 24;
 constexpr std::int32_t kMaxSharedBins = 12288;  // 48 KB of 32-bit counters: the default shared-memory limit
+constexpr std::int64_t kColumnInner = 32;  // runs shorter than a warp take minmax_columns_kernel (coalesced columns)
 
 
 
@@ -52,19 +53,44 @@ void minmax(TensorView<const float> x, const AxisSplit& split, float* min, float
       min, max, entries, accumulate == Accumulate::yes, keys_min, keys_max);
   SHRINK_CUDA_CHECK_LAUNCH(init_keys_kernel);
 
-  // Enough blocks to fill the device, split between channels (grid y) and slices of a channel (grid x).
-  const std::int64_t per_channel = split.outer * split.inner;
+  const bool reject = nonfinite == NonFinite::reject;
   const std::int64_t target = static_cast<std::int64_t>(blocks_for(x.numel()));
-  const std::int64_t y = entries < 65535 ? entries : 65535;
-  std::int64_t bx = (target + y - 1) / y;
-  const std::int64_t needed_x = (per_channel + kThreads - 1) / kThreads;
-  if (bx > needed_x) bx = needed_x;
-  if (bx < 1) bx = 1;
-  const dim3 grid(static_cast<unsigned>(bx), static_cast<unsigned>(y));
-  calibration::minmax_kernel<<<grid, kThreads, 0, stream>>>(x.data(), split.outer, split.channels, split.inner,
-                                                            nonfinite == NonFinite::reject, keys_min, keys_max,
-                                                            status);
-  SHRINK_CUDA_CHECK_LAUNCH(minmax_kernel);
+  if (split.inner < kColumnInner) {
+    // Short runs: threads across the columns of [outer, channels * inner], row groups on grid y.
+    const std::int64_t length = split.channels * split.inner;
+    const std::int64_t tiles = (length + kThreads - 1) / kThreads;
+    const std::int64_t most_groups = split.outer < 65535 ? split.outer : 65535;
+    std::int64_t groups = (target + tiles - 1) / tiles;
+    groups = groups < 1 ? 1 : (groups > most_groups ? most_groups : groups);
+    const std::int64_t rows_per_group = (split.outer + groups - 1) / groups;
+    groups = (split.outer + rows_per_group - 1) / rows_per_group;
+    const dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>(groups));
+    calibration::minmax_columns_kernel<<<grid, kThreads, 0, stream>>>(x.data(), split.outer, length, split.inner,
+                                                                      rows_per_group, reject, keys_min, keys_max,
+                                                                      status);
+    SHRINK_CUDA_CHECK_LAUNCH(minmax_columns_kernel);
+  } else {
+    // Enough blocks to fill the device, split between channels (grid y) and slices of a channel (grid x); float4
+    // loads when every run starts 16-byte aligned.
+    const bool vectors = split.inner % 4 == 0 && aligned_to(x.data(), 16);
+    const std::int64_t per_channel = split.outer * split.inner / (vectors ? 4 : 1);
+    const std::int64_t y = entries < 65535 ? entries : 65535;
+    std::int64_t bx = (target + y - 1) / y;
+    const std::int64_t needed_x = (per_channel + kThreads - 1) / kThreads;
+    if (bx > needed_x) bx = needed_x;
+    if (bx < 1) bx = 1;
+    const dim3 grid(static_cast<unsigned>(bx), static_cast<unsigned>(y));
+    const auto launch = [&](auto kernel) {
+      kernel<<<grid, kThreads, 0, stream>>>(x.data(), split.outer, split.channels, split.inner, reject, keys_min,
+                                            keys_max, status);
+    };
+    const bool one_run = split.outer == 1;
+    if (vectors && one_run) launch(calibration::minmax_kernel<4, true>);
+    else if (vectors) launch(calibration::minmax_kernel<4, false>);
+    else if (one_run) launch(calibration::minmax_kernel<1, true>);
+    else launch(calibration::minmax_kernel<1, false>);
+    SHRINK_CUDA_CHECK_LAUNCH(minmax_kernel);
+  }
   calibration::finish_keys_kernel<<<blocks_for(entries), kThreads, 0, stream>>>(keys_min, keys_max, entries, min, max);
   SHRINK_CUDA_CHECK_LAUNCH(finish_keys_kernel);
   if (synchronize == Synchronize::yes) check_status(workspace, stream, fn);
@@ -82,17 +108,24 @@ void count(TensorView<const float> x, const Rule& rule, std::int64_t* counts, Wo
   const unsigned blocks = blocks_for(n);
   auto* out = reinterpret_cast<unsigned long long*>(counts);  // two's complement: adding counts is the same
   const bool reject = nonfinite == NonFinite::reject;
-  // A block's 32-bit counters hold at most the elements it visits: ceil(n / (blocks * threads)) * threads.
+  // A block's 32-bit counters hold at most the elements it visits: per thread ceil(n / (blocks * threads)) one at a
+  // time, or with float4 loads at most 4 more (a partial step) plus one of the tail.
   const bool fits = rule.bins <= kMaxSharedBins &&
-                    (n / (static_cast<std::int64_t>(blocks) * kThreads) + 1) * kThreads < (std::int64_t{1} << 32);
-  if (fits) {
-    const std::size_t shared = static_cast<std::size_t>(rule.bins) * sizeof(unsigned int);
-    calibration::histogram_kernel<Rule, true><<<blocks, kThreads, shared, stream>>>(x.data(), n, rule, reject, out,
-                                                                                     status);
-  } else {
-    calibration::histogram_kernel<Rule, false><<<blocks, kThreads, 0, stream>>>(x.data(), n, rule, reject, out,
-                                                                                 status);
-  }
+                    (n / (static_cast<std::int64_t>(blocks) * kThreads) + 6) * kThreads < (std::int64_t{1} << 32);
+  const bool vectors = aligned_to(x.data(), 16);
+  const std::size_t shared = fits ? static_cast<std::size_t>(rule.bins) * sizeof(unsigned int) : 0;
+  if (fits && vectors)
+    calibration::histogram_kernel<Rule, true, true><<<blocks, kThreads, shared, stream>>>(x.data(), n, rule, reject,
+                                                                                           out, status);
+  else if (fits)
+    calibration::histogram_kernel<Rule, true, false><<<blocks, kThreads, shared, stream>>>(x.data(), n, rule, reject,
+                                                                                            out, status);
+  else if (vectors)
+    calibration::histogram_kernel<Rule, false, true><<<blocks, kThreads, 0, stream>>>(x.data(), n, rule, reject, out,
+                                                                                       status);
+  else
+    calibration::histogram_kernel<Rule, false, false><<<blocks, kThreads, 0, stream>>>(x.data(), n, rule, reject,
+                                                                                        out, status);
   SHRINK_CUDA_CHECK_LAUNCH(histogram_kernel);
   if (synchronize == Synchronize::yes) check_status(workspace, stream, fn);
 }

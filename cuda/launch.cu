@@ -26,6 +26,8 @@ void check_status(Workspace workspace, Stream stream, const char* function) {
   if (status & kBadZeroPoint) add("a zero point lies outside [qmin, qmax] of the scheme");
   if (status & kOverfullNmGroup) add("a group of the mask keeps more than n (expected an N:M mask)");
   if (status & kBadRank) add("k exceeds the candidates the current masks keep");
+  if (status & kBadIndex) add("an index is out of range or out of order (expected a valid CSR)");
+  if (status & kCapacity) add("the output needs more elements than its capacity (or than INT32_MAX int32 offsets)");
   fail(function, "device-side check failed: " + what + "; the output is meaningless");
 }
 

@@ -242,7 +242,7 @@ TEST_CASE("cuda moving_average_update equals MovingAverageMinMaxObserver", "[gpu
 }
 
 TEST_CASE("cuda histogram counts equal the CPU's bin rules", "[gpu]") {
-  const std::int64_t n = GENERATE(std::int64_t{1000}, std::int64_t{3} << 20);
+  const std::int64_t n = GENERATE(std::int64_t{1000}, std::int64_t{1001}, std::int64_t{3} << 20);  // 1001: a tail
   const std::int32_t bins = GENERATE(2048, 20000);
   INFO("n " << n << " bins " << bins);
   std::vector<float> x = random_input(n, 123);

@@ -34,6 +34,8 @@ enum StatusFlag : int {
   kBadZeroPoint = 4,  // a zero point lay outside [qmin, qmax]
   kOverfullNmGroup = 8,  // a group of an N:M mask kept more than n
   kBadRank = 16,         // a rank k exceeded the candidates counted on the device
+  kBadIndex = 32,        // an index (a CSR's row offsets or column indices) lay out of range or out of order
+  kCapacity = 64,        // more elements to write than the output holds (a capacity, or int32 CSR offsets)
 };
 
 // Waits for `stream`, then throws shrink::Error naming the failed device-side checks of the last call that used

@@ -3,15 +3,17 @@
 //
 // key = float bits of |w| (sign cleared; half and bfloat16 widened exactly), below 2^31. Pass p histograms the
 // key's digit p, bits [30:20], [19:9], [8:0], of the candidates whose higher digits equal the prefix chosen so far;
-// a one-thread kernel then finds the bucket holding the remaining rank (the CPU's bucket_of_rank), adds the counts
+// a one-block kernel then finds the bucket holding the remaining rank (the CPU's bucket_of_rank), adds the counts
 // below it and extends the prefix. State and histograms live in the caller's workspace, zeroed once per call.
 // Pass 0 also counts the candidates and flags NaN/inf (kNonFinite) anywhere; a rank above the candidates flags
-// kBadRank. The result is bits, below, at, at_pruned, candidates exactly as the CPU computes them.
+// kBadRank. The result is bits, below, at, at_pruned, candidates exactly as the CPU computes them. Passes read 16
+// bytes a load where the tensor is 16-byte aligned.
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <cstring>
 
 #include "shrink/core/half.hpp"
 #include "shrink/cuda/check.cuh"
@@ -58,8 +60,10 @@ __device__ __forceinline__ std::int64_t global_thread() {
 }
 __device__ __forceinline__ std::int64_t grid_threads() { return static_cast<std::int64_t>(gridDim.x) * blockDim.x; }
 
-// Histogram of digit `Pass` over one tensor's candidates in the prefix's range (pass 0: all, plus the checks).
-template <class T, int Pass>
+// Histogram of digit `Pass` over one tensor's candidates in the prefix's range (pass 0: all, plus the checks). Vec: x
+// 16-byte aligned, read 16 bytes (4 floats or 8 16-bit values) a load up to the last whole vector, then one at a time;
+// the elements of a vector share one mask word (4 and 8 divide 64).
+template <class T, int Pass, bool Vec>
 __global__ void histogram_kernel(const T* __restrict__ x, std::int64_t n, const std::uint64_t* __restrict__ current,
                                  const SelectState* __restrict__ state, unsigned long long* __restrict__ histogram,
                                  unsigned long long* __restrict__ candidates, int* status) {
@@ -74,15 +78,31 @@ __global__ void histogram_kernel(const T* __restrict__ x, std::int64_t n, const 
   __syncthreads();
   unsigned int counted = 0;
   bool nonfinite = false;
-  for (std::int64_t i = global_thread(); i < n; i += grid_threads()) {
-    const std::uint32_t key = __float_as_uint(as_float(x[i])) & 0x7FFFFFFFu;
-    const bool candidate = current == nullptr || ((current[i >> 6] >> (i & 63)) & 1u);
+  const auto visit = [&](T value, bool candidate) {
+    const std::uint32_t key = __float_as_uint(as_float(value)) & 0x7FFFFFFFu;
     if (Pass == 0) nonfinite |= key >= 0x7F800000u;
-    if (!candidate) continue;
-    if (Pass > 0 && (key >> (Digit<Pass>::shift + Digit<Pass>::bits)) != prefix) continue;
+    if (!candidate) return;
+    if (Pass > 0 && (key >> (Digit<Pass>::shift + Digit<Pass>::bits)) != prefix) return;
     ++counted;
     atomicAdd(&local[(key >> Digit<Pass>::shift) & (kBucketsHere - 1)], 1u);
+  };
+  std::int64_t begin = 0;
+  if constexpr (Vec) {
+    constexpr int kLanes = 16 / static_cast<int>(sizeof(T));
+    const std::int64_t vectors = n / kLanes;
+    for (std::int64_t k = global_thread(); k < vectors; k += grid_threads()) {
+      const std::int64_t i = k * kLanes;
+      const uint4 bits = reinterpret_cast<const uint4*>(x)[k];
+      T lanes[kLanes];
+      memcpy(lanes, &bits, sizeof bits);
+      const std::uint64_t keep = current == nullptr ? ~std::uint64_t{0} : current[i >> 6] >> (i & 63);
+#pragma unroll
+      for (int l = 0; l < kLanes; ++l) visit(lanes[l], (keep >> l) & 1u);
+    }
+    begin = vectors * kLanes;
   }
+  for (std::int64_t i = begin + global_thread(); i < n; i += grid_threads())
+    visit(x[i], current == nullptr || ((current[i >> 6] >> (i & 63)) & 1u));
   if (Pass == 0) {
     if (counted) atomicAdd(&local_candidates, counted);
     if (nonfinite) local_nonfinite = 1;
@@ -96,12 +116,21 @@ __global__ void histogram_kernel(const T* __restrict__ x, std::int64_t n, const 
   }
 }
 
-// One thread: the bucket of the remaining rank, as bucket_of_rank; the last pass writes the result.
+constexpr int kThreads = 256;
+
+// One block of kThreads: the bucket holding the remaining rank, as bucket_of_rank (the first bucket whose running count
+// reaches it), without walking thousands of buckets in one thread. Thread t owns buckets [t * per, (t + 1) * per);
+// an inclusive scan of the owners' sums finds the one thread whose range reaches the rank (the rank lies in [1, the
+// histogram's total]: k <= candidates in pass 0, then at most the count of the bucket chosen before), which walks its
+// buckets. The last pass writes the result.
 template <int Pass>
 __global__ void choose_bucket_kernel(const unsigned long long* __restrict__ histogram, SelectState* state,
                                      long long k, prune::MagnitudeThreshold* result, int* status) {
-  if (threadIdx.x != 0 || blockIdx.x != 0) return;
-  if (Pass == 0) {
+  constexpr int kPerThread = Digit<Pass>::buckets / kThreads;
+  static_assert(kPerThread * kThreads == Digit<Pass>::buckets, "the threads share the buckets evenly");
+  __shared__ long long running[kThreads];
+  const int t = threadIdx.x;
+  if (Pass == 0 && t == 0) {
     state->below = 0;
     state->rank = k;
     state->prefix = 0;
@@ -112,15 +141,27 @@ __global__ void choose_bucket_kernel(const unsigned long long* __restrict__ hist
     if (k == 0 || k > r.candidates) {
       state->done = 1;
       *result = r;
-      return;
     }
   }
-  if (state->done) return;
-  long long before = 0;
-  int bucket = 0;
-  for (; bucket < Digit<Pass>::buckets; ++bucket) {
+  __syncthreads();  // thread 0's writes to the state are visible to the block
+  if (state->done) return;  // the same for every thread
+  long long mine = 0;
+  for (int j = 0; j < kPerThread; ++j) mine += static_cast<long long>(histogram[t * kPerThread + j]);
+  running[t] = mine;
+  __syncthreads();
+  for (int offset = 1; offset < kThreads; offset <<= 1) {  // inclusive scan of the owners' sums
+    const long long below = t >= offset ? running[t - offset] : 0;
+    __syncthreads();
+    running[t] += below;
+    __syncthreads();
+  }
+  const long long rank = state->rank;
+  long long before = running[t] - mine;
+  if (!(before < rank && rank <= running[t])) return;  // exactly one thread goes on
+  int bucket = t * kPerThread;
+  for (; bucket < (t + 1) * kPerThread - 1; ++bucket) {
     const long long count = static_cast<long long>(histogram[bucket]);
-    if (before + count >= state->rank) break;
+    if (before + count >= rank) break;
     before += count;
   }
   state->below += before;
@@ -137,21 +178,22 @@ __global__ void choose_bucket_kernel(const unsigned long long* __restrict__ hist
   }
 }
 
-
-constexpr int kThreads = 256;
-
 template <int Pass, class T>
 void histogram(const T* x, std::int64_t n, const std::uint64_t* current, SelectState* state,
                unsigned long long* histograms, int* status, cudaStream_t stream) {
-  histogram_kernel<T, Pass><<<grid_blocks(n, kThreads), kThreads, 0, stream>>>(
-      x, n, current, state, histograms + Digit<Pass>::offset, &state->candidates, status);
+  if (aligned_to(x, 16))
+    histogram_kernel<T, Pass, true><<<grid_blocks(n, kThreads), kThreads, 0, stream>>>(
+        x, n, current, state, histograms + Digit<Pass>::offset, &state->candidates, status);
+  else
+    histogram_kernel<T, Pass, false><<<grid_blocks(n, kThreads), kThreads, 0, stream>>>(
+        x, n, current, state, histograms + Digit<Pass>::offset, &state->candidates, status);
   SHRINK_CUDA_CHECK_LAUNCH(histogram_kernel);
 }
 
 template <int Pass>
 void choose_bucket(const unsigned long long* histograms, SelectState* state, long long k,
                    prune::MagnitudeThreshold* result, int* status, cudaStream_t stream) {
-  choose_bucket_kernel<Pass><<<1, 1, 0, stream>>>(histograms + Digit<Pass>::offset, state, k, result, status);
+  choose_bucket_kernel<Pass><<<1, kThreads, 0, stream>>>(histograms + Digit<Pass>::offset, state, k, result, status);
   SHRINK_CUDA_CHECK_LAUNCH(choose_bucket_kernel);
 }
 

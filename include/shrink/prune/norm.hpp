@@ -105,22 +105,26 @@ inline std::vector<double> slice_norms(const TensorView<const float>& weights, N
 
 namespace detail {
 
-// Checks the block tiling of the last two dims; `function` names the caller in the errors.
-inline void require_block_tiling(const TensorView<const float>& weights, std::int64_t block_rows,
-                                 std::int64_t block_cols, const char* function) {
-  if (weights.rank() < 2)
-    fail(function, "weights.shape", to_string(weights.shape()),
-         "a matrix [rows, cols], or a stack of them [..., rows, cols]");
-  const std::int64_t rows = weights.size(weights.rank() - 2);
-  const std::int64_t cols = weights.size(weights.rank() - 1);
+// Checks the block tiling of the last two dims of the weights' shape; `function` names the caller in the errors.
+inline void require_block_tiling(const Shape& shape, std::int64_t block_rows, std::int64_t block_cols,
+                                 const char* function) {
+  if (shape.rank < 2)
+    fail(function, "weights.shape", to_string(shape), "a matrix [rows, cols], or a stack of them [..., rows, cols]");
+  const std::int64_t rows = shape[shape.rank - 2];
+  const std::int64_t cols = shape[shape.rank - 1];
   if (block_rows < 1) fail(function, "block_rows", block_rows, "a positive block height");
   if (block_cols < 1) fail(function, "block_cols", block_cols, "a positive block width");
   if (rows % block_rows != 0)
     fail(function, "block_rows", block_rows,
-         "a divisor of the matrix rows (weights.shape " + to_string(weights.shape()) + "): blocks tile the matrix");
+         "a divisor of the matrix rows (weights.shape " + to_string(shape) + "): blocks tile the matrix");
   if (cols % block_cols != 0)
     fail(function, "block_cols", block_cols,
-         "a divisor of the matrix cols (weights.shape " + to_string(weights.shape()) + "): blocks tile the matrix");
+         "a divisor of the matrix cols (weights.shape " + to_string(shape) + "): blocks tile the matrix");
+}
+
+inline void require_block_tiling(const TensorView<const float>& weights, std::int64_t block_rows,
+                                 std::int64_t block_cols, const char* function) {
+  require_block_tiling(weights.shape(), block_rows, block_cols, function);
 }
 
 // Block norms of a checked, finite view, indexed row-major over [..., rows / block_rows, cols / block_cols].

@@ -21,12 +21,16 @@ void check_status(Workspace workspace, Stream stream, const char* function) {
   if (status == 0) return;
   std::string what;
   const auto add = [&what](const char* text) { what += (what.empty() ? "" : "; ") + std::string(text); };
-  if (status & kNonFinite) add("the input holds NaN or inf (expected finite values)");
+  if (status & kNonFinite)
+    add("the input holds NaN or inf (expected finite values; a logit may be -inf, but not a whole row)");
   if (status & kBadScale) add("a scale is not finite and > 0");
   if (status & kBadZeroPoint) add("a zero point lies outside [qmin, qmax] of the scheme");
   if (status & kOverfullNmGroup) add("a group of the mask keeps more than n (expected an N:M mask)");
   if (status & kBadRank) add("k exceeds the candidates the current masks keep");
-  if (status & kBadIndex) add("an index is out of range or out of order (expected a valid CSR)");
+  if (status & kBadIndex)
+    add("an index lies outside its range, out of order or repeated (expected a valid CSR; a class in [0, V) or "
+        "ignore_index; a target of +1 or -1; k distinct top-k indices in [0, V))");
+  if (status & kBadTailMass) add("a top-k tail mass lies outside [0, 1)");
   if (status & kCapacity) add("the output needs more elements than its capacity (or than INT32_MAX int32 offsets)");
   fail(function, "device-side check failed: " + what + "; the output is meaningless");
 }

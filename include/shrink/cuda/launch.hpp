@@ -29,13 +29,15 @@ inline constexpr std::size_t kStatusBytes = 16;
 
 // Bits kernels or into the status word; check_status names each one set.
 enum StatusFlag : int {
-  kNonFinite = 1,     // an input held NaN or inf
+  kNonFinite = 1,     // an input held NaN or inf (losses: NaN, +inf, or a logit row with no finite entry)
   kBadScale = 2,      // a scale was not finite and > 0
   kBadZeroPoint = 4,  // a zero point lay outside [qmin, qmax]
   kOverfullNmGroup = 8,  // a group of an N:M mask kept more than n
   kBadRank = 16,         // a rank k exceeded the candidates counted on the device
-  kBadIndex = 32,        // an index (a CSR's row offsets or column indices) lay out of range or out of order
+  kBadIndex = 32,        // an index out of range or out of order: CSR offsets or columns, a label, a class target, a
+                         // top-k index (also: repeated within a row)
   kCapacity = 64,        // more elements to write than the output holds (a capacity, or int32 CSR offsets)
+  kBadTailMass = 128,    // a top-k teacher's tail mass outside [0, 1)
 };
 
 // Waits for `stream`, then throws shrink::Error naming the failed device-side checks of the last call that used

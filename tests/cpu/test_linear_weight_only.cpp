@@ -1,5 +1,6 @@
-// Float-activation linear layers over packed weights: float (linear_f32, and Eigen's linear_f32_eigen), half,
-// bfloat16 and int8 weight-only, against double references at every SIMD level; bad input leaves out untouched.
+// Linear layers over packed weights: float (linear_f32, and Eigen's linear_f32_eigen), half, bfloat16, int8 and
+// per-group int4 weight-only, with float and half / bfloat16 activations, against double references at every SIMD
+// level (int4 also against dequantize-then-float-GEMM); bad input leaves out untouched.
 #include <catch2/catch.hpp>
 
 #include <Eigen/Core>
@@ -7,7 +8,9 @@
 #include <cmath>
 #include <cstdint>
 #include <random>
+#include <string>
 #include <tuple>
+#include <type_traits>
 #include <vector>
 
 #include "linear_reference.hpp"
@@ -33,6 +36,75 @@ std::vector<float> as_floats(const std::vector<T>& v) {
   std::vector<float> f(v.size());
   for (std::size_t i = 0; i < v.size(); ++i) f[i] = static_cast<float>(v[i]);
   return f;
+}
+
+// int4 shapes: K a multiple of every group size tried (32, 64, 128 where they divide K).
+const std::vector<std::tuple<std::int64_t, std::int64_t, std::int64_t>> kInt4Shapes = {
+    {1, 1, 64},   {1, 33, 128}, {2, 31, 320}, {5, 16, 64},  {6, 40, 256},
+    {7, 17, 384}, {12, 64, 128}, {13, 33, 640}, {30, 70, 512}, {3, 45, 1024}};
+
+quant::QuantizedTensor quantize_int4(const std::vector<float>& w, std::int64_t n, std::int64_t k, std::int64_t group) {
+  return quant::quantize(TensorView<const float>(w.data(), Shape{n, k}),
+                         quant::QuantScheme::per_group(quant::QuantDtype::int4, quant::Symmetry::symmetric, 1, group));
+}
+
+// Spacing of the 16-bit type A at |v| (its unit in the last place); outputs are rounded to it.
+template <class A>
+double ulp_of(double v) {
+  constexpr int mantissa = std::is_same<A, half>::value ? 10 : 7;
+  constexpr int min_exponent = std::is_same<A, half>::value ? -14 : -126;
+  const int e = v == 0.0 ? min_exponent : std::max(min_exponent, std::ilogb(v));
+  return std::ldexp(1.0, e - mantissa);
+}
+
+// out (16-bit) against act(scale[n] · ref + bias[n]) within the float bound of check_against_reference plus one unit
+// of the output type (its rounding).
+template <class A>
+void check_rounded_against_reference(const std::vector<A>& out, const shrink::test::ProductReference& ref,
+                                     std::int64_t m_total, std::int64_t n_total, std::int64_t k_total,
+                                     const std::vector<float>& scales, const std::vector<float>& bias, Activation act) {
+  const double unit = std::ldexp(1.0, -23);
+  int reported = 0;
+  for (std::int64_t i = 0; i < m_total * n_total; ++i) {
+    const std::size_t at = static_cast<std::size_t>(i);
+    const std::int64_t n = i % n_total;
+    const double s = scales.empty() ? 1.0 : scales[static_cast<std::size_t>(n)];
+    const double b = bias.empty() ? 0.0 : bias[static_cast<std::size_t>(n)];
+    const double pre = ref.value[at] * s + b;
+    const double expected = shrink::test::activate_reference(pre, act);
+    const double bound = (static_cast<double>(k_total) + 4) * unit * ref.magnitude[at] * s +
+                         4 * unit * (std::fabs(pre) + std::fabs(b)) + ulp_of<A>(std::fabs(expected));
+    const double got = static_cast<float>(out[at]);
+    if (!(std::fabs(got - expected) <= bound) && reported++ < 5) {
+      INFO("m " << i / n_total << " n " << n << " got " << got << " expected " << expected << " bound " << bound);
+      CHECK(std::fabs(got - expected) <= bound);
+    }
+  }
+  CHECK(reported == 0);
+}
+
+// Rounds float values to A (the activations a 16-bit caller holds).
+template <class A>
+std::vector<A> rounded(const std::vector<float>& v) {
+  std::vector<A> r(v.size());
+  for (std::size_t i = 0; i < v.size(); ++i) r[i] = A(v[i]);
+  return r;
+}
+
+// The 16-bit path equals the float path on the same (widened) activations, each output rounded to nearest even.
+template <class A, class W>
+void check_16bit_matches_float(const std::vector<float>& x, const W& w, std::int64_t m, std::int64_t n,
+                               std::int64_t k, const LinearEpilogue& e) {
+  const std::vector<A> x16 = rounded<A>(x);
+  const std::vector<float> xw = as_floats(x16);
+  std::vector<float> out_float(static_cast<std::size_t>(m * n), kPoison);
+  linear_weight_only(TensorView<const float>(xw.data(), Shape{m, k}), w, TensorView<float>(out_float.data(), Shape{m, n}),
+                     e);
+  std::vector<A> out(static_cast<std::size_t>(m * n), A(kPoison));
+  linear_weight_only(TensorView<const A>(x16.data(), Shape{m, k}), w, TensorView<A>(out.data(), Shape{m, n}), e);
+  int mismatches = 0;
+  for (std::size_t i = 0; i < out.size(); ++i) mismatches += out[i].to_bits() != A(out_float[i]).to_bits();
+  CHECK(mismatches == 0);
 }
 
 }  // namespace
@@ -115,6 +187,132 @@ TEST_CASE("linear_weight_only with int8 weights, per channel and per tensor, sca
                          LinearEpilogue::with_bias(TensorView<const float>(bias.data(), Shape{n})));
       CHECK(a == b);
     }
+  }
+}
+
+TEST_CASE("linear_weight_only with per-group int4 weights matches a double reference and dequantize-then-GEMM",
+          "[cpu][linear][float][int4]") {
+  std::mt19937 rng(25);
+  for (auto [m, n, k] : kInt4Shapes) {
+    for (std::int64_t group : {32, 64, 128}) {
+      if (k % group != 0) continue;
+      INFO("M " << m << " N " << n << " K " << k << " group " << group);
+      const auto x = shrink::test::normal_values(static_cast<std::size_t>(m * k), rng);
+      const auto w = shrink::test::normal_values(static_cast<std::size_t>(n * k), rng, 0.05f);
+      const auto bias = shrink::test::normal_values(static_cast<std::size_t>(n), rng);
+      const quant::QuantizedTensor q = quantize_int4(w, n, k, group);
+      const std::vector<float> dequantized = quant::dequantize(q);  // (q - 0) * s in float: what the kernel multiplies
+      const PackedInt4Weight packed = pack_weight_int4(q);
+      CHECK(packed.storage_bytes() == n * (k / 2) + n * (k / group) * 4);
+      const auto ref = shrink::test::reference_product(x, dequantized, m, n, k);
+      const PackedWeight<float> dense = pack_weight(TensorView<const float>(dequantized.data(), Shape{n, k}));
+      const TensorView<const float> xv(x.data(), Shape{m, k});
+      for (Activation act : {Activation::none, Activation::gelu, Activation::silu}) {
+        const LinearEpilogue e = LinearEpilogue::with_bias(TensorView<const float>(bias.data(), Shape{n}), act);
+        at_each_level([&](SimdLevel) {
+          std::vector<float> out(static_cast<std::size_t>(m * n), kPoison), dense_out(out.size(), kPoison);
+          linear_weight_only(xv, packed, TensorView<float>(out.data(), Shape{m, n}), e);
+          shrink::test::check_against_reference(out, n, ref, m, n, k, {}, bias, act);
+          // Dequantize-then-float-GEMM: the same products, summed in another order.
+          linear_f32(xv, dense, TensorView<float>(dense_out.data(), Shape{m, n}), e);
+          const auto& magnitude = ref.magnitude;
+          int far = 0;
+          for (std::size_t i = 0; i < out.size(); ++i)
+            far += !(std::fabs(out[i] - dense_out[i]) <=
+                     2 * (static_cast<double>(k) + 4) * std::ldexp(1.0, -23) * magnitude[i] +
+                         std::ldexp(1.0, -21) * (std::fabs(dense_out[i]) + std::fabs(bias[i % static_cast<std::size_t>(n)])));
+          CHECK(far == 0);
+        });
+      }
+      // The QuantizedTensor overload packs the same weight.
+      std::vector<float> a(static_cast<std::size_t>(m * n)), b(a.size());
+      const LinearEpilogue e = LinearEpilogue::with_bias(TensorView<const float>(bias.data(), Shape{n}));
+      linear_weight_only(TensorView<const float>(x.data(), Shape{m, k}), q, TensorView<float>(a.data(), Shape{m, n}), e);
+      linear_weight_only(TensorView<const float>(x.data(), Shape{m, k}), packed, TensorView<float>(b.data(), Shape{m, n}),
+                         e);
+      CHECK(a == b);
+    }
+  }
+}
+
+TEST_CASE("pack_weight_int4 lays rows out as panels of nibbles with their group scales", "[cpu][linear][int4]") {
+  std::mt19937 rng(26);
+  const std::int64_t n = 37, k = 96, group = 32;
+  const auto w = shrink::test::normal_values(static_cast<std::size_t>(n * k), rng);
+  const quant::QuantizedTensor q = quantize_int4(w, n, k, group);
+  const PackedInt4Weight p = pack_weight_int4(q);
+  REQUIRE(p.panel_count() == 2);
+  std::vector<float> block(static_cast<std::size_t>(k * kPanelWidth));
+  for (std::int64_t panel = 0; panel < p.panel_count(); ++panel) {
+    shrink::cpu::detail::dequantize_int4_panel(p, panel, 0, k, block.data());
+    for (std::int64_t kk = 0; kk < k; ++kk)
+      for (std::int64_t j = 0; j < kPanelWidth; ++j) {
+        const std::int64_t row = panel * kPanelWidth + j;
+        const float expected = row < n ? static_cast<float>(q.value(row * k + kk)) *
+                                             q.qparams.scale[static_cast<std::size_t>(row * (k / group) + kk / group)]
+                                       : 0.0f;
+        if (block[static_cast<std::size_t>(kk * kPanelWidth + j)] != expected) {
+          INFO("row " << row << " k " << kk);
+          REQUIRE(block[static_cast<std::size_t>(kk * kPanelWidth + j)] == expected);
+        }
+      }
+  }
+}
+
+TEST_CASE("linear_weight_only with half and bfloat16 activations and outputs", "[cpu][linear][float][16bit]") {
+  std::mt19937 rng(27);
+  for (auto [m, n, k] : kInt4Shapes) {
+    INFO("M " << m << " N " << n << " K " << k);
+    const auto x = shrink::test::normal_values(static_cast<std::size_t>(m * k), rng);
+    const auto w = shrink::test::normal_values(static_cast<std::size_t>(n * k), rng, 0.05f);
+    const auto bias = shrink::test::normal_values(static_cast<std::size_t>(n), rng);
+    const quant::QuantizedTensor q8 = quant::quantize(
+        TensorView<const float>(w.data(), Shape{n, k}),
+        quant::QuantScheme::per_channel(quant::QuantDtype::int8, quant::Symmetry::symmetric, 0));
+    const quant::QuantizedTensor q4 = quantize_int4(w, n, k, 64);
+    const PackedWeight<std::int8_t> p8 = pack_weight(q8);
+    const PackedInt4Weight p4 = pack_weight_int4(q4);
+    const PackedWeight<half> ph = pack_weight_as<half>(TensorView<const float>(w.data(), Shape{n, k}));
+    std::vector<float> integers(w.size()), scales8(static_cast<std::size_t>(n));
+    for (std::size_t i = 0; i < w.size(); ++i) integers[i] = static_cast<float>(q8.value(static_cast<std::int64_t>(i)));
+    for (std::int64_t r = 0; r < n; ++r) scales8[static_cast<std::size_t>(r)] = q8.qparams.scale[static_cast<std::size_t>(r)];
+    std::vector<half> wh(w.size());
+    for (std::size_t i = 0; i < w.size(); ++i) wh[i] = half(w[i]);
+
+    auto run = [&](auto tag) {
+      using A = decltype(tag);
+      INFO((std::is_same<A, half>::value ? "half" : "bfloat16") << " activations");
+      const std::vector<A> x16 = rounded<A>(x);
+      const std::vector<float> xw = as_floats(x16);
+      const auto ref8 = shrink::test::reference_product(xw, integers, m, n, k);
+      const auto ref4 = shrink::test::reference_product(xw, quant::dequantize(q4), m, n, k);
+      const auto refh = shrink::test::reference_product(xw, as_floats(wh), m, n, k);
+      const TensorView<const A> xv(x16.data(), Shape{m, k});
+      for (Activation act : {Activation::none, Activation::relu, Activation::gelu}) {
+        const LinearEpilogue e = LinearEpilogue::with_bias(TensorView<const float>(bias.data(), Shape{n}), act);
+        at_each_level([&](SimdLevel) {
+          std::vector<A> out(static_cast<std::size_t>(m * n), A(kPoison));
+          const TensorView<A> ov(out.data(), Shape{m, n});
+          linear_weight_only(xv, p8, ov, e);
+          check_rounded_against_reference(out, ref8, m, n, k, scales8, bias, act);
+          linear_weight_only(xv, p4, ov, e);
+          check_rounded_against_reference(out, ref4, m, n, k, {}, bias, act);
+          linear_weight_only(xv, ph, ov, e);
+          check_rounded_against_reference(out, refh, m, n, k, {}, bias, act);
+          check_16bit_matches_float<A>(x, p8, m, n, k, e);
+          check_16bit_matches_float<A>(x, p4, m, n, k, e);
+        });
+      }
+      std::vector<A> a(static_cast<std::size_t>(m * n)), b(a.size());
+      const LinearEpilogue e = LinearEpilogue::with_bias(TensorView<const float>(bias.data(), Shape{n}));
+      linear_weight_only(xv, q4, TensorView<A>(a.data(), Shape{m, n}), e);
+      linear_weight_only(xv, p4, TensorView<A>(b.data(), Shape{m, n}), e);
+      int differ = 0;
+      for (std::size_t i = 0; i < a.size(); ++i) differ += a[i].to_bits() != b[i].to_bits();
+      CHECK(differ == 0);
+    };
+    run(half{});
+    run(bfloat16{});
   }
 }
 
@@ -218,5 +416,54 @@ TEST_CASE("weight-only linear layers reject bad input and leave the output untou
   }
   SECTION("a 1-D weight") {
     expect_rejected([&] { pack_weight(TensorView<const float>(w.data(), Shape{n * k})); }, "w.shape");
+  }
+  SECTION("int4 weights: uint4, a zero point, per channel, groups along axis 0, an inconsistent pack") {
+    const auto w4 = shrink::test::normal_values(static_cast<std::size_t>(n * 64), rng);
+    const TensorView<const float> x4v(w4.data(), Shape{m, 64});  // any [M, 64] activations
+    const TensorView<const float> w4v(w4.data(), Shape{n, 64});
+    using quant::QuantDtype;
+    using quant::QuantScheme;
+    using quant::Symmetry;
+    expect_rejected([&] { linear_weight_only(x4v, quant::quantize(w4v, QuantScheme::per_group(QuantDtype::uint4, Symmetry::affine, 1, 32)), ov); },
+                    "w.scheme.dtype");
+    auto qa = quant::quantize(w4v, QuantScheme::per_group(QuantDtype::int4, Symmetry::affine, 1, 32));
+    std::fill(qa.qparams.zero_point.begin(), qa.qparams.zero_point.end(), 0);
+    qa.qparams.zero_point[3] = 2;
+    expect_rejected([&] { linear_weight_only(x4v, qa, ov); }, "w.qparams.zero_point[3]");
+    expect_rejected(
+        [&] { linear_weight_only(x4v, quant::quantize(w4v, QuantScheme::per_channel(QuantDtype::int4, Symmetry::symmetric, 0)), ov); },
+        "w.scheme.granularity");
+    const std::vector<float> tall(static_cast<std::size_t>(64 * 64), 0.5f);
+    expect_rejected(
+        [&] {
+          pack_weight_int4(quant::quantize(TensorView<const float>(tall.data(), Shape{64, 64}),
+                                           QuantScheme::per_group(QuantDtype::int4, Symmetry::symmetric, 0, 32)));
+        },
+        "w.scheme.axis");
+    PackedInt4Weight broken = pack_weight_int4(quant::quantize(w4v, QuantScheme::per_group(QuantDtype::int4, Symmetry::symmetric, 1, 32)));
+    broken.scales.pop_back();
+    expect_rejected([&] { linear_weight_only(x4v, broken, ov); }, "PackedInt4Weight");
+    expect_rejected([&] { linear_weight_only(xv, pack_weight_int4(quant::quantize(w4v, QuantScheme::per_group(QuantDtype::int4, Symmetry::symmetric, 1, 32))), ov); },
+                    "x.shape");
+  }
+  SECTION("half activations: K mismatch, output shape, output overlapping the activations") {
+    std::vector<half> xh(static_cast<std::size_t>(m * k), half(1.0f));
+    std::vector<half> oh(static_cast<std::size_t>(m * n), half(kPoison));
+    const PackedWeight<half> ph = pack_weight_as<half>(TensorView<const float>(w.data(), Shape{n, k}));
+    auto untouched = [&] {
+      for (half v : oh)
+        if (v.to_bits() != half(kPoison).to_bits()) return false;
+      return true;
+    };
+    shrink::test::require_error_mentioning(
+        [&] { linear_weight_only(TensorView<const half>(xh.data(), Shape{m, k - 1}), ph, TensorView<half>(oh.data(), Shape{m, n})); },
+        "x.shape");
+    shrink::test::require_error_mentioning(
+        [&] { linear_weight_only(TensorView<const half>(xh.data(), Shape{m, k}), ph, TensorView<half>(oh.data(), Shape{m, n + 1})); },
+        "out.shape");
+    CHECK(untouched());
+    shrink::test::require_error_mentioning(
+        [&] { linear_weight_only(TensorView<const half>(xh.data(), Shape{m, k}), ph, TensorView<half>(xh.data() + 1, Shape{m, n})); },
+        "memory overlapping x");
   }
 }

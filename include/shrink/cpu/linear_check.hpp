@@ -72,8 +72,9 @@ LinearSupport check_matrix(const TensorView<T>& v, const char* name) {
   return LinearSupport::yes();
 }
 
-// Float activations x: a host [M, K] view of any strides.
-inline LinearSupport check_activations(const TensorView<const float>& x, std::int64_t k) {
+// Activations x (float, or half / bfloat16 for the weight-only layers): a host [M, K] view of any strides.
+template <class X>
+LinearSupport check_activations(const TensorView<const X>& x, std::int64_t k) {
   LinearSupport s = check_matrix(x, "x");
   if (!s) return s;
   if (x.size(1) != k)
@@ -82,8 +83,9 @@ inline LinearSupport check_activations(const TensorView<const float>& x, std::in
   return s;
 }
 
-// The output: a host [M, N] float view whose rows are contiguous (any row stride).
-inline LinearSupport check_output(const TensorView<float>& out, std::int64_t m, std::int64_t n) {
+// The output: a host [M, N] view (float, or half / bfloat16) whose rows are contiguous (any row stride).
+template <class Y>
+LinearSupport check_output(const TensorView<Y>& out, std::int64_t m, std::int64_t n) {
   LinearSupport s = check_matrix(out, "out");
   if (!s) return s;
   if (out.size(0) != m || out.size(1) != n)
@@ -99,7 +101,8 @@ inline bool has_bias(const LinearEpilogue& e) {
 }
 
 // The epilogue: an empty bias or a [N] host vector of finite floats, a known activation, no overlap with out.
-inline LinearSupport check_epilogue(const LinearEpilogue& e, std::int64_t n, const TensorView<float>& out) {
+template <class Y>
+LinearSupport check_epilogue(const LinearEpilogue& e, std::int64_t n, const TensorView<Y>& out) {
   if (e.activation != Activation::none && e.activation != Activation::relu && e.activation != Activation::gelu &&
       e.activation != Activation::silu)
     return LinearSupport::no("epilogue.activation", std::to_string(static_cast<int>(e.activation)),
@@ -122,8 +125,9 @@ inline LinearSupport check_epilogue(const LinearEpilogue& e, std::int64_t n, con
 }
 
 // The checks every float-activation linear layer shares: x [M, K], out [M, N], the epilogue, x apart from out.
-inline LinearSupport check_linear_operands(const TensorView<const float>& x, std::int64_t k, std::int64_t n,
-                                           const TensorView<float>& out, const LinearEpilogue& epilogue) {
+template <class X, class Y>
+LinearSupport check_linear_operands(const TensorView<const X>& x, std::int64_t k, std::int64_t n,
+                                    const TensorView<Y>& out, const LinearEpilogue& epilogue) {
   LinearSupport s = check_activations(x, k);
   if (!s) return s;
   s = check_output(out, x.size(0), n);
@@ -135,8 +139,8 @@ inline LinearSupport check_linear_operands(const TensorView<const float>& x, std
 }
 
 // out must not share memory with an input of `bytes` bytes at `data`.
-inline LinearSupport check_no_overlap(const TensorView<float>& out, const void* data, std::size_t bytes,
-                                      const char* input_name) {
+template <class Y>
+LinearSupport check_no_overlap(const TensorView<Y>& out, const void* data, std::size_t bytes, const char* input_name) {
   const auto begin = reinterpret_cast<std::uintptr_t>(data);
   if (bytes > 0 && spans_overlap(byte_span(out), {begin, begin + bytes}))
     return LinearSupport::no("out", std::string("memory overlapping ") + input_name, "a separate output");

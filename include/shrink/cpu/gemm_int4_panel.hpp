@@ -1,0 +1,74 @@
+// The float product over a per-group int4 weight (cpu/packed_int4_weight.hpp): Y[M, N] = X[M, K] · Wᵀ with
+// w[n, k] = q[n, k] · s[n, k / group] dequantized in float one panel block at a time (256 k × 32 outputs, kept in L1),
+// then the float tiles of cpu/gemm_panel.hpp (AVX-512, AVX2, or Eigen's product) pass over it: the weight leaves
+// memory once, at half a byte a value, whatever M. The result is that of dequantize-then-float-GEMM up to the
+// order of the float sums.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+
+#include "shrink/cpu/aligned_vector.hpp"
+#include "shrink/cpu/gemm_panel.hpp"
+#include "shrink/cpu/linear_epilogue.hpp"
+#include "shrink/cpu/packed_int4_weight.hpp"
+#include "shrink/cpu/prefetch.hpp"
+#include "shrink/cpu/simd.hpp"
+
+namespace shrink::cpu::detail {
+
+// y[m, n] = act(Σ_k x[m, k] · q[n, k] · s[n, k / group] + bias[n]) for the M rows of x (row stride ldx, contiguous
+// along k) into y (row stride ldy); bias may be null. Arguments are checked by the caller.
+inline void gemm_int4_panels(const float* x, std::int64_t ldx, std::int64_t m_total, const PackedInt4Weight& w,
+                             float* y, std::int64_t ldy, const float* bias, Activation activation) {
+  const std::int64_t n_total = w.rows, k_total = w.cols;
+  auto finish = [&](std::int64_t n0, std::int64_t n1) {
+    for (std::int64_t m = 0; m < m_total; ++m) {
+      float* row = y + m * ldy + n0;
+      finish_run(row, 1.0f, nullptr, bias != nullptr ? bias + n0 : nullptr, activation, row, n1 - n0);
+    }
+  };
+#if defined(SHRINK_CPU_AVX2_DISPATCH)
+  AlignedVector<float> block(static_cast<std::size_t>(kPanelBlockK * kPanelWidth));
+  auto panel = [&](std::int64_t p, std::int64_t k0, std::int64_t kc) -> const float* {
+    dequantize_int4_panel(w, p, k0, kc, block.data());
+    return block.data();
+  };
+  auto source = [&](std::int64_t p, std::int64_t k0, std::int64_t kc, std::int64_t step, std::int64_t steps) {
+    prefetch_part_l2(w.panels.data() + (p * k_total + k0) * kInt4PanelBytes,
+                     static_cast<std::size_t>(kc * kInt4PanelBytes), step, steps);
+  };
+  if (use_avx512()) {
+    auto tile = [&](auto rows, const float* xs, const float* floats, std::int64_t kc, float* ys, int valid,
+                    bool accumulate) {
+      panel_tile_avx512<decltype(rows)::value>(xs, ldx, floats, kc, ys, ldy, valid, accumulate);
+    };
+    gemm_panels_blocked<kPanelRowsAvx512>(x, ldx, m_total, n_total, k_total, kPanelBlockK, y, ldy, panel, source,
+                                          tile, finish);
+    return;
+  }
+  if (use_avx2_fma() && use_avx2_f16c()) {
+    auto tile = [&](auto rows, const float* xs, const float* floats, std::int64_t kc, float* ys, int valid,
+                    bool accumulate) {
+      for (int half_index = 0; half_index < 2; ++half_index) {  // the panel's two halves of 16 outputs
+        const int half_valid = std::min(16, valid - 16 * half_index);
+        if (half_valid <= 0) break;
+        panel_tile_avx2<decltype(rows)::value>(xs, ldx, floats + 16 * half_index, kc, ys + 16 * half_index, ldy,
+                                               half_valid, accumulate);
+      }
+    };
+    gemm_panels_blocked<kPanelRowsAvx2>(x, ldx, m_total, n_total, k_total, kPanelBlockK, y, ldy, panel, source, tile,
+                                        finish);
+    return;
+  }
+#endif
+  // Eigen's product, one whole panel dequantized at a time.
+  AlignedVector<float> whole(static_cast<std::size_t>(k_total * kPanelWidth));
+  gemm_panels_eigen(x, ldx, m_total, n_total, k_total, y, ldy, [&](std::int64_t p) -> const float* {
+    dequantize_int4_panel(w, p, 0, k_total, whole.data());
+    return whole.data();
+  });
+  finish(0, n_total);
+}
+
+}  // namespace shrink::cpu::detail

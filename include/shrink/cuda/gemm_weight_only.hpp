@@ -1,0 +1,120 @@
+// Host API of the weight-only GEMM on the GPU, W8A16 and W4A16, for small batches (compiled in
+// cuda/gemm_weight_only.cu; plain C++, no CUDA headers):
+//
+//   out[m, n] = act(s[n] · Σ_k x[m, k] · q[n, k] + bias[n])                     int8, one scale per output row
+//   out[m, n] = act(Σ_g s[n, g] · Σ_{k in group g} x[m, k] · q[n, k] + bias[n])  int4, one scale per group of K
+//
+// x [M, K] half or bfloat16 (M from 1 to 64: decode and small batches), out [M, N] of the same type, rounded to
+// nearest even; W [N, K] symmetric int8 or int4 with float scales exactly as the quantization module stores them
+// (quant::QuantizedTensor: int8 bytes [N, K] and scales [N] for per_channel axis 0; int4 packed two a byte, the
+// even k in the low nibble, [N, K / 2], and scales [N, K / group_size] for per_group axis 1). Products are exact
+// (16-bit x times a small integer) and sums float; the integers are turned into 16-bit floats in registers, never
+// stored. act and its formulas are cpu::Activation's (cpu/linear_epilogue.hpp); the CPU twin is
+// cpu::linear_weight_only (cpu/linear_weight_only.hpp), which the tests compare against.
+//
+// Paths: cuda_core (CUDA-core FMA in float, a warp per 4 output rows, lanes along K; best for M <= 2-4) and
+// tensor_core (mma.sync m16n8k16, f16 or bf16 inputs with fp32 accumulation, the dequantized weights as the B
+// fragment); both run on sm_80 and sm_90 (and later). automatic picks by M (see gemm_weight_only_path). K is cut in
+// slices across thread blocks when N alone cannot fill the device; the slices' float partials go to the workspace and
+// a second kernel adds them in a fixed order: results are deterministic, bit for bit, for a given device and plan.
+//
+// Two phases, as CUB: gemm_weight_only_workspace_bytes(args) (the status word and the partials; it reads the
+// current device's multiprocessor count), then gemm_weight_only(args, workspace, stream), which enqueues, allocates
+// nothing and returns at once. Every argument is checked on the host before any CUDA call (shrink::Error naming it);
+// can_implement_gemm_weight_only(args) asks the same questions without throwing. Device-side checks go to the status
+// word and are read with Synchronize::yes (or check_status): kBadScale (a scale not finite and > 0), kNonFinite (a
+// bias not finite). NaN and inf in x propagate as IEEE arithmetic does, as on the CPU.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "shrink/core/half.hpp"
+#include "shrink/core/view.hpp"
+#include "shrink/cpu/linear_check.hpp"
+#include "shrink/cpu/linear_epilogue.hpp"
+#include "shrink/cuda/launch.hpp"
+#include "shrink/quant/scheme.hpp"
+
+namespace shrink::cuda {
+
+inline constexpr std::int64_t kWeightOnlyMaxRows = 64;  // M above this: the dense or W8A8 path
+
+enum class WeightOnlyPath : std::uint8_t { automatic, cuda_core, tensor_core };
+
+inline const char* to_string(WeightOnlyPath p) {
+  switch (p) {
+    case WeightOnlyPath::automatic: return "automatic";
+    case WeightOnlyPath::cuda_core: return "cuda_core";
+    case WeightOnlyPath::tensor_core: return "tensor_core";
+  }
+  return "?";
+}
+
+// A quantized weight W[N, K] in device memory.
+struct WeightOnlyWeight {
+  quant::QuantDtype dtype = quant::QuantDtype::int8;  // int8 or int4, symmetric (zero points 0)
+  TensorView<const std::uint8_t> data;  // int8: [N, K] two's-complement bytes; int4: [N, K / 2] packed nibbles
+  TensorView<const float> scales;       // int8: [N]; int4: [N, K / group_size]; finite and > 0
+  std::int64_t group_size = 0;          // int4: 64 or 128 (the scheme's group_size); int8: 0
+
+  // Output rows N and inputs K, from the data's shape.
+  std::int64_t rows() const { return data.rank() == 2 ? data.size(0) : 0; }
+  std::int64_t cols() const {
+    if (data.rank() != 2) return 0;
+    return dtype == quant::QuantDtype::int4 ? 2 * data.size(1) : data.size(1);
+  }
+
+  static WeightOnlyWeight int8(TensorView<const std::int8_t> values, TensorView<const float> scales) {
+    WeightOnlyWeight w;
+    w.data = TensorView<const std::uint8_t>(reinterpret_cast<const std::uint8_t*>(values.data()), values.shape(),
+                                            values.strides(), values.device());
+    w.scales = scales;
+    return w;
+  }
+  static WeightOnlyWeight int4(TensorView<const std::uint8_t> packed, TensorView<const float> scales,
+                               std::int64_t group_size) {
+    WeightOnlyWeight w;
+    w.dtype = quant::QuantDtype::int4;
+    w.data = packed;
+    w.scales = scales;
+    w.group_size = group_size;
+    return w;
+  }
+};
+
+// Everything one call needs. T: half or bfloat16, the type of x and out.
+template <class T>
+struct GemmWeightOnlyArgs {
+  TensorView<const T> x;           // [M, K] contiguous CUDA view, 16-byte aligned
+  WeightOnlyWeight w;              // [N, K], 16-byte aligned data
+  TensorView<const float> bias;    // [N] contiguous CUDA view, or an empty view for none
+  cpu::Activation activation = cpu::Activation::none;
+  TensorView<T> out;               // [M, N] contiguous CUDA view, apart from every input
+  WeightOnlyPath path = WeightOnlyPath::automatic;
+  // K slices (thread blocks along K, their partials added by a second kernel); 0 lets the call choose from the shape
+  // and the device. A request is an upper bound: slices hold whole blocks of 64 k.
+  int split_k = 0;
+};
+
+// Whether the call can run, and why not (the argument, its value, what was expected). No CUDA call is made: the
+// current device and its compute capability (8.0 or later) are checked by gemm_weight_only.
+template <class T>
+cpu::LinearSupport can_implement_gemm_weight_only(const GemmWeightOnlyArgs<T>& args);
+
+// The path automatic resolves to for these arguments: cuda_core for M <= 4 with int8 weights and M <= 2 with int4
+// ones, tensor_core above; a forced path is returned as it is.
+template <class T>
+WeightOnlyPath gemm_weight_only_path(const GemmWeightOnlyArgs<T>& args);
+
+// Workspace bytes of the call: the status word and, when K is sliced, slices · M · N floats. Reads the current
+// device's multiprocessor count unless args.split_k is given. Throws shrink::Error when the call cannot run.
+template <class T>
+std::size_t gemm_weight_only_workspace_bytes(const GemmWeightOnlyArgs<T>& args);
+
+// Enqueues out = act(x · dequantize(W)ᵀ + bias) on `stream`.
+template <class T>
+void gemm_weight_only(const GemmWeightOnlyArgs<T>& args, Workspace workspace, Stream stream,
+                      Synchronize synchronize = Synchronize::no);
+
+}  // namespace shrink::cuda

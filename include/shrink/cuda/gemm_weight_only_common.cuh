@@ -1,0 +1,199 @@
+// What the weight-only GEMM kernels share (nvcc only): the problem they read, 16-bit traits (conversions, mma.sync),
+// loads, and the output stage with its split-K second pass. The two main loops live in
+// gemm_weight_only_cuda_core.cuh and gemm_weight_only_tensor_core.cuh; the host API is gemm_weight_only.hpp.
+//
+// Output stage, in float, then rounded to nearest even into T (core/half.hpp's encoders, as the CPU twin):
+//   v = acc · s[n] (int8; int4 scales are inside acc) + bias[n];  out = T(act(v))
+// With K cut in slices, each slice stores its float acc in partials[slice, m, n] and add_slices_kernel sums them in
+// slice order before the same stage: no atomics, the same bits on every run.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "shrink/core/half.hpp"
+#include "shrink/cpu/linear_epilogue.hpp"
+#include "shrink/cuda/launch.hpp"
+#include "shrink/cuda/weight_only_bits.hpp"
+
+namespace shrink::cuda::weight_only {
+
+enum class WeightKind : int { int8, int4 };
+
+inline constexpr int kThreads = 128;  // threads of every main-loop block: 4 warps, each independent of the others
+inline constexpr int kWarps = kThreads / 32;
+inline constexpr std::int64_t kBlockK = 64;  // K granularity of slices (and of the tensor-core loop)
+
+// Device pointers and sizes of one call (checked on the host).
+template <class T>
+struct Problem {
+  const T* x = nullptr;              // [M, K]
+  const std::uint8_t* w = nullptr;   // int8: [N, K] bytes; int4: [N, K / 2] packed nibbles
+  const float* scales = nullptr;     // int8: [N]; int4: [N, K / group_size]
+  const float* bias = nullptr;       // [N], or null
+  T* out = nullptr;                  // [M, N]
+  float* partials = nullptr;         // [slices, M, N] with more than one slice
+  int* status = nullptr;             // the workspace's status word
+  int m = 0;
+  int n = 0;
+  std::int64_t k = 0;
+  int group_size = 0;                // int4
+  std::int64_t k_slice = 0;          // k per slice, a multiple of kBlockK
+  int slices = 1;
+  cpu::Activation activation = cpu::Activation::none;
+};
+
+// ---- 16-bit traits ---------------------------------------------------------------------------------------------------
+template <class T>
+struct Sixteen;
+
+template <>
+struct Sixteen<half> {
+  // d = a · 1 + c on each half, exact here (the biased value minus its offset is a small integer).
+  __device__ __forceinline__ static std::uint32_t subtract(std::uint32_t biased, std::uint32_t minus_offset) {
+    std::uint32_t d;
+    asm("fma.rn.f16x2 %0, %1, %2, %3;" : "=r"(d) : "r"(biased), "r"(kHalfOnePair), "r"(minus_offset));
+    return d;
+  }
+  __device__ __forceinline__ static std::uint32_t int8_weights(const std::uint32_t* flipped, int step, int which) {
+    return subtract(int8_weight_pair_biased_half(flipped, step, which), kHalfMinus1152Pair);
+  }
+  __device__ __forceinline__ static std::uint32_t int4_weights(const std::uint32_t* flipped, int step, int which) {
+    return subtract(int4_weight_pair_biased(flipped, step, which, kHalfMagicPair), kHalfMinus1032Pair);
+  }
+  // d += a · b: A [16, 16] row-major, B [16, 8] column-major, fp16 inputs, fp32 accumulators.
+  __device__ __forceinline__ static void mma(float (&d)[4], const std::uint32_t (&a)[4], std::uint32_t b0,
+                                             std::uint32_t b1) {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%0, %1, %2, %3};"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+  // The two halves of a pair as floats (exact), low half first.
+  __device__ __forceinline__ static float2 to_float2(std::uint32_t pair) {
+    float low, high;
+    asm("{\n.reg .f16 l, h;\nmov.b32 {l, h}, %2;\ncvt.f32.f16 %0, l;\ncvt.f32.f16 %1, h;\n}"
+        : "=f"(low), "=f"(high)
+        : "r"(pair));
+    return make_float2(low, high);
+  }
+  __device__ __forceinline__ static std::uint16_t encode(float v) { return shrink::detail::float_to_half_bits(v); }
+};
+
+template <>
+struct Sixteen<bfloat16> {
+  __device__ __forceinline__ static std::uint32_t subtract(std::uint32_t biased, std::uint32_t minus_offset) {
+    std::uint32_t d;
+    asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(d) : "r"(biased), "r"(kBfloat16OnePair), "r"(minus_offset));
+    return d;
+  }
+  __device__ __forceinline__ static std::uint32_t int8_weights(const std::uint32_t* flipped, int step, int which) {
+    return int8_weight_pair_bfloat16(flipped, step, which);
+  }
+  __device__ __forceinline__ static std::uint32_t int4_weights(const std::uint32_t* flipped, int step, int which) {
+    return subtract(int4_weight_pair_biased(flipped, step, which, kBfloat16MagicPair), kBfloat16Minus136Pair);
+  }
+  __device__ __forceinline__ static void mma(float (&d)[4], const std::uint32_t (&a)[4], std::uint32_t b0,
+                                             std::uint32_t b1) {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%0, %1, %2, %3};"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+  __device__ __forceinline__ static float2 to_float2(std::uint32_t pair) {
+    return make_float2(__uint_as_float(pair << 16), __uint_as_float(pair & 0xFFFF0000u));
+  }
+  __device__ __forceinline__ static std::uint16_t encode(float v) {
+    return shrink::detail::float_to_bfloat16_bits(v);
+  }
+};
+
+// ---- Loads -----------------------------------------------------------------------------------------------------------
+// 16 bytes as four words; weights stream past the caches once (evict-first), activations stay cached (read-only path).
+struct Words4 {
+  std::uint32_t w[4];
+};
+struct Words2 {
+  std::uint32_t w[2];
+};
+
+__device__ __forceinline__ Words4 load_streaming16(const void* p) {
+  const uint4 v = __ldcs(static_cast<const uint4*>(p));
+  return Words4{{v.x, v.y, v.z, v.w}};
+}
+__device__ __forceinline__ Words2 load_streaming8(const void* p) {
+  const uint2 v = __ldcs(static_cast<const uint2*>(p));
+  return Words2{{v.x, v.y}};
+}
+__device__ __forceinline__ Words4 load_cached16(const void* p) {
+  const uint4 v = __ldg(static_cast<const uint4*>(p));
+  return Words4{{v.x, v.y, v.z, v.w}};
+}
+
+__device__ __forceinline__ bool valid_scale(float s) { return s > 0.0f && isfinite(s); }
+
+// ---- Output stage ----------------------------------------------------------------------------------------------------
+__device__ __forceinline__ float activate(float v, cpu::Activation a) {
+  switch (a) {
+    case cpu::Activation::none: return v;
+    case cpu::Activation::relu: return v > 0.0f ? v : 0.0f;
+    case cpu::Activation::gelu: return 0.5f * v * (1.0f + erff(v * 0.70710678118654752f));
+    case cpu::Activation::silu: return v / (1.0f + expf(-v));
+  }
+  return v;
+}
+
+// Flags met on the way, or-ed into the status word once per thread.
+struct Flags {
+  bool bad_scale = false;
+  bool bad_bias = false;
+
+  __device__ __forceinline__ void report(int* status) const {
+    if (bad_scale) atomicOr(status, kBadScale);
+    if (bad_bias) atomicOr(status, kNonFinite);
+  }
+};
+
+// out[m, n] from the complete float sum acc.
+template <class T, WeightKind Kind>
+__device__ __forceinline__ void finish_output(const Problem<T>& p, int m, int n, float acc, Flags& flags) {
+  float v = acc;
+  if (Kind == WeightKind::int8) {
+    const float s = __ldg(p.scales + n);
+    flags.bad_scale |= !valid_scale(s);
+    v = __fmul_rn(v, s);
+  }
+  if (p.bias != nullptr) {
+    const float b = __ldg(p.bias + n);
+    flags.bad_bias |= !isfinite(b);
+    v = __fadd_rn(v, b);
+  }
+  reinterpret_cast<std::uint16_t*>(p.out)[static_cast<std::int64_t>(m) * p.n + n] =
+      Sixteen<T>::encode(activate(v, p.activation));
+}
+
+// A slice's sum for (m, n): the output itself with one slice, else its partial.
+template <class T, WeightKind Kind>
+__device__ __forceinline__ void emit(const Problem<T>& p, int slice, int m, int n, float acc, Flags& flags) {
+  if (p.slices == 1)
+    finish_output<T, Kind>(p, m, n, acc, flags);
+  else
+    p.partials[(static_cast<std::int64_t>(slice) * p.m + m) * p.n + n] = acc;
+}
+
+// Second pass with several slices: out[m, n] from Σ_slice partials[slice, m, n], in slice order.
+template <class T, WeightKind Kind>
+__global__ void add_slices_kernel(Problem<T> p) {
+  Flags flags;
+  const std::int64_t total = static_cast<std::int64_t>(p.m) * p.n;
+  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  for (std::int64_t e = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < total; e += stride) {
+    float v = 0.0f;
+    for (int s = 0; s < p.slices; ++s) v += p.partials[s * total + e];
+    finish_output<T, Kind>(p, static_cast<int>(e / p.n), static_cast<int>(e % p.n), v, flags);
+  }
+  flags.report(p.status);
+}
+
+}  // namespace shrink::cuda::weight_only

@@ -1,13 +1,17 @@
 // CSR linear layers: products over the stored values against a double reference at every SIMD level and sparsity,
-// and malformed CSR arrays or bad shapes rejected with the output untouched.
+// malformed CSR arrays or bad shapes rejected with the output untouched; the half and bfloat16 forms likewise.
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <cstdint>
+#include <limits>
 #include <random>
 #include <tuple>
+#include <type_traits>
 #include <vector>
 
 #include "linear_reference.hpp"
+#include "shrink/core/half.hpp"
 #include "shrink/cpu/linear_csr.hpp"
 #include "shrink/sparse/csr.hpp"
 
@@ -173,4 +177,117 @@ TEST_CASE("linear_csr rejects malformed CSR arrays and bad shapes, leaving the o
                    TensorView<float>(out.data() + 1, Shape{1, 0}));
       },
       "w.shape");
+}
+
+namespace {
+
+// The 16-bit form against the float form on the widened inputs (bit for bit after one rounding) and against a
+// double reference of the rounded inputs (within the output's rounding, 2^-8 relative for bfloat16, 2^-11 half).
+template <class T>
+void check_linear_csr_16(std::uint32_t seed) {
+  std::mt19937 rng(seed);
+  const std::vector<std::tuple<std::int64_t, std::int64_t, std::int64_t>> shapes = {
+      {1, 1, 1}, {1, 37, 100}, {5, 20, 33}, {9, 13, 70}, {65, 9, 40}, {130, 21, 57}};
+  const double unit = std::is_same<T, half>::value ? std::ldexp(1.0, -11) : std::ldexp(1.0, -8);
+  for (auto [m, n, k] : shapes) {
+    for (double sparsity : {0.0, 0.7, 0.95, 1.0}) {
+      for (Activation act : {Activation::none, Activation::relu, Activation::gelu, Activation::silu}) {
+        INFO("M " << m << " N " << n << " K " << k << " sparsity " << sparsity << " " << to_string(act));
+        std::vector<float> xf = shrink::test::normal_values(static_cast<std::size_t>(m * k), rng);
+        std::vector<float> wf = sparse_weight(n, k, sparsity, rng);
+        std::vector<T> x(xf.size()), w(wf.size());
+        for (std::size_t i = 0; i < x.size(); ++i) x[i] = T(xf[i]), xf[i] = x[i].to_float();
+        for (std::size_t i = 0; i < w.size(); ++i) w[i] = T(wf[i]), wf[i] = w[i].to_float();
+        const auto bias = shrink::test::normal_values(static_cast<std::size_t>(n), rng);
+        const LinearEpilogue e = LinearEpilogue::with_bias(TensorView<const float>(bias.data(), Shape{n}), act);
+        const auto csr = sparse::to_csr(TensorView<const T>(w.data(), Shape{n, k}));
+        const auto csr_f = sparse::to_csr(TensorView<const float>(wf.data(), Shape{n, k}));
+        std::vector<T> out(static_cast<std::size_t>(m * n), T::from_bits(0x7FFF));
+        at_each_level([&](SimdLevel) {
+          linear_csr(TensorView<const T>(x.data(), Shape{m, k}), csr, TensorView<T>(out.data(), Shape{m, n}), e);
+          std::vector<float> float_out(out.size());
+          linear_csr(TensorView<const float>(xf.data(), Shape{m, k}), csr_f,
+                     TensorView<float>(float_out.data(), Shape{m, n}), e);
+          int wrong = 0;
+          for (std::size_t i = 0; i < out.size(); ++i) wrong += out[i].to_bits() != T(float_out[i]).to_bits();
+          CHECK(wrong == 0);
+        });
+        const auto ref = shrink::test::reference_product(xf, wf, m, n, k);
+        int reported = 0;
+        for (std::int64_t i = 0; i < m * n; ++i) {
+          const double expected = shrink::test::activate_reference(
+              ref.value[static_cast<std::size_t>(i)] + bias[static_cast<std::size_t>(i % n)], act);
+          const double bound = unit * std::fabs(expected) + 1e-5 * (ref.magnitude[static_cast<std::size_t>(i)] + 1.0);
+          const double got = out[static_cast<std::size_t>(i)].to_float();
+          if (!(std::fabs(got - expected) <= bound) && reported++ < 5) {
+            INFO("element " << i << " got " << got << " expected " << expected);
+            CHECK(std::fabs(got - expected) <= bound);
+          }
+        }
+        CHECK(reported == 0);
+      }
+    }
+  }
+}
+
+template <class T>
+void check_linear_csr_16_errors() {
+  std::mt19937 rng(35);
+  const std::int64_t m = 12, n = 7, k = 30;
+  const auto wf = sparse_weight(n, k, 0.6, rng);
+  std::vector<T> w(wf.size()), x(static_cast<std::size_t>(m * k), T(0.5f));
+  for (std::size_t i = 0; i < w.size(); ++i) w[i] = T(wf[i]);
+  const auto good = sparse::to_csr(TensorView<const T>(w.data(), Shape{n, k}));
+  REQUIRE(good.nnz() > 4);
+  const T poison = T::from_bits(0x7FFF);
+  std::vector<T> out(static_cast<std::size_t>(m * n), poison);
+  const TensorView<const T> xv(x.data(), Shape{m, k});
+  const TensorView<T> ov(out.data(), Shape{m, n});
+  auto untouched = [&] {
+    for (const T& v : out)
+      if (v.to_bits() != poison.to_bits()) return false;
+    return true;
+  };
+  auto bad = good;
+  bad.column_indices[3] = static_cast<std::int32_t>(k);
+  shrink::test::require_error_mentioning([&] { linear_csr(xv, bad, ov); }, "csr.column_indices[");
+  bad = good;
+  bad.row_offsets[3] = bad.row_offsets[4] + 1;
+  shrink::test::require_error_mentioning([&] { linear_csr(xv, bad, ov); }, "w.row_offsets[");
+  shrink::test::require_error_mentioning(
+      [&] {
+        linear_csr(TensorView<const T>(x.data(), Shape{m, k - 1}), good, ov);
+      },
+      "x.shape");
+  shrink::test::require_error_mentioning(
+      [&] {
+        linear_csr(xv, good, TensorView<T>(out.data(), Shape{m, n - 1}));
+      },
+      "out.shape");
+  const std::vector<float> bias(static_cast<std::size_t>(n), std::numeric_limits<float>::quiet_NaN());
+  shrink::test::require_error_mentioning(
+      [&] { linear_csr(xv, good, ov, LinearEpilogue::with_bias(TensorView<const float>(bias.data(), Shape{n}))); },
+      "epilogue.bias[0]");
+  shrink::test::require_error_mentioning(
+      [&] {
+        linear_csr(TensorView<const T>(out.data(), Shape{m, 1}),
+                   sparse::to_csr(TensorView<const T>(w.data(), Shape{n, 1})), ov);
+      },
+      "overlapping x");
+  CHECK(untouched());
+  CHECK_FALSE(can_implement_linear_csr(xv, bad, ov));
+  CHECK(can_implement_linear_csr(xv, good, ov));
+}
+
+}  // namespace
+
+TEST_CASE("linear_csr with half and bfloat16: one rounding of the float product", "[cpu][linear][csr][half]") {
+  check_linear_csr_16<half>(41);
+  check_linear_csr_16<bfloat16>(42);
+}
+
+TEST_CASE("linear_csr with half and bfloat16 rejects bad input, leaving the output untouched",
+          "[cpu][linear][csr][half][errors]") {
+  check_linear_csr_16_errors<half>();
+  check_linear_csr_16_errors<bfloat16>();
 }

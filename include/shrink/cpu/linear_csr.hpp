@@ -13,15 +13,22 @@
 // increasing within a row); out is written only once the whole product has passed, and a bad index becomes the
 // error sparse::validate_csr gives. NaN and inf in x or W propagate as IEEE arithmetic does, except that a NaN in
 // x meets only the stored weights (a pruned weight is absent, not a multiplication by zero).
+//
+// Half and bfloat16: x, the stored values and out in the 16-bit type, bias float. The elements are widened to float
+// (exactly), the float product above runs on the copies, and each output is act(acc + bias) rounded to nearest even
+// once, at the end: the CPU twin of cuda/spmm_csr.hpp, written for clarity (the copies cost O(M·K + nnz)), not tuned.
 #pragma once
 
 #include <Eigen/Core>
 #include <Eigen/SparseCore>
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
+#include <string>
 #include <vector>
 
+#include "shrink/core/half.hpp"
 #include "shrink/core/view.hpp"
 #include "shrink/cpu/aligned_vector.hpp"
 #include "shrink/cpu/lane_sums.hpp"
@@ -39,7 +46,8 @@ inline constexpr std::int64_t kCsrChunkBytes = 3 << 19;  // 1.5 MB: the Xᵀ chu
 
 // The structure a product relies on to stay inside its arrays: sizes and row offsets (O(N)); the column
 // indices are checked by the kernels as they read them.
-inline LinearSupport check_csr_structure(const sparse::Csr<float>& w) {
+template <class T>
+LinearSupport check_csr_structure(const sparse::Csr<T>& w) {
   if (w.rows <= 0 || w.cols <= 0)
     return LinearSupport::no("w.shape", to_string(Shape{w.rows, w.cols}), "a weight [N, K] with N, K ≥ 1");
   if (w.cols > sparse::detail::kMaxCsrIndex || w.nnz() > sparse::detail::kMaxCsrIndex)
@@ -293,6 +301,92 @@ inline void linear_csr(TensorView<const float> x, const sparse::Csr<float>& w, c
   if (bias != nullptr) e.bias = TensorView<const float>(bias, Shape{w.rows});
   e.activation = activation;
   linear_csr(x, w, out, e);
+}
+
+namespace detail {
+
+// out must not share memory with an input of `bytes` bytes at `data` (out of any element type).
+template <class T>
+LinearSupport check_apart(const TensorView<T>& out, const void* data, std::size_t bytes, const std::string& input) {
+  const auto begin = reinterpret_cast<std::uintptr_t>(data);
+  if (bytes > 0 && spans_overlap(byte_span(out), {begin, begin + bytes}))
+    return LinearSupport::no("out", "memory overlapping " + input, "a separate output");
+  return LinearSupport::yes();
+}
+
+// can_implement of the 16-bit forms: the float form's checks, with x and out of the 16-bit type T.
+template <class T>
+LinearSupport check_linear_csr_16(const TensorView<const T>& x, const sparse::Csr<T>& w, const TensorView<T>& out,
+                                  const LinearEpilogue& epilogue) {
+  LinearSupport s = check_csr_structure(w);
+  if (!s) return s;
+  s = check_matrix(x, "x");
+  if (!s) return s;
+  if (x.size(1) != w.cols)
+    return LinearSupport::no("x.shape", to_string(x.shape()),
+                             "[M, " + std::to_string(w.cols) + "]: K equal to the weight's input size");
+  s = check_matrix(out, "out");
+  if (!s) return s;
+  if (out.size(0) != x.size(0) || out.size(1) != w.rows)
+    return LinearSupport::no("out.shape", to_string(out.shape()), to_string(Shape{x.size(0), w.rows}) + " ([M, N])");
+  if (w.rows > 1 && out.stride(1) != 1)
+    return LinearSupport::no("out.strides", to_string(out.strides()), "contiguous rows (stride 1 along N)");
+  s = check_epilogue(epilogue, w.rows, TensorView<float>(nullptr, Shape{0}));  // bias overlap with out: below
+  if (!s) return s;
+  if (has_bias(epilogue) && views_overlap(epilogue.bias, out))
+    return LinearSupport::no("out", "memory overlapping epilogue.bias", "a separate output");
+  if (views_overlap(x, out)) return LinearSupport::no("out", "memory overlapping x", "a separate output");
+  s = check_apart(out, w.values.data(), w.values.size() * sizeof(T), "w.values");
+  if (!s) return s;
+  s = check_apart(out, w.column_indices.data(), w.column_indices.size() * 4, "w.column_indices");
+  if (!s) return s;
+  return check_apart(out, w.row_offsets.data(), w.row_offsets.size() * 4, "w.row_offsets");
+}
+
+// The 16-bit product: x and the values widened to float copies, the float linear_csr into a private buffer (which
+// checks the column indices before anything reaches out), then out = round_to_nearest_even(act(acc + bias)).
+template <class T>
+void linear_csr_16(const TensorView<const T>& x, const sparse::Csr<T>& w, const TensorView<T>& out,
+                   const LinearEpilogue& epilogue) {
+  require_supported(check_linear_csr_16(x, w, out, epilogue), "shrink::cpu::linear_csr");
+  const std::int64_t m_total = x.size(0), n_total = w.rows, k_total = w.cols;
+  std::vector<float> xf(static_cast<std::size_t>(m_total * k_total));
+  for (std::int64_t m = 0; m < m_total; ++m)
+    for (std::int64_t k = 0; k < k_total; ++k) xf[static_cast<std::size_t>(m * k_total + k)] = x(m, k).to_float();
+  sparse::Csr<float> wf;
+  wf.rows = w.rows;
+  wf.cols = w.cols;
+  wf.row_offsets = w.row_offsets;
+  wf.column_indices = w.column_indices;
+  wf.values.resize(w.values.size());
+  for (std::size_t i = 0; i < w.values.size(); ++i) wf.values[i] = w.values[i].to_float();
+  std::vector<float> y(static_cast<std::size_t>(m_total * n_total));
+  linear_csr(TensorView<const float>(xf.data(), Shape{m_total, k_total}), wf,
+             TensorView<float>(y.data(), Shape{m_total, n_total}), epilogue);
+  for (std::int64_t m = 0; m < m_total; ++m)
+    for (std::int64_t n = 0; n < n_total; ++n) out(m, n) = T(y[static_cast<std::size_t>(m * n_total + n)]);
+}
+
+}  // namespace detail
+
+// Half and bfloat16 activations and weights (float accumulation, float bias, 16-bit output rounded to nearest even).
+inline LinearSupport can_implement_linear_csr(const TensorView<const half>& x, const sparse::Csr<half>& w,
+                                              const TensorView<half>& out, const LinearEpilogue& epilogue = {}) {
+  return detail::check_linear_csr_16(x, w, out, epilogue);
+}
+inline LinearSupport can_implement_linear_csr(const TensorView<const bfloat16>& x, const sparse::Csr<bfloat16>& w,
+                                              const TensorView<bfloat16>& out, const LinearEpilogue& epilogue = {}) {
+  return detail::check_linear_csr_16(x, w, out, epilogue);
+}
+
+// out[m, n] = half(act(Σ_{stored k of row n} float(x[m, k]) · float(w[n, k]) + bias[n])), rounded to nearest even.
+inline void linear_csr(TensorView<const half> x, const sparse::Csr<half>& w, TensorView<half> out,
+                       const LinearEpilogue& epilogue = {}) {
+  detail::linear_csr_16(x, w, out, epilogue);
+}
+inline void linear_csr(TensorView<const bfloat16> x, const sparse::Csr<bfloat16>& w, TensorView<bfloat16> out,
+                       const LinearEpilogue& epilogue = {}) {
+  detail::linear_csr_16(x, w, out, epilogue);
 }
 
 }  // namespace shrink::cpu

@@ -1,0 +1,103 @@
+// Host API of the CUDA CSR SpMM (compiled in cuda/spmm_csr.cu; plain C++, no CUDA headers): the sparse linear layer
+//
+//   out[m, n] = act(Σ_{stored k of row n} x[m, k] · w[n, k] + bias[n])         Y[M, N] = X[M, K] · W[N, K]ᵀ
+//
+// with W pruned and stored as CSR on the device (sparse::Csr's three arrays: int32 row offsets, int32 column indices,
+// values), x, the values and out all float, half or bfloat16, float accumulation, a float bias and the activations of
+// cpu/linear_epilogue.hpp (none, relu, gelu with erf, silu); half and bfloat16 outputs are rounded to nearest even
+// once, at the end. The CPU twin is cpu::linear_csr (cpu/linear_csr.hpp), which computes the same sums in another
+// order. The device code (shrink/cuda/spmm_csr.cuh) computes Yᵀ = W · Xᵀ: X is transposed once into the workspace,
+// k-major, so the run Xᵀ[k, m0 .. m0 + tile) that each stored w[n, k] multiplies is contiguous (16-byte loads).
+//
+// Paths (SpmmPath). automatic: row_dots for M <= 16; above, staged while the weight keeps at least
+// kSpmmStagedMinDensity of its elements, nnz_split when sparser.
+//   row_dots   one warp per weight row, its lanes splitting the row's stored values, each lane accumulating all M
+//              outputs of the row; a fixed butterfly sums the lanes. For small M, where reading W is the cost.
+//   nnz_split  a CTA owns 16 consecutive weight rows and a tile of M of 32 lanes · 16 bytes (128 floats, 256 halves;
+//              8 bytes a lane while that covers M); each stored value's product reads Xᵀ[c, tile] from L1/L2. The
+//              CTA's stored values, contiguous in the CSR, are split evenly among its 8 warps whatever the row lengths
+//              (one very long row is shared by all of them); partial rows are added in warp order through shared
+//              memory and the tile is written back transposed, each output row n .. n + 15 contiguous.
+//   row_split  the same CTA tile, each warp owning whole rows (2 of the 16): a warp with a long row finishes last.
+//   staged     a CTA owns 32 weight rows (4 per warp) and a tile of M; Xᵀ[:, tile] streams through shared memory 64
+//              rows of K at a time and each row takes the stored values of the chunk: Xᵀ crosses from L2 once per CTA
+//              rather than once per stored value, which pays while 32 rows share enough of each chunk.
+// Deterministic: no float atomics; every sum has a fixed order, so the same inputs give the same bits on every run.
+//
+// Checks. On the host, before any CUDA call (shrink::Error naming the argument; can_implement_spmm_csr answers the
+// same questions without throwing and without touching the device): views on the device, contiguous, aligned,
+// shapes consistent, nnz <= INT32_MAX, a path that can run the shape, out apart from every input, the workspace
+// large enough and apart from everything. On the device, into the status word (Synchronize::yes or check_status):
+// the CSR indices (kBadIndex: row offsets from 0 to nnz, non-decreasing; column indices in [0, K), strictly
+// increasing within a row) and the bias (kNonFinite). The kernels read the indices anyway, so checking them there
+// costs a compare each, while a host validation would copy them back and wait for the stream. A bad index is never
+// followed: offsets are clamped into [0, nnz] and made non-decreasing, a bad column's product is skipped, and the
+// output is then meaningless (the CPU, which throws first, leaves it untouched).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "shrink/core/half.hpp"
+#include "shrink/core/view.hpp"
+#include "shrink/cpu/linear_check.hpp"
+#include "shrink/cpu/linear_epilogue.hpp"
+#include "shrink/cuda/launch.hpp"
+
+namespace shrink::cuda {
+
+enum class SpmmPath : std::uint8_t { automatic, row_dots, row_split, nnz_split, staged };
+
+inline const char* to_string(SpmmPath p) {
+  switch (p) {
+    case SpmmPath::automatic: return "automatic";
+    case SpmmPath::row_dots: return "row_dots";
+    case SpmmPath::row_split: return "row_split";
+    case SpmmPath::nnz_split: return "nnz_split";
+    case SpmmPath::staged: return "staged";
+  }
+  return "?";
+}
+
+// The largest M the row_dots path holds in registers (and where automatic stops choosing it).
+inline constexpr std::int64_t kSpmmRowDotsMaxM = 16;
+// Above kSpmmRowDotsMaxM, automatic takes staged when nnz >= this fraction of N · K (sparsity <= 95%), nnz_split below:
+// a staged chunk of Xᵀ then serves 32 rows · 5% = 1.6 products per element on average. A first guess from the
+// traffic model in benchmarks/notes/gpu_spmm.md, to be set from the benchmark's sweep.
+inline constexpr double kSpmmStagedMinDensity = 0.05;
+
+// The operands of one product. T: float, half or bfloat16. All device views on the same device.
+template <class T>
+struct SpmmCsrArgs {
+  TensorView<const T> x;                          // [M, K], contiguous
+  TensorView<const std::int32_t> row_offsets;     // [N + 1]: 0, then the running count of stored values
+  TensorView<const std::int32_t> column_indices;  // [nnz], in [0, K), strictly increasing within a row
+  TensorView<const T> values;                     // [nnz]; nnz may be 0 (then both views may be empty)
+  TensorView<const float> bias;                   // [N] finite floats, or an empty view for none
+  cpu::Activation activation = cpu::Activation::none;
+  TensorView<T> out;  // [M, N], contiguous
+  SpmmPath path = SpmmPath::automatic;
+};
+
+// Whether the operands can run and, when not, which argument is wrong, its value and what was expected. Host only:
+// no CUDA call (the current-device check is left to spmm_csr).
+template <class T>
+cpu::LinearSupport can_implement_spmm_csr(const SpmmCsrArgs<T>& args);
+
+// The path `automatic` resolves to for these operands (a forced path is returned as given).
+template <class T>
+SpmmPath spmm_csr_path(const SpmmCsrArgs<T>& args);
+
+// Workspace for spmm_csr(args, ...): the status word and Xᵀ [K, round_up(M, 8)] of T (none for M = 1 on row_dots).
+// Throws shrink::Error when can_implement_spmm_csr(args) says no.
+template <class T>
+std::size_t spmm_csr_workspace_bytes(const SpmmCsrArgs<T>& args);
+
+// Enqueues out = act(X · Wᵀ + bias) on `stream`; allocates nothing; returns at once unless Synchronize::yes, which
+// waits and throws shrink::Error naming any failed device-side check.
+template <class T>
+void spmm_csr(const SpmmCsrArgs<T>& args, Workspace workspace, Stream stream,
+              Synchronize synchronize = Synchronize::no);
+
+}  // namespace shrink::cuda

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The GPU run, in one call on a machine with a device: builds the release preset with CUDA, runs the [gpu] tests
 # (against the CPU path), then once under compute-sanitizer memcheck and racecheck, then every GPU benchmark, and
-# prints the ratio tables last. Arguments go to each benchmark (e.g. --benchmark_filter=quantize).
+# prints the ratio tables last. Arguments go to each benchmark (e.g. --benchmark_filter=quantize). On a machine
+# without Eigen, Catch2, nlohmann-json or Google Benchmark, run benchmarks/gpu/pack-deps.sh first where apt works and
+# bring .gpu-deps along (the device tool: carry [".gpu-deps"]).
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -10,8 +12,19 @@ jobs=${SHRINK_JOBS:-$(nproc)}
 build=build/gpu
 
 nvidia-smi --query-gpu=name,memory.total,clocks.max.memory --format=csv,noheader || true
+
+# A GPU machine that cannot install packages gets them from .gpu-deps (benchmarks/gpu/pack-deps.sh, run where apt
+# works, then carried along): unpacked under /tmp, found through CMAKE_PREFIX_PATH.
+prefix_path=()
+if compgen -G ".gpu-deps/*.deb" >/dev/null; then
+  deps=/tmp/shrink-gpu-deps
+  for deb in .gpu-deps/*.deb; do dpkg-deb -x "$deb" "$deps"; done
+  prefix_path=(-DCMAKE_PREFIX_PATH="$deps/usr")
+  export LD_LIBRARY_PATH="$deps/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  echo "run.sh: using the packages unpacked from .gpu-deps under $deps"
+fi
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DSHRINK_ENABLE_CUDA=ON -DSHRINK_BUILD_TESTS=ON \
-  -DSHRINK_BUILD_BENCHMARKS=ON -DSHRINK_BUILD_EXAMPLES=OFF >/dev/null
+  -DSHRINK_BUILD_BENCHMARKS=ON -DSHRINK_BUILD_EXAMPLES=OFF "${prefix_path[@]}" >/dev/null
 cmake --build "$build" -j "$jobs" --target test_cuda_device $(cd benchmarks/gpu && ls bench_gpu_*.cpp | sed 's/\.cpp$//')
 
 echo "=== run.sh: [gpu] tests"

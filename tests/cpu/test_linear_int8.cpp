@@ -4,11 +4,14 @@
 
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <random>
+#include <type_traits>
 #include <tuple>
 #include <vector>
 
 #include "linear_reference.hpp"
+#include "shrink/core/half.hpp"
 #include "shrink/cpu/linear_int8.hpp"
 #include "shrink/quant/quantize.hpp"
 
@@ -428,5 +431,107 @@ TEST_CASE("linear_int8 rejects bad input and leaves the output untouched", "[cpu
                        TensorView<std::int32_t>(buffer.data(), Shape{m, m}));
         },
         "acc = memory overlapping x");
+  }
+}
+
+namespace {
+
+// One linear_int8 call writing Out into a poisoned output.
+template <class Out>
+std::vector<Out> linear_as(const quant::QuantizedTensor& x, const PackedInt8Weight& w, const LinearEpilogue& e,
+                           std::int64_t m, std::int64_t n) {
+  const Out poison = std::is_same<Out, std::int8_t>::value ? Out(99) : Out(kPoison);
+  std::vector<Out> out(static_cast<std::size_t>(m * n), poison);
+  linear_int8(x, w, TensorView<Out>(out.data(), Shape{m, n}), e);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("linear_int8 writes half, bfloat16 and requantized int8: the float epilogue value, rounded",
+          "[cpu][linear][int8]") {
+  std::mt19937 rng(21);
+  const std::int64_t m = 6, n = 27, k = 200;
+  const auto x = make_quantized(as_bytes(random_int8(static_cast<std::size_t>(m * k), rng)), Shape{m, k},
+                                quant::QuantScheme::per_channel(quant::QuantDtype::int8, quant::Symmetry::symmetric, 0),
+                                {0.011f, 0.02f, 0.004f, 0.03f, 0.017f, 0.009f}, std::vector<std::int32_t>(6, 0));
+  std::uniform_real_distribution<float> scale(0.0005f, 0.003f), offset(-1.5f, 1.5f);
+  std::vector<float> w_scales(static_cast<std::size_t>(n)), bias(static_cast<std::size_t>(n));
+  for (float& s : w_scales) s = scale(rng);
+  for (float& b : bias) b = offset(rng);
+  const auto w = make_quantized(as_bytes(random_int8(static_cast<std::size_t>(n * k), rng)), Shape{n, k},
+                                quant::QuantScheme::per_channel(quant::QuantDtype::int8, quant::Symmetry::symmetric, 0),
+                                w_scales, std::vector<std::int32_t>(static_cast<std::size_t>(n), 0));
+  const PackedInt8Weight packed = pack_int8_weight(w);
+
+  for (Activation act : {Activation::none, Activation::relu, Activation::gelu, Activation::silu}) {
+    INFO("activation " << to_string(act));
+    LinearEpilogue e = LinearEpilogue::with_bias(TensorView<const float>(bias.data(), Shape{n}), act);
+    e.output_scale = 0.0125f;  // |v| up to ~3: int8 codes up to ~240 clamp at the ends, the rest spread
+    at_each_level([&](SimdLevel) {
+      const auto f = linear_as<float>(x, packed, e, m, n);
+      const auto h = linear_as<half>(x, packed, e, m, n);
+      const auto b = linear_as<bfloat16>(x, packed, e, m, n);
+      const auto q = linear_as<std::int8_t>(x, packed, e, m, n);
+      int clamped = 0;
+      for (std::size_t i = 0; i < f.size(); ++i) {
+        REQUIRE(h[i].to_bits() == half(f[i]).to_bits());
+        REQUIRE(b[i].to_bits() == bfloat16(f[i]).to_bits());
+        const float scaled = f[i] * (1.0f / e.output_scale);
+        const float expected = std::fmin(std::fmax(std::nearbyint(scaled), -128.0f), 127.0f);
+        REQUIRE(q[i] == static_cast<std::int8_t>(expected));
+        clamped += expected == 127.0f || expected == -128.0f;
+      }
+      CHECK(clamped < static_cast<int>(f.size()) / 2);
+    });
+  }
+}
+
+TEST_CASE("linear_int8 int8 output rounds half to even and clamps, as quant::quantize", "[cpu][linear][int8]") {
+  // x = one row [1, 16] of 1s, w rows of j ones: acc = j; scales 1, output_scale 2 → v = j, q = nearbyint(j / 2).
+  const std::int64_t n = 8, k = 16;
+  const auto sym = quant::QuantScheme::per_tensor(quant::QuantDtype::int8, quant::Symmetry::symmetric);
+  std::vector<std::int8_t> wv(static_cast<std::size_t>(n * k), 0);
+  for (std::int64_t j = 0; j < n; ++j)
+    for (std::int64_t i = 0; i < j; ++i) wv[static_cast<std::size_t>(j * k + i)] = 1;
+  const auto x = make_quantized(as_bytes(std::vector<std::int8_t>(k, 1)), Shape{1, k}, sym, {1.0f}, {0});
+  const auto w = make_quantized(as_bytes(wv), Shape{n, k}, sym, {1.0f}, {0});
+  LinearEpilogue e;
+  e.output_scale = 2.0f;
+  std::vector<std::int8_t> q(static_cast<std::size_t>(n), 99);
+  linear_int8(x, w, TensorView<std::int8_t>(q.data(), Shape{1, n}), e);
+  CHECK(q == std::vector<std::int8_t>{0, 0, 1, 2, 2, 2, 3, 4});  // 0.5 → 0, 1.5 → 2, 2.5 → 2, 3.5 → 4
+  e.output_scale = 0.01f;  // v / 0.01 far past 127
+  linear_int8(x, w, TensorView<std::int8_t>(q.data(), Shape{1, n}), e);
+  CHECK(q == std::vector<std::int8_t>{0, 100, 127, 127, 127, 127, 127, 127});
+  // The quant::quantize of the float outputs gives the same codes.
+  std::vector<float> f(static_cast<std::size_t>(n));
+  linear_int8(x, w, TensorView<float>(f.data(), Shape{1, n}), e);
+  const auto reference = quant::quantize(TensorView<const float>(f.data(), Shape{1, n}), sym, quant::QParams{{0.01f}, {0}, Shape{}});
+  for (std::int64_t j = 0; j < n; ++j)
+    CHECK(q[static_cast<std::size_t>(j)] == static_cast<std::int8_t>(reference.data[static_cast<std::size_t>(j)]));
+}
+
+TEST_CASE("linear_int8 int8 output needs a usable output_scale and writes nothing otherwise",
+          "[cpu][linear][int8][errors]") {
+  std::mt19937 rng(23);
+  const std::int64_t m = 2, n = 3, k = 16;
+  const auto sym = quant::QuantScheme::per_tensor(quant::QuantDtype::int8, quant::Symmetry::symmetric);
+  const auto x =
+      make_quantized(as_bytes(random_int8(static_cast<std::size_t>(m * k), rng)), Shape{m, k}, sym, {0.1f}, {0});
+  const auto w =
+      make_quantized(as_bytes(random_int8(static_cast<std::size_t>(n * k), rng)), Shape{n, k}, sym, {0.1f}, {0});
+  for (float bad : {0.0f, -1.0f, std::numeric_limits<float>::infinity(), std::nanf(""), 1e-39f}) {
+    INFO("output_scale " << bad);
+    LinearEpilogue e;
+    e.output_scale = bad;
+    std::vector<std::int8_t> q(static_cast<std::size_t>(m * n), 77);
+    CHECK_FALSE(can_implement_linear_int8(x, w, TensorView<std::int8_t>(q.data(), Shape{m, n}), e));
+    shrink::test::require_error_mentioning(
+        [&] { linear_int8(x, w, TensorView<std::int8_t>(q.data(), Shape{m, n}), e); }, "epilogue.output_scale");
+    CHECK(q == std::vector<std::int8_t>(q.size(), 77));
+    // Float, half and bfloat16 outputs ignore it.
+    std::vector<half> h(static_cast<std::size_t>(m * n));
+    CHECK(can_implement_linear_int8(x, w, TensorView<half>(h.data(), Shape{m, n}), e));
   }
 }

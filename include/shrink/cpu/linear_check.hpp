@@ -83,9 +83,10 @@ LinearSupport check_activations(const TensorView<const X>& x, std::int64_t k) {
   return s;
 }
 
-// The output: a host [M, N] view (float, or half / bfloat16) whose rows are contiguous (any row stride).
-template <class Y>
-LinearSupport check_output(const TensorView<Y>& out, std::int64_t m, std::int64_t n) {
+// The output: a host [M, N] view (float, or a CPU twin's half, bfloat16 or int8) whose rows are contiguous (any row
+// stride).
+template <class T>
+LinearSupport check_output(const TensorView<T>& out, std::int64_t m, std::int64_t n) {
   LinearSupport s = check_matrix(out, "out");
   if (!s) return s;
   if (out.size(0) != m || out.size(1) != n)
@@ -100,9 +101,22 @@ inline bool has_bias(const LinearEpilogue& e) {
   return !((e.bias.rank() == 0 && e.bias.data() == nullptr) || (e.bias.rank() == 1 && e.bias.size(0) == 0));
 }
 
-// The epilogue: an empty bias or a [N] host vector of finite floats, a known activation, no overlap with out.
-template <class Y>
-LinearSupport check_epilogue(const LinearEpilogue& e, std::int64_t n, const TensorView<Y>& out) {
+// An int8 output requantizes with epilogue.output_scale: finite and > 0, with a finite inverse.
+template <class T>
+LinearSupport check_output_scale(const LinearEpilogue& e) {
+  if (!std::is_same<std::remove_const_t<T>, std::int8_t>::value) return LinearSupport::yes();
+  if (!(e.output_scale > 0.0f) || !std::isfinite(e.output_scale) || !std::isfinite(1.0f / e.output_scale))
+    return LinearSupport::no("epilogue.output_scale", shrink::detail::to_text(e.output_scale),
+                             "a finite scale > 0 with a finite inverse, for an int8 output");
+  return LinearSupport::yes();
+}
+
+// The epilogue: an empty bias or a [N] host vector of finite floats, a known activation, an output scale for int8
+// outputs, no overlap with out.
+template <class T>
+LinearSupport check_epilogue(const LinearEpilogue& e, std::int64_t n, const TensorView<T>& out) {
+  const LinearSupport scale = check_output_scale<T>(e);
+  if (!scale) return scale;
   if (e.activation != Activation::none && e.activation != Activation::relu && e.activation != Activation::gelu &&
       e.activation != Activation::silu)
     return LinearSupport::no("epilogue.activation", std::to_string(static_cast<int>(e.activation)),
@@ -139,8 +153,9 @@ LinearSupport check_linear_operands(const TensorView<const X>& x, std::int64_t k
 }
 
 // out must not share memory with an input of `bytes` bytes at `data`.
-template <class Y>
-LinearSupport check_no_overlap(const TensorView<Y>& out, const void* data, std::size_t bytes, const char* input_name) {
+template <class T>
+LinearSupport check_no_overlap(const TensorView<T>& out, const void* data, std::size_t bytes,
+                               const char* input_name) {
   const auto begin = reinterpret_cast<std::uintptr_t>(data);
   if (bytes > 0 && spans_overlap(byte_span(out), {begin, begin + bytes}))
     return LinearSupport::no("out", std::string("memory overlapping ") + input_name, "a separate output");

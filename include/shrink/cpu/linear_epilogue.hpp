@@ -5,8 +5,10 @@
 // acc is the reduction over k (int32 for INT8 × INT8, converted to float first; float for the other paths),
 // row_scale the activation's scale (per token or per tensor; 1 for float activations) and col_scale the weight's
 // (per output channel or per tensor; 1 for float weights). Activations: none, ReLU max(v, 0), GELU with erf
-// 0.5·v·(1 + erf(v/√2)) (PyTorch's default), SiLU v / (1 + exp(−v)).
-// The epilogue is a struct so it can grow (output types, requantization) without changing the entry points.
+// 0.5·v·(1 + erf(v/√2)) (PyTorch's default), SiLU v / (1 + exp(−v)). Every operation rounds on its own (no fused
+// multiply-add, whatever the compiler flags), so the CUDA epilogue (cuda/gemm_int8_epilogue.cuh) can match it bit for
+// bit. The epilogue is a struct so it can grow without changing the entry points: output_scale requantizes int8
+// outputs (cpu/linear_output.hpp).
 #pragma once
 
 #include <algorithm>
@@ -14,6 +16,7 @@
 #include <cstdint>
 
 #include "shrink/core/view.hpp"
+#include "shrink/cpu/no_contract.hpp"
 
 namespace shrink::cpu {
 
@@ -32,6 +35,9 @@ inline const char* to_string(Activation a) {
 struct LinearEpilogue {
   TensorView<const float> bias;  // [N] host floats, or an empty view for no bias
   Activation activation = Activation::none;
+  // int8 outputs only (ignored otherwise): q = clamp(nearbyint(v · (1.0f / output_scale)), −128, 127), the symmetric
+  // int8 quantize of quant/quantize.hpp (round half to even); finite and > 0.
+  float output_scale = 0.0f;
 
   static LinearEpilogue with_bias(TensorView<const float> bias, Activation activation = Activation::none) {
     LinearEpilogue e;
@@ -55,8 +61,9 @@ inline float activate(float v, Activation a) {
 
 // One run of `count` outputs of a row: out[j] = act(acc[j] · (row_scale · col_scale[j]) + bias[j]);
 // col_scale and bias may be null (1 and 0).
-inline void finish_run(const float* acc, float row_scale, const float* col_scale, const float* bias,
-                       Activation activation, float* out, std::int64_t count) {
+SHRINK_NO_CONTRACT inline void finish_run(const float* acc, float row_scale, const float* col_scale, const float* bias,
+                                          Activation activation, float* out, std::int64_t count) {
+  SHRINK_NO_CONTRACT_BODY
   for (std::int64_t j = 0; j < count; ++j) {
     const float scale = col_scale != nullptr ? row_scale * col_scale[j] : row_scale;
     const float v = acc[j] * scale + (bias != nullptr ? bias[j] : 0.0f);

@@ -7,6 +7,8 @@
 //    point per row); the dynamic per-token quantizer quantize_rows_absmax makes it from float activations.
 // w: int8, symmetric (every zero point 0), per tensor or per output channel (axis 0), packed once by
 //    pack_int8_weight (rows padded, Σ_k w[n, k] precomputed) so inference pays the packing once.
+// out: float, or half / bfloat16 / requantized int8 (cpu/linear_output.hpp), the CPU twins of every output of the
+//    CUDA W8A8 GEMM (cuda/gemm_int8.hpp).
 // Kernels (cpu/gemm_int8.hpp): AVX-512 VNNI vpdpbusd, AVX2 vpmaddwd, scalar; chosen at run time.
 //
 // Exactness: |x − zx| ≤ 128 for symmetric int8 activations (255 otherwise) and |w| ≤ 128, so the int32 sum
@@ -19,6 +21,7 @@
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "shrink/core/axis.hpp"
@@ -28,6 +31,7 @@
 #include "shrink/cpu/gemm_int8.hpp"
 #include "shrink/cpu/linear_check.hpp"
 #include "shrink/cpu/linear_epilogue.hpp"
+#include "shrink/cpu/linear_output.hpp"
 #include "shrink/quant/quantize.hpp"
 #include "shrink/quant/quantized_tensor.hpp"
 #include "shrink/quant/scheme.hpp"
@@ -216,9 +220,10 @@ namespace detail {
 
 // What both linear_int8 overloads check once x and a weight [N, K] of `w_bytes` int8 bytes at `w_data` are valid:
 // K, its int32 bound, out, the epilogue, and out apart from x and the weight.
-inline LinearSupport check_int8_linear_operands(const quant::QuantizedTensor& x, std::int64_t n, std::int64_t k,
-                                                const void* w_data, std::size_t w_bytes, const TensorView<float>& out,
-                                                const LinearEpilogue& epilogue) {
+template <class Out>
+LinearSupport check_int8_linear_operands(const quant::QuantizedTensor& x, std::int64_t n, std::int64_t k,
+                                         const void* w_data, std::size_t w_bytes, const TensorView<Out>& out,
+                                         const LinearEpilogue& epilogue) {
   if (x.shape.values[1] != k)
     return LinearSupport::no("x.shape", to_string(x.shape), "[M, " + std::to_string(k) + "]: K equal to the weight's");
   const std::int64_t max_k = int8_max_k(largest_centred(x));
@@ -237,8 +242,10 @@ inline LinearSupport check_int8_linear_operands(const quant::QuantizedTensor& x,
 
 }  // namespace detail
 
-inline LinearSupport can_implement_linear_int8(const quant::QuantizedTensor& x, const PackedInt8Weight& w,
-                                               const TensorView<float>& out, const LinearEpilogue& epilogue = {}) {
+// Out: float, or half, bfloat16 and int8 (cpu/linear_output.hpp; int8 needs epilogue.output_scale).
+template <class Out>
+LinearSupport can_implement_linear_int8(const quant::QuantizedTensor& x, const PackedInt8Weight& w,
+                                        const TensorView<Out>& out, const LinearEpilogue& epilogue = {}) {
   LinearSupport s = detail::check_int8_operand(x, "x", true);
   if (!s) return s;
   s = detail::check_packed_int8_weight(w);
@@ -247,8 +254,9 @@ inline LinearSupport can_implement_linear_int8(const quant::QuantizedTensor& x, 
 }
 
 // The packed weight's checks without packing it.
-inline LinearSupport can_implement_linear_int8(const quant::QuantizedTensor& x, const quant::QuantizedTensor& w,
-                                               const TensorView<float>& out, const LinearEpilogue& epilogue = {}) {
+template <class Out>
+LinearSupport can_implement_linear_int8(const quant::QuantizedTensor& x, const quant::QuantizedTensor& w,
+                                        const TensorView<Out>& out, const LinearEpilogue& epilogue = {}) {
   LinearSupport s = can_implement_pack_int8_weight(w);
   if (!s) return s;
   s = detail::check_int8_operand(x, "x", true);
@@ -258,8 +266,11 @@ inline LinearSupport can_implement_linear_int8(const quant::QuantizedTensor& x, 
 }
 
 // out[m, n] = act(sx[m] · sw[n] · Σ_k (x[m, k] − zx[m]) · w[n, k] + bias[n]); out is written only after every check.
-inline void linear_int8(const quant::QuantizedTensor& x, const PackedInt8Weight& w, TensorView<float> out,
-                        const LinearEpilogue& epilogue = {}) {
+// Out: float, or the twins of the CUDA outputs (cpu/linear_output.hpp): half and bfloat16 (the float value rounded to
+// nearest even) and int8 (requantized with epilogue.output_scale).
+template <class Out>
+void linear_int8(const quant::QuantizedTensor& x, const PackedInt8Weight& w, TensorView<Out> out,
+                 const LinearEpilogue& epilogue = {}) {
   require_supported(can_implement_linear_int8(x, w, out, epilogue), "shrink::cpu::linear_int8");
   const bool per_token = x.scheme.granularity == quant::Granularity::per_channel;
   const float* bias = detail::bias_data(epilogue);
@@ -268,14 +279,22 @@ inline void linear_int8(const quant::QuantizedTensor& x, const PackedInt8Weight&
                     [&](std::int64_t m, std::int64_t n0, std::int64_t count, const std::int32_t* acc) {
                       for (std::int64_t j = 0; j < count; ++j) run[j] = static_cast<float>(acc[j]);
                       const float row_scale = x.qparams.scale[per_token ? static_cast<std::size_t>(m) : 0];
-                      detail::finish_run(run, row_scale, w.scales.data() + n0, bias != nullptr ? bias + n0 : nullptr,
-                                         epilogue.activation, &out(m, n0), count);
+                      const float* col_scale = w.scales.data() + n0;
+                      const float* col_bias = bias != nullptr ? bias + n0 : nullptr;
+                      if constexpr (std::is_same<Out, float>::value) {
+                        detail::finish_run(run, row_scale, col_scale, col_bias, epilogue.activation, &out(m, n0),
+                                           count);
+                      } else {
+                        detail::finish_run(run, row_scale, col_scale, col_bias, epilogue.activation, run, count);
+                        detail::store_outputs(run, &out(m, n0), count, epilogue);
+                      }
                     });
 }
 
 // The same with an unpacked weight (packed on every call: pack once with pack_int8_weight for repeated use).
-inline void linear_int8(const quant::QuantizedTensor& x, const quant::QuantizedTensor& w, TensorView<float> out,
-                        const LinearEpilogue& epilogue = {}) {
+template <class Out>
+void linear_int8(const quant::QuantizedTensor& x, const quant::QuantizedTensor& w, TensorView<Out> out,
+                 const LinearEpilogue& epilogue = {}) {
   require_supported(can_implement_linear_int8(x, w, out, epilogue), "shrink::cpu::linear_int8");
   linear_int8(x, pack_int8_weight(w), out, epilogue);
 }
@@ -298,8 +317,9 @@ inline void linear_int8(const quant::QuantizedTensor& x, const PackedInt8Weight&
 }
 
 // Float activations quantized per token on the fly (quantize_rows_absmax), then linear_int8: the W8A8 layer.
-inline void linear_int8_dynamic(TensorView<const float> x, const PackedInt8Weight& w, TensorView<float> out,
-                                const LinearEpilogue& epilogue = {}) {
+template <class Out>
+void linear_int8_dynamic(TensorView<const float> x, const PackedInt8Weight& w, TensorView<Out> out,
+                         const LinearEpilogue& epilogue = {}) {
   const char* fn = "shrink::cpu::linear_int8_dynamic";
   LinearSupport s = detail::check_activations(x, w.cols);
   if (!s) require_supported(s, fn);

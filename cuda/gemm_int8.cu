@@ -1,0 +1,493 @@
+// Host-callable W8A8 GEMM, epilogue and per-token quantizer (shrink/cuda/gemm_int8.hpp): argument checks, the choice
+// of path, tile configuration and K split, then the launches of shrink/cuda/gemm_int8_mma.cuh (here),
+// gemm_int8_wgmma.cuh (gemm_int8.sm90a.cu), gemm_int8_epilogue.cuh and quantize_rows.cuh.
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <variant>
+
+#include "gemm_int8_launch.hpp"
+#include "host_checks.hpp"
+#include "shrink/core/error.hpp"
+#include "shrink/cuda/check.cuh"
+#include "shrink/cuda/gemm_int8.hpp"
+#include "shrink/cuda/gemm_int8_epilogue.cuh"
+#include "shrink/cuda/gemm_int8_mma.cuh"
+#include "shrink/cuda/quantize_rows.cuh"
+
+#if !defined(SHRINK_CUDA_HAS_SM90A)
+#define SHRINK_CUDA_HAS_SM90A 0
+#endif
+
+namespace shrink::cuda {
+
+using int8_gemm::OutputKind;
+
+const char* to_string(Int8GemmPath path) {
+  switch (path) {
+    case Int8GemmPath::automatic: return "automatic";
+    case Int8GemmPath::mma_sync: return "mma_sync";
+    case Int8GemmPath::wgmma: return "wgmma";
+  }
+  return "?";
+}
+
+namespace {
+
+// Sizes the kernels index with int: M and N up to 2^30, and K ≤ 131071 (the int32 bound of cpu::int8_max_k).
+constexpr std::int64_t kMaxRows = std::int64_t{1} << 30;
+constexpr std::int64_t kMaxK = 131071;
+
+// ---- checks (host only: no CUDA call) ---------------------------------------------------------------------------
+
+LinearSupport no(const std::string& argument, const std::string& value, const std::string& expected) {
+  return LinearSupport::no(argument, value, expected);
+}
+
+bool aligned(const void* pointer, std::uintptr_t bytes) { return reinterpret_cast<std::uintptr_t>(pointer) % bytes == 0; }
+
+// A CUDA view on `device` (the ordinal of x, or of acc), rank `rank`, with elements and a pointer aligned for T.
+template <class T>
+LinearSupport check_device_view(const TensorView<T>& v, const std::string& name, int rank, int device) {
+  if (!v.device().is_cuda()) return no(name, "a view of host memory", "a CUDA view (Device::cuda(ordinal))");
+  if (v.device().index != device)
+    return no(name, "a view on CUDA device " + std::to_string(v.device().index),
+              "memory on device " + std::to_string(device) + ", where the other operands live");
+  if (v.rank() != rank)
+    return no(name + ".shape", to_string(v.shape()), rank == 1 ? "a 1-D vector" : "a 2-D matrix");
+  if (v.empty()) return no(name + ".shape", to_string(v.shape()), "at least one element");
+  if (v.data() == nullptr) return no(name, "a null pointer", "a device pointer");
+  if (!aligned(v.data(), alignof(std::remove_const_t<T>)))
+    return no(name, "a misaligned pointer", "alignment to " + std::to_string(alignof(std::remove_const_t<T>)) + " bytes");
+  return LinearSupport::yes();
+}
+
+// A 2-D device matrix with contiguous rows that do not overlap (row stride ≥ columns).
+template <class T>
+LinearSupport check_device_rows(const TensorView<T>& v, const std::string& name, int device) {
+  LinearSupport s = check_device_view(v, name, 2, device);
+  if (!s) return s;
+  if (v.size(1) > 1 && v.stride(1) != 1)
+    return no(name + ".strides", to_string(v.strides()), "contiguous rows (stride 1 along the second dimension)");
+  if (v.size(0) > 1 && v.stride(0) < v.size(1))
+    return no(name + ".strides", to_string(v.strides()),
+              "a row stride of at least " + std::to_string(v.size(1)) + " (rows must not overlap)");
+  if (v.size(0) > kMaxRows || v.size(1) > kMaxRows)
+    return no(name + ".shape", to_string(v.shape()), "at most 2^30 rows and columns");
+  return s;
+}
+
+// A device vector of `expected` elements (or 1 when `or_one`), contiguous.
+LinearSupport check_device_vector(const TensorView<const float>& v, const std::string& name, std::int64_t expected,
+                                  bool or_one, int device, const std::string& meaning) {
+  LinearSupport s = check_device_view(v, name, 1, device);
+  if (!s) return s;
+  if (v.size(0) != expected && !(or_one && v.size(0) == 1))
+    return no(name + ".shape", to_string(v.shape()),
+              "[" + std::to_string(expected) + "]" + (or_one ? " or [1]" : "") + " (" + meaning + ")");
+  if (v.size(0) > 1 && v.stride(0) != 1) return no(name + ".strides", to_string(v.strides()), "a contiguous vector");
+  return s;
+}
+
+// The output variant reduced to what the checks and the kernels need.
+struct OutputView {
+  OutputKind kind = OutputKind::f32;
+  void* data = nullptr;
+  std::int64_t rows = 0, cols = 0, row_stride = 0;
+  std::size_t element_bytes = 4;
+  std::pair<std::uintptr_t, std::uintptr_t> span;
+  LinearSupport layout;  // check_device_rows of the view
+};
+
+template <class T>
+constexpr OutputKind kind_of() {
+  if constexpr (std::is_same<T, float>::value) return OutputKind::f32;
+  else if constexpr (std::is_same<T, half>::value) return OutputKind::f16;
+  else if constexpr (std::is_same<T, bfloat16>::value) return OutputKind::bf16;
+  else return OutputKind::s8;
+}
+
+OutputView describe_output(const Int8GemmOutput& out, int device) {
+  return std::visit(
+      [device](const auto& v) {
+        using T = typename std::decay_t<decltype(v)>::element_type;
+        OutputView o;
+        o.kind = kind_of<T>();
+        o.data = v.data();
+        o.element_bytes = sizeof(T);
+        o.layout = check_device_rows(v, "epilogue.out", device);
+        if (o.layout) {
+          o.rows = v.size(0);
+          o.cols = v.size(1);
+          o.row_stride = v.stride(0);
+          o.span = cpu::detail::byte_span(v);
+        }
+        return o;
+      },
+      out);
+}
+
+bool has_bias(const Int8Epilogue& e) {
+  return !((e.bias.rank() == 0 && e.bias.data() == nullptr) || (e.bias.rank() == 1 && e.bias.size(0) == 0));
+}
+
+// Everything of the epilogue for an [M, N] result, with the operands on `device`.
+LinearSupport check_epilogue(const Int8Epilogue& e, std::int64_t m, std::int64_t n, int device) {
+  LinearSupport s = check_device_vector(e.x_scales, "epilogue.x_scales", m, true, device, "per token, or per tensor");
+  if (!s) return s;
+  s = check_device_vector(e.w_scales, "epilogue.w_scales", n, true, device, "per output channel, or per tensor");
+  if (!s) return s;
+  if (has_bias(e)) {
+    s = check_device_vector(e.bias, "epilogue.bias", n, false, device, "one bias per output feature N, or an empty view");
+    if (!s) return s;
+  }
+  if (e.activation != Activation::none && e.activation != Activation::relu && e.activation != Activation::gelu &&
+      e.activation != Activation::silu)
+    return no("epilogue.activation", std::to_string(static_cast<int>(e.activation)), "none, relu, gelu or silu");
+  const OutputView out = describe_output(e.out, device);
+  if (!out.layout) return out.layout;
+  if (out.rows != m || out.cols != n)
+    return no("epilogue.out.shape", to_string(Shape{out.rows, out.cols}), to_string(Shape{m, n}) + " ([M, N])");
+  if (out.kind == OutputKind::s8 &&
+      (!(e.out_scale > 0.0f) || !std::isfinite(e.out_scale) || !std::isfinite(1.0f / e.out_scale)))
+    return no("epilogue.out_scale", shrink::detail::to_text(e.out_scale),
+              "a finite scale > 0 with a finite inverse, for an int8 output");
+  const std::pair<const char*, const TensorView<const float>*> inputs[] = {
+      {"epilogue.x_scales", &e.x_scales}, {"epilogue.w_scales", &e.w_scales}, {"epilogue.bias", &e.bias}};
+  for (const auto& [name, view] : inputs)
+    if (view->data() != nullptr && view->numel() > 0 && cpu::detail::spans_overlap(out.span, cpu::detail::byte_span(*view)))
+      return no("epilogue.out", std::string("memory overlapping ") + name, "a separate output");
+  return LinearSupport::yes();
+}
+
+// ---- plans --------------------------------------------------------------------------------------------------------
+
+constexpr std::int64_t kSmallM = 64;         // M up to this takes the small mma_sync tiles (and, automatic, mma_sync)
+constexpr std::int64_t kTargetCtas = 256;    // K is split while the tiles alone give fewer CTAs than this ...
+constexpr std::int64_t kMinKTilesPerSplit = 4;  // ... into pieces of 4 k-tiles at least ...
+constexpr std::int64_t kMaxSplits = 16;          // ... 16 at most
+
+enum class Kernel { mma_small, mma_large, wgmma };
+
+struct Tiling {
+  int bm, bn, bk;
+};
+
+Tiling tiling(Kernel kernel) {
+  switch (kernel) {
+    case Kernel::mma_small: return {int8_gemm::MmaSmall::kBM, int8_gemm::MmaSmall::kBN, int8_gemm::MmaSmall::kBK};
+    case Kernel::mma_large: return {int8_gemm::MmaLarge::kBM, int8_gemm::MmaLarge::kBN, int8_gemm::MmaLarge::kBK};
+    case Kernel::wgmma: break;
+  }
+  return {128, 128, 128};  // int8_gemm::WgmmaConfig, whose header only the sm_90a source includes
+}
+
+struct Plan {
+  Kernel kernel = Kernel::mma_small;
+  std::int64_t tiles_m = 0, tiles_n = 0;
+  std::int64_t k_tiles = 0, per_split = 0, splits = 1;
+  std::size_t partial_bytes = 0;  // int32 partial sums of the K splits, after the status word
+};
+
+Plan make_plan(Kernel kernel, std::int64_t m, std::int64_t n, std::int64_t k) {
+  const Tiling t = tiling(kernel);
+  Plan p;
+  p.kernel = kernel;
+  p.tiles_m = (m + t.bm - 1) / t.bm;
+  p.tiles_n = (n + t.bn - 1) / t.bn;
+  p.k_tiles = (k + t.bk - 1) / t.bk;
+  const std::int64_t tiles = p.tiles_m * p.tiles_n;
+  std::int64_t splits = 1;
+  // The partial sums cost 8 · M · N bytes a split (written, then read): at most half the weight's N · K bytes.
+  if (tiles < kTargetCtas)
+    splits = std::min({(kTargetCtas + tiles - 1) / tiles, kMaxSplits, std::max<std::int64_t>(1, p.k_tiles / kMinKTilesPerSplit),
+                       std::max<std::int64_t>(1, k / (16 * m))});
+  p.per_split = (p.k_tiles + splits - 1) / splits;
+  p.splits = (p.k_tiles + p.per_split - 1) / p.per_split;  // no empty split
+  if (p.splits > 1) p.partial_bytes = static_cast<std::size_t>(p.splits * m * n) * sizeof(std::int32_t);
+  return p;
+}
+
+Kernel mma_kernel(std::int64_t m) { return m <= kSmallM ? Kernel::mma_small : Kernel::mma_large; }
+
+// The workspace every path `path` may take needs (automatic: the larger of its two candidates).
+std::size_t workspace_for(Int8GemmPath path, std::int64_t m, std::int64_t n, std::int64_t k) {
+  std::size_t partial = 0;
+  if (path != Int8GemmPath::wgmma) partial = make_plan(mma_kernel(m), m, n, k).partial_bytes;
+  if (SHRINK_CUDA_HAS_SM90A && path != Int8GemmPath::mma_sync)
+    partial = std::max(partial, make_plan(Kernel::wgmma, m, n, k).partial_bytes);
+  return kStatusBytes + partial;
+}
+
+// ---- launches -----------------------------------------------------------------------------------------------------
+
+int compute_capability(int device) {
+  int major = 0, minor = 0;
+  SHRINK_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  SHRINK_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
+  return 10 * major + minor;
+}
+
+// The kernel the path takes on `device` (an error for a forced path the device or the build cannot run).
+Kernel choose_kernel(Int8GemmPath path, std::int64_t m, int device, const char* fn) {
+  const int cc = compute_capability(device);
+  if (cc < 80)
+    fail(fn, "device", "sm_" + std::to_string(cc), "a GPU of compute capability 8.0 or later (int8 mma.sync)");
+  switch (path) {
+    case Int8GemmPath::mma_sync: return mma_kernel(m);
+    case Int8GemmPath::wgmma:
+      if (!SHRINK_CUDA_HAS_SM90A)
+        fail(fn, "path", "wgmma",
+             "a path this build has: shrink_cuda holds no sm_90a code (CMAKE_CUDA_ARCHITECTURES without 90)");
+      if (cc != 90)
+        fail(fn, "path", "wgmma",
+             "a device of compute capability 9.0 (wgmma is sm_90a only; device " + std::to_string(device) + " is sm_" +
+                 std::to_string(cc) + ")");
+      return Kernel::wgmma;
+    case Int8GemmPath::automatic: break;
+  }
+  return SHRINK_CUDA_HAS_SM90A && cc == 90 && m > kSmallM ? Kernel::wgmma : mma_kernel(m);
+}
+
+template <class C>
+void launch_mma(const int8_gemm::GemmParams& params, int splits, int device, cudaStream_t stream) {
+  const auto kernel = int8_gemm::gemm_int8_mma_kernel<C>;
+  static std::atomic<std::uint64_t> configured{0};
+  int8_gemm::allow_shared_memory(kernel, C::kSharedBytes, device, configured);
+  const dim3 grid(static_cast<unsigned>(params.tiles_m) * static_cast<unsigned>(params.tiles_n), 1,
+                  static_cast<unsigned>(splits));
+  kernel<<<grid, C::kThreads, C::kSharedBytes, stream>>>(params);
+  SHRINK_CUDA_CHECK_LAUNCH(gemm_int8_mma_kernel);
+}
+
+// The device form of a checked epilogue for an [M, N] result.
+int8_gemm::EpilogueParams epilogue_params(const Int8Epilogue& e, std::int64_t m, std::int64_t n, int* status) {
+  const OutputView out = describe_output(e.out, e.x_scales.device().index);
+  int8_gemm::EpilogueParams p;
+  p.x_scales = e.x_scales.data();
+  p.x_per_token = e.x_scales.size(0) == m && m > 1;
+  p.w_scales = e.w_scales.data();
+  p.w_per_channel = e.w_scales.size(0) == n && n > 1;
+  p.bias = has_bias(e) ? e.bias.data() : nullptr;
+  p.activation = static_cast<int>(e.activation);
+  p.kind = out.kind;
+  p.out = out.data;
+  p.ld_out = out.row_stride;
+  p.pairs = aligned(out.data, 2 * out.element_bytes) && (m == 1 || out.row_stride % 2 == 0);
+  p.inv_out_scale = out.kind == OutputKind::s8 ? 1.0f / e.out_scale : 0.0f;
+  p.status = status;
+  p.m = static_cast<int>(m);
+  p.n = static_cast<int>(n);
+  return p;
+}
+
+void launch_epilogue(const std::int32_t* acc, std::int64_t ld_acc, std::int64_t split_stride, int splits,
+                     const int8_gemm::EpilogueParams& p, cudaStream_t stream) {
+  constexpr int kThreads = 256;
+  const dim3 grid(static_cast<unsigned>((p.n + kThreads - 1) / kThreads), static_cast<unsigned>(std::min(p.m, 65535)));
+  int8_gemm::int8_epilogue_kernel<<<grid, kThreads, 0, stream>>>(acc, ld_acc, split_stride, splits, p);
+  SHRINK_CUDA_CHECK_LAUNCH(int8_epilogue_kernel);
+}
+
+std::pair<std::uintptr_t, std::uintptr_t> workspace_span(const Workspace& w) {
+  const auto begin = reinterpret_cast<std::uintptr_t>(w.data);
+  return {begin, begin + w.bytes};
+}
+
+}  // namespace
+
+// ---- GEMM ---------------------------------------------------------------------------------------------------------
+
+LinearSupport can_implement_gemm_int8(const Int8GemmArgs& args) {
+  const int device = args.x.device().index;
+  LinearSupport s = check_device_rows(args.x, "x", device);
+  if (!s) return s;
+  s = check_device_rows(args.w, "w", device);
+  if (!s) return s;
+  const std::int64_t m = args.x.size(0), k = args.x.size(1), n = args.w.size(0);
+  if (args.w.size(1) != k)
+    return no("w.shape", to_string(args.w.shape()), "[N, " + std::to_string(k) + "]: K equal to x's");
+  if (k % 16 != 0)
+    return no("x.shape", to_string(args.x.shape()), "K a multiple of 16 (the kernels load 16 bytes of a row at a time)");
+  if (k > kMaxK)
+    return no("x.shape", to_string(args.x.shape()), "K ≤ 131071 (the int32 accumulation cannot overflow)");
+  if ((m + 31) / 32 * ((n + 63) / 64) > std::numeric_limits<std::int32_t>::max())
+    return no("x.shape", to_string(args.x.shape()),
+              "fewer than 2^31 output tiles of 32 × 64 with N = " + std::to_string(n) + " (one CTA each)");
+  const std::pair<const char*, const TensorView<const std::int8_t>*> operands[] = {{"x", &args.x}, {"w", &args.w}};
+  for (const auto& [name, view] : operands) {
+    if (!aligned(view->data(), 16))
+      return no(name, "a pointer not 16-byte aligned", "rows starting on 16-byte boundaries (cp.async 16-byte loads)");
+    if (view->size(0) > 1 && view->stride(0) % 16 != 0)
+      return no(std::string(name) + ".strides", to_string(view->strides()),
+                "a row stride that is a multiple of 16 bytes (cp.async 16-byte loads)");
+  }
+  if (args.path != Int8GemmPath::automatic && args.path != Int8GemmPath::mma_sync && args.path != Int8GemmPath::wgmma)
+    return no("path", std::to_string(static_cast<int>(args.path)), "automatic, mma_sync or wgmma");
+  if (args.path == Int8GemmPath::wgmma && !SHRINK_CUDA_HAS_SM90A)
+    return no("path", "wgmma", "a path this build has: shrink_cuda holds no sm_90a code (CMAKE_CUDA_ARCHITECTURES without 90)");
+  s = check_epilogue(args.epilogue, m, n, device);
+  if (!s) return s;
+  const OutputView out = describe_output(args.epilogue.out, device);
+  if (cpu::detail::spans_overlap(out.span, cpu::detail::byte_span(args.x)))
+    return no("epilogue.out", "memory overlapping x", "a separate output");
+  if (cpu::detail::spans_overlap(out.span, cpu::detail::byte_span(args.w)))
+    return no("epilogue.out", "memory overlapping w", "a separate output");
+  return LinearSupport::yes();
+}
+
+std::size_t gemm_int8_workspace_bytes(const Int8GemmArgs& args) {
+  require_supported(can_implement_gemm_int8(args), "shrink::cuda::gemm_int8_workspace_bytes");
+  return workspace_for(args.path, args.x.size(0), args.w.size(0), args.x.size(1));
+}
+
+void gemm_int8(const Int8GemmArgs& args, Workspace workspace, Stream stream, Synchronize synchronize) {
+  const char* fn = "shrink::cuda::gemm_int8";
+  require_supported(can_implement_gemm_int8(args), fn);
+  const std::int64_t m = args.x.size(0), k = args.x.size(1), n = args.w.size(0);
+  host_checks::require_workspace(workspace, workspace_for(args.path, m, n, k), "gemm_int8_workspace_bytes(args)", fn);
+  const OutputView out = describe_output(args.epilogue.out, args.x.device().index);
+  if (cpu::detail::spans_overlap(out.span, workspace_span(workspace)))
+    fail(fn, "workspace", "memory overlapping epilogue.out", "a separate workspace");
+  host_checks::require_current_device(args.x.device(), fn, "x");
+
+  const int device = args.x.device().index;
+  const Plan plan = make_plan(choose_kernel(args.path, m, device, fn), m, n, k);
+  int* status = static_cast<int*>(workspace.data);
+  SHRINK_CUDA_CHECK(cudaMemsetAsync(status, 0, sizeof(int), stream));
+
+  int8_gemm::GemmParams p;
+  p.x = args.x.data();
+  p.ldx = m > 1 ? args.x.stride(0) : k;
+  p.w = args.w.data();
+  p.ldw = n > 1 ? args.w.stride(0) : k;
+  p.m = static_cast<int>(m);
+  p.n = static_cast<int>(n);
+  p.k = static_cast<int>(k);
+  p.tiles_m = static_cast<int>(plan.tiles_m);
+  p.tiles_n = static_cast<int>(plan.tiles_n);
+  p.k_tiles_per_split = static_cast<int>(plan.per_split);
+  p.epilogue = epilogue_params(args.epilogue, m, n, status);
+  auto* partials = reinterpret_cast<std::int32_t*>(static_cast<char*>(workspace.data) + kStatusBytes);
+  const int8_gemm::EpilogueParams finish = p.epilogue;
+  if (plan.splits > 1) {  // each split writes its int32 partial tile; the epilogue kernel sums and finishes them
+    p.split_stride = m * n;
+    p.epilogue.kind = OutputKind::s32;
+    p.epilogue.out = partials;
+    p.epilogue.ld_out = n;
+    p.epilogue.pairs = n % 2 == 0;
+  }
+  const int splits = static_cast<int>(plan.splits);
+  const auto s = static_cast<cudaStream_t>(stream);
+  switch (plan.kernel) {
+    case Kernel::mma_small: launch_mma<int8_gemm::MmaSmall>(p, splits, device, s); break;
+    case Kernel::mma_large: launch_mma<int8_gemm::MmaLarge>(p, splits, device, s); break;
+    case Kernel::wgmma:
+#if SHRINK_CUDA_HAS_SM90A
+      int8_gemm::launch_wgmma(p, splits, device, s);
+#endif
+      break;
+  }
+  if (plan.splits > 1) launch_epilogue(partials, n, m * n, splits, finish, s);
+  if (synchronize == Synchronize::yes) check_status(workspace, stream, fn);
+}
+
+// ---- the epilogue alone -------------------------------------------------------------------------------------------
+
+LinearSupport can_implement_int8_epilogue(TensorView<const std::int32_t> acc, const Int8Epilogue& epilogue) {
+  const int device = acc.device().index;
+  LinearSupport s = check_device_rows(acc, "acc", device);
+  if (!s) return s;
+  s = check_epilogue(epilogue, acc.size(0), acc.size(1), device);
+  if (!s) return s;
+  if (cpu::detail::spans_overlap(describe_output(epilogue.out, device).span, cpu::detail::byte_span(acc)))
+    return no("epilogue.out", "memory overlapping acc", "a separate output");
+  return s;
+}
+
+std::size_t int8_epilogue_workspace_bytes() { return kStatusBytes; }
+
+void apply_int8_epilogue(TensorView<const std::int32_t> acc, const Int8Epilogue& epilogue, Workspace workspace,
+                         Stream stream, Synchronize synchronize) {
+  const char* fn = "shrink::cuda::apply_int8_epilogue";
+  require_supported(can_implement_int8_epilogue(acc, epilogue), fn);
+  host_checks::require_workspace(workspace, int8_epilogue_workspace_bytes(), "int8_epilogue_workspace_bytes()", fn);
+  if (cpu::detail::spans_overlap(describe_output(epilogue.out, acc.device().index).span, workspace_span(workspace)))
+    fail(fn, "workspace", "memory overlapping epilogue.out", "a separate workspace");
+  host_checks::require_current_device(acc.device(), fn, "acc");
+  const std::int64_t m = acc.size(0), n = acc.size(1);
+  int* status = static_cast<int*>(workspace.data);
+  SHRINK_CUDA_CHECK(cudaMemsetAsync(status, 0, sizeof(int), stream));
+  launch_epilogue(acc.data(), m > 1 ? acc.stride(0) : n, 0, 1, epilogue_params(epilogue, m, n, status),
+                  static_cast<cudaStream_t>(stream));
+  if (synchronize == Synchronize::yes) check_status(workspace, stream, fn);
+}
+
+// ---- per-token quantizer ------------------------------------------------------------------------------------------
+
+std::size_t quantize_rows_absmax_workspace_bytes() { return kStatusBytes; }
+
+template <class T>
+void quantize_rows_absmax(TensorView<const T> x, TensorView<std::int8_t> q, TensorView<float> scales,
+                          Workspace workspace, Stream stream, Synchronize synchronize) {
+  const char* fn = "shrink::cuda::quantize_rows_absmax";
+  const int device = x.device().index;
+  require_supported(check_device_rows(x, "x", device), fn);
+  require_supported(check_device_rows(q, "q", device), fn);
+  require_supported(check_device_view(scales, "scales", 1, device), fn);
+  const std::int64_t m = x.size(0), k = x.size(1);
+  if (q.size(0) != m || q.size(1) != k) fail(fn, "q.shape", to_string(q.shape()), to_string(x.shape()) + " (x's)");
+  if (scales.size(0) != m || (m > 1 && scales.stride(0) != 1))
+    fail(fn, "scales", "a view of shape " + to_string(scales.shape()) + " and strides " + to_string(scales.strides()),
+         "a contiguous [" + std::to_string(m) + "] vector (one scale per row of x)");
+  using cpu::detail::byte_span;
+  using cpu::detail::spans_overlap;
+  if (spans_overlap(byte_span(q), byte_span(x))) fail(fn, "q", "memory overlapping x", "a separate output");
+  if (spans_overlap(byte_span(scales), byte_span(x))) fail(fn, "scales", "memory overlapping x", "a separate output");
+  if (spans_overlap(byte_span(scales), byte_span(q))) fail(fn, "scales", "memory overlapping q", "a separate output");
+  host_checks::require_workspace(workspace, quantize_rows_absmax_workspace_bytes(),
+                                 "quantize_rows_absmax_workspace_bytes()", fn);
+  for (const auto& span : {byte_span(q), byte_span(scales)})
+    if (spans_overlap(span, workspace_span(workspace)))
+      fail(fn, "workspace", "memory overlapping an output", "a separate workspace");
+  host_checks::require_current_device(x.device(), fn, "x");
+
+  constexpr int V = quantize_rows::kVector<T>;
+  const std::int64_t ldx = m > 1 ? x.stride(0) : k, ldq = m > 1 ? q.stride(0) : k;
+  const bool vec = k % V == 0 && aligned(x.data(), 16) && (ldx * static_cast<std::int64_t>(sizeof(T))) % 16 == 0 &&
+                   aligned(q.data(), V) && ldq % V == 0;
+  const std::int64_t row_bytes = k * static_cast<std::int64_t>(sizeof(T));
+  const bool staged = row_bytes <= quantize_rows::kStagedBytes;
+  const int shared = staged ? static_cast<int>(row_bytes) : 0;
+  int* status = static_cast<int*>(workspace.data);
+  const auto s = static_cast<cudaStream_t>(stream);
+  SHRINK_CUDA_CHECK(cudaMemsetAsync(status, 0, sizeof(int), s));
+  const dim3 grid(static_cast<unsigned>(m));
+  using namespace quantize_rows;
+  if (vec && staged)
+    quantize_rows_absmax_kernel<T, true, true><<<grid, kThreads, shared, s>>>(x.data(), ldx, k, q.data(), ldq, scales.data(), status);
+  else if (vec)
+    quantize_rows_absmax_kernel<T, true, false><<<grid, kThreads, shared, s>>>(x.data(), ldx, k, q.data(), ldq, scales.data(), status);
+  else if (staged)
+    quantize_rows_absmax_kernel<T, false, true><<<grid, kThreads, shared, s>>>(x.data(), ldx, k, q.data(), ldq, scales.data(), status);
+  else
+    quantize_rows_absmax_kernel<T, false, false><<<grid, kThreads, shared, s>>>(x.data(), ldx, k, q.data(), ldq, scales.data(), status);
+  SHRINK_CUDA_CHECK_LAUNCH(quantize_rows_absmax_kernel);
+  if (synchronize == Synchronize::yes) check_status(workspace, stream, fn);
+}
+
+template void quantize_rows_absmax<float>(TensorView<const float>, TensorView<std::int8_t>, TensorView<float>,
+                                          Workspace, Stream, Synchronize);
+template void quantize_rows_absmax<half>(TensorView<const half>, TensorView<std::int8_t>, TensorView<float>, Workspace,
+                                         Stream, Synchronize);
+template void quantize_rows_absmax<bfloat16>(TensorView<const bfloat16>, TensorView<std::int8_t>, TensorView<float>,
+                                             Workspace, Stream, Synchronize);
+
+}  // namespace shrink::cuda

@@ -1,0 +1,743 @@
+// Tests for shrink/cuda/gemm_int8.hpp. [gpu] cases run every path (mma_sync; wgmma on a compute capability 9.0
+// device; automatic) × output type × activation × per-token / per-tensor scales on aligned and unaligned shapes (M, N,
+// K not multiples of the tiles, 1 × N × K, tiny, K split over CTAs, strided rows), outputs poisoned before each
+// launch, and check: accumulators exact (float output, unit scales, no bias, against cpu::gemm_s8s8s32); the epilogue
+// within 1e-3 relative of an FP64 reference; bit-identical to the CPU twin cpu::linear_int8 for none and ReLU (GELU
+// and SiLU: CUDA's erff / expf against glibc's, within a few float ulps, one ulp of half / bfloat16, one int8 step).
+// quantize_rows_absmax is bit-identical to cpu::quantize_rows_absmax. [host] cases check can_implement's reasons and
+// every host check, which throw before any CUDA call and so need no device.
+#include <catch2/catch.hpp>
+#include <cuda_runtime_api.h>
+
+#include <cfloat>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <cstdlib>
+#include <limits>
+#include <memory>
+#include <random>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "device_buffer.hpp"
+#include "shrink/core/error.hpp"
+#include "shrink/core/half.hpp"
+#include "shrink/core/view.hpp"
+#include "shrink/cpu/linear_int8.hpp"
+#include "shrink/cuda/device.hpp"
+#include "shrink/cuda/gemm_int8.hpp"
+#include "shrink/quant/quantized_tensor.hpp"
+#include "shrink/quant/scheme.hpp"
+
+namespace {
+
+using shrink::bfloat16;
+using shrink::Device;
+using shrink::half;
+using shrink::Shape;
+using shrink::Strides;
+using shrink::TensorView;
+using shrink::cpu::Activation;
+using shrink::cuda::Int8Epilogue;
+using shrink::cuda::Int8GemmArgs;
+using shrink::cuda::Int8GemmPath;
+using shrink::cuda::Synchronize;
+using Catch::Matchers::Contains;
+
+using shrink::test::DeviceBuffer;
+
+constexpr Activation kActivations[] = {Activation::none, Activation::relu, Activation::gelu, Activation::silu};
+
+std::vector<std::int8_t> random_int8(std::int64_t n, std::mt19937& rng) {
+  std::uniform_int_distribution<int> d(-128, 127);
+  std::vector<std::int8_t> v(static_cast<std::size_t>(n));
+  for (auto& b : v) b = static_cast<std::int8_t>(d(rng));
+  return v;
+}
+
+std::vector<float> random_floats(std::int64_t n, std::mt19937& rng, float low, float high) {
+  std::uniform_real_distribution<float> d(low, high);
+  std::vector<float> v(static_cast<std::size_t>(n));
+  for (float& f : v) f = d(rng);
+  return v;
+}
+
+template <class T>
+std::unique_ptr<DeviceBuffer> upload(const std::vector<T>& host) {
+  auto b = std::make_unique<DeviceBuffer>(host.size() * sizeof(T));
+  b->upload(host.data(), b->bytes());
+  return b;
+}
+
+// Float value of an output element, for comparisons.
+float value_of(float v) { return v; }
+float value_of(half v) { return v.to_float(); }
+float value_of(bfloat16 v) { return v.to_float(); }
+float value_of(std::int8_t v) { return static_cast<float>(v); }
+
+template <class Out>
+const char* type_name() {
+  if constexpr (std::is_same<Out, float>::value) return "float";
+  else if constexpr (std::is_same<Out, half>::value) return "half";
+  else if constexpr (std::is_same<Out, bfloat16>::value) return "bfloat16";
+  else return "int8";
+}
+
+// One W8A8 problem: int8 operands, scales, bias, on the host and on the device.
+struct Problem {
+  std::int64_t m, n, k;
+  std::int64_t ldx;  // row stride of x on the device (≥ K, a multiple of 16)
+  bool per_token, per_channel, with_bias;
+  std::vector<std::int8_t> x, w;  // x [M, K] contiguous on the host
+  std::vector<float> sx, sw, bias;
+  std::unique_ptr<DeviceBuffer> x_dev, w_dev, sx_dev, sw_dev, bias_dev;
+  std::vector<std::int64_t> acc;  // exact Σ_k x · w
+
+  Problem(std::int64_t m_, std::int64_t n_, std::int64_t k_, bool per_token_, bool per_channel_, bool with_bias_,
+          std::uint32_t seed, std::int64_t ldx_ = 0, bool unit = false)
+      : m(m_), n(n_), k(k_), ldx(ldx_ > 0 ? ldx_ : k_), per_token(per_token_), per_channel(per_channel_),
+        with_bias(with_bias_), x(make_x(seed)), w(make_w(seed)),
+        sx(unit ? std::vector<float>(per_token ? m : 1, 1.0f) : scales(per_token ? m : 1, seed + 2, 0.002f, 0.03f)),
+        sw(unit ? std::vector<float>(per_channel ? n : 1, 1.0f) : scales(per_channel ? n : 1, seed + 3, 1e-4f, 2e-3f)),
+        bias(with_bias ? scales(n, seed + 4, -2.0f, 2.0f) : std::vector<float>{}),
+        x_dev(upload(strided_x())), w_dev(upload(w)), sx_dev(upload(sx)), sw_dev(upload(sw)),
+        bias_dev(upload(with_bias ? bias : std::vector<float>{0.0f})), acc(exact_acc()) {}
+
+  std::vector<std::int8_t> make_x(std::uint32_t seed) const {
+    std::mt19937 rng(seed);
+    return random_int8(m * k, rng);
+  }
+  std::vector<std::int8_t> make_w(std::uint32_t seed) const {
+    std::mt19937 rng(seed + 1);
+    return random_int8(n * k, rng);
+  }
+  static std::vector<float> scales(std::int64_t count, std::uint32_t seed, float low, float high) {
+    std::mt19937 rng(seed);
+    return random_floats(count, rng, low, high);
+  }
+  // x with its device row stride; the padding holds values the kernel must not read into the product.
+  std::vector<std::int8_t> strided_x() const {
+    std::vector<std::int8_t> s(static_cast<std::size_t>(m * ldx), 77);
+    for (std::int64_t r = 0; r < m; ++r) std::memcpy(&s[static_cast<std::size_t>(r * ldx)], &x[static_cast<std::size_t>(r * k)], static_cast<std::size_t>(k));
+    return s;
+  }
+
+  Int8GemmArgs args(Int8GemmPath path) const {
+    Int8GemmArgs a;
+    a.x = TensorView<const std::int8_t>(x_dev->as<std::int8_t>(), Shape{m, k}, Strides{ldx, 1}, Device::cuda(0));
+    a.w = TensorView<const std::int8_t>(w_dev->as<std::int8_t>(), Shape{n, k}, Device::cuda(0));
+    a.epilogue = epilogue();
+    a.path = path;
+    return a;
+  }
+  Int8Epilogue epilogue() const {
+    Int8Epilogue e;
+    e.x_scales = TensorView<const float>(sx_dev->as<float>(), Shape{static_cast<std::int64_t>(sx.size())}, Device::cuda(0));
+    e.w_scales = TensorView<const float>(sw_dev->as<float>(), Shape{static_cast<std::int64_t>(sw.size())}, Device::cuda(0));
+    if (with_bias) e.bias = TensorView<const float>(bias_dev->as<float>(), Shape{n}, Device::cuda(0));
+    return e;
+  }
+
+  // The CPU twin: cpu::linear_int8 writing Out.
+  template <class Out>
+  std::vector<Out> cpu_twin(Activation act, float out_scale) const {
+    using namespace shrink::quant;
+    QuantizedTensor xq;
+    xq.data = shrink::ByteBuffer(x.begin(), x.end());
+    xq.shape = Shape{m, k};
+    xq.scheme = per_token ? QuantScheme::per_channel(QuantDtype::int8, Symmetry::symmetric, 0)
+                          : QuantScheme::per_tensor(QuantDtype::int8, Symmetry::symmetric);
+    xq.qparams = QParams{sx, std::vector<std::int32_t>(sx.size(), 0), per_token ? Shape{m} : Shape{}};
+    QuantizedTensor wq;
+    wq.data = shrink::ByteBuffer(w.begin(), w.end());
+    wq.shape = Shape{n, k};
+    wq.scheme = per_channel ? QuantScheme::per_channel(QuantDtype::int8, Symmetry::symmetric, 0)
+                            : QuantScheme::per_tensor(QuantDtype::int8, Symmetry::symmetric);
+    wq.qparams = QParams{sw, std::vector<std::int32_t>(sw.size(), 0), per_channel ? Shape{n} : Shape{}};
+    shrink::cpu::LinearEpilogue e;
+    if (with_bias) e.bias = TensorView<const float>(bias.data(), Shape{n});
+    e.activation = act;
+    e.output_scale = out_scale;
+    std::vector<Out> out(static_cast<std::size_t>(m * n));
+    shrink::cpu::linear_int8(xq, wq, TensorView<Out>(out.data(), Shape{m, n}), e);
+    return out;
+  }
+
+  // Exact Σ_k x · w in int64.
+  std::vector<std::int64_t> exact_acc() const {
+    std::vector<std::int64_t> acc(static_cast<std::size_t>(m * n));
+    for (std::int64_t r = 0; r < m; ++r)
+      for (std::int64_t c = 0; c < n; ++c) {
+        std::int64_t s = 0;
+        for (std::int64_t i = 0; i < k; ++i)
+          s += static_cast<std::int64_t>(x[static_cast<std::size_t>(r * k + i)]) * w[static_cast<std::size_t>(c * k + i)];
+        acc[static_cast<std::size_t>(r * n + c)] = s;
+      }
+    return acc;
+  }
+};
+
+double activate64(double v, Activation a) {
+  switch (a) {
+    case Activation::none: return v;
+    case Activation::relu: return v > 0 ? v : 0;
+    case Activation::gelu: return 0.5 * v * (1.0 + std::erf(v / std::sqrt(2.0)));
+    case Activation::silu: return v / (1.0 + std::exp(-v));
+  }
+  return v;
+}
+
+// The unit in the last place of a float-like type at |v| (its spacing there).
+template <class Out>
+double ulp_at(double v) {
+  const int mantissa = std::is_same<Out, half>::value ? 10 : std::is_same<Out, bfloat16>::value ? 7 : 23;
+  const int min_exponent = std::is_same<Out, half>::value ? -14 : -126;
+  int e = 0;
+  std::frexp(std::fabs(v), &e);
+  return std::ldexp(1.0, std::max(e - 1, min_exponent) - mantissa);
+}
+
+// Runs one GEMM on the device into a poisoned output and checks it against the FP64 reference and the CPU twin.
+template <class Out>
+void check_gemm(const Problem& p, Int8GemmPath path, Activation act, std::int64_t ld_out = 0) {
+  const std::int64_t ldo = ld_out > 0 ? ld_out : p.n;
+  const float out_scale = 0.02f;  // int8: v up to about ±3 spreads over most codes
+  INFO(type_name<Out>() << " " << shrink::cuda::to_string(path) << " " << shrink::cpu::to_string(act) << " M " << p.m
+                        << " N " << p.n << " K " << p.k << (p.per_token ? " per-token" : " per-tensor")
+                        << (p.per_channel ? " per-channel" : " per-tensor w") << (p.with_bias ? " bias" : "")
+                        << " ldx " << p.ldx << " ldo " << ldo);
+  DeviceBuffer out(static_cast<std::size_t>(p.m * ldo) * sizeof(Out));
+  Int8GemmArgs args = p.args(path);
+  args.epilogue.activation = act;
+  args.epilogue.out = TensorView<Out>(out.as<Out>(), Shape{p.m, p.n}, Strides{ldo, 1}, Device::cuda(0));
+  args.epilogue.out_scale = out_scale;
+  REQUIRE(shrink::cuda::can_implement_gemm_int8(args));
+  DeviceBuffer ws(shrink::cuda::gemm_int8_workspace_bytes(args));
+  shrink::cuda::gemm_int8(args, ws.workspace(), nullptr, Synchronize::yes);
+  const std::vector<Out> got_strided = out.download<Out>(static_cast<std::size_t>(p.m * ldo));
+
+  // Padding between rows keeps the poison.
+  for (std::int64_t r = 0; r < p.m; ++r)
+    for (std::int64_t c = p.n; c < ldo; ++c) {
+      unsigned char bytes[sizeof(Out)];
+      std::memcpy(bytes, &got_strided[static_cast<std::size_t>(r * ldo + c)], sizeof(Out));
+      for (unsigned char b : bytes) REQUIRE(b == shrink::test::kPoison);
+    }
+  std::vector<Out> got(static_cast<std::size_t>(p.m * p.n));
+  for (std::int64_t r = 0; r < p.m; ++r)
+    for (std::int64_t c = 0; c < p.n; ++c)
+      got[static_cast<std::size_t>(r * p.n + c)] = got_strided[static_cast<std::size_t>(r * ldo + c)];
+
+  const std::vector<Out> twin = p.cpu_twin<Out>(act, out_scale);
+  const std::vector<std::int64_t>& acc = p.acc;
+  const bool exact_activation = act == Activation::none || act == Activation::relu;
+  int failures = 0;
+  for (std::int64_t r = 0; r < p.m && failures < 5; ++r)
+    for (std::int64_t c = 0; c < p.n && failures < 5; ++c) {
+      const std::size_t i = static_cast<std::size_t>(r * p.n + c);
+      const double sx = p.sx[p.per_token ? static_cast<std::size_t>(r) : 0];
+      const double sw = p.sw[p.per_channel ? static_cast<std::size_t>(c) : 0];
+      const double b = p.with_bias ? p.bias[static_cast<std::size_t>(c)] : 0.0;
+      const double scaled = sx * sw * static_cast<double>(acc[i]);
+      const double ref = activate64(scaled + b, act);
+      const double g = value_of(got[i]), t = value_of(twin[i]);
+      // Float rounding of acc, the scale product, the product and the sum: a few ulps of the terms, which cancel.
+      const double terms = 1e-6 * (std::fabs(scaled) + std::fabs(b)) + 1e-30;
+      bool ok;
+      if constexpr (std::is_same<Out, std::int8_t>::value) {
+        const double q = std::nearbyint(std::fmin(std::fmax(ref / out_scale, -128.0), 127.0));
+        ok = std::fabs(g - q) <= 1.0 && (exact_activation ? g == t : std::fabs(g - t) <= 1.0);
+      } else {
+        const double rounding = std::is_same<Out, float>::value ? 0.0 : ulp_at<Out>(ref);  // the output type's
+        // GELU / SiLU: erff / expf within 2 ulps of 1 or of exp(−v), scaled by |v|, against glibc's.
+        const double twin_bound = 1e-6 * (std::fabs(scaled + b) + std::fabs(t)) + 8 * ulp_at<float>(t) + rounding;
+        ok = std::fabs(g - ref) <= 1e-3 * std::fabs(ref) + terms + rounding &&
+             (exact_activation ? std::memcmp(&got[i], &twin[i], sizeof(Out)) == 0 : std::fabs(g - t) <= twin_bound);
+      }
+      if (!ok) {
+        ++failures;
+        INFO("at [" << r << ", " << c << "]: gpu " << g << ", cpu twin " << t << ", fp64 reference " << ref
+                    << ", acc " << acc[i]);
+        CHECK(ok);
+      }
+    }
+  CHECK(failures == 0);
+}
+
+bool device_is_sm90() {
+  const shrink::cuda::DeviceInfo info = shrink::cuda::device_info(0);
+  return info.compute_capability() == 90;
+}
+
+std::vector<Int8GemmPath> paths_here() {
+  std::vector<Int8GemmPath> paths{Int8GemmPath::mma_sync, Int8GemmPath::automatic};
+  if (device_is_sm90()) paths.push_back(Int8GemmPath::wgmma);
+  return paths;
+}
+
+struct GemmShape {
+  std::int64_t m, n, k;
+};
+
+// Tile sizes: mma_sync 32 × 64 (M ≤ 64) or 128 × 128, k-tiles of 64; wgmma 128 × 128, k-tiles of 128.
+const GemmShape kShapes[] = {
+    {128, 256, 512},  // aligned to every tile
+    {256, 128, 256},  // aligned, several tiles in M
+    {1, 80, 48},      // one token, N and K off the tiles
+    {33, 70, 80},     // small tiles, every dimension ragged
+    {130, 129, 208},  // large tiles, every dimension ragged
+    {65, 200, 272},   // just past the small-M limit
+    {1, 1, 16},       // tiny
+    {3, 5, 16},
+    {1, 256, 4096},   // K split 16 ways, small tiles
+    {130, 128, 2048}, // K split over large (or wgmma) tiles
+};
+
+}  // namespace
+
+TEST_CASE("cuda gemm_int8: accumulators are exact (float output, unit scales, no bias)", "[gpu]") {
+  for (const Int8GemmPath path : paths_here())
+    for (const GemmShape& s : kShapes) {
+      // |acc| ≤ K · 2^14 < 2^24 for K < 1024: float holds it exactly. Longer K: acc still exact below 2^24 in practice.
+      const Problem p(s.m, s.n, s.k, false, false, false, 100 + static_cast<std::uint32_t>(s.k), 0, true);
+      DeviceBuffer out(static_cast<std::size_t>(p.m * p.n) * sizeof(float));
+      Int8GemmArgs args = p.args(path);
+      args.epilogue.out = TensorView<float>(out.as<float>(), Shape{p.m, p.n}, Device::cuda(0));
+      DeviceBuffer ws(shrink::cuda::gemm_int8_workspace_bytes(args));
+      shrink::cuda::gemm_int8(args, ws.workspace(), nullptr, Synchronize::yes);
+      const std::vector<float> got = out.download<float>(static_cast<std::size_t>(p.m * p.n));
+      std::vector<std::int32_t> cpu(static_cast<std::size_t>(p.m * p.n));
+      shrink::cpu::gemm_s8s8s32(TensorView<const std::int8_t>(p.x.data(), Shape{p.m, p.k}),
+                                TensorView<const std::int8_t>(p.w.data(), Shape{p.n, p.k}),
+                                TensorView<std::int32_t>(cpu.data(), Shape{p.m, p.n}));
+      INFO(shrink::cuda::to_string(path) << " M " << s.m << " N " << s.n << " K " << s.k);
+      int wrong = 0;
+      for (std::size_t i = 0; i < cpu.size(); ++i) {
+        if (std::abs(cpu[i]) >= (1 << 24)) continue;
+        if (got[i] != static_cast<float>(cpu[i]) && wrong++ < 5) CHECK(got[i] == static_cast<float>(cpu[i]));
+      }
+      CHECK(wrong == 0);
+    }
+}
+
+TEST_CASE("cuda gemm_int8 matches the FP64 reference and the CPU twin: every path, output, activation, scale mode",
+          "[gpu]") {
+  std::uint32_t seed = 1000;
+  for (const Int8GemmPath path : paths_here())
+    for (const GemmShape& s : kShapes)
+      for (const bool per_token : {true, false}) {
+        const bool per_channel = per_token || s.m % 2 == 0;  // per-tensor weights on some shapes too
+        const Problem p(s.m, s.n, s.k, per_token, per_channel, s.n % 3 != 2, seed++);
+        for (const Activation act : kActivations) {
+          check_gemm<float>(p, path, act);
+          check_gemm<half>(p, path, act);
+          check_gemm<bfloat16>(p, path, act);
+          check_gemm<std::int8_t>(p, path, act);
+        }
+      }
+}
+
+TEST_CASE("cuda gemm_int8 reads strided x rows and writes strided output rows", "[gpu]") {
+  for (const Int8GemmPath path : paths_here()) {
+    const Problem p(37, 90, 160, true, true, true, 7, 176);  // x rows 176 bytes apart
+    check_gemm<float>(p, path, Activation::relu, 93);        // odd output stride: no paired stores
+    check_gemm<half>(p, path, Activation::none, 96);
+    check_gemm<std::int8_t>(p, path, Activation::gelu, 91);
+    const Problem big(200, 130, 96, false, true, false, 8, 128);
+    check_gemm<bfloat16>(big, path, Activation::silu, 131);
+  }
+}
+
+TEST_CASE("cuda gemm_int8 flags bad scales and a non-finite bias when asked to synchronise", "[gpu]") {
+  const Problem p(20, 40, 64, true, true, true, 9);
+  DeviceBuffer out(static_cast<std::size_t>(p.m * p.n) * sizeof(float));
+  std::vector<float> bad_sx = p.sx, bad_bias = p.bias;
+  bad_sx[3] = 0.0f;
+  bad_bias[5] = std::numeric_limits<float>::quiet_NaN();
+  const auto sx = upload(bad_sx);
+  const auto bias = upload(bad_bias);
+  for (const Int8GemmPath path : paths_here()) {
+    Int8GemmArgs args = p.args(path);
+    args.epilogue.out = TensorView<float>(out.as<float>(), Shape{p.m, p.n}, Device::cuda(0));
+    DeviceBuffer ws(shrink::cuda::gemm_int8_workspace_bytes(args));
+    Int8GemmArgs scale_args = args;
+    scale_args.epilogue.x_scales = TensorView<const float>(sx->as<float>(), Shape{p.m}, Device::cuda(0));
+    CHECK_THROWS_WITH(shrink::cuda::gemm_int8(scale_args, ws.workspace(), nullptr, Synchronize::yes),
+                      Contains("a scale is not finite and > 0"));
+    Int8GemmArgs bias_args = args;
+    bias_args.epilogue.bias = TensorView<const float>(bias->as<float>(), Shape{p.n}, Device::cuda(0));
+    CHECK_THROWS_WITH(shrink::cuda::gemm_int8(bias_args, ws.workspace(), nullptr, Synchronize::yes),
+                      Contains("NaN or inf"));
+    shrink::cuda::gemm_int8(args, ws.workspace(), nullptr, Synchronize::yes);  // the status word starts clean again
+  }
+}
+
+TEST_CASE("cuda gemm_int8 refuses a forced wgmma path on a device that is not sm_90", "[gpu]") {
+  if (device_is_sm90()) return;
+  const Problem p(8, 16, 32, true, true, false, 10);
+  DeviceBuffer out(static_cast<std::size_t>(p.m * p.n) * sizeof(float));
+  Int8GemmArgs args = p.args(Int8GemmPath::wgmma);
+  args.epilogue.out = TensorView<float>(out.as<float>(), Shape{p.m, p.n}, Device::cuda(0));
+  DeviceBuffer ws(1 << 20);
+  CHECK_THROWS_WITH(shrink::cuda::gemm_int8(args, ws.workspace(), nullptr), Contains("path = wgmma"));
+}
+
+TEST_CASE("cuda apply_int8_epilogue finishes int32 accumulators as gemm_int8 does", "[gpu]") {
+  const Problem p(45, 77, 32, true, true, true, 11);
+  const std::vector<std::int32_t> acc(p.acc.begin(), p.acc.end());
+  const auto acc_dev = upload(acc);
+  for (const Activation act : kActivations) {
+    DeviceBuffer a(static_cast<std::size_t>(p.m * p.n) * sizeof(half)), b(a.bytes());
+    Int8Epilogue e = p.epilogue();
+    e.activation = act;
+    e.out = TensorView<half>(a.as<half>(), Shape{p.m, p.n}, Device::cuda(0));
+    DeviceBuffer ws(shrink::cuda::int8_epilogue_workspace_bytes());
+    shrink::cuda::apply_int8_epilogue(TensorView<const std::int32_t>(acc_dev->as<std::int32_t>(), Shape{p.m, p.n}, Device::cuda(0)),
+                                      e, ws.workspace(), nullptr, Synchronize::yes);
+    Int8GemmArgs args = p.args(Int8GemmPath::mma_sync);
+    args.epilogue = e;
+    args.epilogue.out = TensorView<half>(b.as<half>(), Shape{p.m, p.n}, Device::cuda(0));
+    DeviceBuffer gemm_ws(shrink::cuda::gemm_int8_workspace_bytes(args));
+    shrink::cuda::gemm_int8(args, gemm_ws.workspace(), nullptr, Synchronize::yes);
+    INFO(shrink::cpu::to_string(act));
+    CHECK(a.download<std::uint16_t>(static_cast<std::size_t>(p.m * p.n)) ==
+          b.download<std::uint16_t>(static_cast<std::size_t>(p.m * p.n)));
+  }
+}
+
+namespace {
+
+template <class T>
+T from_float(float v) {
+  if constexpr (std::is_same<T, float>::value) return v;
+  else return T(v);
+}
+
+// quantize_rows_absmax on the device against the CPU on the same values as floats, bit for bit (q and scales).
+template <class T>
+void check_quantize_rows(std::int64_t m, std::int64_t k, std::int64_t ldx, std::int64_t ldq, std::uint32_t seed) {
+  INFO("type size " << sizeof(T) << " M " << m << " K " << k << " ldx " << ldx << " ldq " << ldq);
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::uniform_int_distribution<int> binade(-6, 6);
+  std::vector<T> x(static_cast<std::size_t>(m * ldx), from_float<T>(1e4f));  // padding: a large value not to read
+  std::vector<float> as_float(static_cast<std::size_t>(m * k));
+  for (std::int64_t r = 0; r < m; ++r) {
+    const int e = binade(rng);  // rows of very different ranges
+    for (std::int64_t c = 0; c < k; ++c) {
+      const T v = from_float<T>(std::ldexp(normal(rng), e));
+      x[static_cast<std::size_t>(r * ldx + c)] = v;
+      as_float[static_cast<std::size_t>(r * k + c)] = value_of(v);
+    }
+  }
+  if (m > 2)  // an all-zero row: scale FLT_EPSILON
+    for (std::int64_t c = 0; c < k; ++c) {
+      x[static_cast<std::size_t>(2 * ldx + c)] = from_float<T>(0.0f);
+      as_float[static_cast<std::size_t>(2 * k + c)] = 0.0f;
+    }
+  const auto cpu = shrink::cpu::quantize_rows_absmax(TensorView<const float>(as_float.data(), Shape{m, k}));
+  const auto x_dev = upload(x);
+  DeviceBuffer q(static_cast<std::size_t>(m * ldq)), scales(static_cast<std::size_t>(m) * sizeof(float));
+  DeviceBuffer ws(shrink::cuda::quantize_rows_absmax_workspace_bytes());
+  shrink::cuda::quantize_rows_absmax(TensorView<const T>(x_dev->template as<T>(), Shape{m, k}, Strides{ldx, 1}, Device::cuda(0)),
+                                     TensorView<std::int8_t>(q.as<std::int8_t>(), Shape{m, k}, Strides{ldq, 1}, Device::cuda(0)),
+                                     TensorView<float>(scales.as<float>(), Shape{m}, Device::cuda(0)), ws.workspace(),
+                                     nullptr, Synchronize::yes);
+  const auto got_q = q.download<std::int8_t>(static_cast<std::size_t>(m * ldq));
+  const auto got_s = scales.download<float>(static_cast<std::size_t>(m));
+  int wrong = 0;
+  for (std::int64_t r = 0; r < m; ++r) {
+    if (std::memcmp(&got_s[static_cast<std::size_t>(r)], &cpu.qparams.scale[static_cast<std::size_t>(r)], 4) != 0 && wrong++ < 5)
+      CHECK(got_s[static_cast<std::size_t>(r)] == cpu.qparams.scale[static_cast<std::size_t>(r)]);
+    for (std::int64_t c = 0; c < ldq; ++c) {
+      const std::int8_t g = got_q[static_cast<std::size_t>(r * ldq + c)];
+      const std::int8_t expected = c < k ? static_cast<std::int8_t>(cpu.data[static_cast<std::size_t>(r * k + c)])
+                                         : static_cast<std::int8_t>(shrink::test::kPoison);
+      if (g != expected && wrong++ < 5) CHECK(int{g} == int{expected});
+    }
+  }
+  CHECK(wrong == 0);
+}
+
+}  // namespace
+
+TEST_CASE("cuda quantize_rows_absmax equals cpu::quantize_rows_absmax bit for bit", "[gpu]") {
+  check_quantize_rows<float>(5, 300, 300, 300, 1);        // 16-byte loads, row in shared memory
+  check_quantize_rows<float>(3, 20000, 20000, 20000, 2);  // row past the shared-memory budget: read twice
+  check_quantize_rows<float>(4, 37, 41, 40, 3);           // odd K, strided rows: scalar loads
+  check_quantize_rows<half>(64, 4096, 4096, 4096, 4);
+  check_quantize_rows<half>(6, 300, 304, 320, 5);         // K not a multiple of 8: scalar
+  check_quantize_rows<half>(2, 40000, 40000, 40000, 6);
+  check_quantize_rows<bfloat16>(7, 11008, 11008, 11008, 7);
+  check_quantize_rows<bfloat16>(1, 16, 16, 16, 8);
+}
+
+TEST_CASE("cuda quantize_rows_absmax flags NaN and inf", "[gpu]") {
+  std::vector<float> x(4 * 64, 0.5f);
+  x[100] = std::numeric_limits<float>::infinity();
+  const auto x_dev = upload(x);
+  DeviceBuffer q(x.size()), scales(4 * sizeof(float)), ws(shrink::cuda::quantize_rows_absmax_workspace_bytes());
+  CHECK_THROWS_WITH(shrink::cuda::quantize_rows_absmax(
+                        TensorView<const float>(x_dev->as<float>(), Shape{4, 64}, Device::cuda(0)),
+                        TensorView<std::int8_t>(q.as<std::int8_t>(), Shape{4, 64}, Device::cuda(0)),
+                        TensorView<float>(scales.as<float>(), Shape{4}, Device::cuda(0)), ws.workspace(), nullptr,
+                        Synchronize::yes),
+                    Contains("NaN or inf"));
+}
+
+// ---- [host] -------------------------------------------------------------------------------------------------------
+
+namespace {
+
+// Addresses the host checks accept and never dereference, far apart so that nothing overlaps by accident.
+template <class T>
+T* fake(std::uintptr_t megabytes) {
+  return reinterpret_cast<T*>(megabytes << 20);
+}
+
+constexpr std::int64_t kM = 64, kN = 96, kK = 128;
+
+Int8GemmArgs valid_args() {
+  Int8GemmArgs a;
+  a.x = TensorView<const std::int8_t>(fake<std::int8_t>(1), Shape{kM, kK}, Device::cuda(0));
+  a.w = TensorView<const std::int8_t>(fake<std::int8_t>(2), Shape{kN, kK}, Device::cuda(0));
+  a.epilogue.x_scales = TensorView<const float>(fake<float>(3), Shape{kM}, Device::cuda(0));
+  a.epilogue.w_scales = TensorView<const float>(fake<float>(4), Shape{kN}, Device::cuda(0));
+  a.epilogue.bias = TensorView<const float>(fake<float>(5), Shape{kN}, Device::cuda(0));
+  a.epilogue.out = TensorView<half>(fake<half>(6), Shape{kM, kN}, Device::cuda(0));
+  return a;
+}
+
+const shrink::cuda::Workspace kFakeWorkspace{fake<void>(7), std::size_t{1} << 20};
+
+// can_implement refuses `args` naming `fragment`, and gemm_int8 throws that reason before any CUDA call.
+void expect_refused(const Int8GemmArgs& args, const std::string& fragment) {
+  const shrink::cuda::LinearSupport s = shrink::cuda::can_implement_gemm_int8(args);
+  INFO("reason: " << s.reason());
+  CHECK_FALSE(s);
+  CHECK_THAT(s.reason(), Contains(fragment));
+  CHECK_THROWS_WITH(shrink::cuda::gemm_int8(args, kFakeWorkspace, nullptr),
+                    Contains("shrink::cuda::gemm_int8: ") && Contains(fragment));
+  CHECK_THROWS_WITH(shrink::cuda::gemm_int8_workspace_bytes(args), Contains(fragment));
+}
+
+}  // namespace
+
+TEST_CASE("cuda can_implement_gemm_int8 accepts valid operands of every output type", "[host]") {
+  Int8GemmArgs a = valid_args();
+  CHECK(shrink::cuda::can_implement_gemm_int8(a));
+  a.epilogue.out = TensorView<float>(fake<float>(6), Shape{kM, kN}, Device::cuda(0));
+  CHECK(shrink::cuda::can_implement_gemm_int8(a));
+  a.epilogue.out = TensorView<bfloat16>(fake<bfloat16>(6), Shape{kM, kN}, Strides{kN + 5, 1}, Device::cuda(0));
+  CHECK(shrink::cuda::can_implement_gemm_int8(a));
+  a.epilogue.out = TensorView<std::int8_t>(fake<std::int8_t>(6), Shape{kM, kN}, Device::cuda(0));
+  a.epilogue.out_scale = 0.05f;
+  CHECK(shrink::cuda::can_implement_gemm_int8(a));
+  a.epilogue.bias = TensorView<const float>();  // no bias
+  a.epilogue.x_scales = TensorView<const float>(fake<float>(3), Shape{1}, Device::cuda(0));  // per tensor
+  a.epilogue.w_scales = TensorView<const float>(fake<float>(4), Shape{1}, Device::cuda(0));
+  a.x = TensorView<const std::int8_t>(fake<std::int8_t>(1), Shape{kM, kK}, Strides{kK + 48, 1}, Device::cuda(0));
+  CHECK(shrink::cuda::can_implement_gemm_int8(a));
+  a.x = TensorView<const std::int8_t>(fake<std::int8_t>(1), Shape{1, 16}, Device::cuda(0));  // 1 × N × 16
+  a.w = TensorView<const std::int8_t>(fake<std::int8_t>(2), Shape{1, 16}, Device::cuda(0));
+  a.epilogue.out = TensorView<float>(fake<float>(6), Shape{1, 1}, Device::cuda(0));
+  CHECK(shrink::cuda::can_implement_gemm_int8(a));
+}
+
+TEST_CASE("cuda can_implement_gemm_int8 names the argument at fault; gemm_int8 throws it before any CUDA call",
+          "[host]") {
+  Int8GemmArgs a = valid_args();
+  SECTION("x in host memory") {
+    a.x = TensorView<const std::int8_t>(fake<std::int8_t>(1), Shape{kM, kK});
+    expect_refused(a, "x = a view of host memory");
+  }
+  SECTION("x of rank 1") {
+    a.x = TensorView<const std::int8_t>(fake<std::int8_t>(1), Shape{kK}, Device::cuda(0));
+    expect_refused(a, "x.shape = [128]: expected a 2-D matrix");
+  }
+  SECTION("empty x") {
+    a.x = TensorView<const std::int8_t>(fake<std::int8_t>(1), Shape{0, kK}, Device::cuda(0));
+    expect_refused(a, "x.shape = [0, 128]: expected at least one element");
+  }
+  SECTION("x with strided columns") {
+    a.x = TensorView<const std::int8_t>(fake<std::int8_t>(1), Shape{kM, kK}, Strides{2 * kK, 2}, Device::cuda(0));
+    expect_refused(a, "x.strides");
+  }
+  SECTION("x rows overlapping") {
+    a.x = TensorView<const std::int8_t>(fake<std::int8_t>(1), Shape{kM, kK}, Strides{16, 1}, Device::cuda(0));
+    expect_refused(a, "rows must not overlap");
+  }
+  SECTION("K not a multiple of 16") {
+    a.x = TensorView<const std::int8_t>(fake<std::int8_t>(1), Shape{kM, 100}, Device::cuda(0));
+    a.w = TensorView<const std::int8_t>(fake<std::int8_t>(2), Shape{kN, 100}, Device::cuda(0));
+    expect_refused(a, "x.shape = [64, 100]: expected K a multiple of 16");
+  }
+  SECTION("K past the int32 bound") {
+    a.x = TensorView<const std::int8_t>(fake<std::int8_t>(1), Shape{kM, 131072}, Device::cuda(0));
+    a.w = TensorView<const std::int8_t>(fake<std::int8_t>(40), Shape{kN, 131072}, Device::cuda(0));
+    expect_refused(a, "K ≤ 131071");
+  }
+  SECTION("w with another K") {
+    a.w = TensorView<const std::int8_t>(fake<std::int8_t>(2), Shape{kN, kK + 16}, Device::cuda(0));
+    expect_refused(a, "w.shape = [96, 144]: expected [N, 128]");
+  }
+  SECTION("w on another device") {
+    a.w = TensorView<const std::int8_t>(fake<std::int8_t>(2), Shape{kN, kK}, Device::cuda(1));
+    expect_refused(a, "w = a view on CUDA device 1");
+  }
+  SECTION("x not 16-byte aligned") {
+    a.x = TensorView<const std::int8_t>(fake<std::int8_t>(1) + 8, Shape{kM, kK}, Device::cuda(0));
+    expect_refused(a, "x = a pointer not 16-byte aligned");
+  }
+  SECTION("w row stride not a multiple of 16") {
+    a.w = TensorView<const std::int8_t>(fake<std::int8_t>(2), Shape{kN, kK}, Strides{kK + 8, 1}, Device::cuda(0));
+    expect_refused(a, "w.strides = [136, 1]: expected a row stride that is a multiple of 16 bytes");
+  }
+  SECTION("x scales of the wrong size") {
+    a.epilogue.x_scales = TensorView<const float>(fake<float>(3), Shape{kM - 1}, Device::cuda(0));
+    expect_refused(a, "epilogue.x_scales.shape = [63]: expected [64] or [1]");
+  }
+  SECTION("x scales in host memory") {
+    a.epilogue.x_scales = TensorView<const float>(fake<float>(3), Shape{kM});
+    expect_refused(a, "epilogue.x_scales = a view of host memory");
+  }
+  SECTION("w scales of the wrong size") {
+    a.epilogue.w_scales = TensorView<const float>(fake<float>(4), Shape{kM}, Device::cuda(0));
+    expect_refused(a, "epilogue.w_scales.shape = [64]: expected [96] or [1]");
+  }
+  SECTION("w scales strided") {
+    a.epilogue.w_scales = TensorView<const float>(fake<float>(4), Shape{kN}, Strides{2}, Device::cuda(0));
+    expect_refused(a, "epilogue.w_scales.strides");
+  }
+  SECTION("bias of the wrong size") {
+    a.epilogue.bias = TensorView<const float>(fake<float>(5), Shape{1}, Device::cuda(0));
+    expect_refused(a, "epilogue.bias.shape = [1]: expected [96]");
+  }
+  SECTION("misaligned bias") {
+    a.epilogue.bias = TensorView<const float>(reinterpret_cast<const float*>(fake<char>(5) + 2), Shape{kN}, Device::cuda(0));
+    expect_refused(a, "epilogue.bias = a misaligned pointer");
+  }
+  SECTION("an unknown activation") {
+    a.epilogue.activation = static_cast<Activation>(7);
+    expect_refused(a, "epilogue.activation = 7");
+  }
+  SECTION("output of the wrong shape") {
+    a.epilogue.out = TensorView<float>(fake<float>(6), Shape{kN, kM}, Device::cuda(0));
+    expect_refused(a, "epilogue.out.shape = [96, 64]: expected [64, 96]");
+  }
+  SECTION("output with strided columns") {
+    a.epilogue.out = TensorView<half>(fake<half>(6), Shape{kM, kN}, Strides{2 * kN, 2}, Device::cuda(0));
+    expect_refused(a, "epilogue.out.strides");
+  }
+  SECTION("output in host memory") {
+    a.epilogue.out = TensorView<float>(fake<float>(6), Shape{kM, kN});
+    expect_refused(a, "epilogue.out = a view of host memory");
+  }
+  SECTION("int8 output without a usable scale") {
+    a.epilogue.out = TensorView<std::int8_t>(fake<std::int8_t>(6), Shape{kM, kN}, Device::cuda(0));
+    for (const float bad : {0.0f, -0.5f, std::numeric_limits<float>::infinity(), std::nanf(""), 1e-39f}) {
+      a.epilogue.out_scale = bad;
+      expect_refused(a, "epilogue.out_scale");
+    }
+  }
+  SECTION("output over x") {
+    a.epilogue.out = TensorView<half>(const_cast<half*>(reinterpret_cast<const half*>(a.x.data())), Shape{kM, kN}, Device::cuda(0));
+    expect_refused(a, "epilogue.out = memory overlapping x");
+  }
+  SECTION("output over the bias") {
+    a.epilogue.out = TensorView<half>(reinterpret_cast<half*>(fake<char>(5) + 64), Shape{kM, kN}, Device::cuda(0));
+    expect_refused(a, "epilogue.out = memory overlapping epilogue.bias");
+  }
+  SECTION("an unknown path") {
+    a.path = static_cast<Int8GemmPath>(9);
+    expect_refused(a, "path = 9");
+  }
+}
+
+TEST_CASE("cuda gemm_int8 checks the workspace on the host", "[host]") {
+  const Int8GemmArgs a = valid_args();
+  const std::size_t needed = shrink::cuda::gemm_int8_workspace_bytes(a);
+  CHECK_THROWS_WITH(shrink::cuda::gemm_int8(a, {nullptr, needed}, nullptr),
+                    Contains("shrink::cuda::gemm_int8: workspace.data = a null pointer"));
+  CHECK_THROWS_WITH(shrink::cuda::gemm_int8(a, {fake<char>(7) + 4, needed}, nullptr),
+                    Contains("workspace.data = a misaligned pointer"));
+  CHECK_THROWS_WITH(shrink::cuda::gemm_int8(a, {fake<void>(7), needed - 1}, nullptr),
+                    Contains("workspace.bytes = " + std::to_string(needed - 1) +
+                             ": expected at least gemm_int8_workspace_bytes(args) = " + std::to_string(needed)));
+  CHECK_THROWS_WITH(shrink::cuda::gemm_int8(a, {const_cast<void*>(static_cast<const void*>(fake<char>(6))), needed}, nullptr),
+                    Contains("workspace = memory overlapping epilogue.out"));
+}
+
+TEST_CASE("cuda gemm_int8_workspace_bytes: the status word, plus int32 partial sums when K is split", "[host]") {
+  Int8GemmArgs a = valid_args();
+  // Large problems fill the device with tiles: no split.
+  a.x = TensorView<const std::int8_t>(fake<std::int8_t>(100), Shape{4096, 4096}, Device::cuda(0));
+  a.w = TensorView<const std::int8_t>(fake<std::int8_t>(200), Shape{4096, 4096}, Device::cuda(0));
+  a.epilogue.x_scales = TensorView<const float>(fake<float>(3), Shape{4096}, Device::cuda(0));
+  a.epilogue.w_scales = TensorView<const float>(fake<float>(4), Shape{4096}, Device::cuda(0));
+  a.epilogue.bias = TensorView<const float>(fake<float>(5), Shape{4096}, Device::cuda(0));
+  a.epilogue.out = TensorView<half>(fake<half>(300), Shape{4096, 4096}, Device::cuda(0));
+  for (const Int8GemmPath path : {Int8GemmPath::automatic, Int8GemmPath::mma_sync}) {
+    a.path = path;
+    CHECK(shrink::cuda::gemm_int8_workspace_bytes(a) == shrink::cuda::kStatusBytes);
+  }
+  // One token, K 4096: 4 small tiles of 64 columns, so K splits 16 ways (64 k-tiles, 4 each).
+  a.x = TensorView<const std::int8_t>(fake<std::int8_t>(100), Shape{1, 4096}, Device::cuda(0));
+  a.w = TensorView<const std::int8_t>(fake<std::int8_t>(200), Shape{256, 4096}, Device::cuda(0));
+  a.epilogue.x_scales = TensorView<const float>(fake<float>(3), Shape{1}, Device::cuda(0));
+  a.epilogue.w_scales = TensorView<const float>(fake<float>(4), Shape{256}, Device::cuda(0));
+  a.epilogue.bias = TensorView<const float>(fake<float>(5), Shape{256}, Device::cuda(0));
+  a.epilogue.out = TensorView<half>(fake<half>(300), Shape{1, 256}, Device::cuda(0));
+  a.path = Int8GemmPath::mma_sync;
+  CHECK(shrink::cuda::gemm_int8_workspace_bytes(a) == shrink::cuda::kStatusBytes + 16 * 256 * 4);
+  a.path = Int8GemmPath::automatic;  // the larger of the paths it may take
+  CHECK(shrink::cuda::gemm_int8_workspace_bytes(a) >= shrink::cuda::kStatusBytes + 16 * 256 * 4);
+}
+
+TEST_CASE("cuda apply_int8_epilogue checks its arguments on the host", "[host]") {
+  const Int8GemmArgs a = valid_args();
+  const TensorView<const std::int32_t> acc(fake<std::int32_t>(8), Shape{kM, kN}, Device::cuda(0));
+  CHECK(shrink::cuda::can_implement_int8_epilogue(acc, a.epilogue));
+  CHECK(shrink::cuda::int8_epilogue_workspace_bytes() == shrink::cuda::kStatusBytes);
+  const TensorView<const std::int32_t> wrong(fake<std::int32_t>(8), Shape{kM, kN + 1}, Device::cuda(0));
+  CHECK_THAT(shrink::cuda::can_implement_int8_epilogue(wrong, a.epilogue).reason(),
+             Contains("epilogue.w_scales.shape = [96]: expected [97] or [1]"));
+  CHECK_THROWS_WITH(shrink::cuda::apply_int8_epilogue(acc, a.epilogue, {nullptr, 16}, nullptr),
+                    Contains("shrink::cuda::apply_int8_epilogue: workspace.data = a null pointer"));
+  Int8Epilogue over = a.epilogue;
+  over.out = TensorView<half>(reinterpret_cast<half*>(fake<char>(8) + 128), Shape{kM, kN}, Device::cuda(0));
+  CHECK_THROWS_WITH(shrink::cuda::apply_int8_epilogue(acc, over, kFakeWorkspace, nullptr),
+                    Contains("epilogue.out = memory overlapping acc"));
+  const TensorView<const std::int32_t> host(fake<std::int32_t>(8), Shape{kM, kN});
+  CHECK_THROWS_WITH(shrink::cuda::apply_int8_epilogue(host, a.epilogue, kFakeWorkspace, nullptr),
+                    Contains("acc = a view of host memory"));
+}
+
+TEST_CASE("cuda quantize_rows_absmax checks its arguments on the host", "[host]") {
+  using shrink::cuda::quantize_rows_absmax;
+  const TensorView<const half> x(fake<half>(1), Shape{8, 64}, Device::cuda(0));
+  const TensorView<std::int8_t> q(fake<std::int8_t>(2), Shape{8, 64}, Device::cuda(0));
+  const TensorView<float> s(fake<float>(3), Shape{8}, Device::cuda(0));
+  CHECK(shrink::cuda::quantize_rows_absmax_workspace_bytes() == shrink::cuda::kStatusBytes);
+  CHECK_THROWS_WITH(quantize_rows_absmax(TensorView<const half>(fake<half>(1), Shape{8, 64}), q, s, kFakeWorkspace, nullptr),
+                    Contains("shrink::cuda::quantize_rows_absmax: x = a view of host memory"));
+  CHECK_THROWS_WITH(quantize_rows_absmax(x, TensorView<std::int8_t>(fake<std::int8_t>(2), Shape{8, 63}, Device::cuda(0)), s,
+                                         kFakeWorkspace, nullptr),
+                    Contains("q.shape = [8, 63]: expected [8, 64] (x's)"));
+  CHECK_THROWS_WITH(quantize_rows_absmax(x, q, TensorView<float>(fake<float>(3), Shape{7}, Device::cuda(0)), kFakeWorkspace,
+                                         nullptr),
+                    Contains("scales = a view of shape [7]"));
+  CHECK_THROWS_WITH(quantize_rows_absmax(x, TensorView<std::int8_t>(reinterpret_cast<std::int8_t*>(fake<char>(1) + 64), Shape{8, 64},
+                                                                    Device::cuda(0)),
+                                         s, kFakeWorkspace, nullptr),
+                    Contains("q = memory overlapping x"));
+  CHECK_THROWS_WITH(quantize_rows_absmax(x, q, s, {fake<void>(7), 8}, nullptr),
+                    Contains("workspace.bytes = 8: expected at least quantize_rows_absmax_workspace_bytes() = 16"));
+  CHECK_THROWS_WITH(quantize_rows_absmax(x, q, s, {const_cast<void*>(static_cast<const void*>(fake<char>(3))), 16}, nullptr),
+                    Contains("workspace = memory overlapping an output"));
+  CHECK_THROWS_WITH(quantize_rows_absmax(TensorView<const half>(fake<half>(1), Shape{8, 64}, Strides{64, 2}, Device::cuda(0)),
+                                         q, s, kFakeWorkspace, nullptr),
+                    Contains("x.strides"));
+}

@@ -1,5 +1,6 @@
 // Host-callable magnitude threshold selection (shrink/cuda/threshold.hpp): validation, then the radix-select passes
-// of shrink/cuda/threshold.cuh over every tensor of the list, instantiated for float, half and bfloat16.
+// of shrink/cuda/threshold.cuh (one launch a pass for every kListCapacity tensors of the list), instantiated for
+// float, half and bfloat16.
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
@@ -18,12 +19,27 @@ using namespace host_checks;
 
 namespace {
 
+// The tensors [begin, begin + kListCapacity) of the list as one launch's parameters; `elements` gets their sum.
+template <class T>
+radix::TensorList<T> tensor_list(const std::vector<DeviceWeights<T>>& weights, std::size_t begin,
+                                 std::int64_t& elements) {
+  radix::TensorList<T> list{};
+  elements = 0;
+  for (std::size_t s = begin; s < weights.size() && list.count < radix::kListCapacity; ++s) {
+    const TensorView<const T>& v = weights[s].view;
+    const bool vectorised = aligned_to(v.data(), 16);
+    list.entry[list.count++] = {v.data(), v.numel(), vectorised ? v.numel() / radix::kLanes<T> : 0,
+                                weights[s].current};
+    elements += v.numel();
+  }
+  return list;
+}
 
-template <int Pass, class T>
-void run_pass(const std::vector<DeviceWeights<T>>& weights, radix::SelectState* state, unsigned long long* histograms,
-              int* status, cudaStream_t stream) {
-  for (const auto& w : weights)
-    radix::histogram<Pass>(w.view.data(), w.view.numel(), w.current, state, histograms, status, stream);
+// One pass over every list (the bucket choice follows once all of them are counted).
+template <class T, int Pass>
+void count_pass(const std::vector<radix::TensorList<T>>& lists, const radix::CountLaunch& launch,
+                const radix::SelectState* state, unsigned long long* histogram, int* status, cudaStream_t stream) {
+  for (const radix::TensorList<T>& list : lists) radix::count<T, Pass>(list, launch, state, histogram, status, stream);
 }
 
 }  // namespace
@@ -68,17 +84,33 @@ void select_magnitude_threshold(const std::vector<DeviceWeights<T>>& weights, st
            "a view on CUDA device " + std::to_string(weights[s].view.device().index),
            "memory on the current device " + std::to_string(current_device));
 
+  // The launches' lists, and their configurations (no stream work) for the largest.
+  std::vector<radix::TensorList<T>> lists;
+  std::int64_t most = 0;
+  for (std::size_t begin = 0; begin < weights.size(); begin += radix::kListCapacity) {
+    std::int64_t elements = 0;
+    lists.push_back(tensor_list(weights, begin, elements));
+    most = elements > most ? elements : most;
+  }
+  constexpr bool kTwoDigits = radix::KeyOf<T>::digits == 2;
+  const radix::CountLaunch high = radix::count_launch<T, 0>(most, fn);
+  radix::CountLaunch low;
+  if constexpr (kTwoDigits) low = radix::count_launch<T, 1>(most, fn);
+
   char* base = static_cast<char*>(workspace.data);
   int* status = reinterpret_cast<int*>(base);
   auto* state = reinterpret_cast<radix::SelectState*>(base + radix::kStateOffset);
-  auto* histograms = reinterpret_cast<unsigned long long*>(base + radix::kHistogramBytesOffset);
-  SHRINK_CUDA_CHECK(cudaMemsetAsync(workspace.data, 0, radix::kWorkspaceBytes, stream));
-  run_pass<0>(weights, state, histograms, status, stream);
-  radix::choose_bucket<0>(histograms, state, k, result, status, stream);
-  run_pass<1>(weights, state, histograms, status, stream);
-  radix::choose_bucket<1>(histograms, state, k, result, status, stream);
-  run_pass<2>(weights, state, histograms, status, stream);
-  radix::choose_bucket<2>(histograms, state, k, result, status, stream);
+  auto* high_histogram = reinterpret_cast<unsigned long long*>(base + radix::kHistogramOffset[0]);
+  auto* low_histogram = reinterpret_cast<unsigned long long*>(base + radix::kHistogramOffset[1]);
+  // Status, state and the histograms the passes use.
+  SHRINK_CUDA_CHECK(cudaMemsetAsync(workspace.data, 0, kTwoDigits ? radix::kWorkspaceBytes : radix::kHistogramOffset[1],
+                                    stream));
+  count_pass<T, 0>(lists, high, state, high_histogram, status, stream);
+  radix::choose_bucket<T, 0>(high_histogram, state, k, result, status, stream);
+  if constexpr (kTwoDigits) {
+    count_pass<T, 1>(lists, low, state, low_histogram, status, stream);
+    radix::choose_bucket<T, 1>(low_histogram, state, k, result, status, stream);
+  }
 
   if (synchronize == Synchronize::yes) check_status(workspace, stream, fn);
 }

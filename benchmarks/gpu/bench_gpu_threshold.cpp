@@ -1,6 +1,7 @@
 // GPU global magnitude threshold (shrink/cuda/threshold.hpp) over 1B parameters, a list of 8 tensors of 128M, in
-// float (4 GiB) and bfloat16 (2 GiB), unmasked and under current masks, against one read of every byte of the same
-// tensors measured in the same run (CUDA events after warm-up); without a device every row is skipped.
+// float (4 GiB) and bfloat16 (2 GiB), unmasked and under current masks, and float with every weight equal (the worst
+// case of the counting: one bucket in both passes), against one read of every byte of the same tensors measured in
+// the same run (CUDA events after warm-up); without a device every row is skipped.
 #include <benchmark/benchmark.h>
 #include <cuda_runtime_api.h>
 
@@ -30,8 +31,9 @@ constexpr std::int64_t kRows = 8192, kCols = 16384;  // 128M parameters a tensor
 constexpr std::int64_t kPerTensor = kRows * kCols;
 const Shape kShape{kRows, kCols};
 
-// The 8 tensors of one type (weights about normal(0, 0.02), each tensor its own seed) and masks for them.
-template <class T>
+// The 8 tensors of one type (weights about normal(0, 0.02), each tensor its own seed; Tied: every byte 0x3C, so
+// every weight 0.0115) and masks for them.
+template <class T, bool Tied = false>
 struct Model {
   std::vector<std::unique_ptr<DeviceMemory>> tensors, masks;
   DeviceMemory workspace{cuda::threshold_workspace_bytes()};
@@ -42,6 +44,10 @@ struct Model {
     const auto type = sizeof(T) == 4 ? bench::gpu::WeightType::f32 : bench::gpu::WeightType::bf16;
     for (int s = 0; s < kTensors; ++s) {
       tensors.push_back(std::make_unique<DeviceMemory>(static_cast<std::size_t>(kPerTensor) * sizeof(T)));
+      if (Tied) {
+        bench::gpu::check(cudaMemset(tensors.back()->template as<void>(), 0x3C, tensors.back()->bytes()), "memset");
+        continue;  // no masks
+      }
       bench::gpu::fill_weights(tensors.back()->template as<void>(), kPerTensor, type, 10 + s, 0.02f);
       // Mask words from the bits of random floats: mantissa bits uniform, exponent bits mostly set, over half kept.
       masks.push_back(std::make_unique<DeviceMemory>(static_cast<std::size_t>(kPerTensor / 8)));
@@ -60,9 +66,9 @@ struct Model {
   cuda::Workspace ws() const { return {workspace.as<void>(), workspace.bytes()}; }
 };
 
-template <class T>
-Model<T>* model() {
-  static Model<T>* m = new Model<T>();  // lives for the process: the driver tears it down at exit
+template <class T, bool Tied = false>
+Model<T, Tied>* model() {
+  static Model<T, Tied>* m = new Model<T, Tied>();  // lives for the process: the driver tears it down at exit
   return m;
 }
 
@@ -97,6 +103,18 @@ BENCHMARK_TEMPLATE(BM_gpu_threshold, float)->ArgName("masked")->Arg(0)->Arg(1)->
 BENCHMARK_TEMPLATE(BM_gpu_threshold, bfloat16)->ArgName("masked")->Arg(0)->UseManualTime()
     ->Unit(benchmark::kMillisecond);
 
+// Every weight equal: pass 0 puts all of them in one bucket, pass 1 counts all of them again.
+void BM_gpu_threshold_tied(benchmark::State& state) {
+  if (!has_device(state)) return;
+  Model<float, true>* m = model<float, true>();
+  const std::vector<cuda::DeviceWeights<float>> weights = m->weights(false);
+  time_on_device(state, kTensors * kPerTensor * static_cast<std::int64_t>(sizeof(float)), [&] {
+    cuda::select_magnitude_threshold(weights, kTensors * kPerTensor / 2,
+                                     m->result.template as<prune::MagnitudeThreshold>(), m->ws(), nullptr);
+  });
+}
+BENCHMARK(BM_gpu_threshold_tied)->UseManualTime()->Unit(benchmark::kMillisecond);
+
 const bool registered = [] {
   using M = RatioTarget::Measure;
   auto& t = shrink::bench::ratio_targets();
@@ -106,6 +124,8 @@ const bool registered = [] {
                "global threshold over 1B bfloat16 within 3x one read pass"});
   t.push_back({"BM_gpu_threshold<float>/masked:1/manual_time", "BM_gpu_read<float>/manual_time", M::time, 0,
                "with current masks (their words read too): shown, no target"});
+  t.push_back({"BM_gpu_threshold_tied/manual_time", "BM_gpu_read<float>/manual_time", M::time, 0,
+               "every float equal (one bucket in both passes): shown, no target"});
   return true;
 }();
 

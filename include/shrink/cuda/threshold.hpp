@@ -4,9 +4,10 @@
 // among the candidates of one tensor or of a list (global pruning; list order, then row-major), how many candidates
 // lie below it and at it, and how many of those at it are pruned. Candidates are every element, or those a current
 // device mask keeps (prune::Mask's words). k is a count (torch's round(amount * n) is the caller's, as on the CPU).
-// The device code (shrink/cuda/threshold.cuh) is a radix select over the float bits of |w|, no sort: a histogram of
-// the top 11 bits (bit 31 is clear), then of the next 11 bits and the last 9 within the chosen bucket; every pass
-// and the bucket choice run on the device, so the whole select enqueues without a host round trip.
+// The device code (shrink/cuda/threshold.cuh) is a radix select over the bits of |w|, no sort: for float a histogram
+// of the top 15 bits of its float bits (bit 31 is clear), then of the low 16 within the chosen bucket, two reads of
+// the weights; for half and bfloat16 one histogram of their own 15 magnitude bits, one read. Every pass and bucket
+// choice runs on the device, so the whole select enqueues without a host round trip.
 //
 // Two phases, as CUB: threshold_workspace_bytes(), then the call, which enqueues on `stream`, allocates nothing and
 // writes the result to a device prune::MagnitudeThreshold. Host checks throw shrink::Error before any CUDA call;
@@ -33,7 +34,8 @@ struct DeviceWeights {
   const std::uint64_t* current = nullptr;
 };
 
-// Workspace of every call below (status word, select state, histograms); independent of the sizes.
+// Workspace of every call below (status word, select state, histograms: 768 KiB); independent of the sizes, the
+// list's length and the device.
 std::size_t threshold_workspace_bytes();
 
 // Writes the threshold pruning exactly k candidates of `weights` (concatenated in list order) to `*result`, a device

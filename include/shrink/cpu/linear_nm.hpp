@@ -11,20 +11,27 @@
 //                         many rows 2:4 runs at about the dense float speed (a little slower: the expansion).
 // Positions are checked (in range, increasing within each group) before anything is written. NaN and inf propagate
 // as IEEE arithmetic does, except that a NaN in x meets only the kept weights.
+// At the end of the file: half / bfloat16 operands (float accumulation) and int8 operands (exact int32 sums, scaled
+// epilogue, float / half / bfloat16 / requantized int8 outputs), the CPU twins of cuda/gemm_sparse24.hpp.
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <limits>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
+#include "shrink/core/half.hpp"
 #include "shrink/core/view.hpp"
 #include "shrink/cpu/aligned_vector.hpp"
 #include "shrink/cpu/gemm_panel.hpp"
 #include "shrink/cpu/lane_sums.hpp"
 #include "shrink/cpu/linear_check.hpp"
 #include "shrink/cpu/linear_epilogue.hpp"
+#include "shrink/cpu/no_contract.hpp"
 #include "shrink/cpu/prefetch.hpp"
 #include "shrink/cpu/simd.hpp"
 #include "shrink/prune/nm.hpp"
@@ -37,7 +44,8 @@ namespace detail {
 inline constexpr std::int64_t kNmDotRows = 12;   // rows of X per pass of the dot products
 inline constexpr std::int64_t kNmDotChunks = 4;  // passes (AVX-512 2:4) before expanding panels pays off
 
-inline LinearSupport check_nm_structure(const sparse::NmCompressed<float>& w) {
+template <class T>
+LinearSupport check_nm_structure(const sparse::NmCompressed<T>& w) {
   const prune::NmPattern pattern = w.pattern;
   if (pattern.n < 1 || pattern.m <= pattern.n || pattern.m > prune::detail::kMaxNmGroup)
     return LinearSupport::no("w.pattern", prune::to_string(pattern), "1 ≤ n < m ≤ 256");
@@ -56,7 +64,8 @@ inline LinearSupport check_nm_structure(const sparse::NmCompressed<float>& w) {
 
 // Every group's positions in [0, m) and strictly increasing (O(values); the small-M kernels check as they read).
 // A branch-free pass first (vectorised by the compiler for 2:4), then the search for the first bad one.
-inline LinearSupport check_nm_positions(const sparse::NmCompressed<float>& w) {
+template <class T>
+LinearSupport check_nm_positions(const sparse::NmCompressed<T>& w) {
   const int n = w.pattern.n;
   const std::int64_t groups = static_cast<std::int64_t>(w.positions.size()) / n;
   if (n == 2) {
@@ -275,6 +284,257 @@ inline void linear_nm(TensorView<const float> x, const sparse::NmCompressed<floa
   if (bias != nullptr) e.bias = TensorView<const float>(bias, Shape{w.rows});
   e.activation = activation;
   linear_nm(x, w, out, e);
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// The CPU twins of the GPU 2:4 kernels (cuda/gemm_sparse24.hpp), any n:m: the same formulas in the same order.
+//
+//   16-bit   linear_nm(x, w, out) with half or bfloat16 x and w: both widened to float exactly, the float kernels
+//            above (float accumulation), then out rounded to nearest even (out half/bfloat16) or kept (out float).
+//   int8     linear_nm_int8: exact int32 sums over the kept products, then
+//              out[m, n] = act(float(acc) · (sx[m] · sw[n]) + bias[n])     each operation rounded on its own
+//            into float, half or bfloat16 (round to nearest even), or int8:
+//              q = clamp(round_half_even(v / out_scale), -128, 127)         (a NaN gives -128)
+//            sx: [M] (per token) or [1]; sw: [N] (per output channel) or [1]; symmetric (no zero points).
+
+namespace detail {
+
+template <class T>
+struct TypeIdentity {
+  using type = T;
+};
+template <class T>
+using NonDeduced = typename TypeIdentity<T>::type;
+
+template <class T>
+constexpr bool is_float16_type() {
+  return std::is_same_v<T, half> || std::is_same_v<T, bfloat16>;
+}
+
+template <class T>
+const char* linear_type_name() {
+  if constexpr (std::is_same_v<T, float>)
+    return "float";
+  else if constexpr (std::is_same_v<T, half>)
+    return "half";
+  else if constexpr (std::is_same_v<T, bfloat16>)
+    return "bfloat16";
+  else if constexpr (std::is_same_v<T, std::int8_t>)
+    return "int8";
+  else
+    return "another type";
+}
+
+// float -> the output type: as is, rounded to nearest even (half, bfloat16), or requantized (int8).
+template <class Out>
+Out to_linear_output(float v, float out_scale) {
+  if constexpr (std::is_same_v<Out, float>) {
+    return v;
+  } else if constexpr (std::is_same_v<Out, std::int8_t>) {
+    const float q = std::nearbyint(v / out_scale);  // the default rounding mode: half to even
+    return static_cast<std::int8_t>(std::fmin(std::fmax(q, -128.0f), 127.0f));  // fmax drops a NaN
+  } else {
+    return Out(v);
+  }
+}
+
+// A host [M, N] output of any element type whose rows are contiguous.
+template <class Out>
+LinearSupport check_typed_output(const TensorView<Out>& out, std::int64_t m, std::int64_t n) {
+  LinearSupport s = check_matrix(out, "out");
+  if (!s) return s;
+  if (out.size(0) != m || out.size(1) != n)
+    return LinearSupport::no("out.shape", to_string(out.shape()), to_string(Shape{m, n}) + " ([M, N])");
+  if (n > 1 && out.stride(1) != 1)
+    return LinearSupport::no("out.strides", to_string(out.strides()), "contiguous rows (stride 1 along N)");
+  return s;
+}
+
+// The epilogue (activation, bias) and that out shares no bytes with the bias.
+template <class Out>
+LinearSupport check_typed_epilogue(const LinearEpilogue& e, std::int64_t n, const TensorView<Out>& out) {
+  LinearSupport s = check_epilogue(e, n, TensorView<float>());
+  if (!s) return s;
+  if (has_bias(e) && views_overlap(e.bias, out))
+    return LinearSupport::no("out", "memory overlapping epilogue.bias", "a separate output");
+  return s;
+}
+
+// int8 scales on the host: [count] (one per `per`) or [1], finite and > 0.
+inline LinearSupport check_int8_scales(const TensorView<const float>& s, const char* name, std::int64_t count,
+                                       const char* per) {
+  const std::string n(name);
+  if (!s.device().is_cpu()) return LinearSupport::no(n, "a CUDA view", "a view of host memory");
+  if (s.rank() != 1 || (s.size(0) != count && s.size(0) != 1))
+    return LinearSupport::no(n + ".shape", to_string(s.shape()),
+                             "[" + std::to_string(count) + "] (one per " + per + ") or [1] (per tensor)");
+  if (s.data() == nullptr) return LinearSupport::no(n, "a null pointer", "a pointer to the scales");
+  for (std::int64_t i = 0; i < s.size(0); ++i)
+    if (!(std::isfinite(s(i)) && s(i) > 0.0f))
+      return LinearSupport::no(n + "[" + std::to_string(i) + "]", shrink::detail::to_text(s(i)), "a finite scale > 0");
+  return LinearSupport::yes();
+}
+
+// out apart from the compressed weight's arrays.
+template <class Out, class T>
+LinearSupport check_out_apart_from_weight(const TensorView<Out>& out, const sparse::NmCompressed<T>& w) {
+  const auto span = byte_span(out);
+  const auto values = reinterpret_cast<std::uintptr_t>(w.values.data());
+  const auto positions = reinterpret_cast<std::uintptr_t>(w.positions.data());
+  if (!w.values.empty() && spans_overlap(span, {values, values + w.values.size() * sizeof(T)}))
+    return LinearSupport::no("out", "memory overlapping w.values", "a separate output");
+  if (!w.positions.empty() && spans_overlap(span, {positions, positions + w.positions.size()}))
+    return LinearSupport::no("out", "memory overlapping w.positions", "a separate output");
+  return LinearSupport::yes();
+}
+
+// act(float(acc) · (sx · sw) + bias) into Out, each operation rounded on its own as on the GPU.
+template <class Out>
+SHRINK_NO_CONTRACT Out finish_int8(std::int32_t acc, float sx, float sw, float bias, Activation activation,
+                                   float out_scale) {
+  SHRINK_NO_CONTRACT_BODY
+  const float scale = sx * sw;
+  const float scaled = static_cast<float>(acc) * scale;
+  const float v = scaled + bias;
+  return to_linear_output<Out>(activation == Activation::none ? v : activate(v, activation), out_scale);
+}
+
+}  // namespace detail
+
+// Whether linear_nm can run 16-bit operands (T half or bfloat16; Out T or float), and if not, why.
+template <class T, class Out, std::enable_if_t<detail::is_float16_type<T>(), int> = 0>
+LinearSupport can_implement_linear_nm(const TensorView<const detail::NonDeduced<T>>& x,
+                                      const sparse::NmCompressed<T>& w, const TensorView<Out>& out,
+                                      const LinearEpilogue& epilogue = {}) {
+  if (!std::is_same_v<Out, T> && !std::is_same_v<Out, float>)
+    return LinearSupport::no("out", std::string("a view of ") + detail::linear_type_name<Out>(),
+                             std::string("a view of ") + detail::linear_type_name<T>() + " or float");
+  LinearSupport s = detail::check_nm_structure(w);
+  if (!s) return s;
+  s = detail::check_matrix(x, "x");
+  if (!s) return s;
+  if (x.size(1) != w.cols)
+    return LinearSupport::no("x.shape", to_string(x.shape()),
+                             "[M, " + std::to_string(w.cols) + "]: K equal to the weight's input size");
+  s = detail::check_typed_output(out, x.size(0), w.rows);
+  if (!s) return s;
+  s = detail::check_typed_epilogue(epilogue, w.rows, out);
+  if (!s) return s;
+  if (detail::views_overlap(x, out)) return LinearSupport::no("out", "memory overlapping x", "a separate output");
+  return detail::check_out_apart_from_weight(out, w);
+}
+
+// out[m, n] = act(Σ_{kept k of row n} x[m, k] · w[n, k] + bias[n]) for half or bfloat16 x and w, accumulated in
+// float; out T (rounded to nearest even) or float. The twin of cuda::gemm_sparse24 for 16-bit operands.
+template <class T, class Out, std::enable_if_t<detail::is_float16_type<T>(), int> = 0>
+void linear_nm(TensorView<const detail::NonDeduced<T>> x, const sparse::NmCompressed<T>& w, TensorView<Out> out,
+               const LinearEpilogue& epilogue = {}) {
+  require_supported(can_implement_linear_nm(x, w, out, epilogue), "shrink::cpu::linear_nm");
+  const std::int64_t m_total = x.size(0), k_total = x.size(1), n_total = w.rows;
+  std::vector<float> xf(static_cast<std::size_t>(m_total * k_total));  // widening is exact
+  for (std::int64_t m = 0; m < m_total; ++m)
+    for (std::int64_t k = 0; k < k_total; ++k)
+      xf[static_cast<std::size_t>(m * k_total + k)] = static_cast<float>(x(m, k));
+  sparse::NmCompressed<float> wf;
+  wf.rows = w.rows;
+  wf.cols = w.cols;
+  wf.pattern = w.pattern;
+  wf.values.resize(w.values.size());
+  for (std::size_t i = 0; i < w.values.size(); ++i) wf.values[i] = static_cast<float>(w.values[i]);
+  wf.positions = w.positions;
+  std::vector<float> y(static_cast<std::size_t>(m_total * n_total));
+  linear_nm(TensorView<const float>(xf.data(), Shape{m_total, k_total}), wf,
+            TensorView<float>(y.data(), Shape{m_total, n_total}), epilogue);
+  for (std::int64_t m = 0; m < m_total; ++m)
+    for (std::int64_t n = 0; n < n_total; ++n)
+      out(m, n) = detail::to_linear_output<Out>(y[static_cast<std::size_t>(m * n_total + n)], 1.0f);
+}
+
+// Whether linear_nm_int8 can run (Out float, half, bfloat16 or int8), and if not, why.
+template <class Out>
+LinearSupport can_implement_linear_nm_int8(const TensorView<const std::int8_t>& x,
+                                           const TensorView<const float>& x_scales,
+                                           const sparse::NmCompressed<std::int8_t>& w,
+                                           const TensorView<const float>& w_scales, const TensorView<Out>& out,
+                                           const LinearEpilogue& epilogue = {}, float out_scale = 1.0f) {
+  if (!std::is_same_v<Out, float> && !std::is_same_v<Out, half> && !std::is_same_v<Out, bfloat16> &&
+      !std::is_same_v<Out, std::int8_t>)
+    return LinearSupport::no("out", std::string("a view of ") + detail::linear_type_name<Out>(),
+                             "a view of float, half, bfloat16 or int8");
+  LinearSupport s = detail::check_nm_structure(w);
+  if (!s) return s;
+  // Each product is at most 128 · 128 in magnitude; the kept ones of a row must sum inside int32.
+  const std::int64_t max_kept = std::numeric_limits<std::int32_t>::max() / (128 * 128);
+  if (w.kept_per_row() > max_kept)
+    return LinearSupport::no("w.shape", to_string(Shape{w.rows, w.cols}),
+                             "at most " + std::to_string(max_kept) + " kept values a row (K / m · n; int32 sums)");
+  s = detail::check_matrix(x, "x");
+  if (!s) return s;
+  if (x.size(1) != w.cols)
+    return LinearSupport::no("x.shape", to_string(x.shape()),
+                             "[M, " + std::to_string(w.cols) + "]: K equal to the weight's input size");
+  s = detail::check_int8_scales(x_scales, "x_scales", x.size(0), "row of x");
+  if (!s) return s;
+  s = detail::check_int8_scales(w_scales, "w_scales", w.rows, "output feature");
+  if (!s) return s;
+  s = detail::check_typed_output(out, x.size(0), w.rows);
+  if (!s) return s;
+  s = detail::check_typed_epilogue(epilogue, w.rows, out);
+  if (!s) return s;
+  if (std::is_same_v<Out, std::int8_t> && !(std::isfinite(out_scale) && out_scale > 0.0f))
+    return LinearSupport::no("out_scale", shrink::detail::to_text(out_scale), "a finite scale > 0 (int8 output)");
+  if (detail::views_overlap(x, out)) return LinearSupport::no("out", "memory overlapping x", "a separate output");
+  if (detail::views_overlap(x_scales, out))
+    return LinearSupport::no("out", "memory overlapping x_scales", "a separate output");
+  if (detail::views_overlap(w_scales, out))
+    return LinearSupport::no("out", "memory overlapping w_scales", "a separate output");
+  return detail::check_out_apart_from_weight(out, w);
+}
+
+// out[m, n] = act(sx[m] · sw[n] · Σ_{kept k of row n} x[m, k] · w[n, k] + bias[n]) with int8 x and w, the sum exact
+// in int32; see above for the output types. The twin of cuda::gemm_sparse24 for int8 operands. A weight row at a
+// time is expanded to dense int16, then dotted with 32 rows of x at a time (which stay in cache).
+template <class Out>
+void linear_nm_int8(TensorView<const std::int8_t> x, TensorView<const float> x_scales,
+                    const sparse::NmCompressed<std::int8_t>& w, TensorView<const float> w_scales, TensorView<Out> out,
+                    const LinearEpilogue& epilogue = {}, float out_scale = 1.0f) {
+  const char* fn = "shrink::cpu::linear_nm_int8";
+  require_supported(can_implement_linear_nm_int8(x, x_scales, w, w_scales, out, epilogue, out_scale), fn);
+  require_supported(detail::check_nm_positions(w), fn);
+  const std::int64_t m_total = x.size(0), k_total = x.size(1), n_total = w.rows;
+  std::vector<std::int8_t> x_rows;
+  const std::int8_t* xs = x.data();
+  std::int64_t ldx = x.stride(0);
+  if (x.stride(1) != 1 && k_total > 1) {
+    x_rows = contiguous_copy(x);
+    xs = x_rows.data();
+    ldx = k_total;
+  }
+  const float* bias = detail::bias_data(epilogue);
+  const int n_keep = w.pattern.n, group = w.pattern.m;
+  const std::int64_t groups = w.cols / group;
+  std::vector<std::int16_t> dense(static_cast<std::size_t>(k_total));
+  constexpr std::int64_t kRowsPerPass = 32;
+  for (std::int64_t m0 = 0; m0 < m_total; m0 += kRowsPerPass) {
+    const std::int64_t m1 = std::min(m_total, m0 + kRowsPerPass);
+    for (std::int64_t n = 0; n < n_total; ++n) {
+      std::fill(dense.begin(), dense.end(), std::int16_t{0});
+      const std::int8_t* values = w.values.data() + n * w.kept_per_row();
+      const std::uint8_t* positions = w.positions.data() + n * w.kept_per_row();
+      for (std::int64_t g = 0; g < groups; ++g)
+        for (int j = 0; j < n_keep; ++j)
+          dense[static_cast<std::size_t>(g * group + positions[g * n_keep + j])] = values[g * n_keep + j];
+      const float sw = w_scales(w_scales.size(0) > 1 ? n : 0);
+      for (std::int64_t m = m0; m < m1; ++m) {
+        const std::int8_t* row = xs + m * ldx;
+        std::int32_t acc = 0;
+        for (std::int64_t k = 0; k < k_total; ++k)
+          acc += static_cast<std::int32_t>(row[k]) * static_cast<std::int32_t>(dense[static_cast<std::size_t>(k)]);
+        out(m, n) = detail::finish_int8<Out>(acc, x_scales(x_scales.size(0) > 1 ? m : 0), sw,
+                                             bias != nullptr ? bias[n] : 0.0f, epilogue.activation, out_scale);
+      }
+    }
+  }
 }
 
 }  // namespace shrink::cpu

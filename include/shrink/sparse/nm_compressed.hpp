@@ -22,11 +22,12 @@
 //              64 for 8-bit values (one m16n8k64). Tiles are stored row-tile major: tile (i, k) is tile number
 //              i * (padded_cols / tile_k) + k, and holds 16 words (tile_k 32) or 32 words (tile_k 64).
 //   in a tile  word q * (tile_k / 16) + t covers rows 16i + q and 16i + q + 8, columns k * tile_k + 16t .. +15.
-// Thread -> word, sparsity selector 0: m16n8k64 (8-bit): lane L loads word L of its tile, one aligned 32-bit load
-// (all four threads of each quad contribute). m16n8k32 (16-bit): lane L loads word (L / 4) * 2 + L % 2; lanes with
+// Thread -> word, sparsity selector 0: m16n8k32 (16-bit): lane L loads word (L / 4) * 2 + L % 2; lanes with
 // L % 4 >= 2 are ignored by the instruction (a kernel alternating selectors 0 and 1 over two k-steps gives those
-// lanes the next tile's words, 16 further on). The same words serve m16n8k32 with 8-bit values: k-step h of a 64-wide
-// tile reads word q * 4 + 2h + t.
+// lanes the next tile's words, 16 further on). m16n8k64 (8-bit): not one word per lane. Lane 4q + t holds row
+// q + 8 (t & 1), columns 32 (t >> 1) .. +31, i.e. the low (t even) or high (t odd) halves of words 4q + 2 (t >> 1) and
+// 4q + 2 (t >> 1) + 1 — the mapping Triton's dot_sparse reports measured on hardware; cuda/gemm_sparse24_layout.hpp
+// composes it (Operand<int8>::metadata_register).
 // Padding: rows are padded to a multiple of 16 and columns to a multiple of tile_k; padded groups hold 0b0100
 // (positions 0 and 1), a valid pattern whose values a kernel zero-fills. `values` is not padded.
 // Not yet run through mma.sp on a GPU: the thread mapping is read from the PTX ISA figures (a kernel test should

@@ -1,0 +1,91 @@
+// Host-callable 2:4 sparse GEMM (shrink/cuda/gemm_sparse24.hpp): validation, the choice of block tile, the launch of
+// shrink/cuda/gemm_sparse24.cuh; instantiated for half -> half/float, bfloat16 -> bfloat16/float and int8 ->
+// float/half/bfloat16/int8.
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <limits>
+#include <string>
+
+#include "host_checks.hpp"
+#include "shrink/core/error.hpp"
+#include "shrink/cuda/check.cuh"
+#include "shrink/cuda/gemm_sparse24.cuh"
+#include "shrink/cuda/gemm_sparse24.hpp"
+
+namespace shrink::cuda {
+
+namespace {
+
+// automatic: decode-sized M gets the 32x16 tile; otherwise the 128x128 tile when its blocks fill every SM once,
+// else the 64x64 tile (more, smaller blocks for mid-sized M).
+Sparse24Path choose_path(Sparse24Path requested, std::int64_t m, std::int64_t n) {
+  if (requested != Sparse24Path::automatic) return requested;
+  if (m <= 16) return Sparse24Path::mma_sp_32x16;
+  int device = 0, multiprocessors = 0;
+  SHRINK_CUDA_CHECK(cudaGetDevice(&device));
+  SHRINK_CUDA_CHECK(cudaDeviceGetAttribute(&multiprocessors, cudaDevAttrMultiProcessorCount, device));
+  return sparse24::grid_size<sparse24::Tile128x128>(m, n) >= multiprocessors ? Sparse24Path::mma_sp_128x128
+                                                                             : Sparse24Path::mma_sp_64x64;
+}
+
+}  // namespace
+
+template <class T, class Out>
+std::size_t gemm_sparse24_workspace_bytes(const GemmSparse24Args<T, Out>&) {
+  return kStatusBytes;
+}
+
+template <class T, class Out>
+void gemm_sparse24(const GemmSparse24Args<T, Out>& args, Workspace workspace, Stream stream, Synchronize synchronize) {
+  const char* fn = "shrink::cuda::gemm_sparse24";
+  cpu::require_supported(can_implement_gemm_sparse24(args), fn);
+  const std::int64_t m = args.x.size(0), n = args.w.rows, k = args.x.size(1);
+  // The smallest tile has the most blocks; a 1-D grid holds 2^31 - 1.
+  if (sparse24::grid_size<sparse24::Tile32x16>(m, n) > std::numeric_limits<std::int32_t>::max())
+    fail(fn, "x.shape", to_string(args.x.shape()),
+         "M, N with at most 2^31 - 1 blocks of 32 x 16 outputs (N = " + std::to_string(n) + ")");
+  host_checks::require_workspace(workspace, gemm_sparse24_workspace_bytes(args), "gemm_sparse24_workspace_bytes()", fn);
+  host_checks::require_current_device(args.x.device(), fn, "x");
+
+  int* status = static_cast<int*>(workspace.data);
+  SHRINK_CUDA_CHECK(cudaMemsetAsync(status, 0, sizeof(int), stream));
+  const bool scaled = !detail::is_empty_vector(args.x_scales);
+  const bool has_bias = !detail::is_empty_vector(args.bias);
+  const sparse24::Params<T, Out> p{args.x.data(),
+                                   args.w.values,
+                                   args.w.metadata,
+                                   scaled ? args.x_scales.data() : nullptr,
+                                   scaled ? args.w_scales.data() : nullptr,
+                                   has_bias ? args.bias.data() : nullptr,
+                                   args.out.data(),
+                                   m,
+                                   n,
+                                   k,
+                                   scaled && args.x_scales.size(0) > 1 ? 1 : 0,
+                                   scaled && args.w_scales.size(0) > 1 ? 1 : 0,
+                                   args.out_scale,
+                                   args.activation,
+                                   status};
+  switch (choose_path(args.path, m, n)) {
+    case Sparse24Path::mma_sp_32x16: sparse24::launch<T, Out, sparse24::Tile32x16>(p, stream); break;
+    case Sparse24Path::mma_sp_64x64: sparse24::launch<T, Out, sparse24::Tile64x64>(p, stream); break;
+    default: sparse24::launch<T, Out, sparse24::Tile128x128>(p, stream); break;
+  }
+  if (synchronize == Synchronize::yes) check_status(workspace, stream, fn);
+}
+
+#define SHRINK_INSTANTIATE_GEMM_SPARSE24(T, Out)                                               \
+  template std::size_t gemm_sparse24_workspace_bytes<T, Out>(const GemmSparse24Args<T, Out>&); \
+  template void gemm_sparse24<T, Out>(const GemmSparse24Args<T, Out>&, Workspace, Stream, Synchronize);
+SHRINK_INSTANTIATE_GEMM_SPARSE24(half, half)
+SHRINK_INSTANTIATE_GEMM_SPARSE24(half, float)
+SHRINK_INSTANTIATE_GEMM_SPARSE24(bfloat16, bfloat16)
+SHRINK_INSTANTIATE_GEMM_SPARSE24(bfloat16, float)
+SHRINK_INSTANTIATE_GEMM_SPARSE24(std::int8_t, float)
+SHRINK_INSTANTIATE_GEMM_SPARSE24(std::int8_t, half)
+SHRINK_INSTANTIATE_GEMM_SPARSE24(std::int8_t, bfloat16)
+SHRINK_INSTANTIATE_GEMM_SPARSE24(std::int8_t, std::int8_t)
+#undef SHRINK_INSTANTIATE_GEMM_SPARSE24
+
+}  // namespace shrink::cuda

@@ -1,0 +1,286 @@
+// Host API of the 2:4 semi-structured sparse GEMM on sparse tensor cores (compiled in cuda/gemm_sparse24.cu; plain
+// C++, no CUDA headers): dense activations times a weight pruned 2:4 along K,
+//
+//   Y[M, N] = X[M, K] · W[N, K]ᵀ,   out[m, n] = act(sx[m] · sw[n] · Y[m, n] + bias[n])   in float, in that order
+//
+// with W in sparse/nm_compressed.hpp's format, unchanged: the values array [N, K / 2] and the mma.sp metadata words
+// (positions are not read). Types, the twins on the CPU (cpu/linear_nm.hpp) in brackets:
+//   half x, half W        Y in float (tensor-core accumulation); out half (round to nearest even) or float; no scales
+//   bfloat16 likewise     [cpu::linear_nm]
+//   int8 x, int8 W        Y exact in int32; sx per token [M] or per tensor [1], sw per output channel [N] or [1];
+//                         out float, half, bfloat16, or int8 requantized: q = clamp(round_half_even(v / out_scale),
+//                         -128, 127) (NaN gives -128)   [cpu::linear_nm_int8]
+// act: none, relu, gelu (erf), silu, as cpu/linear_epilogue.hpp.
+//
+// The device code (shrink/cuda/gemm_sparse24.cuh) computes Yᵀ = W · Xᵀ: the sparse operand of mma.sp is A, so W's rows
+// are the mma's M dimension and X's rows its N dimension; the epilogue writes each accumulator back transposed.
+// mma.sp::ordered_metadata m16n8k32 (16-bit) or m16n8k64 (int8), a cp.async multi-stage pipeline, ldmatrix for both
+// operands (the compressed values are a dense [N, K / 2] matrix to ldmatrix), the metadata copied as stored. sm_80 and
+// later (sm_90 runs the same code; no sparse wgmma yet).
+//
+// Two phases, as CUB: gemm_sparse24_workspace_bytes(args), then gemm_sparse24(args, workspace, stream), which
+// enqueues, allocates nothing and returns at once. can_implement_gemm_sparse24(args) answers without touching the
+// device, with the argument at fault and the reason; gemm_sparse24 throws shrink::Error with that reason before any
+// CUDA call. Device-side checks set the status word: kBadScale (a scale that is not finite and > 0), kNonFinite (a
+// bias that is not finite); Synchronize::yes waits and throws naming them (the output is then meaningless).
+#pragma once
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <type_traits>
+
+#include "shrink/core/half.hpp"
+#include "shrink/core/view.hpp"
+#include "shrink/cpu/linear_check.hpp"
+#include "shrink/cpu/linear_epilogue.hpp"
+#include "shrink/cuda/launch.hpp"
+#include "shrink/prune/nm.hpp"
+
+namespace shrink::cuda {
+
+// Which kernel runs: automatic picks by shape; the others force one block tile (rows of W x rows of X), for tests and
+// benchmarks. Every tile is correct for every shape.
+enum class Sparse24Path : std::uint8_t {
+  automatic,     // 32x16 for M <= 16; 128x128 when its tiles fill the device; 64x64 otherwise
+  mma_sp_32x16,  // decode-sized M: many blocks along N, a deep pipeline, memory bound
+  mma_sp_64x64,  // mid-sized M
+  mma_sp_128x128,
+};
+
+inline const char* to_string(Sparse24Path path) {
+  switch (path) {
+    case Sparse24Path::automatic: return "automatic";
+    case Sparse24Path::mma_sp_32x16: return "mma_sp_32x16";
+    case Sparse24Path::mma_sp_64x64: return "mma_sp_64x64";
+    case Sparse24Path::mma_sp_128x128: return "mma_sp_128x128";
+  }
+  return "?";
+}
+
+// A 2:4 compressed weight [rows, cols] on the device: the arrays of sparse::NmCompressed<T> (or of cuda::compress_nm's
+// DeviceNmCompressed<T>) as they are.
+template <class T>
+struct DeviceSparse24Weight {
+  const T* values = nullptr;                // [rows, cols / 2] row-major
+  const std::uint32_t* metadata = nullptr;  // nm_metadata_words<T>(rows, cols, {2, 4}) words, tiles as documented there
+  std::int64_t rows = 0;                    // N, output features
+  std::int64_t cols = 0;                    // K, input features (dense)
+  prune::NmPattern pattern{2, 4};           // must be 2:4: the pattern the arrays were compressed with
+  Device device = Device::cuda(0);
+};
+
+template <class T, class Out>
+struct GemmSparse24Args {
+  TensorView<const T> x;             // [M, K] row-major on the current device
+  DeviceSparse24Weight<T> w;         // [N, K]
+  TensorView<const float> x_scales;  // int8: sx, [M] or [1] device floats; 16-bit: empty
+  TensorView<const float> w_scales;  // int8: sw, [N] or [1]; 16-bit: empty
+  TensorView<const float> bias;      // [N] device floats, or empty for none
+  cpu::Activation activation = cpu::Activation::none;
+  float out_scale = 1.0f;  // int8 output only: q = clamp(round_half_even(v / out_scale), -128, 127)
+  TensorView<Out> out;     // [M, N] row-major
+  Sparse24Path path = Sparse24Path::automatic;
+};
+
+// Dense columns one mma.sp k-step covers, and the multiple of it K must be: 32 for 16-bit values, 64 for int8.
+template <class T>
+constexpr std::int64_t sparse24_tile_k() {
+  return sizeof(T) == 2 ? 32 : 64;
+}
+
+// The element pairs with a kernel: half -> half or float, bfloat16 -> bfloat16 or float, int8 -> float, half,
+// bfloat16 or int8.
+template <class T, class Out>
+constexpr bool is_sparse24_type_pair() {
+  if constexpr (std::is_same_v<T, half>)
+    return std::is_same_v<Out, half> || std::is_same_v<Out, float>;
+  else if constexpr (std::is_same_v<T, bfloat16>)
+    return std::is_same_v<Out, bfloat16> || std::is_same_v<Out, float>;
+  else if constexpr (std::is_same_v<T, std::int8_t>)
+    return std::is_same_v<Out, float> || std::is_same_v<Out, half> || std::is_same_v<Out, bfloat16> ||
+           std::is_same_v<Out, std::int8_t>;
+  else
+    return false;
+}
+
+// Largest K for int8: each row keeps K / 2 products of magnitude <= 128 · 128, whose sum must stay in int32.
+inline constexpr std::int64_t kSparse24MaxInt8K = 2 * (std::numeric_limits<std::int32_t>::max() / (128 * 128));
+
+namespace detail {
+
+template <class T>
+const char* sparse24_type_name() {
+  if constexpr (std::is_same_v<T, float>)
+    return "float";
+  else if constexpr (std::is_same_v<T, half>)
+    return "half";
+  else if constexpr (std::is_same_v<T, bfloat16>)
+    return "bfloat16";
+  else if constexpr (std::is_same_v<T, std::int8_t>)
+    return "int8";
+  else
+    return "another type";
+}
+
+inline bool is_empty_vector(const TensorView<const float>& v) {
+  return (v.rank() == 0 && v.data() == nullptr) || (v.rank() == 1 && v.size(0) == 0);
+}
+
+inline bool pointer_aligned(const void* p, std::size_t bytes) {
+  return reinterpret_cast<std::uintptr_t>(p) % bytes == 0;
+}
+
+// A non-empty contiguous 2-D (rank 2) or 1-D (rank 1) view of CUDA memory on `device`, aligned to `alignment`.
+template <class V>
+cpu::LinearSupport check_device_view(const TensorView<V>& v, const std::string& name, int rank, std::size_t alignment,
+                                     int device) {
+  if (!v.device().is_cuda()) return cpu::LinearSupport::no(name, "a view of host memory", "a CUDA view");
+  if (v.device().index != device)
+    return cpu::LinearSupport::no(name + ".device", "CUDA " + std::to_string(v.device().index),
+                                  "CUDA " + std::to_string(device) + ", where x lives");
+  if (v.rank() != rank)
+    return cpu::LinearSupport::no(name + ".shape", to_string(v.shape()), rank == 2 ? "a 2-D tensor" : "a 1-D vector");
+  if (v.empty()) return cpu::LinearSupport::no(name + ".shape", to_string(v.shape()), "at least one element");
+  if (!v.is_contiguous())
+    return cpu::LinearSupport::no(name + ".strides", to_string(v.strides()), "contiguous row-major memory");
+  if (v.data() == nullptr) return cpu::LinearSupport::no(name, "a null pointer", "a device pointer");
+  if (!pointer_aligned(v.data(), alignment))
+    return cpu::LinearSupport::no(name, "a misaligned pointer", "alignment to " + std::to_string(alignment) + " bytes");
+  return cpu::LinearSupport::yes();
+}
+
+// Scales of int8 operands: [count] (one per row) or [1] (one for the tensor).
+inline cpu::LinearSupport check_scales(const TensorView<const float>& s, const char* name, std::int64_t count,
+                                       const char* per, int device) {
+  cpu::LinearSupport r = check_device_view(s, name, 1, alignof(float), device);
+  if (!r) return r;
+  if (s.size(0) != count && s.size(0) != 1)
+    return cpu::LinearSupport::no(std::string(name) + ".shape", to_string(s.shape()),
+                                  "[" + std::to_string(count) + "] (one per " + per + ") or [1] (per tensor)");
+  return r;
+}
+
+struct ByteRange {
+  std::uintptr_t begin = 0, end = 0;
+};
+template <class V>
+ByteRange byte_range(const V* data, std::int64_t count) {
+  const auto begin = reinterpret_cast<std::uintptr_t>(data);
+  return {begin, begin + static_cast<std::uintptr_t>(count < 0 ? 0 : count) * sizeof(V)};
+}
+inline bool overlaps(ByteRange a, ByteRange b) { return a.begin < b.end && b.begin < a.end; }
+
+}  // namespace detail
+
+// Whether gemm_sparse24 can run these arguments, and when not, which argument is at fault and why. Touches no device.
+template <class T, class Out>
+cpu::LinearSupport can_implement_gemm_sparse24(const GemmSparse24Args<T, Out>& a) {
+  using detail::check_device_view;
+  if (!is_sparse24_type_pair<T, Out>())
+    return cpu::LinearSupport::no(
+        "x, out", std::string(detail::sparse24_type_name<T>()) + " -> " + detail::sparse24_type_name<Out>(),
+        "half -> half or float, bfloat16 -> bfloat16 or float, int8 -> float, half, bfloat16 or "
+        "int8");
+  if (a.path != Sparse24Path::automatic && a.path != Sparse24Path::mma_sp_32x16 &&
+      a.path != Sparse24Path::mma_sp_64x64 && a.path != Sparse24Path::mma_sp_128x128)
+    return cpu::LinearSupport::no("path", std::to_string(static_cast<int>(a.path)),
+                                  "automatic, mma_sp_32x16, mma_sp_64x64 or mma_sp_128x128");
+  // 16-byte rows and pointers: the kernel copies 16 bytes at a time (cp.async).
+  if (!a.x.device().is_cuda()) return cpu::LinearSupport::no("x", "a view of host memory", "a CUDA view");
+  const int device = a.x.device().index;
+  cpu::LinearSupport s = check_device_view(a.x, "x", 2, 16, device);
+  if (!s) return s;
+  const std::int64_t m = a.x.size(0), k = a.x.size(1);
+  const prune::NmPattern pattern = a.w.pattern;
+  if (pattern.n != 2 || pattern.m != 4)
+    return cpu::LinearSupport::no("w.pattern", prune::to_string(pattern), "2:4 (what sparse tensor cores run)");
+  if (a.w.rows < 1) return cpu::LinearSupport::no("w.rows", std::to_string(a.w.rows), "N >= 1");
+  if (a.w.cols != k)
+    return cpu::LinearSupport::no("w.cols", std::to_string(a.w.cols),
+                                  "K = " + std::to_string(k) + ", the columns of x");
+  constexpr std::int64_t tile_k = sparse24_tile_k<T>();
+  if (k % tile_k != 0)
+    return cpu::LinearSupport::no("x.shape", to_string(a.x.shape()),
+                                  "K a multiple of " + std::to_string(tile_k) + " (one mma.sp k-step of " +
+                                      detail::sparse24_type_name<T>() + " values)");
+  if (std::is_same_v<T, std::int8_t> && k > kSparse24MaxInt8K)
+    return cpu::LinearSupport::no(
+        "x.shape", to_string(a.x.shape()),
+        "K <= " + std::to_string(kSparse24MaxInt8K) + " (int32 accumulators cannot overflow)");
+  if (!a.w.device.is_cuda()) return cpu::LinearSupport::no("w.device", "the host", "a CUDA device");
+  if (a.w.device.index != device)
+    return cpu::LinearSupport::no("w.device", "CUDA " + std::to_string(a.w.device.index),
+                                  "CUDA " + std::to_string(device) + ", where x lives");
+  if (a.w.values == nullptr) return cpu::LinearSupport::no("w.values", "a null pointer", "a device pointer");
+  if (!detail::pointer_aligned(a.w.values, 16))
+    return cpu::LinearSupport::no("w.values", "a misaligned pointer", "alignment to 16 bytes");
+  if (a.w.metadata == nullptr) return cpu::LinearSupport::no("w.metadata", "a null pointer", "a device pointer");
+  if (!detail::pointer_aligned(a.w.metadata, 16))
+    return cpu::LinearSupport::no("w.metadata", "a misaligned pointer", "alignment to 16 bytes");
+  const std::int64_t n = a.w.rows;
+  s = check_device_view(a.out, "out", 2, alignof(Out), device);
+  if (!s) return s;
+  if (a.out.size(0) != m || a.out.size(1) != n)
+    return cpu::LinearSupport::no("out.shape", to_string(a.out.shape()), to_string(Shape{m, n}) + " ([M, N])");
+  if constexpr (std::is_same_v<T, std::int8_t>) {
+    s = detail::check_scales(a.x_scales, "x_scales", m, "row of x", device);
+    if (!s) return s;
+    s = detail::check_scales(a.w_scales, "w_scales", n, "output feature", device);
+    if (!s) return s;
+  } else {
+    if (!detail::is_empty_vector(a.x_scales))
+      return cpu::LinearSupport::no("x_scales.shape", to_string(a.x_scales.shape()),
+                                    "an empty view (scales apply to int8 operands)");
+    if (!detail::is_empty_vector(a.w_scales))
+      return cpu::LinearSupport::no("w_scales.shape", to_string(a.w_scales.shape()),
+                                    "an empty view (scales apply to int8 operands)");
+  }
+  const bool has_bias = !detail::is_empty_vector(a.bias);
+  if (has_bias) {
+    s = check_device_view(a.bias, "bias", 1, alignof(float), device);
+    if (!s) return s;
+    if (a.bias.size(0) != n)
+      return cpu::LinearSupport::no("bias.shape", to_string(a.bias.shape()),
+                                    "[" + std::to_string(n) + "] (one per output feature) or an empty view");
+  }
+  if (a.activation != cpu::Activation::none && a.activation != cpu::Activation::relu &&
+      a.activation != cpu::Activation::gelu && a.activation != cpu::Activation::silu)
+    return cpu::LinearSupport::no("activation", std::to_string(static_cast<int>(a.activation)),
+                                  "none, relu, gelu or silu");
+  if (std::is_same_v<Out, std::int8_t> && !(std::isfinite(a.out_scale) && a.out_scale > 0.0f))
+    return cpu::LinearSupport::no("out_scale", shrink::detail::to_text(a.out_scale),
+                                  "a finite scale > 0 (int8 output)");
+  // The output must not share bytes with any input.
+  const detail::ByteRange out_bytes = detail::byte_range(a.out.data(), a.out.numel());
+  const struct {
+    const char* name;
+    detail::ByteRange bytes;
+  } inputs[] = {
+      {"x", detail::byte_range(a.x.data(), a.x.numel())},
+      {"w.values", detail::byte_range(a.w.values, n * k / 2)},
+      {"w.metadata", detail::byte_range(a.w.metadata, (n + 15) / 16 * 16 * k / 32)},
+      {"x_scales", detail::byte_range(a.x_scales.data(), a.x_scales.numel())},
+      {"w_scales", detail::byte_range(a.w_scales.data(), a.w_scales.numel())},
+      {"bias", detail::byte_range(a.bias.data(), has_bias ? a.bias.numel() : 0)},
+  };
+  for (const auto& input : inputs)
+    if (detail::overlaps(out_bytes, input.bytes))
+      return cpu::LinearSupport::no("out", std::string("memory overlapping ") + input.name, "a separate output");
+  return cpu::LinearSupport::yes();
+}
+
+// Workspace of gemm_sparse24: the status word (kStatusBytes), whatever the shape.
+template <class T, class Out>
+std::size_t gemm_sparse24_workspace_bytes(const GemmSparse24Args<T, Out>& args);
+
+// Enqueues out = act(sx · sw · X · Wᵀ + bias) on `stream`. Instantiated for the pairs of is_sparse24_type_pair.
+// Errors (shrink::Error, before any CUDA call): whatever can_implement_gemm_sparse24 refuses; a workspace that is null,
+// misaligned or smaller than gemm_sparse24_workspace_bytes; x not on the current device.
+template <class T, class Out>
+void gemm_sparse24(const GemmSparse24Args<T, Out>& args, Workspace workspace, Stream stream,
+                   Synchronize synchronize = Synchronize::no);
+
+}  // namespace shrink::cuda

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# The main job: builds the release preset's `shrink` command and runs `shrink bench`, the precision comparison of
-# matrix products on this machine (FP32, FP16, BF16, INT8 W8A8, INT8 weight-only, 2:4, CSR at 90%): it prints one
-# table and writes shrink-bench/bench.json and shrink-bench/bench.svg. Arguments go to `shrink bench` (e.g. --quick,
-# --price-per-hour 2.5, --shapes 4096x4096 --batches 1,32; see --help).
+# The main job: builds the `shrink` command and runs `shrink bench`, the precision comparison of
+# matrix products on this machine (FP32, FP16, BF16, INT8 W8A8, INT8 weight-only, 2:4, CSR at 90%; GPU rows too when
+# nvidia-smi lists a GPU: the command is then built with the CUDA layer, else host-only): it prints one table and
+# writes shrink-bench/bench.json and shrink-bench/bench.svg. Arguments go to `shrink bench` (e.g. --quick,
+# --price-per-hour 2.5, --shapes 4096x4096 --batches 1,32, --gpu off; see --help).
 #
 # A first argument naming a suite runs the Google Benchmark programs benchmarks/bench_<suite>*.cpp instead (quant,
 # prune, sparse, distill, matmul; `all` runs every one), the remaining arguments going to each (e.g.
@@ -16,9 +17,15 @@ jobs=${SHRINK_JOBS:-2}
 "$root/scripts/setup-debian.sh"
 
 if (($# == 0)) || [[ $1 == -* ]]; then
-  cmake --preset release
-  cmake --build --preset release -j "$jobs" --target shrink_cli
-  exec build/release/examples/cli/shrink bench "$@"
+  # The CUDA layer takes minutes to compile and adds rows only where a GPU is present: without one (nvidia-smi
+  # lists none), the host-only preset builds the command.
+  preset=no-cuda
+  if nvidia-smi -L 2>/dev/null | grep -q '^GPU '; then
+    preset=release
+  fi
+  cmake --preset "$preset"
+  cmake --build --preset "$preset" -j "$jobs" --target shrink_cli
+  exec "build/$preset/examples/cli/shrink" bench "$@"
 fi
 
 suite=$1

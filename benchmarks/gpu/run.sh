@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The GPU run, in one call on a machine with a device: builds the release preset with CUDA, runs the [gpu] tests
-# (against the CPU path), then once under compute-sanitizer memcheck and racecheck, then every GPU benchmark, and
-# prints the ratio tables last. Arguments go to each benchmark (e.g. --benchmark_filter=quantize). On a machine
+# (against the CPU path), then once under compute-sanitizer memcheck and racecheck, then `shrink bench --gpu on
+# --quick` (the GPU rows of the precision comparison, after their test), then every GPU benchmark, and prints the
+# ratio tables last. Arguments go to each benchmark (e.g. --benchmark_filter=quantize). On a machine
 # without Eigen, Catch2, nlohmann-json or Google Benchmark, run benchmarks/gpu/pack-deps.sh first where apt works and
 # bring .gpu-deps along (the device tool: carry [".gpu-deps"]).
 set -euo pipefail
@@ -24,8 +25,12 @@ if compgen -G ".gpu-deps/*.deb" >/dev/null; then
   echo "run.sh: using the packages unpacked from .gpu-deps under $deps"
 fi
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DSHRINK_ENABLE_CUDA=ON -DSHRINK_BUILD_TESTS=ON \
-  -DSHRINK_BUILD_BENCHMARKS=ON -DSHRINK_BUILD_EXAMPLES=OFF "${prefix_path[@]}" >/dev/null
-cmake --build "$build" -j "$jobs" --target test_cuda_device $(cd benchmarks/gpu && ls bench_gpu_*.cpp | sed 's/\.cpp$//')
+  -DSHRINK_BUILD_BENCHMARKS=ON -DSHRINK_BUILD_EXAMPLES=ON "${prefix_path[@]}" >/dev/null
+# The `shrink` command and its test exist only where nlohmann-json was found.
+cli_targets=()
+if cmake --build "$build" --target help | grep '^shrink_cli:' >/dev/null; then cli_targets=(shrink_cli test_cli); fi
+cmake --build "$build" -j "$jobs" --target test_cuda_device "${cli_targets[@]}" \
+  $(cd benchmarks/gpu && ls bench_gpu_*.cpp | sed 's/\.cpp$//')
 
 echo "=== run.sh: [gpu] tests"
 "$build/tests/cuda/test_cuda_device" --gpu "[gpu]"
@@ -36,6 +41,13 @@ for tool in memcheck racecheck; do
   "$sanitizer" --tool "$tool" --error-exitcode 1 "$build/tests/cuda/test_cuda_device" --gpu "[gpu]" >/dev/null
   echo "compute-sanitizer $tool: clean"
 done
+
+# A failure here is reported without stopping the kernel benchmarks below.
+if ((${#cli_targets[@]} > 0)); then
+  echo "=== run.sh: shrink bench --gpu on --quick"
+  "$build/tests/cli/test_cli" "bench --gpu on*" || echo "run.sh: FAILED: the test of shrink bench's GPU rows"
+  "$build/examples/cli/shrink" bench --gpu on --quick --out "$build/shrink-bench" || echo "run.sh: FAILED: shrink bench"
+fi
 
 tables=()
 for bench in "$build"/benchmarks/bench_gpu_*; do

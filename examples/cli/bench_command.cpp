@@ -1,5 +1,6 @@
-// `shrink bench`: times Y = X · Wᵀ at every precision on this machine (one CPU thread; GPU rows when a backend
-// for them is built), with the error of each against fp32, and writes the table, bench.json and bench.svg.
+// `shrink bench`: times Y = X · Wᵀ at every precision on this machine (one CPU thread; GPU rows on CUDA device 0 when
+// the command is built with the CUDA layer and a device is found), with the error of each against the CPU fp32
+// output, and writes the table, bench.json, bench.svg (CPU rows) and bench-gpu.svg (GPU rows, when there are some).
 #include "bench_command.hpp"
 
 #include <time.h>
@@ -11,18 +12,19 @@
 #include <fstream>
 #include <functional>
 #include <limits>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "args.hpp"
 #include "bench_data.hpp"
+#include "bench_gpu.hpp"
 #include "bench_precisions.hpp"
 #include "bench_report.hpp"
 #include "progress.hpp"
 #include "shrink/cpu/gemm_int8.hpp"
 #include "shrink/cpu/simd.hpp"
-#include "shrink/metrics/error.hpp"
 
 namespace shrink::cli {
 namespace {
@@ -100,18 +102,75 @@ std::vector<std::int64_t> parse_batches(const std::string& text) {
   return batches;
 }
 
-std::vector<std::string> parse_precisions(const std::string& text) {
-  std::vector<std::string> chosen = {"fp32"};  // always: the reference of speed and error
-  for (const std::string& item : split(text, ',')) {
-    const auto& known = cpu_precision_names();
-    if (std::find(known.begin(), known.end(), item) == known.end()) {
-      std::string list;
-      for (const std::string& k : known) list += (list.empty() ? "" : ", ") + k;
-      throw UsageError("--precisions: unknown '" + item + "': expected some of " + list);
-    }
-    if (std::find(chosen.begin(), chosen.end(), item) == chosen.end()) chosen.push_back(item);
+bool contains(const std::vector<std::string>& list, const std::string& item) {
+  return std::find(list.begin(), list.end(), item) != list.end();
+}
+
+std::string joined(const std::vector<std::string>& list) {
+  std::string text;
+  for (const std::string& item : list) text += (text.empty() ? "" : ", ") + item;
+  return text;
+}
+
+// The rows to run: CPU ones (fp32 first, always: the reference of speed and error) and GPU ones (in the order of
+// gpu_precision_names(), the baseline first, always with the others; all of them when none is named).
+struct Selection {
+  std::vector<std::string> cpu = {"fp32"};
+  std::vector<std::string> gpu;
+  bool gpu_named = false;  // the command line named GPU rows
+};
+
+Selection parse_precisions(const std::string& text) {
+  Selection s;
+  if (text == "all") {
+    s.cpu = cpu_precision_names();
+    s.gpu = gpu_precision_names();
+    return s;
   }
-  return chosen;
+  std::vector<std::string> gpu_named;
+  for (const std::string& item : split(text, ',')) {
+    if (contains(cpu_precision_names(), item)) {
+      if (!contains(s.cpu, item)) s.cpu.push_back(item);
+    } else if (contains(gpu_precision_names(), item)) {
+      gpu_named.push_back(item);
+    } else {
+      throw UsageError("--precisions: unknown '" + item + "': expected some of " + joined(cpu_precision_names()) +
+                       ", " + joined(gpu_precision_names()));
+    }
+  }
+  s.gpu_named = !gpu_named.empty();
+  for (const std::string& name : gpu_precision_names())
+    if (!s.gpu_named || name == kGpuBaseline || contains(gpu_named, name)) s.gpu.push_back(name);
+  return s;
+}
+
+// The GPU rows' backend on device 0, or none: with --gpu off, in a build without CUDA, or without a usable device
+// (--gpu auto: a note on stderr, unless this build has no CUDA and no GPU row was named; --gpu on: an error, exit 1).
+std::unique_ptr<GpuBench> open_gpu(const std::string& mode, bool gpu_named) {
+  if (mode == "off") return nullptr;
+#ifdef SHRINK_CLI_HAS_CUDA
+  const std::string unavailable = gpu_unavailable_reason();
+  if (unavailable.empty()) return open_gpu_bench();
+  const bool note = true;
+  (void)gpu_named;
+#else
+  const std::string unavailable =
+      "this shrink was built without CUDA (configure with the CUDA toolkit and SHRINK_ENABLE_CUDA=AUTO or ON)";
+  const bool note = gpu_named;
+#endif
+  if (mode == "on") throw std::runtime_error("--gpu on: " + unavailable);
+  if (note) std::fprintf(stderr, "%s: no GPU rows: %s\n", kCommand, unavailable.c_str());
+  return nullptr;
+}
+
+// What every row derives from its time: GFLOP/s, the speedup against the CPU fp32 row (also its own speedup for a
+// CPU row) and, given a price, the cost of a million rows.
+void complete_result(BenchResult& r, double fp32_seconds, double price) {
+  if (!r.not_run.empty()) return;
+  r.gflops = 2.0 * static_cast<double>(r.m) * static_cast<double>(r.n) * static_cast<double>(r.k) / r.seconds * 1e-9;
+  r.speedup_vs_fp32 = fp32_seconds / r.seconds;
+  if (r.device == "cpu") r.speedup = r.speedup_vs_fp32;
+  if (!std::isnan(price)) r.cost_per_million_rows = price / 3600.0 * r.seconds / static_cast<double>(r.m) * 1e6;
 }
 
 std::string cpu_model() {
@@ -145,14 +204,21 @@ void write_file(const std::filesystem::path& path, const std::string& text) {
 int run(int argc, char** argv) {
   ArgParser args(kCommand,
                  "Time the matrix product of a Linear layer, Y[M,N] = X[M,K] * W[N,K]^T, at each precision on this "
-                 "machine (one CPU thread), with its speedup and error against fp32, the bytes of the weight and, "
-                 "given a price, the cost of a million rows. Prints a table and writes bench.json and bench.svg.");
+                 "machine (one CPU thread, and CUDA device 0 when there is one), with its speedup and error against "
+                 "fp32, the bytes of the weight and, given a price, the cost of a million rows. Prints a table and "
+                 "writes bench.json and bench.svg (and bench-gpu.svg with GPU rows).");
   args.option("shapes", "NxK,...", "weight shapes [N out, K in]", "4096x4096,11008x4096,4096x11008")
       .option("batches", "M,...", "rows of X (batch size or tokens)", "1,16,128")
-      .option(
-          "precisions", "NAME,...",
-          "rows besides fp32: fp32-eigen, fp16-weights, bf16-weights, int8-w8a8, int8-weight-only, 2:4-sparse, csr-90%",
-          "all")
+      .option("precisions", "NAME,...",
+              "rows besides fp32: fp32-eigen, fp16-weights, bf16-weights, int8-w8a8, int8-weight-only, 2:4-sparse, "
+              "csr-90%; GPU rows (see --gpu): " +
+                  joined(std::vector<std::string>(gpu_precision_names().begin() + 1, gpu_precision_names().end())) +
+                  " (all of them when none is named; " + kGpuBaseline + ", their baseline, always runs with them)",
+              "all")
+      .option("gpu", "auto|on|off",
+              "GPU rows on CUDA device 0: auto adds them when this shrink is built with CUDA and finds a device, on "
+              "requires them (exit 1 without), off leaves them out",
+              "auto")
       .option("min-time", "S", "seconds spent timing each row (at least 3 runs; the best is kept)", "0.2")
       .option("price-per-hour", "P",
               "machine price per hour: adds the cost of 1M rows per precision, P/3600 * s/row * 1e6")
@@ -164,21 +230,29 @@ int run(int argc, char** argv) {
           "Weights are normal(0, 0.02) with 0.1% outliers x10; activations Laplace with hot channels (LLM-like).\n"
           "Times are the best thread CPU time of repeated runs (wall time is in the JSON). fp16/bf16/int8\n"
           "weight-only rows store the weight in fewer bits and compute in float; int8-w8a8 quantizes the\n"
-          "activations per token at run time (included in its time) and sums in int32.");
+          "activations per token at run time (included in its time) and sums in int32.\n"
+          "\n"
+          "GPU rows (a build with CUDA, a device of compute capability 8.0 or later): the same shapes and\n"
+          "batches with half activations; time = the median over samples of 10 back-to-back products timed\n"
+          "with CUDA events, each product reading another copy of the weight (from DRAM, not L2); speedup\n"
+          "against gpu-fp16-cublas (cuBLAS FP16 GEMM), error against the CPU fp32 output. The weight-only rows\n"
+          "(W8A16, W4A16 with groups of 128) run at M <= 64 only: n/a above. bench.svg charts the CPU rows,\n"
+          "bench-gpu.svg the GPU rows.");
   if (!args.parse(argc, argv)) return kExitOk;
 
   const bool quick = args.flag_set("quick");
   std::vector<Shape2> shapes =
       parse_shapes(args.text("shapes", quick ? "4096x4096" : "4096x4096,11008x4096,4096x11008"));
   std::vector<std::int64_t> batches = parse_batches(args.text("batches", quick ? "1,128" : "1,16,128"));
-  const std::vector<std::string> precisions = args.has("precisions") && args.text("precisions", "") != "all"
-                                                  ? parse_precisions(args.text("precisions", ""))
-                                                  : cpu_precision_names();
+  const Selection selection = parse_precisions(args.text("precisions", "all"));
+  const std::vector<std::string>& precisions = selection.cpu;
+  const std::string gpu_mode = args.choice("gpu", {"auto", "on", "off"}, "auto");
   const double min_time = args.number("min-time", 0.0, 60.0, quick ? 0.05 : 0.2);
   const double price = args.number("price-per-hour", 0.0, 1e9, NAN);
   const auto seed = static_cast<unsigned>(args.integer("seed", 0, 1LL << 31, 1));
   const std::filesystem::path out_dir = args.text("out", "shrink-bench");
   const bool json_only = args.flag_set("json");
+  const std::unique_ptr<GpuBench> gpu = open_gpu(gpu_mode, selection.gpu_named);
 
   std::error_code ec;
   std::filesystem::create_directories(out_dir, ec);
@@ -191,23 +265,31 @@ int run(int argc, char** argv) {
   report.simd = simd_text();
   report.timing = "time = best single-thread CPU time of at least 3 runs";
   report.price_per_hour = price;
+  if (gpu) {
+    report.gpu = gpu->description();
+    report.gpu_timing = gpu->timing();
+  }
 
   const Progress progress(kCommand);
-  const std::size_t total = shapes.size() * batches.size() * precisions.size();
+  const std::size_t rows_per_batch = precisions.size() + (gpu ? selection.gpu.size() : 0);
+  const std::size_t total = shapes.size() * batches.size() * rows_per_batch;
   std::size_t done = 0;
   for (const Shape2& shape : shapes) {
     progress.step("preparing the weights of " + std::to_string(shape.n) + "x" + std::to_string(shape.k), done, total);
     const std::vector<float> w = llm_like_weights(shape.n, shape.k, seed);
     const std::vector<PreparedPrecision> rows = prepare_cpu_precisions(w, shape.n, shape.k, precisions);
+    if (gpu) gpu->prepare_shape(w, shape.n, shape.k, selection.gpu);
     for (std::int64_t m : batches) {
       const std::vector<float> x = llm_like_activations(m, shape.k, seed + 1 + static_cast<unsigned>(m));
       const TensorView<const float> xv(x.data(), Shape{m, shape.k});
       std::vector<float> reference(static_cast<std::size_t>(m * shape.n)), y(reference.size());
       double fp32_seconds = NAN;
+      const auto announce = [&](const std::string& name) {
+        progress.step(name + " " + std::to_string(shape.n) + "x" + std::to_string(shape.k) + " M=" + std::to_string(m),
+                      done++, total);
+      };
       for (const PreparedPrecision& row : rows) {
-        progress.step(
-            row.name + " " + std::to_string(shape.n) + "x" + std::to_string(shape.k) + " M=" + std::to_string(m),
-            done++, total);
+        announce(row.name);
         const bool is_reference = row.name == "fp32" && row.device == "cpu";
         std::vector<float>& out = is_reference ? reference : y;
         const TensorView<float> ov(out.data(), Shape{m, shape.n});
@@ -222,30 +304,35 @@ int run(int argc, char** argv) {
         r.seconds = t.cpu;
         r.wall_seconds = t.wall;
         r.repetitions = t.repetitions;
-        r.gflops =
-            2.0 * static_cast<double>(m) * static_cast<double>(shape.n) * static_cast<double>(shape.k) / t.cpu * 1e-9;
         if (is_reference) fp32_seconds = t.cpu;
-        r.speedup = fp32_seconds / t.cpu;
         r.weight_bytes = row.weight_bytes;
-        const metrics::ErrorStats e = metrics::error_stats(TensorView<const float>(reference.data(), Shape{m, shape.n}),
-                                                           TensorView<const float>(out.data(), Shape{m, shape.n}));
-        r.sqnr_db = e.sqnr_db;
-        r.relative_error = std::isinf(e.sqnr_db) && e.sqnr_db > 0 ? 0.0 : std::pow(10.0, -e.sqnr_db / 20.0);
-        if (!std::isnan(price)) r.cost_per_million_rows = price / 3600.0 * t.cpu / static_cast<double>(m) * 1e6;
+        measure_error(r, reference, out);
+        complete_result(r, fp32_seconds, price);
         report.results.push_back(r);
       }
+      if (gpu)
+        for (BenchResult& r : gpu->run_batch(x, m, reference, min_time, announce)) {
+          complete_result(r, fp32_seconds, price);
+          report.results.push_back(r);
+        }
     }
   }
 
   const Json json = bench_json(report);
   write_file(out_dir / "bench.json", json.dump(2) + "\n");
-  write_file(out_dir / "bench.svg", bench_svg(report));
+  write_file(out_dir / "bench.svg", bench_svg(report, ChartRows::cpu));
+  const std::filesystem::path gpu_chart = out_dir / "bench-gpu.svg";
+  if (gpu)
+    write_file(gpu_chart, bench_svg(report, ChartRows::gpu));
+  else
+    std::filesystem::remove(gpu_chart, ec);  // a previous run's chart would not match this bench.json
   if (json_only) {
     std::printf("%s\n", json.dump(2).c_str());
   } else {
     print_bench_table(report, stdout);
-    std::printf("\nwrote %s and %s\n", (out_dir / "bench.json").string().c_str(),
-                (out_dir / "bench.svg").string().c_str());
+    std::string written = (out_dir / "bench.json").string() + (gpu ? ", " : " and ") + (out_dir / "bench.svg").string();
+    if (gpu) written += " and " + gpu_chart.string();
+    std::printf("\nwrote %s\n", written.c_str());
   }
   return kExitOk;
 }

@@ -1,20 +1,30 @@
 // What `shrink bench` reports: one result per precision × shape × M, shown as a table, as JSON and as an SVG chart.
 //
-// JSON (bench.json, and stdout with --json), schema "shrink-bench/1":
+// JSON (bench.json, and stdout with --json), schema "shrink-bench/1" (fields marked + came with the GPU rows; a
+// consumer of the first version reads the CPU rows as before by keeping those whose device is "cpu"):
 //   { "schema": "shrink-bench/1",
 //     "product": "Y[M,N] = X[M,K] · W[N,K]^T",
-//     "machine": { "cpu": "<model name>", "simd": "avx512+vnni" | "avx512" | "avx2" | "sse2" | "scalar", "threads": 1
-//     }, "timing": "<how seconds are measured>", "price_per_hour": P | null, "results": [ { "device": "cpu",
-//     "precision": "int8-w8a8", "stored": "<what the weight is stored as>",
+//     "machine": { "cpu": "<model name>", "simd": "AVX-512 + VNNI" | "AVX-512" | "AVX2" | "SSE2" | "scalar",
+//                  "threads": 1, "gpu": "<shrink::cuda::describe of device 0>" | null (+) },
+//     "timing": "<how the CPU rows' seconds are measured>",
+//     "gpu_timing": "<how the GPU rows' seconds are measured>" | null (+),
+//     "price_per_hour": P | null,
+//     "results": [ { "device": "cpu" or the GPU's name (shrink::cuda::device_info),
+//                    "precision": "int8-w8a8", "stored": "<what the weight is stored as>",
 //                    "n": 4096, "k": 4096, "m": 128,
-//                    "seconds": best thread CPU time of one product, "wall_seconds": best wall time,
-//                    "repetitions": runs timed,
+//                    "seconds": CPU rows: best thread CPU time of one product; GPU rows: median CUDA-event time,
+//                    "wall_seconds": CPU rows: best wall time; GPU rows: best CUDA-event time,
+//                    "repetitions": products timed,
 //                    "gflops": 2·M·N·K / seconds / 1e9 (dense-equivalent, also for the sparse rows),
-//                    "speedup_vs_fp32": fp32's seconds / seconds, same shape and M, same run,
+//                    "speedup_vs_fp32": the CPU fp32 row's seconds / seconds, same shape and M, same run,
+//                    "baseline": "fp32" (CPU rows) | "gpu-fp16-cublas" (GPU rows) (+),
+//                    "speedup_vs_baseline": the baseline's seconds / seconds, same shape and M, same run (+),
 //                    "weight_bytes": bytes of the stored weight (values, scales, indices, positions),
-//                    "sqnr_db": 10·log10(Σ y_fp32² / Σ (y − y_fp32)²), null when exact,
+//                    "sqnr_db": 10·log10(Σ y_fp32² / Σ (y − y_fp32)²) against the CPU fp32 output, null when exact,
 //                    "relative_error": ‖y − y_fp32‖ / ‖y_fp32‖ (Frobenius),
-//                    "cost_per_million_rows": P / 3600 · seconds / M · 1e6, null without --price-per-hour }, ... ] }
+//                    "cost_per_million_rows": P / 3600 · seconds / M · 1e6, null without --price-per-hour }, ... ],
+//     "not_run": [ { "device", "precision", "n", "k", "m", "reason": "M > 64" }, ... ] (+: rows a kernel cannot
+//                  run at that shape, listed instead of timed) }
 #pragma once
 
 #include <algorithm>
@@ -26,32 +36,55 @@
 #include <vector>
 
 #include "report.hpp"
+#include "shrink/metrics/error.hpp"
 
 namespace shrink::cli {
 
 struct BenchResult {
-  std::string device;
+  std::string device;  // "cpu", or the GPU's name
   std::string precision;
   std::string stored;
   std::int64_t n = 0, k = 0, m = 0;
-  double seconds = 0;       // best thread CPU time of one product
-  double wall_seconds = 0;  // best wall-clock time of one product
+  double seconds = 0;       // CPU: best thread CPU time of one product; GPU: median CUDA-event time
+  double wall_seconds = 0;  // CPU: best wall-clock time of one product; GPU: best CUDA-event time
   std::int64_t repetitions = 0;
   double gflops = 0;
-  double speedup = NAN;  // fp32 seconds / seconds
+  std::string baseline = "fp32";  // the row `speedup` is measured against: fp32, or gpu-fp16-cublas for GPU rows
+  double speedup = NAN;           // the baseline's seconds / seconds
+  double speedup_vs_fp32 = NAN;   // the CPU fp32 row's seconds / seconds (= speedup for CPU rows)
   std::int64_t weight_bytes = 0;
   double sqnr_db = INFINITY;
   double relative_error = 0;
   double cost_per_million_rows = NAN;  // NaN without a price
+  std::string not_run;                 // why the row was not measured (e.g. "M > 64"); empty when it was
 };
 
 struct BenchReport {
   std::string cpu;
   std::string simd;
   std::string timing;
+  std::string gpu;              // shrink::cuda::describe of the GPU rows' device; empty without GPU rows
+  std::string gpu_timing;       // how the GPU rows are timed; empty without GPU rows
   double price_per_hour = NAN;  // NaN: not given
   std::vector<BenchResult> results;
 };
+
+// Sets sqnr_db and relative_error of `r` from its output y against the CPU fp32 output (both [M, N] row-major).
+// Returns the number of outputs that are NaN or inf: then both measures are NaN (a wrong result, not an error).
+inline std::int64_t measure_error(BenchResult& r, const std::vector<float>& reference, const std::vector<float>& y) {
+  std::int64_t nonfinite = 0;
+  for (float v : y) nonfinite += std::isfinite(v) ? 0 : 1;
+  if (nonfinite > 0) {
+    r.sqnr_db = r.relative_error = NAN;
+    return nonfinite;
+  }
+  const Shape shape{r.m, r.n};
+  const metrics::ErrorStats e =
+      metrics::error_stats(TensorView<const float>(reference.data(), shape), TensorView<const float>(y.data(), shape));
+  r.sqnr_db = e.sqnr_db;
+  r.relative_error = std::isinf(e.sqnr_db) && e.sqnr_db > 0 ? 0.0 : std::pow(10.0, -e.sqnr_db / 20.0);
+  return 0;
+}
 
 inline std::string time_text(double seconds) {
   if (seconds < 1e-3) return number_text(seconds * 1e6, "%.1f us");
@@ -61,12 +94,21 @@ inline std::string time_text(double seconds) {
 
 inline std::string shape_label(const BenchResult& r) { return std::to_string(r.n) + "x" + std::to_string(r.k); }
 
+// The device column: "cpu", or "gpu" (the GPU's name is on the line above the table).
+inline const char* device_label(const BenchResult& r) { return r.device == "cpu" ? "cpu" : "gpu"; }
+
 inline void print_bench_table(const BenchReport& report, std::FILE* out) {
   const bool priced = !std::isnan(report.price_per_hour);
   std::fprintf(out, "Y[M,N] = X[M,K] * W[N,K]^T on %s (%s), one thread; %s\n", report.cpu.c_str(), report.simd.c_str(),
                report.timing.c_str());
-  std::fprintf(out, "speedup and error against fp32 of the same shape and M in this run; GFLOP/s counts 2*M*N*K\n\n");
-  std::fprintf(out, "%-17s %-6s %-11s %4s %10s %9s %8s %10s %8s %9s", "precision", "device", "N x K", "M", "time",
+  std::fprintf(out, "speedup and error against fp32 of the same shape and M in this run; GFLOP/s counts 2*M*N*K\n");
+  if (!report.gpu.empty())
+    std::fprintf(out, "gpu rows: %s; %s; speedup against gpu-fp16-cublas, error against the cpu fp32 output\n",
+                 report.gpu.c_str(), report.gpu_timing.c_str());
+  std::fprintf(out, "\n");
+  int width = 17;  // the precision column, wider for the longer GPU names
+  for (const BenchResult& r : report.results) width = std::max(width, static_cast<int>(r.precision.size()));
+  std::fprintf(out, "%-*s %-6s %-11s %4s %10s %9s %8s %10s %8s %9s", width, "precision", "device", "N x K", "M", "time",
                "GFLOP/s", "speedup", "weight MB", "SQNR dB", "rel err");
   if (priced) std::fprintf(out, " %12s", "cost/1M rows");
   std::fprintf(out, "\n");
@@ -75,9 +117,14 @@ inline void print_bench_table(const BenchReport& report, std::FILE* out) {
     const std::string group = shape_label(r) + "/" + std::to_string(r.m);
     if (!previous_group.empty() && group != previous_group) std::fprintf(out, "\n");
     previous_group = group;
-    std::fprintf(out, "%-17s %-6s %-11s %4lld %10s %9.1f %7sx %10.2f %8s %9s", r.precision.c_str(), r.device.c_str(),
-                 shape_label(r).c_str(), static_cast<long long>(r.m), time_text(r.seconds).c_str(), r.gflops,
-                 number_text(r.speedup, "%.2f").c_str(), static_cast<double>(r.weight_bytes) / 1e6,
+    if (!r.not_run.empty()) {
+      std::fprintf(out, "%-*s %-6s %-11s %4lld  n/a (%s)\n", width, r.precision.c_str(), device_label(r),
+                   shape_label(r).c_str(), static_cast<long long>(r.m), r.not_run.c_str());
+      continue;
+    }
+    std::fprintf(out, "%-*s %-6s %-11s %4lld %10s %9.1f %7sx %10.2f %8s %9s", width, r.precision.c_str(),
+                 device_label(r), shape_label(r).c_str(), static_cast<long long>(r.m), time_text(r.seconds).c_str(),
+                 r.gflops, number_text(r.speedup, "%.2f").c_str(), static_cast<double>(r.weight_bytes) / 1e6,
                  number_text(r.sqnr_db, "%.1f").c_str(), number_text(r.relative_error, "%.1e").c_str());
     if (priced) std::fprintf(out, " %12s", number_text(r.cost_per_million_rows, "%.4f").c_str());
     std::fprintf(out, "\n");
@@ -85,8 +132,13 @@ inline void print_bench_table(const BenchReport& report, std::FILE* out) {
 }
 
 inline Json bench_json(const BenchReport& report) {
-  Json results = Json::array();
-  for (const BenchResult& r : report.results)
+  Json results = Json::array(), not_run = Json::array();
+  for (const BenchResult& r : report.results) {
+    if (!r.not_run.empty()) {
+      not_run.push_back(Json{
+          {"device", r.device}, {"precision", r.precision}, {"n", r.n}, {"k", r.k}, {"m", r.m}, {"reason", r.not_run}});
+      continue;
+    }
     results.push_back(Json{{"device", r.device},
                            {"precision", r.precision},
                            {"stored", r.stored},
@@ -97,17 +149,24 @@ inline Json bench_json(const BenchReport& report) {
                            {"wall_seconds", r.wall_seconds},
                            {"repetitions", r.repetitions},
                            {"gflops", json_number(r.gflops)},
-                           {"speedup_vs_fp32", json_number(r.speedup)},
+                           {"speedup_vs_fp32", json_number(r.speedup_vs_fp32)},
+                           {"baseline", r.baseline},
+                           {"speedup_vs_baseline", json_number(r.speedup)},
                            {"weight_bytes", r.weight_bytes},
                            {"sqnr_db", json_number(r.sqnr_db)},
                            {"relative_error", json_number(r.relative_error)},
                            {"cost_per_million_rows", json_number(r.cost_per_million_rows)}});
-  return Json{{"schema", "shrink-bench/1"},
-              {"product", "Y[M,N] = X[M,K] · W[N,K]^T"},
-              {"machine", Json{{"cpu", report.cpu}, {"simd", report.simd}, {"threads", 1}}},
-              {"timing", report.timing},
-              {"price_per_hour", json_number(report.price_per_hour)},
-              {"results", std::move(results)}};
+  }
+  const auto text_or_null = [](const std::string& s) { return s.empty() ? Json(nullptr) : Json(s); };
+  return Json{
+      {"schema", "shrink-bench/1"},
+      {"product", "Y[M,N] = X[M,K] · W[N,K]^T"},
+      {"machine", Json{{"cpu", report.cpu}, {"simd", report.simd}, {"threads", 1}, {"gpu", text_or_null(report.gpu)}}},
+      {"timing", report.timing},
+      {"gpu_timing", text_or_null(report.gpu_timing)},
+      {"price_per_hour", json_number(report.price_per_hour)},
+      {"results", std::move(results)},
+      {"not_run", std::move(not_run)}};
 }
 
 namespace detail {
@@ -139,31 +198,41 @@ inline double axis_max(double v) {
 
 }  // namespace detail
 
-// A grouped bar chart: speedup against fp32 for every precision (bars) in every shape × M (groups), and below it
-// the accuracy of each precision (median SQNR over the groups). Plain SVG 1.1, readable in any browser.
-inline std::string bench_svg(const BenchReport& report) {
+// Which rows a chart shows: the CPU rows (bench.svg) or the GPU rows (bench-gpu.svg), each against its own baseline.
+enum class ChartRows { cpu, gpu };
+
+// A grouped bar chart: speedup against the baseline (fp32, or gpu-fp16-cublas) for every precision (bars) in every
+// shape × M (groups), and below it the accuracy of each precision (median SQNR over the groups). Plain SVG 1.1,
+// readable in any browser. Rows that were not run are left out.
+inline std::string bench_svg(const BenchReport& report, ChartRows rows = ChartRows::cpu) {
   using detail::svg_number;
   using detail::xml_escape;
   static const char* kColors[] = {"#4e79a7", "#9c9c9c", "#f28e2b", "#e15759", "#59a14f",
                                   "#76b7b2", "#b07aa1", "#edc948", "#ff9da7", "#9c755f"};
+  const bool gpu = rows == ChartRows::gpu;
   std::vector<std::string> precisions, groups;
   std::map<std::string, std::map<std::string, const BenchResult*>> by_group;  // group -> precision -> result
-  for (const BenchResult& r : report.results) {
-    const std::string name = r.device == "cpu" ? r.precision : r.precision + " (" + r.device + ")";
+  std::vector<const BenchResult*> shown;
+  for (const BenchResult& r : report.results)
+    if ((r.device != "cpu") == gpu && r.not_run.empty()) shown.push_back(&r);
+  for (const BenchResult* row : shown) {
+    const BenchResult& r = *row;
+    const std::string& name = r.precision;
     if (std::find(precisions.begin(), precisions.end(), name) == precisions.end()) precisions.push_back(name);
     const std::string group = shape_label(r) + " M=" + std::to_string(r.m);
     if (std::find(groups.begin(), groups.end(), group) == groups.end()) groups.push_back(group);
     by_group[group][name] = &r;
   }
   const double bar = 14, gap = 24, left = 70, top = 70, plot_h = 300, label_h = 50;
-  const double group_w = static_cast<double>(precisions.size()) * bar + gap;
+  const double bars_w = static_cast<double>(precisions.size()) * bar;
+  const double group_w = std::max(bars_w + gap, 120.0);  // room for the group's label under few bars
   const double plot_w = std::max(640.0, static_cast<double>(groups.size()) * group_w);
   const double acc_top = top + plot_h + label_h + 30, acc_h = 180;
   const double legend_x = left + plot_w + 20, width = legend_x + 190;
   const double height = acc_top + acc_h + 110;
   double max_speedup = 1;
-  for (const BenchResult& r : report.results)
-    if (std::isfinite(r.speedup)) max_speedup = std::max(max_speedup, r.speedup);
+  for (const BenchResult* r : shown)
+    if (std::isfinite(r->speedup)) max_speedup = std::max(max_speedup, r->speedup);
   const double y_max = detail::axis_max(max_speedup * 1.05);
 
   std::string s;
@@ -173,9 +242,11 @@ inline std::string bench_svg(const BenchReport& report) {
   s += "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
   s += "<text x=\"" + svg_number(left) +
        "\" y=\"28\" font-size=\"16\" font-weight=\"bold\">shrink bench: Y = X \u00b7 W\u1d40, " +
-       xml_escape(report.cpu) + " (" + xml_escape(report.simd) + "), one thread</text>\n";
-  s += "<text x=\"" + svg_number(left) +
-       "\" y=\"50\">Speedup against fp32 of the same shape and M, in the same run (higher is faster)</text>\n";
+       (gpu ? xml_escape(shown.empty() ? std::string() : shown.front()->device)
+            : xml_escape(report.cpu) + " (" + xml_escape(report.simd) + "), one thread") +
+       "</text>\n";
+  s += "<text x=\"" + svg_number(left) + "\" y=\"50\">Speedup against " + (gpu ? "gpu-fp16-cublas" : "fp32") +
+       " of the same shape and M, in the same run (higher is faster)</text>\n";
   // Speedup axis, grid and the 1x line.
   for (int t = 0; t <= 5; ++t) {
     const double v = y_max * t / 5, y = top + plot_h - plot_h * t / 5;
@@ -188,7 +259,7 @@ inline std::string bench_svg(const BenchReport& report) {
   s += "<line x1=\"" + svg_number(left) + "\" x2=\"" + svg_number(left + plot_w) + "\" y1=\"" + svg_number(one_y) +
        "\" y2=\"" + svg_number(one_y) + "\" stroke=\"black\" stroke-dasharray=\"4,3\"/>\n";
   for (std::size_t g = 0; g < groups.size(); ++g) {
-    const double gx = left + static_cast<double>(g) * group_w + gap / 2;
+    const double gx = left + static_cast<double>(g) * group_w + (group_w - bars_w) / 2;
     for (std::size_t p = 0; p < precisions.size(); ++p) {
       const auto found = by_group[groups[g]].find(precisions[p]);
       if (found == by_group[groups[g]].end() || !std::isfinite(found->second->speedup)) continue;
@@ -200,15 +271,16 @@ inline std::string bench_svg(const BenchReport& report) {
                       time_text(found->second->seconds)) +
            "</title></rect>\n";
     }
-    s += "<text x=\"" + svg_number(gx + (group_w - gap) / 2) + "\" y=\"" + svg_number(top + plot_h + 18) +
+    s += "<text x=\"" + svg_number(gx + bars_w / 2) + "\" y=\"" + svg_number(top + plot_h + 18) +
          "\" text-anchor=\"middle\">" + xml_escape(groups[g]) + "</text>\n";
   }
   s += "<line x1=\"" + svg_number(left) + "\" x2=\"" + svg_number(left) + "\" y1=\"" + svg_number(top) + "\" y2=\"" +
        svg_number(top + plot_h) + "\" stroke=\"black\"/>\n";
 
   // Accuracy: median SQNR of each precision over the groups (exact results drawn as "exact").
-  s += "<text x=\"" + svg_number(left) + "\" y=\"" + svg_number(acc_top - 20) +
-       "\">Accuracy against the fp32 output: SQNR in dB, median over shapes (higher is closer; 20 dB = 10% "
+  s += "<text x=\"" + svg_number(left) + "\" y=\"" + svg_number(acc_top - 20) + "\">Accuracy against the " +
+       (gpu ? "cpu " : "") +
+       "fp32 output: SQNR in dB, median over shapes (higher is closer; 20 dB = 10% "
        "error)</text>\n";
   const double acc_max = 100,
                acc_bar = std::min(60.0, plot_w / std::max<double>(1, static_cast<double>(precisions.size())) - 10);
@@ -223,7 +295,7 @@ inline std::string bench_svg(const BenchReport& report) {
     std::vector<double> values;
     for (const std::string& g : groups) {
       const auto found = by_group[g].find(precisions[p]);
-      if (found != by_group[g].end()) values.push_back(found->second->sqnr_db);
+      if (found != by_group[g].end() && !std::isnan(found->second->sqnr_db)) values.push_back(found->second->sqnr_db);
     }
     if (values.empty()) continue;
     std::sort(values.begin(), values.end());
@@ -248,11 +320,13 @@ inline std::string bench_svg(const BenchReport& report) {
          "</text>\n";
   }
   s += "<text x=\"" + svg_number(left) + "\" y=\"" + svg_number(height - 30) + "\" fill=\"#555\">" +
-       xml_escape(report.timing) + ".</text>\n";
-  s += "<text x=\"" + svg_number(left) + "\" y=\"" + svg_number(height - 12) +
-       "\" fill=\"#555\">fp16/bf16/int8 weight-only store the weight in fewer bits and compute in float; int8-w8a8 "
-       "sums in "
-       "int32.</text>\n";
+       xml_escape(gpu ? report.gpu_timing : report.timing) + ".</text>\n";
+  s += "<text x=\"" + svg_number(left) + "\" y=\"" + svg_number(height - 12) + "\" fill=\"#555\">" +
+       (gpu ? "int8/int4 weight-only (W8A16, W4A16) run at M \u2264 64 only; int8-w8a8 quantizes the activations per "
+              "token within its time."
+            : "fp16/bf16/int8 weight-only store the weight in fewer bits and compute in float; int8-w8a8 sums in "
+              "int32.") +
+       "</text>\n";
   s += "</svg>\n";
   return s;
 }

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -160,7 +161,7 @@ TEST_CASE("--help for the command and every subcommand exits 0", "[cli]") {
   const Result top = run(dir, {"--help"});
   REQUIRE(top.code == 0);
   REQUIRE(top.out.find("usage: shrink COMMAND") != std::string::npos);
-  for (const char* command : {"inspect", "quantize", "dequantize", "prune", "compare"}) {
+  for (const char* command : {"inspect", "quantize", "dequantize", "prune", "compare", "bench"}) {
     for (const char* flag : {"--help", "-h"}) {
       CAPTURE(command, flag);
       const Result r = run(dir, {command, flag});
@@ -170,6 +171,9 @@ TEST_CASE("--help for the command and every subcommand exits 0", "[cli]") {
       REQUIRE(r.err.empty());
     }
   }
+  const Result bench = run(dir, {"bench", "--help"});
+  REQUIRE(bench.out.find("--gpu auto|on|off") != std::string::npos);
+  REQUIRE(bench.out.find("gpu-int4-weight-only") != std::string::npos);
   const Result nothing = run(dir, {});
   REQUIRE(nothing.code == 2);
   REQUIRE(nothing.out.empty());
@@ -524,4 +528,137 @@ TEST_CASE("compare reports tensors present on one side and shapes that differ", 
   REQUIRE(text.code == 0);
   REQUIRE(text.out.find("only in B: extra") != std::string::npos);
   REQUIRE(text.out.find("overall") != std::string::npos);
+}
+
+namespace {
+
+// `shrink bench` on a tiny shape, quickly: --shapes 128x256 --batches 1,3 --min-time 0 (at least 3 timed runs a row).
+std::vector<std::string> tiny_bench(const std::string& out, std::vector<std::string> more) {
+  std::vector<std::string> args = {"bench", "--quick", "--shapes", "128x256", "--batches", "1,3"};
+  args.insert(args.end(), {"--min-time", "0", "--out", out});
+  args.insert(args.end(), more.begin(), more.end());
+  return args;
+}
+
+const json* find_result(const json& report, const std::string& device_kind, const std::string& precision,
+                        std::int64_t m) {
+  for (const json& r : report["results"])
+    if ((r["device"] == "cpu") == (device_kind == "cpu") && r["precision"] == precision && r["m"] == m) return &r;
+  return nullptr;
+}
+
+// Whether a line of `table` starts with these words (separated by any spaces).
+bool has_table_row(const std::string& table, const std::vector<std::string>& words) {
+  std::istringstream lines(table);
+  std::string line;
+  while (std::getline(lines, line)) {
+    std::istringstream in(line);
+    std::string word;
+    std::size_t matched = 0;
+    while (matched < words.size() && in >> word && word == words[matched]) ++matched;
+    if (matched == words.size()) return true;
+  }
+  return false;
+}
+
+double sqnr_of(const json& result) { return result["sqnr_db"].is_null() ? INFINITY : result["sqnr_db"].get<double>(); }
+
+}  // namespace
+
+TEST_CASE("bench --gpu off and auto give the CPU table; bad --gpu and --precisions values exit 2", "[cli]") {
+  shrink::test::TempDir dir;
+  const std::string out = dir.file("bench");
+
+  const Result off = run(dir, tiny_bench(out, {"--gpu", "off", "--json"}));
+  CAPTURE(off.err);
+  REQUIRE(off.code == 0);
+  REQUIRE(off.err.empty());
+  const json j = off.parsed();
+  REQUIRE(j["schema"] == "shrink-bench/1");
+  REQUIRE(j["machine"]["gpu"].is_null());
+  REQUIRE(j["gpu_timing"].is_null());
+  REQUIRE(j["not_run"].empty());
+  REQUIRE(j["results"].size() == 8 * 2);  // every CPU precision at M = 1 and 3
+  for (const json& r : j["results"]) {
+    CAPTURE(r.dump());
+    REQUIRE(r["device"] == "cpu");
+    REQUIRE(r["n"] == 128);
+    REQUIRE(r["k"] == 256);
+    REQUIRE(r["seconds"].get<double>() > 0);
+    REQUIRE(r["repetitions"].get<std::int64_t>() >= 3);
+    REQUIRE(r["weight_bytes"].get<std::int64_t>() > 0);
+    REQUIRE(r["baseline"] == "fp32");
+    REQUIRE(r["speedup_vs_baseline"] == r["speedup_vs_fp32"]);
+    if (r["precision"] == "fp32") REQUIRE(r["sqnr_db"].is_null());
+    if (r["precision"] == "fp16-weights") REQUIRE(r["sqnr_db"].get<double>() > 50);
+  }
+  REQUIRE(std::filesystem::exists(out + "/bench.json"));
+  REQUIRE(std::filesystem::exists(out + "/bench.svg"));
+  REQUIRE_FALSE(std::filesystem::exists(out + "/bench-gpu.svg"));
+
+  // auto: the same CPU table; GPU rows only where this build has CUDA and the machine a device, else at most a
+  // one-line note on stderr.
+  const Result automatic = run(dir, tiny_bench(out, {"--gpu", "auto"}));
+  CAPTURE(automatic.err);
+  REQUIRE(automatic.code == 0);
+  REQUIRE((automatic.err.empty() ||
+           (automatic.error_lines() == 1 && automatic.err.rfind("shrink bench: no GPU rows: ", 0) == 0)));
+  for (const auto& [precision, m] : {std::pair<const char*, int>{"fp32", 1}, {"csr-90%", 3}}) {
+    INFO(precision << " M=" << m);
+    REQUIRE(has_table_row(automatic.out, {precision, "cpu", "128x256", std::to_string(m)}));
+  }
+  REQUIRE(automatic.out.find("wrote ") != std::string::npos);
+
+  const std::vector<FailingCase> cases = {
+      {"bench", {"--gpu", "maybe", "--out", dir.file("none")}, "--gpu = 'maybe': expected one of auto|on|off"},
+      {"bench",
+       {"--precisions", "gpu-fp64", "--out", dir.file("none")},
+       "--precisions: unknown 'gpu-fp64': expected some of fp32, "},
+  };
+  require_each_fails(dir, cases, 2, dir.file("none"));
+}
+
+TEST_CASE("bench --gpu on: GPU rows beside the CPU ones, or exit 1 with one line saying why there are none", "[cli]") {
+  shrink::test::TempDir dir;
+  const std::string out = dir.file("bench");
+  const Result r = run(dir, tiny_bench(out, {"--gpu", "on", "--json"}));
+  CAPTURE(r.err);
+  if (r.code != 0) {
+    // A build without CUDA, or a machine without a (usable) device: nothing is measured or written.
+    require_one_line_error(r, 1, "bench", "--gpu on: ");
+    REQUIRE((r.err.find("no CUDA device found") != std::string::npos ||
+             r.err.find("built without CUDA") != std::string::npos ||
+             r.err.find("need sm_80 or later") != std::string::npos || r.err.find("CUDA failed") != std::string::npos));
+    REQUIRE_FALSE(std::filesystem::exists(out));
+    return;
+  }
+  // A device: every GPU row at M = 1 and 3, on this data as accurate as the CPU row of the same format.
+  const json j = r.parsed();
+  REQUIRE(j["machine"]["gpu"].is_string());
+  REQUIRE(j["not_run"].empty());  // K = 256 and M <= 64 suit every GPU kernel
+  REQUIRE(std::filesystem::exists(out + "/bench-gpu.svg"));
+  const std::pair<const char*, const char*> twins[] = {
+      {"gpu-int8-w8a8", "int8-w8a8"}, {"gpu-int8-weight-only", "int8-weight-only"}, {"gpu-csr-90%", "csr-90%"}};
+  for (const std::int64_t m : {1, 3}) {
+    CAPTURE(m);
+    for (const char* name :
+         {"gpu-fp16-cublas", "gpu-int8-w8a8", "gpu-int8-weight-only", "gpu-int4-weight-only", "gpu-csr-90%"}) {
+      CAPTURE(name);
+      const json* g = find_result(j, "gpu", name, m);
+      REQUIRE(g != nullptr);
+      REQUIRE((*g)["baseline"] == "gpu-fp16-cublas");
+      REQUIRE((*g)["seconds"].get<double>() > 0);
+      REQUIRE((*g)["repetitions"].get<std::int64_t>() >= 50);
+      REQUIRE((*g)["speedup_vs_fp32"].get<double>() > 0);
+      REQUIRE(std::isfinite(sqnr_of(*g)));
+    }
+    REQUIRE(sqnr_of(*find_result(j, "gpu", "gpu-fp16-cublas", m)) > 40);  // half inputs and output
+    REQUIRE(sqnr_of(*find_result(j, "gpu", "gpu-int4-weight-only", m)) > 10);
+    for (const auto& [gpu_name, cpu_name] : twins) {
+      INFO(gpu_name);
+      // The same weights in the same format; the GPU also rounds the activations and the output to half.
+      REQUIRE(std::fabs(sqnr_of(*find_result(j, "gpu", gpu_name, m)) - sqnr_of(*find_result(j, "cpu", cpu_name, m))) <
+              3.0);
+    }
+  }
 }

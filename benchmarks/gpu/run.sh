@@ -49,6 +49,16 @@ if ((${#cli_targets[@]} > 0)); then
   "$build/examples/cli/shrink" bench --gpu on --quick --out "$build/shrink-bench" || echo "run.sh: FAILED: shrink bench"
 fi
 
+# PyTorch's KL + backward on bench_gpu_kl's logits, for its speed and memory ratios (skipped without PyTorch).
+export SHRINK_TORCH_KL_JSON="$root/$build/torch_kl.json"
+rm -f "$SHRINK_TORCH_KL_JSON"
+if python3 -c "import torch" 2>/dev/null; then
+  echo "=== run.sh: torch_kl.py (PyTorch baseline for bench_gpu_kl)"
+  python3 benchmarks/gpu/torch_kl.py --out "$SHRINK_TORCH_KL_JSON" || echo "torch_kl.py failed: no PyTorch ratios"
+else
+  echo "=== run.sh: no PyTorch here (python3 -c 'import torch' failed): bench_gpu_kl prints no PyTorch ratios"
+fi
+
 tables=()
 for bench in "$build"/benchmarks/bench_gpu_*; do
   echo "=== run.sh: $(basename "$bench")"

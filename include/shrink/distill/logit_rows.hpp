@@ -32,10 +32,10 @@ struct Rows {
 
 namespace detail {
 
-// The leading dimensions of a view (all but the last) as one row count and stride, or fails.
+// The leading dimensions of a view (all but the last) as one row count and stride, or fails. Reads no element, so
+// it serves views of any device (the CUDA losses check theirs with it too).
 template <class T>
-Rows<T> as_rows(const TensorView<T>& v, const char* function, const char* name) {
-  if (!v.device().is_cpu()) fail(function, (std::string(name) + ".device").c_str(), "cuda", "a host view");
+Rows<T> flatten_rows(const TensorView<T>& v, const char* function, const char* name) {
   if (v.rank() < 1) fail(function, (std::string(name) + ".rank").c_str(), v.rank(), "at least 1 ([..., V])");
   Rows<T> r;
   r.data = v.data();
@@ -62,6 +62,13 @@ Rows<T> as_rows(const TensorView<T>& v, const char* function, const char* name) 
     fail(function, (std::string(name) + ".strides").c_str(), to_string(v.strides()), "rows that do not overlap");
   r.row_stride = stride;
   return r;
+}
+
+// flatten_rows of a host view.
+template <class T>
+Rows<T> as_rows(const TensorView<T>& v, const char* function, const char* name) {
+  if (!v.device().is_cpu()) fail(function, (std::string(name) + ".device").c_str(), "cuda", "a host view");
+  return flatten_rows(v, function, name);
 }
 
 inline std::string rows_text(std::int64_t rows, std::int64_t cols) {

@@ -200,13 +200,8 @@ void print_precision_table(const shrink::bench::RecordingReporter& reporter) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::vector<char*> args = shrink::bench::arguments_with_repetitions(argc, argv);
-  int count = static_cast<int>(args.size());
-  benchmark::Initialize(&count, args.data());
-  if (benchmark::ReportUnrecognizedArguments(count, args.data())) return 1;
   shrink::bench::RecordingReporter reporter;
-  benchmark::RunSpecifiedBenchmarks(&reporter);
-  benchmark::Shutdown();
+  if (!shrink::bench::run_benchmarks(shrink::bench::arguments_with_repetitions(argc, argv), reporter)) return 1;
   print_precision_table(reporter);
   return 0;
 }

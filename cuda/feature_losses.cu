@@ -11,6 +11,7 @@
 #include "shrink/cuda/feature_losses.cuh"
 #include "shrink/cuda/feature_losses.hpp"
 #include "shrink/cuda/loss_reduce.cuh"
+#include "shrink/distill/attention_transfer.hpp"
 
 namespace shrink::cuda {
 
@@ -54,6 +55,18 @@ void require_feature_options(const distill::FeatureLossOptions& o, const char* f
   require_grad_scale(o.grad_scale, fn);
 }
 
+// Every view of a feature loss on the current device: student, teacher, and the gradients and row mask when given.
+template <class T>
+void require_current_devices(const TensorView<const T>& student, const TensorView<const T>& teacher,
+                             const TensorView<T>* grad_student, const TensorView<T>* grad_teacher,
+                             const distill::FeatureLossOptions& options, bool masked, const char* fn) {
+  host_checks::require_current_device(student.device(), fn, "student");
+  host_checks::require_current_device(teacher.device(), fn, "teacher");
+  if (grad_student != nullptr) host_checks::require_current_device(grad_student->device(), fn, "grad_student");
+  if (grad_teacher != nullptr) host_checks::require_current_device(grad_teacher->device(), fn, "grad_teacher");
+  if (masked) host_checks::require_current_device(options.row_mask.device(), fn, "options.row_mask");
+}
+
 enum class PairLoss { mse, cosine };
 
 // Every check of mse and cosine embedding, then the launch; grad_* may be null, target is cosine's (may be empty).
@@ -87,11 +100,7 @@ void pair_loss(PairLoss kind, const TensorView<const T>& student, const TensorVi
   require_device_loss(out, options.reduction, fn);
   host_checks::require_workspace(workspace, feature_loss_workspace_bytes(s.rows), "feature_loss_workspace_bytes(rows)",
                                  fn);
-  host_checks::require_current_device(student.device(), fn, "student");
-  host_checks::require_current_device(teacher.device(), fn, "teacher");
-  if (grad_student != nullptr) host_checks::require_current_device(grad_student->device(), fn, "grad_student");
-  if (grad_teacher != nullptr) host_checks::require_current_device(grad_teacher->device(), fn, "grad_teacher");
-  if (mask != nullptr) host_checks::require_current_device(options.row_mask.device(), fn, "options.row_mask");
+  require_current_devices(student, teacher, grad_student, grad_teacher, options, mask != nullptr, fn);
   if (y != nullptr) host_checks::require_current_device(target.device(), fn, "target");
 
   const loss::LossWorkspace ws = loss::split_workspace(workspace.data, s.rows);
@@ -124,36 +133,10 @@ void pair_loss(PairLoss kind, const TensorView<const T>& student, const TensorVi
   if (synchronize == Synchronize::yes) check_status(workspace, stream, fn);
 }
 
-// [B, C, spatial...] as samples of C channels of P contiguous positions (distill's attention_samples).
-struct Samples {
-  std::int64_t count = 0, channels = 0, positions = 0, sample_stride = 0, channel_stride = 0;
-};
-
-template <class T>
-void require_attention_shape(const TensorView<T>& v, const char* fn, const char* name) {
-  if (v.rank() < 3)
-    fail(fn, field(name, "shape").c_str(), to_string(v.shape()),
-         "activations [B, C, spatial...] with at least one spatial dimension");
-  if (v.empty())
-    fail(fn, field(name, "shape").c_str(), to_string(v.shape()), "at least one sample, one channel and one position");
-}
-
-template <class T>
-Samples attention_samples(const TensorView<T>& v, const char* fn, const char* name) {
-  Samples s;
-  s.count = v.size(0);
-  s.channels = v.size(1);
-  s.sample_stride = v.stride(0);
-  s.channel_stride = v.stride(1);
-  s.positions = 1;
-  for (int d = v.rank() - 1; d >= 2; --d) {
-    if (v.size(d) != 1 && v.stride(d) != s.positions)
-      fail(fn, field(name, "strides").c_str(), to_string(v.strides()),
-           "contiguous spatial dimensions (row-major, last stride 1) in [B, C, spatial...]");
-    s.positions *= v.size(d);
-  }
-  return s;
-}
+// [B, C, spatial...] as samples of C channels of P contiguous positions, checked as distill's attention transfer does.
+using distill::feature_detail::attention_pair_samples;
+using distill::feature_detail::attention_samples;
+using distill::feature_detail::Samples;
 
 template <class T>
 void attention_loss(const TensorView<const T>& student, const TensorView<const T>& teacher,
@@ -162,18 +145,7 @@ void attention_loss(const TensorView<const T>& student, const TensorView<const T
                     Synchronize synchronize, const char* fn) {
   require_cuda_memory(student, fn, "student");
   require_cuda_memory(teacher, fn, "teacher");
-  require_attention_shape(student, fn, "student");
-  bool same_frame = teacher.rank() == student.rank() && teacher.size(0) == student.size(0);
-  for (int d = 2; same_frame && d < student.rank(); ++d) same_frame = teacher.size(d) == student.size(d);
-  if (!same_frame) {
-    std::string expected = "[" + std::to_string(student.size(0)) + ", C";
-    for (int d = 2; d < student.rank(); ++d) expected += ", " + std::to_string(student.size(d));
-    fail(fn, "teacher.shape", to_string(teacher.shape()),
-         expected + "]: student's samples and spatial dimensions, any channel count");
-  }
-  require_attention_shape(teacher, fn, "teacher");
-  const Samples s = attention_samples(student, fn, "student");
-  const Samples t = attention_samples(teacher, fn, "teacher");
+  const auto [s, t] = attention_pair_samples(student, teacher, fn);
   Samples gs, gt;
   if (grad_student != nullptr) {
     require_gradient_shape(*grad_student, student.shape(), fn, "grad_student", "student");
@@ -189,11 +161,7 @@ void attention_loss(const TensorView<const T>& student, const TensorView<const T
   require_device_loss(out, options.reduction, fn);
   host_checks::require_workspace(workspace, attention_transfer_workspace_bytes(s.count, s.positions),
                                  "attention_transfer_workspace_bytes(samples, positions)", fn);
-  host_checks::require_current_device(student.device(), fn, "student");
-  host_checks::require_current_device(teacher.device(), fn, "teacher");
-  if (grad_student != nullptr) host_checks::require_current_device(grad_student->device(), fn, "grad_student");
-  if (grad_teacher != nullptr) host_checks::require_current_device(grad_teacher->device(), fn, "grad_teacher");
-  if (mask != nullptr) host_checks::require_current_device(options.row_mask.device(), fn, "options.row_mask");
+  require_current_devices(student, teacher, grad_student, grad_teacher, options, mask != nullptr, fn);
 
   const loss::LossWorkspace ws = loss::split_workspace(workspace.data, s.count);
   loss::start<std::int32_t>(ws, s.count, mask, nullptr, 0, 0, stream);

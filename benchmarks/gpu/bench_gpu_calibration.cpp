@@ -3,7 +3,6 @@
 // device-to-device copy measured in the same run (CUDA events after warm-up); without a device every row is skipped.
 // The calibration API takes float only, so there is no 16-bit case here.
 #include <benchmark/benchmark.h>
-#include <cuda_runtime_api.h>
 
 #include <cstdint>
 #include <string>
@@ -17,11 +16,8 @@
 namespace {
 
 using namespace shrink;
+using namespace shrink::bench::gpu;
 using shrink::bench::RatioTarget;
-using shrink::bench::gpu::check;
-using shrink::bench::gpu::DeviceMemory;
-using shrink::bench::gpu::has_device;
-using shrink::bench::gpu::time_on_device;
 
 constexpr std::int64_t kRows = 16384, kCols = 16384;  // 256M floats, 1 GiB: far past any L2
 constexpr std::int64_t kBytes = kRows * kCols * 4;
@@ -38,39 +34,30 @@ struct DeviceData {
   DeviceMemory sink{sizeof(unsigned long long)};
   DeviceMemory workspace{cuda::calibration_workspace_bytes(kRows)};
 
-  DeviceData() { bench::gpu::fill_weights(x.as<void>(), kRows * kCols, bench::gpu::WeightType::f32, 1, 1.0f); }
+  DeviceData() { fill_weights(x.as<void>(), kRows * kCols, WeightType::f32, 1, 1.0f); }
   TensorView<const float> view() const { return TensorView<const float>(x.as<float>(), kShape, Device::cuda(0)); }
   cuda::Workspace ws() const { return {workspace.as<void>(), workspace.bytes()}; }
 };
 
-DeviceData* data() {
-  static DeviceData* d = new DeviceData();  // lives for the process: the driver tears it down at exit
-  return d;
-}
-
 void BM_gpu_copy(benchmark::State& state) {
   if (!has_device(state)) return;
-  DeviceData* d = data();
-  time_on_device(state, 2 * kBytes, [&] {
-    check(cudaMemcpyAsync(d->out.as<void>(), d->x.as<void>(), static_cast<std::size_t>(kBytes),
-                          cudaMemcpyDeviceToDevice),
-          "copy");
-  });
+  DeviceData* d = shared_data<DeviceData>();
+  time_copy(state, d->out, d->x, static_cast<std::size_t>(kBytes));
 }
 BENCHMARK(BM_gpu_copy)->UseManualTime()->Unit(benchmark::kMillisecond);
 
 void BM_gpu_read(benchmark::State& state) {
   if (!has_device(state)) return;
-  DeviceData* d = data();
+  DeviceData* d = shared_data<DeviceData>();
   time_on_device(state, kBytes, [&] {
-    bench::gpu::read_all(d->x.as<void>(), static_cast<std::size_t>(kBytes), d->sink.as<unsigned long long>());
+    read_all(d->x.as<void>(), static_cast<std::size_t>(kBytes), d->sink.as<unsigned long long>());
   });
 }
 BENCHMARK(BM_gpu_read)->UseManualTime()->Unit(benchmark::kMillisecond);
 
 void BM_gpu_minmax_per_tensor(benchmark::State& state) {
   if (!has_device(state)) return;
-  DeviceData* d = data();
+  DeviceData* d = shared_data<DeviceData>();
   time_on_device(state, kBytes, [&] {
     cuda::minmax_per_tensor(d->view(), d->min.as<float>(), d->max.as<float>(), d->ws(), nullptr);
   });
@@ -80,7 +67,7 @@ BENCHMARK(BM_gpu_minmax_per_tensor)->UseManualTime()->Unit(benchmark::kMilliseco
 // axis 0: output channels (16384 contiguous runs); axis 1: the last axis (channels interleaved element by element).
 void BM_gpu_minmax_per_channel(benchmark::State& state) {
   if (!has_device(state)) return;
-  DeviceData* d = data();
+  DeviceData* d = shared_data<DeviceData>();
   const int axis = static_cast<int>(state.range(0));
   time_on_device(state, kBytes, [&] {
     cuda::minmax_per_channel(d->view(), axis, d->min.as<float>(), d->max.as<float>(), d->ws(), nullptr);
@@ -91,7 +78,7 @@ BENCHMARK(BM_gpu_minmax_per_channel)->ArgName("axis")->Arg(0)->Arg(1)->UseManual
 // MovingAverageMinMaxObserver's step per channel: the batch's ranges, then the running update.
 void BM_gpu_moving_average_step(benchmark::State& state) {
   if (!has_device(state)) return;
-  DeviceData* d = data();
+  DeviceData* d = shared_data<DeviceData>();
   time_on_device(state, kBytes, [&] {
     cuda::minmax_per_channel(d->view(), 0, d->min.as<float>(), d->max.as<float>(), d->ws(), nullptr);
     cuda::moving_average_update(d->min.as<float>(), d->max.as<float>(), kRows, 0.01f, d->running_min.as<float>(),
@@ -103,7 +90,7 @@ BENCHMARK(BM_gpu_moving_average_step)->UseManualTime()->Unit(benchmark::kMillise
 // torch.histc over the data's range, 2048 bins (most values in the middle bins: the contended case).
 void BM_gpu_histc(benchmark::State& state) {
   if (!has_device(state)) return;
-  DeviceData* d = data();
+  DeviceData* d = shared_data<DeviceData>();
   time_on_device(state, kBytes, [&] {
     cuda::histogram(d->view(), cuda::HistcBins{-6.0f, 6.0f, kBins}, d->counts.as<std::int64_t>(), d->ws(), nullptr);
   });
@@ -113,7 +100,7 @@ BENCHMARK(BM_gpu_histc)->UseManualTime()->Unit(benchmark::kMillisecond);
 // |x| in 2048 bins up to max|x| (Entropy / Percentile observers): half-normal, most values in the low bins.
 void BM_gpu_magnitude_histogram(benchmark::State& state) {
   if (!has_device(state)) return;
-  DeviceData* d = data();
+  DeviceData* d = shared_data<DeviceData>();
   time_on_device(state, kBytes, [&] {
     cuda::histogram(d->view(), cuda::MagnitudeBins{kBins / 6.0, kBins}, d->counts.as<std::int64_t>(), d->ws(),
                     nullptr);

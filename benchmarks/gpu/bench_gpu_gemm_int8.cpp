@@ -13,8 +13,8 @@
 #include <cstdint>
 #include <cstdio>
 #include <functional>
+#include <memory>
 #include <random>
-#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -23,18 +23,16 @@
 #include "shrink/core/view.hpp"
 #include "shrink/cuda/device.hpp"
 #include "shrink/cuda/gemm_int8.hpp"
+#include "support/gpu_timing.hpp"
 #include "support/ratio_table.hpp"
 
 namespace {
 
 using namespace shrink;
+using namespace shrink::bench::gpu;
 using shrink::bench::RatioTarget;
 using shrink::bfloat16;  // not cuda_fp16.h's ::half, which cuBLAS's headers bring in
 using shrink::half;
-
-void check(cudaError_t status, const char* what) {
-  if (status != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(status));
-}
 
 struct Shape3 {
   int m, n, k;
@@ -43,117 +41,87 @@ struct Shape3 {
 const int kMs[] = {1, 16, 128, 1024, 4096, 8192};
 const std::pair<int, int> kNKs[] = {{4096, 4096}, {11008, 4096}, {4096, 11008}, {8192, 8192}};
 constexpr std::size_t kMaxM = 8192, kMaxN = 11008, kMaxK = 11008, kMaxNK = 8192 * 8192;
+constexpr std::size_t kMaxMN = std::max(kMaxM, kMaxN);
 constexpr std::size_t kFlushBytes = std::size_t{256} << 20;  // past any L2 (50 MiB on H100, 60 MiB on H200)
 
 std::string shape_name(const Shape3& s) {
   return "M:" + std::to_string(s.m) + "/N:" + std::to_string(s.n) + "/K:" + std::to_string(s.k);
 }
 
+// Fills `memory` with random bytes and-ed with `mask` (a 1 MiB random block repeated).
+void fill_random(DeviceMemory& memory, unsigned mask) {
+  std::vector<std::uint8_t> block(std::size_t{1} << 20);
+  std::mt19937 rng(static_cast<unsigned>(memory.bytes()));
+  for (auto& b : block) b = static_cast<std::uint8_t>(rng() & mask);
+  memory.fill_repeating(block);
+}
+
 // Device buffers shared by every benchmark, sized for the largest shape, filled with random non-zero data.
 struct DeviceData {
-  std::int8_t *x = nullptr, *w = nullptr;
-  void *x16 = nullptr, *w16 = nullptr;  // fp16 copies for cuBLAS
-  void* out = nullptr;                  // any output, up to M · N floats
-  std::int32_t* acc = nullptr;          // cuBLASLt's int32 result
-  float *x_scales = nullptr, *w_scales = nullptr, *bias = nullptr;
-  void* flush = nullptr;
-  void* workspace = nullptr;
-  std::size_t workspace_bytes = 0;
-  half* activations = nullptr;  // [M, K] half input of the quantizer
+  DeviceMemory x{kMaxM * kMaxK}, w{kMaxNK};
+  DeviceMemory x16{kMaxM * kMaxK * 2}, w16{kMaxNK * 2};  // fp16 copies for cuBLAS
+  DeviceMemory out{kMaxM * kMaxN * 4};                   // any output, up to M · N floats
+  DeviceMemory acc{kMaxM * kMaxN * 4};                   // cuBLASLt's int32 result
+  DeviceMemory activations{kMaxM * kMaxK * 2};           // [M, K] half input of the quantizer
+  DeviceMemory flush{kFlushBytes};
+  DeviceMemory x_scales{kMaxMN * 4}, w_scales{kMaxMN * 4}, bias{kMaxMN * 4};
+  std::unique_ptr<DeviceMemory> workspace;
   bench_gpu::Cublas cublas;
 
   DeviceData() {
-    allocate(reinterpret_cast<void**>(&x), kMaxM * kMaxK, 0xFFu);
-    allocate(reinterpret_cast<void**>(&w), kMaxNK, 0xFFu);
-    allocate(&x16, kMaxM * kMaxK * 2, 0x1Fu);  // fp16 exponent field ≤ 7: |v| < 2^-7, never inf or NaN
-    allocate(&w16, kMaxNK * 2, 0x1Fu);
-    allocate(&out, kMaxM * kMaxN * 4, 0xFFu);
-    allocate(reinterpret_cast<void**>(&acc), kMaxM * kMaxN * 4, 0xFFu);
-    allocate(reinterpret_cast<void**>(&activations), kMaxM * kMaxK * 2, 0x3Bu);  // exponent field ≤ 14: finite
-    check(cudaMalloc(&flush, kFlushBytes), "cudaMalloc flush");
+    fill_random(x, 0xFFu);
+    fill_random(w, 0xFFu);
+    fill_random(x16, 0x1Fu);  // fp16 exponent field ≤ 7: |v| < 2^-7, never inf or NaN
+    fill_random(w16, 0x1Fu);
+    fill_random(out, 0xFFu);
+    fill_random(acc, 0xFFu);
+    fill_random(activations, 0x3Bu);  // exponent field ≤ 14: finite
     std::mt19937 rng(1);
     std::uniform_real_distribution<float> scale(1e-3f, 2e-2f), offset(-1.0f, 1.0f);
-    std::vector<float> host(std::max(kMaxM, kMaxN));
+    std::vector<float> host(kMaxMN);
     for (float& v : host) v = scale(rng);
-    x_scales = upload_floats(host);
-    w_scales = upload_floats(host);
+    x_scales.upload(host);
+    w_scales.upload(host);
     for (float& v : host) v = offset(rng);
-    bias = upload_floats(host);
+    bias.upload(host);
   }
 
-  // A buffer of `bytes` random bytes and-ed with `mask` (a 1 MiB random block repeated).
-  static void allocate(void** p, std::size_t bytes, unsigned mask) {
-    check(cudaMalloc(p, bytes), "cudaMalloc");
-    std::vector<std::uint8_t> block(std::size_t{1} << 20);
-    std::mt19937 rng(static_cast<unsigned>(bytes));
-    for (auto& b : block) b = static_cast<std::uint8_t>(rng() & mask);
-    for (std::size_t at = 0; at < bytes; at += block.size())
-      check(cudaMemcpy(static_cast<char*>(*p) + at, block.data(), std::min(block.size(), bytes - at),
-                       cudaMemcpyHostToDevice),
-            "fill");
-  }
-  static float* upload_floats(const std::vector<float>& v) {
-    float* d = nullptr;
-    check(cudaMalloc(reinterpret_cast<void**>(&d), v.size() * 4), "cudaMalloc floats");
-    check(cudaMemcpy(d, v.data(), v.size() * 4, cudaMemcpyHostToDevice), "upload floats");
-    return d;
-  }
+  // The workspace, grown to `bytes` when smaller.
   cuda::Workspace workspace_of(std::size_t bytes) {
-    if (bytes > workspace_bytes) {
-      if (workspace) cudaFree(workspace);
-      check(cudaMalloc(&workspace, bytes), "cudaMalloc workspace");
-      workspace_bytes = bytes;
+    if (bytes > (workspace ? workspace->bytes() : 0)) {
+      workspace.reset();
+      workspace = std::make_unique<DeviceMemory>(bytes);
     }
-    return {workspace, workspace_bytes};
+    if (!workspace) return {nullptr, 0};
+    return {workspace->as<void>(), workspace->bytes()};
   }
 };
 
-DeviceData* data() {
-  static DeviceData* d = new DeviceData();  // lives for the process: the driver tears it down at exit
-  return d;
-}
-
-bool has_device(benchmark::State& state) {
-  if (cuda::device_count() > 0) return true;
-  state.SkipWithError("no CUDA device");
-  return false;
-}
-
-// Times `launch` with CUDA events around each iteration, after flushing L2 outside the timed region.
+// Times `launch` with CUDA events around each iteration (warm-up builds cuBLASLt's plan), after flushing L2 outside
+// the timed region.
 template <class Launch>
-void time_on_device(benchmark::State& state, Launch launch) {
-  DeviceData* d = data();
-  cudaEvent_t start, stop;
-  check(cudaEventCreate(&start), "event");
-  check(cudaEventCreate(&stop), "event");
-  for (int i = 0; i < 3; ++i) launch();  // warm-up (and cuBLASLt's plan)
-  check(cudaDeviceSynchronize(), "warm-up");
-  for (auto _ : state) {
-    check(cudaMemsetAsync(d->flush, static_cast<int>(state.iterations() & 0xFF), kFlushBytes), "flush L2");
-    check(cudaEventRecord(start), "record");
-    launch();
-    check(cudaEventRecord(stop), "record");
-    check(cudaEventSynchronize(stop), "synchronize");
-    float ms = 0;
-    check(cudaEventElapsedTime(&ms, start, stop), "elapsed");
-    state.SetIterationTime(ms / 1e3);
-  }
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
+void time_flushed(benchmark::State& state, Launch launch) {
+  DeviceData* d = shared_data<DeviceData>();
+  time_calls_on_device(
+      state, 1, [&](int) { launch(); },
+      [&] {
+        check(cudaMemsetAsync(d->flush.as<void>(), static_cast<int>(state.iterations() & 0xFF), kFlushBytes),
+              "flush L2");
+      });
 }
 
 // The W8A8 operands of one shape, the output a view of `out` typed Out.
 template <class Out>
 cuda::Int8GemmArgs w8a8_args(const Shape3& s, cuda::Int8GemmPath path, float out_scale = 0.0f) {
-  DeviceData* d = data();
+  DeviceData* d = shared_data<DeviceData>();
   cuda::Int8GemmArgs a;
-  a.x = TensorView<const std::int8_t>(d->x, Shape{s.m, s.k}, Device::cuda(0));
-  a.w = TensorView<const std::int8_t>(d->w, Shape{s.n, s.k}, Device::cuda(0));
-  a.epilogue.x_scales = TensorView<const float>(d->x_scales, Shape{s.m}, Device::cuda(0));
-  a.epilogue.w_scales = TensorView<const float>(d->w_scales, Shape{s.n}, Device::cuda(0));
-  a.epilogue.bias = TensorView<const float>(d->bias, Shape{s.n}, Device::cuda(0));
+  a.x = TensorView<const std::int8_t>(d->x.as<std::int8_t>(), Shape{s.m, s.k}, Device::cuda(0));
+  a.w = TensorView<const std::int8_t>(d->w.as<std::int8_t>(), Shape{s.n, s.k}, Device::cuda(0));
+  a.epilogue.x_scales = TensorView<const float>(d->x_scales.as<float>(), Shape{s.m}, Device::cuda(0));
+  a.epilogue.w_scales = TensorView<const float>(d->w_scales.as<float>(), Shape{s.n}, Device::cuda(0));
+  a.epilogue.bias = TensorView<const float>(d->bias.as<float>(), Shape{s.n}, Device::cuda(0));
   a.epilogue.activation = cpu::Activation::none;
-  a.epilogue.out = TensorView<Out>(static_cast<Out*>(d->out), Shape{s.m, s.n}, Device::cuda(0));
+  a.epilogue.out = TensorView<Out>(d->out.as<Out>(), Shape{s.m, s.n}, Device::cuda(0));
   a.epilogue.out_scale = out_scale;
   a.path = path;
   return a;
@@ -161,18 +129,20 @@ cuda::Int8GemmArgs w8a8_args(const Shape3& s, cuda::Int8GemmPath path, float out
 
 void bench_cublas_f16(benchmark::State& state, Shape3 s) {
   if (!has_device(state)) return;
-  DeviceData* d = data();
-  time_on_device(state, [&] { d->cublas.gemm_f16(d->x16, d->w16, d->out, s.m, s.n, s.k, nullptr); });
+  DeviceData* d = shared_data<DeviceData>();
+  time_flushed(state, [&] {
+    d->cublas.gemm_f16(d->x16.as<void>(), d->w16.as<void>(), d->out.as<void>(), s.m, s.n, s.k, nullptr);
+  });
 }
 
 void bench_cublaslt_s8(benchmark::State& state, Shape3 s, bool with_epilogue) {
   if (!has_device(state)) return;
-  DeviceData* d = data();
+  DeviceData* d = shared_data<DeviceData>();
   const cuda::Int8GemmArgs args = w8a8_args<half>(s, cuda::Int8GemmPath::automatic);
-  const TensorView<const std::int32_t> acc(d->acc, Shape{s.m, s.n}, Device::cuda(0));
+  const TensorView<const std::int32_t> acc(d->acc.as<std::int32_t>(), Shape{s.m, s.n}, Device::cuda(0));
   const cuda::Workspace ws = d->workspace_of(cuda::int8_epilogue_workspace_bytes());
-  time_on_device(state, [&] {
-    d->cublas.gemm_s8s32(d->x, d->w, d->acc, s.m, s.n, s.k, nullptr);
+  time_flushed(state, [&] {
+    d->cublas.gemm_s8s32(d->x.as<void>(), d->w.as<void>(), d->acc.as<void>(), s.m, s.n, s.k, nullptr);
     if (with_epilogue) cuda::apply_int8_epilogue(acc, args.epilogue, ws, nullptr);
   });
 }
@@ -180,20 +150,20 @@ void bench_cublaslt_s8(benchmark::State& state, Shape3 s, bool with_epilogue) {
 template <class Out>
 void bench_w8a8(benchmark::State& state, Shape3 s, cuda::Int8GemmPath path) {
   if (!has_device(state)) return;
-  DeviceData* d = data();
+  DeviceData* d = shared_data<DeviceData>();
   const cuda::Int8GemmArgs args = w8a8_args<Out>(s, path, 0.05f);
   const cuda::Workspace ws = d->workspace_of(cuda::gemm_int8_workspace_bytes(args));
-  time_on_device(state, [&] { cuda::gemm_int8(args, ws, nullptr); });
+  time_flushed(state, [&] { cuda::gemm_int8(args, ws, nullptr); });
 }
 
 void bench_quantize_rows(benchmark::State& state, int m, int k) {
   if (!has_device(state)) return;
-  DeviceData* d = data();
-  const TensorView<const half> x(d->activations, Shape{m, k}, Device::cuda(0));
-  const TensorView<std::int8_t> q(d->x, Shape{m, k}, Device::cuda(0));
-  const TensorView<float> scales(static_cast<float*>(d->out), Shape{m}, Device::cuda(0));
+  DeviceData* d = shared_data<DeviceData>();
+  const TensorView<const half> x(d->activations.as<half>(), Shape{m, k}, Device::cuda(0));
+  const TensorView<std::int8_t> q(d->x.as<std::int8_t>(), Shape{m, k}, Device::cuda(0));
+  const TensorView<float> scales(d->out.as<float>(), Shape{m}, Device::cuda(0));
   const cuda::Workspace ws = d->workspace_of(cuda::quantize_rows_absmax_workspace_bytes());
-  time_on_device(state, [&] { cuda::quantize_rows_absmax(x, q, scales, ws, nullptr); });
+  time_flushed(state, [&] { cuda::quantize_rows_absmax(x, q, scales, ws, nullptr); });
   state.SetBytesProcessed(state.iterations() * (static_cast<std::int64_t>(m) * k * 3 + m * 4));
 }
 
@@ -312,13 +282,8 @@ int main(int argc, char** argv) {
   bool wgmma = false;
   if (cuda::device_count() > 0) wgmma = cuda::device_info(0).compute_capability() == 90;
   register_all(wgmma);
-  std::vector<char*> args = bench::arguments_with_repetitions(argc, argv);
-  int count = static_cast<int>(args.size());
-  benchmark::Initialize(&count, args.data());
-  if (benchmark::ReportUnrecognizedArguments(count, args.data())) return 1;
   bench::RecordingReporter reporter;
-  benchmark::RunSpecifiedBenchmarks(&reporter);
-  benchmark::Shutdown();
+  if (!bench::run_benchmarks(bench::arguments_with_repetitions(argc, argv), reporter)) return 1;
   print_tops_table(reporter, peaks);
   bench::print_ratio_table(reporter);  // last: run.sh collects from "^Ratios"
   return 0;

@@ -20,11 +20,8 @@
 namespace {
 
 using namespace shrink;
+using namespace shrink::bench::gpu;
 using shrink::bench::RatioTarget;
-using shrink::bench::gpu::check;
-using shrink::bench::gpu::DeviceMemory;
-using shrink::bench::gpu::has_device;
-using shrink::bench::gpu::time_on_device;
 
 constexpr std::int64_t kRows = 16384, kCols = 16384;
 constexpr std::int64_t kElements = kRows * kCols;
@@ -41,19 +38,12 @@ struct Weights {
   DeviceMemory sink{sizeof(unsigned long long)};
 
   Weights() {
-    bench::gpu::fill_weights(x.as<void>(), kElements,
-                             sizeof(T) == 4 ? bench::gpu::WeightType::f32 : bench::gpu::WeightType::bf16, 3, 0.02f);
-    bench::gpu::fill_weights(mask.as<void>(), kElements / 32, bench::gpu::WeightType::f32, 4, 1.0f);  // random bits
+    fill_weights(x.as<void>(), kElements, sizeof(T) == 4 ? WeightType::f32 : WeightType::bf16, 3, 0.02f);
+    fill_weights(mask.as<void>(), kElements / 32, WeightType::f32, 4, 1.0f);  // random bits
   }
   TensorView<const T> view() const { return TensorView<const T>(x.as<T>(), kShape, Device::cuda(0)); }
   cuda::Workspace ws() const { return {workspace.as<void>(), workspace.bytes()}; }
 };
-
-template <class T>
-Weights<T>* weights() {
-  static Weights<T>* w = new Weights<T>();  // lives for the process: the driver tears it down at exit
-  return w;
-}
 
 // A float weight with half its elements zero (the input of the CSR conversion), its CSR arrays and nnz.
 struct Sparse {
@@ -68,7 +58,7 @@ struct Sparse {
   std::int64_t nnz = 0;
 
   Sparse() {
-    bench::gpu::fill_weights(x.as<void>(), kElements, bench::gpu::WeightType::f32, 5, 0.02f, 0.5);
+    fill_weights(x.as<void>(), kElements, WeightType::f32, 5, 0.02f, 0.5);
     cuda::csr_count(view(), nullptr, offsets.as<std::int32_t>(), nnz_device.as<std::int64_t>(), ws(), nullptr,
                     cuda::Synchronize::yes);
     check(cudaMemcpy(&nnz, nnz_device.as<void>(), sizeof nnz, cudaMemcpyDeviceToHost), "nnz");
@@ -80,29 +70,20 @@ struct Sparse {
   }
 };
 
-Sparse* sparse() {
-  static Sparse* s = new Sparse();
-  return s;
-}
-
 void BM_gpu_copy(benchmark::State& state) {
   if (!has_device(state)) return;
-  Weights<float>* w = weights<float>();
-  Sparse* s = sparse();
-  time_on_device(state, 2 * kElements * 4, [&] {
-    check(cudaMemcpyAsync(s->dense_out.as<void>(), w->x.as<void>(), static_cast<std::size_t>(kElements) * 4,
-                          cudaMemcpyDeviceToDevice),
-          "copy");
-  });
+  Weights<float>* w = shared_data<Weights<float>>();
+  Sparse* s = shared_data<Sparse>();
+  time_copy(state, s->dense_out, w->x, static_cast<std::size_t>(kElements) * 4);
 }
 BENCHMARK(BM_gpu_copy)->UseManualTime()->Unit(benchmark::kMillisecond);
 
 template <class T>
 void BM_gpu_read(benchmark::State& state) {
   if (!has_device(state)) return;
-  Weights<T>* w = weights<T>();
+  Weights<T>* w = shared_data<Weights<T>>();
   time_on_device(state, kElements * static_cast<std::int64_t>(sizeof(T)), [&] {
-    bench::gpu::read_all(w->x.template as<void>(), w->x.bytes(), w->sink.template as<unsigned long long>());
+    read_all(w->x.template as<void>(), w->x.bytes(), w->sink.template as<unsigned long long>());
   });
 }
 BENCHMARK_TEMPLATE(BM_gpu_read, float)->UseManualTime()->Unit(benchmark::kMillisecond);
@@ -113,7 +94,7 @@ BENCHMARK_TEMPLATE(BM_gpu_read, bfloat16)->UseManualTime()->Unit(benchmark::kMil
 template <class T>
 void BM_gpu_slice_norms(benchmark::State& state) {
   if (!has_device(state)) return;
-  Weights<T>* w = weights<T>();
+  Weights<T>* w = shared_data<Weights<T>>();
   const int dim = static_cast<int>(state.range(0));
   const bool masked = state.range(1) != 0;
   const std::uint64_t* mask = masked ? w->mask.template as<std::uint64_t>() : nullptr;
@@ -130,7 +111,7 @@ BENCHMARK_TEMPLATE(BM_gpu_slice_norms, bfloat16)->ArgNames({"dim", "masked"})->A
 template <class T>
 void BM_gpu_block_norms(benchmark::State& state) {
   if (!has_device(state)) return;
-  Weights<T>* w = weights<T>();
+  Weights<T>* w = shared_data<Weights<T>>();
   const std::int64_t side = state.range(0);
   time_on_device(state, kElements * static_cast<std::int64_t>(sizeof(T)), [&] {
     cuda::block_norms(w->view(), nullptr, side, side, prune::NormOrder::l2, w->norms.template as<double>(), w->ws(),
@@ -143,7 +124,7 @@ BENCHMARK_TEMPLATE(BM_gpu_block_norms, float)->ArgName("block")->Arg(4)->Arg(32)
 // Row offsets and nnz of a half-zero weight: one read.
 void BM_gpu_csr_count(benchmark::State& state) {
   if (!has_device(state)) return;
-  Sparse* s = sparse();
+  Sparse* s = shared_data<Sparse>();
   time_on_device(state, kElements * 4, [&] {
     cuda::csr_count(s->view(), nullptr, s->offsets.as<std::int32_t>(), s->nnz_device.as<std::int64_t>(), s->ws(),
                     nullptr);
@@ -155,7 +136,7 @@ BENCHMARK(BM_gpu_csr_count)->UseManualTime()->Unit(benchmark::kMillisecond);
 // column indices and values written.
 void BM_gpu_to_csr(benchmark::State& state) {
   if (!has_device(state)) return;
-  Sparse* s = sparse();
+  Sparse* s = shared_data<Sparse>();
   time_on_device(state, kElements * 4 + s->nnz * 8, [&] {
     cuda::to_csr(s->view(), nullptr, s->csr(), s->nnz_device.as<std::int64_t>(), s->ws(), nullptr);
   });
@@ -165,7 +146,7 @@ BENCHMARK(BM_gpu_to_csr)->UseManualTime()->Unit(benchmark::kMillisecond);
 // Back to dense (zeros, then the values scattered); bytes: the CSR read and the dense written.
 void BM_gpu_csr_to_dense(benchmark::State& state) {
   if (!has_device(state)) return;
-  Sparse* s = sparse();
+  Sparse* s = shared_data<Sparse>();
   cuda::to_csr(s->view(), nullptr, s->csr(), s->nnz_device.as<std::int64_t>(), s->ws(), nullptr,
                cuda::Synchronize::yes);
   time_on_device(state, s->nnz * 8 + kElements * 4, [&] {

@@ -29,16 +29,16 @@
 #include "shrink/cuda/device.hpp"
 #include "shrink/cuda/spmm_csr.hpp"
 #include "shrink/sparse/csr.hpp"
+#include "support/gpu_timing.hpp"
 #include "support/ratio_table.hpp"
 
 namespace {
 
 using namespace shrink;
+using namespace shrink::bench::gpu;
 using shrink::bench::RatioTarget;
+using shrink::bench::gpu::check;  // beside the cuBLAS overload below
 
-void check(cudaError_t status, const char* what) {
-  if (status != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(status));
-}
 void check(cublasStatus_t status, const char* what) {
   if (status != CUBLAS_STATUS_SUCCESS)
     throw std::runtime_error(std::string(what) + ": cuBLAS status " + std::to_string(static_cast<int>(status)));
@@ -100,97 +100,52 @@ std::vector<T> weight(const Layer& layer, int sparsity_per_mille) {
   return w;
 }
 
-template <class T>
-T* device_copy(const std::vector<T>& host) {
-  T* d = nullptr;
-  check(cudaMalloc(reinterpret_cast<void**>(&d), std::max<std::size_t>(1, host.size()) * sizeof(T)), "cudaMalloc");
-  if (!host.empty()) check(cudaMemcpy(d, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice), "upload");
-  return d;
-}
-
+// A pruned weight in CSR on the device.
 template <class T>
 struct DeviceCsr {
-  std::int64_t rows = 0, cols = 0, nnz = 0;
-  std::int32_t* offsets = nullptr;
-  std::int32_t* columns = nullptr;
-  T* values = nullptr;
+  explicit DeviceCsr(const sparse::Csr<T>& host)
+      : nnz(host.nnz()), offsets(host.row_offsets), columns(host.column_indices), values(host.values) {}
+  std::int64_t nnz;
+  DeviceMemory offsets, columns, values;
 };
 
 // Device data of one element type, built on first use and kept for the process (the driver frees it at exit).
 template <class T>
 struct Data {
-  T* x = nullptr;  // [8192, 11008] random, never zero: X [M, K] is its first M x K elements
-  T* out = nullptr;
-  void* workspace = nullptr;
-  std::size_t workspace_bytes = 0;
-  std::map<std::pair<std::int64_t, std::int64_t>, T*> dense;  // unpruned weights, for cuBLAS
-  std::map<std::tuple<std::int64_t, std::int64_t, int>, DeviceCsr<T>> csr;
+  DeviceMemory x{random_x()};  // [8192, 11008] random, never zero: X [M, K] is its first M x K elements
+  DeviceMemory out{static_cast<std::size_t>(kMaxElements) * sizeof(T)};
+  DeviceMemory workspace{cuda::kStatusBytes + static_cast<std::size_t>(kMaxElements) * sizeof(T) + 4096};
+  std::map<std::pair<std::int64_t, std::int64_t>, std::unique_ptr<DeviceMemory>> dense;  // unpruned, for cuBLAS
+  std::map<std::tuple<std::int64_t, std::int64_t, int>, std::unique_ptr<DeviceCsr<T>>> csr;
 
-  Data() {
+  static std::vector<T> random_x() {
     std::vector<T> host(static_cast<std::size_t>(kMaxElements));
     for (std::size_t i = 0; i < host.size(); ++i)
       host[i] = from_float<T>(static_cast<float>(uniform(i, 1) * 2 - 1 + 1e-3));
-    x = device_copy(host);
-    check(cudaMalloc(reinterpret_cast<void**>(&out), static_cast<std::size_t>(kMaxElements) * sizeof(T)),
-          "cudaMalloc out");
-    workspace_bytes = cuda::kStatusBytes + static_cast<std::size_t>(kMaxElements) * sizeof(T) + 4096;
-    check(cudaMalloc(&workspace, workspace_bytes), "cudaMalloc workspace");
+    return host;
   }
 
-  T* dense_weight(const Layer& layer) {
-    T*& d = dense[{layer.n, layer.k}];
-    if (d == nullptr) d = device_copy(weight<T>(layer, 0));
-    return d;
+  const T* dense_weight(const Layer& layer) {
+    std::unique_ptr<DeviceMemory>& d = dense[{layer.n, layer.k}];
+    if (!d) d = std::make_unique<DeviceMemory>(weight<T>(layer, 0));
+    return d->as<T>();
   }
 
   const DeviceCsr<T>& sparse_weight(const Layer& layer, int sparsity) {
-    DeviceCsr<T>& d = csr[{layer.n, layer.k, sparsity}];
-    if (d.offsets == nullptr) {
+    std::unique_ptr<DeviceCsr<T>>& d = csr[{layer.n, layer.k, sparsity}];
+    if (!d) {
       const std::vector<T> w = weight<T>(layer, sparsity);
-      const sparse::Csr<T> host = sparse::to_csr(TensorView<const T>(w.data(), Shape{layer.n, layer.k}));
-      d.rows = host.rows, d.cols = host.cols, d.nnz = host.nnz();
-      d.offsets = device_copy(host.row_offsets);
-      d.columns = device_copy(host.column_indices);
-      d.values = device_copy(host.values);
+      d = std::make_unique<DeviceCsr<T>>(sparse::to_csr(TensorView<const T>(w.data(), Shape{layer.n, layer.k})));
     }
-    return d;
+    return *d;
   }
 };
 
-template <class T>
-Data<T>& data() {
-  static Data<T>* d = new Data<T>();
-  return *d;
-}
-
-bool has_device(benchmark::State& state) {
-  if (cuda::device_count() > 0) return true;
-  state.SkipWithError("no CUDA device");
-  return false;
-}
-
 // Times `launch` with CUDA events around each iteration, after warm-up; flops = 2 · M · (nnz or N · K).
 template <class Launch>
-void time_on_device(benchmark::State& state, double flops, Launch launch) {
-  cudaEvent_t start, stop;
-  check(cudaEventCreate(&start), "event");
-  check(cudaEventCreate(&stop), "event");
-  for (int i = 0; i < 3; ++i) launch();
-  check(cudaDeviceSynchronize(), "warm-up");
-  double total = 0;
-  for (auto _ : state) {
-    check(cudaEventRecord(start), "record");
-    launch();
-    check(cudaEventRecord(stop), "record");
-    check(cudaEventSynchronize(stop), "synchronize");
-    float ms = 0;
-    check(cudaEventElapsedTime(&ms, start, stop), "elapsed");
-    state.SetIterationTime(ms / 1e3);
-    total += ms / 1e3;
-  }
+void time_flops(benchmark::State& state, double flops, Launch launch) {
+  const double total = time_calls_on_device(state, 1, [&](int) { launch(); });
   if (total > 0) state.counters["TFLOP/s"] = flops * static_cast<double>(state.iterations()) / total / 1e12;
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
 }
 
 std::string name(const char* kind, const char* type, std::int64_t m, const Layer& layer, int sparsity) {
@@ -201,22 +156,22 @@ std::string name(const char* kind, const char* type, std::int64_t m, const Layer
 template <class T>
 void bench_shrink(benchmark::State& state, std::int64_t m, Layer layer, int sparsity, cuda::SpmmPath path) {
   if (!has_device(state)) return;
-  Data<T>& d = data<T>();
+  Data<T>& d = *shared_data<Data<T>>();
   const DeviceCsr<T>& w = d.sparse_weight(layer, sparsity);
   const Device dev = Device::cuda(0);
   cuda::SpmmCsrArgs<T> args;
-  args.x = TensorView<const T>(d.x, Shape{m, layer.k}, dev);
-  args.row_offsets = TensorView<const std::int32_t>(w.offsets, Shape{layer.n + 1}, dev);
-  args.column_indices = TensorView<const std::int32_t>(w.columns, Shape{w.nnz}, dev);
-  args.values = TensorView<const T>(w.values, Shape{w.nnz}, dev);
-  args.out = TensorView<T>(d.out, Shape{m, layer.n}, dev);
+  args.x = TensorView<const T>(d.x.template as<T>(), Shape{m, layer.k}, dev);
+  args.row_offsets = TensorView<const std::int32_t>(w.offsets.template as<std::int32_t>(), Shape{layer.n + 1}, dev);
+  args.column_indices = TensorView<const std::int32_t>(w.columns.template as<std::int32_t>(), Shape{w.nnz}, dev);
+  args.values = TensorView<const T>(w.values.template as<T>(), Shape{w.nnz}, dev);
+  args.out = TensorView<T>(d.out.template as<T>(), Shape{m, layer.n}, dev);
   args.path = path;
   const std::size_t bytes = cuda::spmm_csr_workspace_bytes(args);
-  if (bytes > d.workspace_bytes) throw std::runtime_error("workspace too small");
-  cuda::spmm_csr(args, {d.workspace, bytes}, nullptr, cuda::Synchronize::yes);  // checks the indices once
-  time_on_device(state, 2.0 * static_cast<double>(m) * static_cast<double>(w.nnz), [&] {
-    cuda::spmm_csr(args, {d.workspace, bytes}, nullptr);
-  });
+  if (bytes > d.workspace.bytes()) throw std::runtime_error("workspace too small");
+  const cuda::Workspace workspace{d.workspace.template as<void>(), bytes};
+  cuda::spmm_csr(args, workspace, nullptr, cuda::Synchronize::yes);  // checks the indices once
+  time_flops(state, 2.0 * static_cast<double>(m) * static_cast<double>(w.nnz),
+             [&] { cuda::spmm_csr(args, workspace, nullptr); });
   state.counters["nnz"] = static_cast<double>(w.nnz);
 }
 
@@ -226,24 +181,27 @@ void bench_shrink(benchmark::State& state, std::int64_t m, Layer layer, int spar
 template <class T>
 void bench_cusparse(benchmark::State& state, std::int64_t m, Layer layer, int sparsity, cusparseSpMMAlg_t alg) {
   if (!has_device(state)) return;
-  Data<T>& d = data<T>();
+  Data<T>& d = *shared_data<Data<T>>();
   const DeviceCsr<T>& w = d.sparse_weight(layer, sparsity);
   cusparseHandle_t handle = nullptr;
   if (cusparseCreate(&handle) != CUSPARSE_STATUS_SUCCESS) return state.SkipWithError("cusparseCreate failed");
   cusparseSpMatDescr_t a = nullptr;
   cusparseDnMatDescr_t b = nullptr, c = nullptr;
-  cusparseCreateCsr(&a, layer.n, layer.k, w.nnz, w.offsets, w.columns, w.values, CUSPARSE_INDEX_32I, CUSPARSE_INDEX_32I,
-                    CUSPARSE_INDEX_BASE_ZERO, cuda_type<T>());
-  cusparseCreateDnMat(&b, layer.k, m, layer.k, d.x, cuda_type<T>(), CUSPARSE_ORDER_COL);
-  cusparseCreateDnMat(&c, layer.n, m, layer.n, d.out, cuda_type<T>(), CUSPARSE_ORDER_COL);
+  cusparseCreateCsr(&a, layer.n, layer.k, w.nnz, w.offsets.template as<void>(), w.columns.template as<void>(),
+                    w.values.template as<void>(), CUSPARSE_INDEX_32I, CUSPARSE_INDEX_32I, CUSPARSE_INDEX_BASE_ZERO,
+                    cuda_type<T>());
+  cusparseCreateDnMat(&b, layer.k, m, layer.k, d.x.template as<void>(), cuda_type<T>(), CUSPARSE_ORDER_COL);
+  cusparseCreateDnMat(&c, layer.n, m, layer.n, d.out.template as<void>(), cuda_type<T>(), CUSPARSE_ORDER_COL);
   const float alpha = 1.0f, beta = 0.0f;
   const auto op = CUSPARSE_OPERATION_NON_TRANSPOSE;
   std::size_t buffer_bytes = 0;
+  std::unique_ptr<DeviceMemory> buffer_memory;
   void* buffer = nullptr;
   cusparseStatus_t status =
       cusparseSpMM_bufferSize(handle, op, op, &alpha, a, b, &beta, c, CUDA_R_32F, alg, &buffer_bytes);
   if (status == CUSPARSE_STATUS_SUCCESS) {
-    check(cudaMalloc(&buffer, std::max<std::size_t>(buffer_bytes, 16)), "cudaMalloc cuSPARSE buffer");
+    buffer_memory = std::make_unique<DeviceMemory>(std::max<std::size_t>(buffer_bytes, 16));
+    buffer = buffer_memory->as<void>();
     status = cusparseSpMM_preprocess(handle, op, op, &alpha, a, b, &beta, c, CUDA_R_32F, alg, buffer);
   }
   if (status == CUSPARSE_STATUS_SUCCESS)
@@ -251,10 +209,9 @@ void bench_cusparse(benchmark::State& state, std::int64_t m, Layer layer, int sp
   if (status != CUSPARSE_STATUS_SUCCESS) {
     state.SkipWithError((std::string("cuSPARSE: ") + cusparseGetErrorString(status)).c_str());
   } else {
-    time_on_device(state, 2.0 * static_cast<double>(m) * static_cast<double>(w.nnz),
-                   [&] { cusparseSpMM(handle, op, op, &alpha, a, b, &beta, c, CUDA_R_32F, alg, buffer); });
+    time_flops(state, 2.0 * static_cast<double>(m) * static_cast<double>(w.nnz),
+               [&] { cusparseSpMM(handle, op, op, &alpha, a, b, &beta, c, CUDA_R_32F, alg, buffer); });
   }
-  cudaFree(buffer);
   cusparseDestroyDnMat(c);
   cusparseDestroyDnMat(b);
   cusparseDestroySpMat(a);
@@ -265,8 +222,10 @@ void bench_cusparse(benchmark::State& state, std::int64_t m, Layer layer, int sp
 template <class T>
 void bench_cublas(benchmark::State& state, std::int64_t m, Layer layer) {
   if (!has_device(state)) return;
-  Data<T>& d = data<T>();
+  Data<T>& d = *shared_data<Data<T>>();
   const T* w = d.dense_weight(layer);
+  const T* x = d.x.template as<T>();
+  T* out = d.out.template as<T>();
   const int mi = static_cast<int>(m), n = static_cast<int>(layer.n), k = static_cast<int>(layer.k);
   const double flops = 2.0 * static_cast<double>(m) * static_cast<double>(layer.n) * static_cast<double>(layer.k);
   if constexpr (std::is_same<T, float>::value) {
@@ -276,16 +235,16 @@ void bench_cublas(benchmark::State& state, std::int64_t m, Layer layer) {
       return h;
     }();
     const float alpha = 1.0f, beta = 0.0f;
-    time_on_device(state, flops, [&] {
-      check(cublasSgemm(handle, CUBLAS_OP_T, CUBLAS_OP_N, n, mi, k, &alpha, w, k, d.x, k, &beta, d.out, n), "sgemm");
+    time_flops(state, flops, [&] {
+      check(cublasSgemm(handle, CUBLAS_OP_T, CUBLAS_OP_N, n, mi, k, &alpha, w, k, x, k, &beta, out, n), "sgemm");
     });
   } else {
     static bench_gpu::Cublas cublas;
-    time_on_device(state, flops, [&] {
+    time_flops(state, flops, [&] {
       if (std::is_same<T, shrink::half>::value)
-        cublas.gemm_f16(d.x, w, d.out, mi, n, k, nullptr);
+        cublas.gemm_f16(x, w, out, mi, n, k, nullptr);
       else
-        cublas.gemm_bf16(d.x, w, d.out, mi, n, k, nullptr);
+        cublas.gemm_bf16(x, w, out, mi, n, k, nullptr);
     });
   }
 }
@@ -462,13 +421,9 @@ int main(int argc, char** argv) {
   bool chosen = false;
   for (int i = 1; i < argc; ++i) chosen = chosen || std::string(argv[i]).rfind("--benchmark_min_time", 0) == 0;
   if (!chosen) args.push_back(min_time.data());
-  int count = static_cast<int>(args.size());
-  benchmark::Initialize(&count, args.data());
-  if (benchmark::ReportUnrecognizedArguments(count, args.data())) return 1;
   if (cuda::device_count() > 0) std::printf("%s\n", cuda::describe(cuda::device_info(0)).c_str());
   shrink::bench::RecordingReporter reporter;
-  benchmark::RunSpecifiedBenchmarks(&reporter);
-  benchmark::Shutdown();
+  if (!shrink::bench::run_benchmarks(args, reporter)) return 1;
   shrink::bench::print_ratio_table(reporter);
   print_summary(reporter);
   return 0;

@@ -21,10 +21,8 @@
 namespace {
 
 using namespace shrink;
+using namespace shrink::bench::gpu;
 using shrink::bench::RatioTarget;
-using shrink::bench::gpu::DeviceMemory;
-using shrink::bench::gpu::has_device;
-using shrink::bench::gpu::time_on_device;
 
 constexpr int kTensors = 8;
 constexpr std::int64_t kRows = 8192, kCols = 16384;  // 128M parameters a tensor, 1B in all
@@ -41,18 +39,17 @@ struct Model {
   DeviceMemory sink{sizeof(unsigned long long)};
 
   Model() {
-    const auto type = sizeof(T) == 4 ? bench::gpu::WeightType::f32 : bench::gpu::WeightType::bf16;
+    const auto type = sizeof(T) == 4 ? WeightType::f32 : WeightType::bf16;
     for (int s = 0; s < kTensors; ++s) {
       tensors.push_back(std::make_unique<DeviceMemory>(static_cast<std::size_t>(kPerTensor) * sizeof(T)));
       if (Tied) {
-        bench::gpu::check(cudaMemset(tensors.back()->template as<void>(), 0x3C, tensors.back()->bytes()), "memset");
+        check(cudaMemset(tensors.back()->template as<void>(), 0x3C, tensors.back()->bytes()), "memset");
         continue;  // no masks
       }
-      bench::gpu::fill_weights(tensors.back()->template as<void>(), kPerTensor, type, 10 + s, 0.02f);
+      fill_weights(tensors.back()->template as<void>(), kPerTensor, type, 10 + s, 0.02f);
       // Mask words from the bits of random floats: mantissa bits uniform, exponent bits mostly set, over half kept.
       masks.push_back(std::make_unique<DeviceMemory>(static_cast<std::size_t>(kPerTensor / 8)));
-      bench::gpu::fill_weights(masks.back()->template as<void>(), kPerTensor / 32, bench::gpu::WeightType::f32,
-                               100 + s, 1.0f);
+      fill_weights(masks.back()->template as<void>(), kPerTensor / 32, WeightType::f32, 100 + s, 1.0f);
     }
   }
   std::vector<cuda::DeviceWeights<T>> weights(bool masked) const {
@@ -66,20 +63,14 @@ struct Model {
   cuda::Workspace ws() const { return {workspace.as<void>(), workspace.bytes()}; }
 };
 
-template <class T, bool Tied = false>
-Model<T, Tied>* model() {
-  static Model<T, Tied>* m = new Model<T, Tied>();  // lives for the process: the driver tears it down at exit
-  return m;
-}
-
 // One read of every byte of the 8 tensors: the floor any selection pays at least once.
 template <class T>
 void BM_gpu_read(benchmark::State& state) {
   if (!has_device(state)) return;
-  Model<T>* m = model<T>();
+  Model<T>* m = shared_data<Model<T>>();
   time_on_device(state, kTensors * kPerTensor * static_cast<std::int64_t>(sizeof(T)), [&] {
     for (const auto& t : m->tensors)
-      bench::gpu::read_all(t->template as<void>(), t->bytes(), m->sink.template as<unsigned long long>());
+      read_all(t->template as<void>(), t->bytes(), m->sink.template as<unsigned long long>());
   });
 }
 BENCHMARK_TEMPLATE(BM_gpu_read, float)->UseManualTime()->Unit(benchmark::kMillisecond);
@@ -89,7 +80,7 @@ BENCHMARK_TEMPLATE(BM_gpu_read, bfloat16)->UseManualTime()->Unit(benchmark::kMil
 template <class T>
 void BM_gpu_threshold(benchmark::State& state) {
   if (!has_device(state)) return;
-  Model<T>* m = model<T>();
+  Model<T>* m = shared_data<Model<T>>();
   const bool masked = state.range(0) != 0;
   const std::vector<cuda::DeviceWeights<T>> weights = m->weights(masked);
   // Masked: k below the candidates whatever the random masks keep (a third of all parameters).
@@ -106,7 +97,7 @@ BENCHMARK_TEMPLATE(BM_gpu_threshold, bfloat16)->ArgName("masked")->Arg(0)->UseMa
 // Every weight equal: pass 0 puts all of them in one bucket, pass 1 counts all of them again.
 void BM_gpu_threshold_tied(benchmark::State& state) {
   if (!has_device(state)) return;
-  Model<float, true>* m = model<float, true>();
+  Model<float, true>* m = shared_data<Model<float, true>>();
   const std::vector<cuda::DeviceWeights<float>> weights = m->weights(false);
   time_on_device(state, kTensors * kPerTensor * static_cast<std::int64_t>(sizeof(float)), [&] {
     cuda::select_magnitude_threshold(weights, kTensors * kPerTensor / 2,

@@ -15,20 +15,20 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
-#include <map>
-#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "gpu/cublas_baseline.hpp"
 #include "shrink/core/half.hpp"
-#include "shrink/cuda/device.hpp"
 #include "shrink/cuda/gemm_weight_only.hpp"
+#include "support/gpu_baselines.hpp"
+#include "support/gpu_timing.hpp"
 #include "support/ratio_table.hpp"
 
 namespace {
 
 using namespace shrink;
+using namespace shrink::bench::gpu;
 using shrink::bench::RatioTarget;
 using Half = shrink::half;  // cuda_fp16.h (through cuBLAS) declares a global `half` too
 
@@ -38,59 +38,14 @@ constexpr std::size_t kCopyBytes = std::size_t{256} << 20;       // the copy bas
 constexpr std::size_t kWorkspaceBytes = std::size_t{256} << 20;  // K-slice partials of the largest shape
 constexpr std::int64_t kMaxM = 64, kMaxN = 11008, kMaxK = 11008;
 constexpr int kLaunches = 10;
-// Each benchmark runs for at least 50 ms (220 of them); Google Benchmark puts that in the run's name.
-const std::string kNameEnd = "/min_time:0.050/manual_time";
+constexpr int kMinComputeCapability = 80;
+// Each benchmark runs for at least 50 ms (220 of them). Google Benchmark appends that to the run's name, spelt
+// differently across its versions: rows are looked up by the name up to it (RecordingReporter::find).
+constexpr double kMinTime = 0.05;
 
 const std::vector<std::int64_t> kRows = {1, 4, 16, 32, 64};
 const std::vector<std::pair<std::int64_t, std::int64_t>> kShapes = {{4096, 4096}, {11008, 4096}, {4096, 11008},
                                                                     {8192, 8192}};
-
-void check(cudaError_t status, const char* what) {
-  if (status != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(status));
-}
-
-// Device buffers shared by every benchmark.
-struct DeviceData {
-  std::uint8_t* arena = nullptr;
-  float* scales = nullptr;
-  Half* x = nullptr;
-  Half* out = nullptr;
-  void* workspace = nullptr;
-  bench_gpu::Cublas cublas;
-
-  DeviceData() {
-    check(cudaMalloc(reinterpret_cast<void**>(&arena), kArenaBytes), "cudaMalloc arena");
-    // 0x3C in every byte: half 1.06, bfloat16 0.0115, int8 60, int4 (12 -> -4, 3): valid values for every format.
-    check(cudaMemset(arena, 0x3C, kArenaBytes), "fill arena");
-    check(cudaMalloc(reinterpret_cast<void**>(&scales), kScaleArenaBytes), "cudaMalloc scales");
-    const std::vector<float> host_scales(kScaleArenaBytes / sizeof(float), 0.01f);
-    check(cudaMemcpy(scales, host_scales.data(), kScaleArenaBytes, cudaMemcpyHostToDevice), "fill scales");
-    const std::size_t x_count = static_cast<std::size_t>(kMaxM * kMaxK);
-    check(cudaMalloc(reinterpret_cast<void**>(&x), x_count * sizeof(Half)), "cudaMalloc x");
-    const std::vector<Half> host_x(x_count, Half(0.5f));
-    check(cudaMemcpy(x, host_x.data(), x_count * sizeof(Half), cudaMemcpyHostToDevice), "fill x");
-    check(cudaMalloc(reinterpret_cast<void**>(&out), static_cast<std::size_t>(kMaxM * kMaxN) * sizeof(float)),
-          "cudaMalloc out");
-    check(cudaMalloc(&workspace, kWorkspaceBytes), "cudaMalloc workspace");
-  }
-};
-
-DeviceData* data() {
-  static DeviceData* d = new DeviceData();  // lives for the process: the driver tears it down at exit
-  return d;
-}
-
-bool has_device(benchmark::State& state) {
-  if (cuda::device_count() == 0) {
-    state.SkipWithError("no CUDA device");
-    return false;
-  }
-  if (cuda::device_info(0).compute_capability() < 80) {
-    state.SkipWithError("compute capability below 8.0");
-    return false;
-  }
-  return true;
-}
 
 // The offset of call i's copy of `bytes` in an arena of `arena` bytes: consecutive calls read disjoint regions.
 std::size_t rotating_offset(int i, std::size_t bytes, std::size_t arena) {
@@ -99,51 +54,53 @@ std::size_t rotating_offset(int i, std::size_t bytes, std::size_t arena) {
   return static_cast<std::size_t>(i) % slots * step;
 }
 
+// Device buffers shared by every benchmark.
+struct DeviceData {
+  DeviceMemory arena{kArenaBytes};
+  DeviceMemory scales{std::vector<float>(kScaleArenaBytes / sizeof(float), 0.01f)};
+  DeviceMemory x{std::vector<Half>(static_cast<std::size_t>(kMaxM * kMaxK), Half(0.5f))};
+  DeviceMemory out{static_cast<std::size_t>(kMaxM * kMaxN) * sizeof(float)};
+  DeviceMemory workspace{kWorkspaceBytes};
+  bench_gpu::Cublas cublas;
+
+  DeviceData() {
+    // 0x3C in every byte: half 1.06, bfloat16 0.0115, int8 60, int4 (12 -> -4, 3): valid values for every format.
+    check(cudaMemset(arena.as<void>(), 0x3C, kArenaBytes), "fill arena");
+  }
+  // Call i's copy of `bytes` of the arena (consecutive calls read disjoint regions).
+  const std::uint8_t* arena_at(int i, std::size_t bytes) const {
+    return arena.as<std::uint8_t>() + rotating_offset(i, bytes, kArenaBytes);
+  }
+};
+
 // Times kLaunches calls of launch(i) between CUDA events per iteration; reports the time of one call.
 template <class Launch>
-void time_on_device(benchmark::State& state, std::int64_t bytes_per_call, Launch launch) {
-  cudaEvent_t start, stop;
-  check(cudaEventCreate(&start), "event");
-  check(cudaEventCreate(&stop), "event");
-  int call = 0;
-  for (int i = 0; i < 3 * kLaunches; ++i) launch(call++);  // warm-up
-  check(cudaDeviceSynchronize(), "warm-up");
-  for (auto _ : state) {
-    check(cudaEventRecord(start), "record");
-    for (int i = 0; i < kLaunches; ++i) launch(call++);
-    check(cudaEventRecord(stop), "record");
-    check(cudaEventSynchronize(stop), "synchronize");
-    float ms = 0;
-    check(cudaEventElapsedTime(&ms, start, stop), "elapsed");
-    state.SetIterationTime(ms / 1e3 / kLaunches);
-  }
-  check(cudaGetLastError(), "launches");
+void time_launches(benchmark::State& state, std::int64_t bytes_per_call, Launch launch) {
+  time_calls_on_device(state, kLaunches, launch);
   state.SetBytesProcessed(state.iterations() * bytes_per_call);
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
 }
 
 void BM_gpu_copy(benchmark::State& state) {
-  if (!has_device(state)) return;
-  DeviceData* d = data();
-  time_on_device(state, static_cast<std::int64_t>(2 * kCopyBytes), [&](int) {
-    check(cudaMemcpyAsync(d->arena + kArenaBytes / 2, d->arena, kCopyBytes, cudaMemcpyDeviceToDevice), "copy");
-  });
+  if (!has_device(state, kMinComputeCapability)) return;
+  DeviceData* d = shared_data<DeviceData>();
+  std::uint8_t* arena = d->arena.as<std::uint8_t>();
+  time_launches(state, static_cast<std::int64_t>(2 * kCopyBytes),
+                [&](int) { copy_all(arena + kArenaBytes / 2, arena, kCopyBytes); });
 }
-BENCHMARK(BM_gpu_copy)->UseManualTime()->Unit(benchmark::kMicrosecond)->MinTime(0.05);
+BENCHMARK(BM_gpu_copy)->UseManualTime()->Unit(benchmark::kMicrosecond)->MinTime(kMinTime);
 
 void cublas_gemm(benchmark::State& state, bool bf16) {
-  if (!has_device(state)) return;
-  DeviceData* d = data();
+  if (!has_device(state, kMinComputeCapability)) return;
+  DeviceData* d = shared_data<DeviceData>();
   const int m = static_cast<int>(state.range(0)), n = static_cast<int>(state.range(1)),
             k = static_cast<int>(state.range(2));
   const std::size_t weight_bytes = static_cast<std::size_t>(n) * k * 2;
-  time_on_device(state, static_cast<std::int64_t>(weight_bytes) + 2LL * m * k + 2LL * m * n, [&](int i) {
-    const void* b = d->arena + rotating_offset(i, weight_bytes, kArenaBytes);
+  time_launches(state, static_cast<std::int64_t>(weight_bytes) + 2LL * m * k + 2LL * m * n, [&](int i) {
+    const void* b = d->arena_at(i, weight_bytes);
     if (bf16)
-      d->cublas.gemm_bf16(d->x, b, d->out, m, n, k, nullptr);
+      d->cublas.gemm_bf16(d->x.as<void>(), b, d->out.as<void>(), m, n, k, nullptr);
     else
-      d->cublas.gemm_f16(d->x, b, d->out, m, n, k, nullptr);
+      d->cublas.gemm_f16(d->x.as<void>(), b, d->out.as<void>(), m, n, k, nullptr);
   });
 }
 void BM_cublas_f16(benchmark::State& state) { cublas_gemm(state, false); }
@@ -151,8 +108,8 @@ void BM_cublas_bf16(benchmark::State& state) { cublas_gemm(state, true); }
 
 // format: 8 (int8 per row) or the int4 group size.
 void weight_only(benchmark::State& state, int format) {
-  if (!has_device(state)) return;
-  DeviceData* d = data();
+  if (!has_device(state, kMinComputeCapability)) return;
+  DeviceData* d = shared_data<DeviceData>();
   const auto path = static_cast<cuda::WeightOnlyPath>(state.range(0));
   const std::int64_t m = state.range(1), n = state.range(2), k = state.range(3);
   const bool int4 = format != 8;
@@ -160,12 +117,12 @@ void weight_only(benchmark::State& state, int format) {
   const std::int64_t scale_count = int4 ? n * (k / format) : n;
   const std::size_t scale_bytes = static_cast<std::size_t>(scale_count) * sizeof(float);
   cuda::GemmWeightOnlyArgs<Half> args;
-  args.x = TensorView<const Half>(d->x, Shape{m, k}, Device::cuda(0));
-  args.out = TensorView<Half>(d->out, Shape{m, n}, Device::cuda(0));
+  args.x = TensorView<const Half>(d->x.as<Half>(), Shape{m, k}, Device::cuda(0));
+  args.out = TensorView<Half>(d->out.as<Half>(), Shape{m, n}, Device::cuda(0));
   args.path = path;
   auto weight_at = [&](int i) {
-    const std::uint8_t* w = d->arena + rotating_offset(i, weight_bytes, kArenaBytes);
-    const float* s = d->scales + rotating_offset(i, scale_bytes, kScaleArenaBytes) / sizeof(float);
+    const std::uint8_t* w = d->arena_at(i, weight_bytes);
+    const float* s = d->scales.as<float>() + rotating_offset(i, scale_bytes, kScaleArenaBytes) / sizeof(float);
     return int4 ? cuda::WeightOnlyWeight::int4(TensorView<const std::uint8_t>(w, Shape{n, k / 2}, Device::cuda(0)),
                                                TensorView<const float>(s, Shape{n, k / format}, Device::cuda(0)),
                                                format)
@@ -179,8 +136,8 @@ void weight_only(benchmark::State& state, int format) {
     state.SkipWithError("workspace larger than the benchmark's");
     return;
   }
-  const cuda::Workspace workspace{d->workspace, kWorkspaceBytes};
-  time_on_device(state, static_cast<std::int64_t>(weight_bytes + scale_bytes) + 2 * m * k + 2 * m * n, [&](int i) {
+  const cuda::Workspace workspace{d->workspace.as<void>(), kWorkspaceBytes};
+  time_launches(state, static_cast<std::int64_t>(weight_bytes + scale_bytes) + 2 * m * k + 2 * m * n, [&](int i) {
     args.w = weight_at(i);
     cuda::gemm_weight_only(args, workspace, nullptr);
   });
@@ -192,14 +149,14 @@ void BM_w4a16_g64(benchmark::State& state) { weight_only(state, 64); }
 const bool registered = [] {
   for (auto* bench : {benchmark::RegisterBenchmark("BM_cublas_f16", BM_cublas_f16),
                       benchmark::RegisterBenchmark("BM_cublas_bf16", BM_cublas_bf16)}) {
-    bench->ArgNames({"m", "n", "k"})->UseManualTime()->Unit(benchmark::kMicrosecond)->MinTime(0.05);
+    bench->ArgNames({"m", "n", "k"})->UseManualTime()->Unit(benchmark::kMicrosecond)->MinTime(kMinTime);
     for (const auto& [n, k] : kShapes)
       for (const std::int64_t m : kRows) bench->Args({m, n, k});
   }
   for (auto* bench : {benchmark::RegisterBenchmark("BM_w8a16", BM_w8a16),
                       benchmark::RegisterBenchmark("BM_w4a16_g128", BM_w4a16_g128),
                       benchmark::RegisterBenchmark("BM_w4a16_g64", BM_w4a16_g64)}) {
-    bench->ArgNames({"path", "m", "n", "k"})->UseManualTime()->Unit(benchmark::kMicrosecond)->MinTime(0.05);
+    bench->ArgNames({"path", "m", "n", "k"})->UseManualTime()->Unit(benchmark::kMicrosecond)->MinTime(kMinTime);
     for (const auto& [n, k] : kShapes)
       for (const std::int64_t m : kRows)
         for (const std::int64_t path : {0, 1, 2}) bench->Args({path, m, n, k});
@@ -210,16 +167,16 @@ const bool registered = [] {
   for (const auto& [n, k] : kShapes)
     for (const std::int64_t m : kRows) {
       const std::string shape = "/m:" + std::to_string(m) + "/n:" + std::to_string(n) + "/k:" + std::to_string(k);
-      const std::string cublas = "BM_cublas_f16" + shape + kNameEnd;
+      const std::string cublas = "BM_cublas_f16" + shape;
       const bool small = m <= 16;
-      t.push_back({"BM_cublas_bf16" + shape + kNameEnd, cublas, M::time, 0, "cuBLAS BF16 / FP16 time"});
+      t.push_back({"BM_cublas_bf16" + shape, cublas, M::time, 0, "cuBLAS BF16 / FP16 time"});
       const std::pair<const char*, double> formats[] = {{"BM_w8a16", 1.7}, {"BM_w4a16_g128", 3.0}, {"BM_w4a16_g64", 3.0}};
       for (const auto& [name, speedup] : formats) {
-        const std::string row = std::string(name) + "/path:0" + shape + kNameEnd;
+        const std::string row = std::string(name) + "/path:0" + shape;
         t.push_back({row, cublas, M::time, small ? 1.0 / speedup : 0.0,
                      std::string(name) + " time / cuBLAS FP16 (M <= 16: >= " + std::to_string(speedup).substr(0, 3) +
                          "x faster)"});
-        t.push_back({row, "BM_gpu_copy" + kNameEnd, M::bandwidth, small ? 0.75 : 0.0,
+        t.push_back({row, "BM_gpu_copy", M::bandwidth, small ? 0.75 : 0.0,
                      std::string(name) + " bytes / copy bandwidth (M <= 16: >= 0.75)"});
       }
     }
@@ -228,9 +185,8 @@ const bool registered = [] {
 
 // Per shape and M: cuBLAS FP16's time and, per format (automatic path), time, speedup, bandwidth, fraction of copy.
 void print_summary(const shrink::bench::RecordingReporter& reporter) {
-  const auto& r = reporter.results();
-  const auto copy = r.find("BM_gpu_copy" + kNameEnd);
-  const double copy_bandwidth = copy == r.end() ? 0.0 : copy->second.bytes_per_second;
+  const auto* copy = reporter.find("BM_gpu_copy");
+  const double copy_bandwidth = copy == nullptr ? 0.0 : copy->second.bytes_per_second;
   std::printf("\nWeight-only summary (automatic path; time per call, speedup over cuBLAS FP16, achieved GB/s and its "
               "fraction of the copy's %.0f GB/s):\n",
               copy_bandwidth / 1e9);
@@ -239,13 +195,13 @@ void print_summary(const shrink::bench::RecordingReporter& reporter) {
   for (const auto& [n, k] : kShapes)
     for (const std::int64_t m : kRows) {
       const std::string shape = "/m:" + std::to_string(m) + "/n:" + std::to_string(n) + "/k:" + std::to_string(k);
-      const auto base = r.find("BM_cublas_f16" + shape + kNameEnd);
-      if (base == r.end()) continue;
+      const auto* base = reporter.find("BM_cublas_f16" + shape);
+      if (base == nullptr) continue;
       std::printf("%5lld %6lld %6lld %10.2f", static_cast<long long>(m), static_cast<long long>(n),
                   static_cast<long long>(k), base->second.seconds * 1e6);
       for (const char* name : {"BM_w8a16", "BM_w4a16_g128", "BM_w4a16_g64"}) {
-        const auto row = r.find(std::string(name) + "/path:0" + shape + kNameEnd);
-        if (row == r.end()) {
+        const auto* row = reporter.find(std::string(name) + "/path:0" + shape);
+        if (row == nullptr) {
           std::printf(" | %-30s", "-");
           continue;
         }
@@ -260,13 +216,8 @@ void print_summary(const shrink::bench::RecordingReporter& reporter) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::vector<char*> args = shrink::bench::arguments_with_repetitions(argc, argv);
-  int count = static_cast<int>(args.size());
-  benchmark::Initialize(&count, args.data());
-  if (benchmark::ReportUnrecognizedArguments(count, args.data())) return 1;
   shrink::bench::RecordingReporter reporter;
-  benchmark::RunSpecifiedBenchmarks(&reporter);
-  benchmark::Shutdown();
+  if (!shrink::bench::run_benchmarks(shrink::bench::arguments_with_repetitions(argc, argv), reporter)) return 1;
   print_summary(reporter);
   shrink::bench::print_ratio_table(reporter);
   return 0;

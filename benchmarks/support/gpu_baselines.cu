@@ -1,4 +1,5 @@
-// Kernels behind benchmarks/support/gpu_baselines.hpp: the read-every-byte baseline and the device-side weight fills.
+// Kernels behind benchmarks/support/gpu_baselines.hpp: the copy and read-every-byte baselines and the device-side
+// weight fills.
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -76,6 +77,10 @@ unsigned blocks_to_fill_device() {
 }
 
 }  // namespace
+
+void copy_all(void* to, const void* from, std::size_t bytes, CUstream_st* stream) {
+  check(cudaMemcpyAsync(to, from, bytes, cudaMemcpyDeviceToDevice, stream), "copy");
+}
 
 void read_all(const void* data, std::size_t bytes, unsigned long long* sink, CUstream_st* stream) {
   const auto vectors = static_cast<std::int64_t>(bytes / 16);

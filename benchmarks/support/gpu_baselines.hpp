@@ -1,6 +1,6 @@
-// The baselines every GPU benchmark measures in the same run as its kernels, and device-side fills of test weights
-// (kernels in gpu_baselines.cu, compiled once by nvcc; this header is plain C++). The copy baseline is
-// cudaMemcpyAsync itself; timing and device memory are in gpu_timing.hpp.
+// The baselines every GPU benchmark measures in the same run as its kernels (a device-to-device copy, a read of every
+// byte), and device-side fills of test weights (compiled once by nvcc in gpu_baselines.cu; this header is plain C++).
+// Timing and device memory are in gpu_timing.hpp.
 #pragma once
 
 #include <cstddef>
@@ -9,6 +9,9 @@
 struct CUstream_st;
 
 namespace shrink::bench::gpu {
+
+// The copy baseline: cudaMemcpyAsync of `bytes` from `from` to `to`, both device memory (bandwidth: read + written).
+void copy_all(void* to, const void* from, std::size_t bytes, CUstream_st* stream = nullptr);
 
 // The read baseline: every byte of data[0, bytes) read once, 16 bytes a load (data 16-byte aligned), added up as
 // 32-bit words into *sink (device memory) so that the loads cannot be dropped.

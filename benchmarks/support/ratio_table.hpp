@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace shrink::bench {
@@ -53,27 +54,37 @@ class RecordingReporter : public benchmark::ConsoleReporter {
 
   const std::map<std::string, Result>& results() const { return results_; }
 
+  // The result named `name`, else the first whose name begins with `name` + "/": a name given without the options
+  // Google Benchmark appends (such as min_time, written differently across its versions). Null when none ran.
+  const std::pair<const std::string, Result>* find(const std::string& name) const {
+    auto it = results_.find(name);
+    if (it == results_.end()) {
+      it = results_.lower_bound(name + "/");
+      if (it != results_.end() && it->first.compare(0, name.size() + 1, name + "/") != 0) it = results_.end();
+    }
+    return it == results_.end() ? nullptr : &*it;
+  }
+
  private:
   std::map<std::string, Result> results_;
 };
 
 inline void print_ratio_table(const RecordingReporter& reporter) {
-  const auto& results = reporter.results();
   std::printf("\nRatios from the fastest repetition of each benchmark and of its baseline, in this run:\n");
   std::printf("%-44s %-26s %9s %8s  %s\n", "benchmark", "baseline", "ratio", "target", "result");
   for (const RatioTarget& t : ratio_targets()) {
-    auto a = results.find(t.name), b = results.find(t.baseline);
-    if (a == results.end() || b == results.end()) continue;  // filtered out of this run
+    const auto *a = reporter.find(t.name), *b = reporter.find(t.baseline);
+    if (a == nullptr || b == nullptr) continue;  // filtered out of this run
     const bool by_bandwidth = t.measure == RatioTarget::Measure::bandwidth;
     const double ratio = by_bandwidth ? a->second.bytes_per_second / (b->second.bytes_per_second * t.baseline_scale)
                                       : a->second.seconds / b->second.seconds;
     if (t.target <= 0) {
-      std::printf("%-44s %-26s %9.3f %8s  %s  (%s)\n", t.name.c_str(), t.baseline.c_str(), ratio, "", "    ",
+      std::printf("%-44s %-26s %9.3f %8s  %s  (%s)\n", a->first.c_str(), b->first.c_str(), ratio, "", "    ",
                   t.what.c_str());
       continue;
     }
     const bool pass = by_bandwidth ? ratio >= t.target : ratio <= t.target;
-    std::printf("%-44s %-26s %9.3f %s%6.2f  %s  (%s)\n", t.name.c_str(), t.baseline.c_str(), ratio,
+    std::printf("%-44s %-26s %9.3f %s%6.2f  %s  (%s)\n", a->first.c_str(), b->first.c_str(), ratio,
                 by_bandwidth ? ">=" : "<=", t.target, pass ? "PASS" : "MISS", t.what.c_str());
   }
 }
@@ -92,15 +103,21 @@ inline std::vector<char*> arguments_with_repetitions(int argc, char** argv) {
   return args;
 }
 
-// Runs the registered benchmarks, then prints the ratio table.
-inline int run_with_ratio_table(int argc, char** argv) {
-  std::vector<char*> args = arguments_with_repetitions(argc, argv);
+// Runs the registered benchmarks with Google Benchmark's arguments `args` (see arguments_with_repetitions), recording
+// into `reporter`; false, having run nothing, when an argument is not Google Benchmark's.
+inline bool run_benchmarks(std::vector<char*> args, RecordingReporter& reporter) {
   int count = static_cast<int>(args.size());
   benchmark::Initialize(&count, args.data());
-  if (benchmark::ReportUnrecognizedArguments(count, args.data())) return 1;
-  RecordingReporter reporter;
+  if (benchmark::ReportUnrecognizedArguments(count, args.data())) return false;
   benchmark::RunSpecifiedBenchmarks(&reporter);
   benchmark::Shutdown();
+  return true;
+}
+
+// Runs the registered benchmarks, then prints the ratio table.
+inline int run_with_ratio_table(int argc, char** argv) {
+  RecordingReporter reporter;
+  if (!run_benchmarks(arguments_with_repetitions(argc, argv), reporter)) return 1;
   print_ratio_table(reporter);
   return 0;
 }

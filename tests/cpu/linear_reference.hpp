@@ -15,20 +15,10 @@
 #include "shrink/core/error.hpp"
 #include "shrink/cpu/linear_epilogue.hpp"
 #include "shrink/cpu/simd.hpp"
+#include "support/activation_reference.hpp"
 #include "support/simd_levels.hpp"
 
 namespace shrink::test {
-
-// act(v) in double, the activations of cpu/linear_epilogue.hpp.
-inline double activate_reference(double v, cpu::Activation a) {
-  switch (a) {
-    case cpu::Activation::none: return v;
-    case cpu::Activation::relu: return v > 0 ? v : 0;
-    case cpu::Activation::gelu: return 0.5 * v * (1.0 + std::erf(v / std::sqrt(2.0)));
-    case cpu::Activation::silu: return v / (1.0 + std::exp(-v));
-  }
-  return v;
-}
 
 // A float product's reference: ref[m, n] = Σ_k x[m, k] · w[n, k] in double, with Σ |x · w| for its error bound.
 struct ProductReference {

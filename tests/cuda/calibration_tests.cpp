@@ -21,6 +21,7 @@
 #include "shrink/quant/observers/minmax.hpp"
 #include "shrink/quant/observers/percentile.hpp"
 #include "shrink/quant/scheme.hpp"
+#include "support/element_types.hpp"
 
 namespace {
 
@@ -36,6 +37,7 @@ using shrink::quant::Symmetry;
 using Catch::Matchers::Contains;
 
 using shrink::test::DeviceBuffer;
+using shrink::test::same_bits;
 
 // Normal values (never zero), shifted so that the range is asymmetric.
 std::vector<float> random_input(std::int64_t n, std::uint32_t seed, float mean = 0.3f, float sigma = 2.0f) {
@@ -47,11 +49,6 @@ std::vector<float> random_input(std::int64_t n, std::uint32_t seed, float mean =
     while (v == 0.0f);
   }
   return x;
-}
-
-template <class T>
-bool same_bytes(const std::vector<T>& a, const std::vector<T>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
 }
 
 // A device copy of host floats, as a CUDA view of `shape`.
@@ -179,8 +176,8 @@ TEST_CASE("cuda minmax equals MinMaxObserver per tensor and per channel, over se
       max_dev.poison();
     }
     gpu_minmax(x_dev, axis, min_dev, max_dev, ws, batch == 0 ? Accumulate::no : Accumulate::yes, NonFinite::reject);
-    CHECK(same_bytes(min_dev.download<float>(entries), observer.min_values()));
-    CHECK(same_bytes(max_dev.download<float>(entries), observer.max_values()));
+    CHECK(same_bits(min_dev.download<float>(entries), observer.min_values()));
+    CHECK(same_bits(max_dev.download<float>(entries), observer.max_values()));
   }
 }
 
@@ -210,8 +207,8 @@ TEST_CASE("cuda minmax: non-finite input flags kNonFinite, or is skipped as the 
     min_dev.poison();
     max_dev.poison();
     gpu_minmax(x_dev, axis, min_dev, max_dev, ws, Accumulate::no, NonFinite::ignore);
-    CHECK(same_bytes(min_dev.download<float>(entries), observer.min_values()));
-    CHECK(same_bytes(max_dev.download<float>(entries), observer.max_values()));
+    CHECK(same_bits(min_dev.download<float>(entries), observer.min_values()));
+    CHECK(same_bits(max_dev.download<float>(entries), observer.max_values()));
   }
 }
 
@@ -236,8 +233,8 @@ TEST_CASE("cuda moving_average_update equals MovingAverageMinMaxObserver", "[gpu
     shrink::cuda::moving_average_update(batch_min.as<float>(), batch_max.as<float>(), entries, c, run_min.as<float>(),
                                         run_max.as<float>(), nullptr);
     CUDA_REQUIRE(cudaDeviceSynchronize());
-    CHECK(same_bytes(run_min.download<float>(entries), observer.min_values()));
-    CHECK(same_bytes(run_max.download<float>(entries), observer.max_values()));
+    CHECK(same_bits(run_min.download<float>(entries), observer.min_values()));
+    CHECK(same_bits(run_max.download<float>(entries), observer.max_values()));
   }
 }
 

@@ -19,6 +19,7 @@
 #include "shrink/core/view.hpp"
 #include "shrink/cuda/cast.hpp"
 #include "shrink/quant/cast.hpp"
+#include "support/element_types.hpp"
 
 namespace {
 
@@ -32,6 +33,7 @@ using shrink::cuda::Synchronize;
 using Catch::Matchers::Contains;
 
 using shrink::test::DeviceBuffer;
+using shrink::test::same_bits;
 
 float from_bits(std::uint32_t bits) {
   float f;
@@ -57,11 +59,6 @@ std::vector<float> random_input(std::int64_t n, std::uint32_t seed, bool special
     for (std::size_t k = 0; k < sizeof(edge) / sizeof(edge[0]) && k * 7 < x.size(); ++k) x[k * 7] = edge[k];
   }
   return x;
-}
-
-template <class T>
-bool same_bytes(const std::vector<T>& a, const std::vector<T>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
 }
 
 float* fake_device_floats() { return reinterpret_cast<float*>(std::uintptr_t{0x10000}); }
@@ -132,20 +129,20 @@ TEST_CASE("cuda half / bfloat16 casts equal the CPU's bit for bit, both ways", "
   std::vector<half> h_cpu(x.size());
   shrink::quant::cast_to_half(TensorView<const float>(x.data(), shape), TensorView<half>(h_cpu.data(), shape));
   shrink::cuda::cast_to_half(x_view, h_dev.as<half>(), nullptr);
-  CHECK(same_bytes(h_dev.download<half>(x.size()), h_cpu));
+  CHECK(same_bits(h_dev.download<half>(x.size()), h_cpu));
 
   std::vector<float> back_cpu(x.size());
   shrink::quant::cast_to_float(TensorView<const half>(h_cpu.data(), shape), TensorView<float>(back_cpu.data(), shape));
   h_dev.upload(h_cpu.data(), h_dev.bytes());
   shrink::cuda::cast_to_float(h_dev.as<const half>(), TensorView<float>(f_dev.as<float>(), shape, Device::cuda(0)),
                               nullptr);
-  CHECK(same_bytes(f_dev.download<float>(x.size()), back_cpu));
+  CHECK(same_bits(f_dev.download<float>(x.size()), back_cpu));
 
   std::vector<bfloat16> b_cpu(x.size());
   shrink::quant::cast_to_bfloat16(TensorView<const float>(x.data(), shape), TensorView<bfloat16>(b_cpu.data(), shape));
   h_dev.poison();
   shrink::cuda::cast_to_bfloat16(x_view, h_dev.as<bfloat16>(), nullptr);
-  CHECK(same_bytes(h_dev.download<bfloat16>(x.size()), b_cpu));
+  CHECK(same_bits(h_dev.download<bfloat16>(x.size()), b_cpu));
 
   shrink::quant::cast_to_float(TensorView<const bfloat16>(b_cpu.data(), shape),
                                TensorView<float>(back_cpu.data(), shape));
@@ -153,7 +150,7 @@ TEST_CASE("cuda half / bfloat16 casts equal the CPU's bit for bit, both ways", "
   f_dev.poison();
   shrink::cuda::cast_to_float(h_dev.as<const bfloat16>(), TensorView<float>(f_dev.as<float>(), shape, Device::cuda(0)),
                               nullptr);
-  CHECK(same_bytes(f_dev.download<float>(x.size()), back_cpu));
+  CHECK(same_bits(f_dev.download<float>(x.size()), back_cpu));
 }
 
 TEST_CASE("cuda FP8 quantize / dequantize equal quantize_fp8's codes and values", "[gpu]") {
@@ -201,7 +198,7 @@ TEST_CASE("cuda FP8 quantize / dequantize equal quantize_fp8's codes and values"
   shrink::cuda::dequantize_fp8(codes_dev.as<std::uint8_t>(), format, scales,
                                TensorView<float>(out_dev.as<float>(), shape, Device::cuda(0)), ws.workspace(), nullptr,
                                Synchronize::yes);
-  CHECK(same_bytes(out_dev.download<float>(x.size()), dq));
+  CHECK(same_bits(out_dev.download<float>(x.size()), dq));
 }
 
 TEST_CASE("cuda FP8: non-finite input and bad scales are flagged, or encoded as the CPU does", "[gpu]") {

@@ -24,6 +24,7 @@
 
 namespace {
 
+using namespace shrink::test;
 using namespace shrink::test::losses;
 using Catch::Matchers::Contains;
 using shrink::bfloat16;
@@ -35,8 +36,6 @@ using shrink::TensorView;
 using shrink::distill::CrossEntropyOptions;
 using shrink::distill::Loss;
 using shrink::distill::Reduction;
-using shrink::test::DeviceBuffer;
-using shrink::test::fake_device_pointer;
 
 struct Case {
   Reduction reduction;
@@ -84,7 +83,7 @@ void check_case(std::int64_t rows, std::int64_t vocab, const Case& c, std::uint3
   std::vector<std::uint8_t> mask(static_cast<std::size_t>(rows), 1);
   for (std::int64_t r = 0; r < rows; ++r) {
     T* row = z.data() + r * stride;
-    for (std::int64_t j = vocab; j < stride; ++j) row[j] = element<T>(kNaN);  // never read
+    for (std::int64_t j = vocab; j < stride; ++j) row[j] = from_float<T>(kNaN);  // never read
     y[static_cast<std::size_t>(r)] = static_cast<L>(label(rng));
     if (r % 3 == 1) mask[static_cast<std::size_t>(r)] = 7;  // any nonzero byte keeps a row
     const bool absent = (c.masked && masked_row(r)) || (c.ignored && ignored_row(r));
@@ -95,10 +94,10 @@ void check_case(std::int64_t rows, std::int64_t vocab, const Case& c, std::uint3
       y[static_cast<std::size_t>(r)] = static_cast<L>(ignore_index);
     }
     if (absent) {
-      for (std::int64_t j = 0; j < vocab; ++j) row[j] = element<T>(kNaN);  // an absent row is not read
+      for (std::int64_t j = 0; j < vocab; ++j) row[j] = from_float<T>(kNaN);  // an absent row is not read
     } else if (c.neg_inf) {
       for (std::int64_t j = 3; j < vocab; j += 7)
-        if (j != static_cast<std::int64_t>(y[static_cast<std::size_t>(r)])) row[j] = element<T>(-kInf);
+        if (j != static_cast<std::int64_t>(y[static_cast<std::size_t>(r)])) row[j] = from_float<T>(-kInf);
     }
   }
   // The gradient buffer: random values to add to, or poison; poison between rows either way.
@@ -142,7 +141,7 @@ void check_case(std::int64_t rows, std::int64_t vocab, const Case& c, std::uint3
   const TensorView<const L> y_view(y_dev->as<L>(), Shape{rows}, Device::cuda(0));
   const TensorView<T> g_view(g_dev->as<T>(), shape, strides, Device::cuda(0));
 
-  shrink::cuda::cross_entropy(z_view, y_view, out.loss(with_rows), workspace_of(ws), nullptr, od,
+  shrink::cuda::cross_entropy(z_view, y_view, out.loss(with_rows), ws.workspace(), nullptr, od,
                               shrink::cuda::Synchronize::yes);
   {
     INFO("loss only");
@@ -150,7 +149,7 @@ void check_case(std::int64_t rows, std::int64_t vocab, const Case& c, std::uint3
     if (!with_rows) CHECK(out.per_row_untouched());
   }
 
-  shrink::cuda::cross_entropy_with_grad(z_view, y_view, g_view, out.loss(with_rows), workspace_of(ws), nullptr, od,
+  shrink::cuda::cross_entropy_with_grad(z_view, y_view, g_view, out.loss(with_rows), ws.workspace(), nullptr, od,
                                         shrink::cuda::Synchronize::yes);
   const Loss first = out.download(with_rows);
   const std::vector<T> g_first = g_dev->download<T>(g0.size());
@@ -162,7 +161,7 @@ void check_case(std::int64_t rows, std::int64_t vocab, const Case& c, std::uint3
   }
 
   g_dev->upload(g0.data(), g0.size() * sizeof(T));
-  shrink::cuda::cross_entropy_with_grad(z_view, y_view, g_view, out.loss(with_rows), workspace_of(ws), nullptr, od,
+  shrink::cuda::cross_entropy_with_grad(z_view, y_view, g_view, out.loss(with_rows), ws.workspace(), nullptr, od,
                                         shrink::cuda::Synchronize::yes);
   INFO("a second run gives the same bits");
   CHECK(same_bits(out.download(with_rows), first));
@@ -211,7 +210,7 @@ TEST_CASE("cuda cross_entropy flattens [B, L, V] logits and [B, L] labels", "[gp
   shrink::cuda::cross_entropy_with_grad(
       TensorView<const float>(z_dev->as<float>(), Shape{b, l, vocab}, Device::cuda(0)),
       TensorView<const std::int64_t>(y_dev->as<std::int64_t>(), Shape{b, l}, Device::cuda(0)),
-      TensorView<float>(g_dev.as<float>(), Shape{b, l, vocab}, Device::cuda(0)), out.loss(false), workspace_of(ws),
+      TensorView<float>(g_dev.as<float>(), Shape{b, l, vocab}, Device::cuda(0)), out.loss(false), ws.workspace(),
       nullptr, {}, shrink::cuda::Synchronize::yes);
   check_loss(out.download(false), cpu, Reduction::mean, b * l);
   check_gradient(g_dev.download<float>(z.size()), g_cpu, b * l, vocab, vocab, 1e-6);
@@ -233,7 +232,7 @@ TEST_CASE("cuda cross_entropy: a gradient at another 16-byte phase than the logi
   shrink::cuda::cross_entropy_with_grad(
       TensorView<const half>(z_dev->as<half>(), Shape{rows, vocab}, Device::cuda(0)),
       TensorView<const std::int32_t>(y_dev->as<std::int32_t>(), Shape{rows}, Device::cuda(0)),
-      TensorView<half>(g_dev.as<half>() + 1, Shape{rows, vocab}, Device::cuda(0)), out.loss(false), workspace_of(ws),
+      TensorView<half>(g_dev.as<half>() + 1, Shape{rows, vocab}, Device::cuda(0)), out.loss(false), ws.workspace(),
       nullptr, {}, shrink::cuda::Synchronize::yes);
   check_loss(out.download(false), cpu, Reduction::mean, rows);
   const std::vector<half> g_all = g_dev.download<half>(z.size() + 1);
@@ -253,7 +252,7 @@ TEST_CASE("cuda cross_entropy: a mean over no kept rows is NaN, as on the CPU", 
   shrink::cuda::cross_entropy_with_grad(
       TensorView<const float>(z_dev->as<float>(), Shape{rows, vocab}, Device::cuda(0)),
       TensorView<const std::int64_t>(y_dev->as<std::int64_t>(), Shape{rows}, Device::cuda(0)),
-      TensorView<float>(g_dev.as<float>(), Shape{rows, vocab}, Device::cuda(0)), out.loss(false), workspace_of(ws),
+      TensorView<float>(g_dev.as<float>(), Shape{rows, vocab}, Device::cuda(0)), out.loss(false), ws.workspace(),
       nullptr, {}, shrink::cuda::Synchronize::yes);
   CHECK(std::isnan(out.download(false).value));
   for (float v : g_dev.download<float>(z.size())) CHECK(v == 0.0f);
@@ -276,7 +275,7 @@ TEST_CASE("cuda cross_entropy device-side checks", "[gpu]") {
     shrink::cuda::cross_entropy_with_grad(
         TensorView<const float>(z_dev->as<float>(), Shape{rows, vocab}, Device::cuda(0)),
         TensorView<const std::int32_t>(y_dev->as<std::int32_t>(), Shape{rows}, Device::cuda(0)),
-        TensorView<float>(g_dev.as<float>(), Shape{rows, vocab}, Device::cuda(0)), out.loss(false), workspace_of(ws),
+        TensorView<float>(g_dev.as<float>(), Shape{rows, vocab}, Device::cuda(0)), out.loss(false), ws.workspace(),
         nullptr, o, shrink::cuda::Synchronize::yes);
   };
   const auto reset = [&] {
@@ -326,8 +325,8 @@ TEST_CASE("cuda cross_entropy device-side checks", "[gpu]") {
     y_dev->upload(yb.data(), yb.size() * sizeof(std::int32_t));
     shrink::cuda::cross_entropy(TensorView<const float>(z_dev->as<float>(), Shape{rows, vocab}, Device::cuda(0)),
                                 TensorView<const std::int32_t>(y_dev->as<std::int32_t>(), Shape{rows}, Device::cuda(0)),
-                                out.loss(false), workspace_of(ws), nullptr, o);
-    CHECK_THROWS_WITH(shrink::cuda::check_status(workspace_of(ws), nullptr), Contains("label"));
+                                out.loss(false), ws.workspace(), nullptr, o);
+    CHECK_THROWS_WITH(shrink::cuda::check_status(ws.workspace(), nullptr), Contains("label"));
   }
 }
 

@@ -21,6 +21,7 @@
 #include "shrink/cuda/csr.hpp"
 #include "shrink/prune/mask.hpp"
 #include "shrink/sparse/csr.hpp"
+#include "support/element_types.hpp"
 
 namespace {
 
@@ -34,17 +35,7 @@ using shrink::cuda::Synchronize;
 using shrink::prune::Mask;
 using Catch::Matchers::Contains;
 
-using shrink::test::DeviceBuffer;
-using shrink::test::fake_device_pointer;
-using shrink::test::kPoison;
-
-shrink::cuda::Workspace workspace_of(const DeviceBuffer& buffer) { return {buffer.as<void>(), buffer.bytes()}; }
-
-template <class T>
-T from_float(float v) {
-  if constexpr (std::is_same<T, float>::value) return v;
-  else return T(v);
-}
+using namespace shrink::test;
 
 // About half zeros (a quarter of them -0.0), the rest random non-zero values; every 7th row all zero, every 11th row
 // all non-zero.
@@ -84,19 +75,6 @@ std::vector<T> fetch(const DeviceBuffer& buffer, std::int64_t n) {
 }
 
 template <class T>
-bool same_bytes(const std::vector<T>& a, const std::vector<T>& b) {
-  return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0);
-}
-
-// Every byte of the first `bytes` of a buffer is still the poison.
-bool still_poisoned(const DeviceBuffer& buffer, std::size_t bytes) {
-  const std::vector<unsigned char> b = buffer.download<unsigned char>(bytes);
-  for (unsigned char v : b)
-    if (v != kPoison) return false;
-  return true;
-}
-
-template <class T>
 void check_conversion(std::int64_t rows, std::int64_t cols, bool masked, std::uint32_t seed) {
   INFO("type size " << sizeof(T) << " shape [" << rows << ", " << cols << "]" << (masked ? " masked" : ""));
   const Shape shape{rows, cols};
@@ -117,7 +95,7 @@ void check_conversion(std::int64_t rows, std::int64_t cols, bool masked, std::ui
   DeviceBuffer nnz_dev(sizeof(std::int64_t));
 
   {  // csr_count, then csr_fill into exactly nnz
-    shrink::cuda::csr_count(view, words, offsets.as<std::int32_t>(), nnz_dev.as<std::int64_t>(), workspace_of(ws),
+    shrink::cuda::csr_count(view, words, offsets.as<std::int32_t>(), nnz_dev.as<std::int64_t>(), ws.workspace(),
                             nullptr, Synchronize::yes);
     CHECK(nnz_dev.download<std::int64_t>(1)[0] == nnz);
     CHECK(offsets.download<std::int32_t>(static_cast<std::size_t>(rows + 1)) == cpu.row_offsets);
@@ -126,9 +104,9 @@ void check_conversion(std::int64_t rows, std::int64_t cols, bool masked, std::ui
     ws.poison();  // csr_fill needs nothing from csr_count's workspace
     shrink::cuda::csr_fill(view, words, DeviceCsr<T>{offsets.as<std::int32_t>(), indices.as<std::int32_t>(),
                                                      values.as<T>(), nnz},
-                           workspace_of(ws), nullptr, Synchronize::yes);
+                           ws.workspace(), nullptr, Synchronize::yes);
     CHECK(fetch<std::int32_t>(indices, nnz) == cpu.column_indices);
-    CHECK(same_bytes(fetch<T>(values, nnz), cpu.values));
+    CHECK(same_bits(fetch<T>(values, nnz), cpu.values));
   }
 
   {  // to_csr with an exact and a roomy capacity
@@ -139,11 +117,11 @@ void check_conversion(std::int64_t rows, std::int64_t cols, bool masked, std::ui
       nnz_dev.poison();
       shrink::cuda::to_csr(view, words, DeviceCsr<T>{offsets.as<std::int32_t>(), indices.as<std::int32_t>(),
                                                      values.as<T>(), capacity},
-                           nnz_dev.as<std::int64_t>(), workspace_of(ws), nullptr, Synchronize::yes);
+                           nnz_dev.as<std::int64_t>(), ws.workspace(), nullptr, Synchronize::yes);
       CHECK(nnz_dev.download<std::int64_t>(1)[0] == nnz);
       CHECK(offsets.download<std::int32_t>(static_cast<std::size_t>(rows + 1)) == cpu.row_offsets);
       CHECK(fetch<std::int32_t>(indices, nnz) == cpu.column_indices);
-      CHECK(same_bytes(fetch<T>(values, nnz), cpu.values));
+      CHECK(same_bits(fetch<T>(values, nnz), cpu.values));
       const std::vector<std::int32_t> tail = fetch<std::int32_t>(indices, capacity);
       std::int32_t poison_word;
       std::memset(&poison_word, kPoison, sizeof poison_word);
@@ -159,12 +137,12 @@ void check_conversion(std::int64_t rows, std::int64_t cols, bool masked, std::ui
       CHECK_THROWS_WITH(shrink::cuda::to_csr(view, words,
                                              DeviceCsr<T>{offsets.as<std::int32_t>(), indices.as<std::int32_t>(),
                                                           values.as<T>(), capacity},
-                                             nnz_dev.as<std::int64_t>(), workspace_of(ws), nullptr, Synchronize::yes),
+                                             nnz_dev.as<std::int64_t>(), ws.workspace(), nullptr, Synchronize::yes),
                         Contains("capacity"));
       CHECK(nnz_dev.download<std::int64_t>(1)[0] == nnz);
       CHECK(offsets.download<std::int32_t>(static_cast<std::size_t>(rows + 1)) == cpu.row_offsets);
-      CHECK(still_poisoned(indices, indices.bytes()));
-      CHECK(still_poisoned(values, values.bytes()));
+      CHECK(indices.still_poisoned(indices.bytes()));
+      CHECK(values.still_poisoned(values.bytes()));
     }
   }
 
@@ -179,9 +157,9 @@ void check_conversion(std::int64_t rows, std::int64_t cols, bool masked, std::ui
     DeviceBuffer out(x.size() * sizeof(T));
     DeviceBuffer dense_ws(shrink::cuda::csr_to_dense_workspace_bytes());
     shrink::cuda::csr_to_dense(offsets.as<std::int32_t>(), indices.as<std::int32_t>(), values.as<T>(), nnz,
-                               TensorView<T>(out.as<T>(), shape, Device::cuda(0)), workspace_of(dense_ws), nullptr,
+                               TensorView<T>(out.as<T>(), shape, Device::cuda(0)), dense_ws.workspace(), nullptr,
                                Synchronize::yes);
-    CHECK(same_bytes(out.download<T>(x.size()), shrink::sparse::to_dense(cpu)));
+    CHECK(same_bits(out.download<T>(x.size()), shrink::sparse::to_dense(cpu)));
   }
 }
 
@@ -215,12 +193,12 @@ TEST_CASE("cuda CSR: every element zero, every element kept", "[gpu]") {
     shrink::cuda::to_csr(TensorView<const float>(x_dev.as<float>(), shape, Device::cuda(0)), nullptr,
                          DeviceCsr<float>{offsets.as<std::int32_t>(), indices.as<std::int32_t>(), values.as<float>(),
                                           shape.product()},
-                         nnz.as<std::int64_t>(), workspace_of(ws), nullptr, Synchronize::yes);
+                         nnz.as<std::int64_t>(), ws.workspace(), nullptr, Synchronize::yes);
     INFO("fill " << fill);
     CHECK(nnz.download<std::int64_t>(1)[0] == cpu.nnz());
     CHECK(offsets.download<std::int32_t>(41) == cpu.row_offsets);
     CHECK(fetch<std::int32_t>(indices, cpu.nnz()) == cpu.column_indices);
-    CHECK(same_bytes(fetch<float>(values, cpu.nnz()), cpu.values));
+    CHECK(same_bits(fetch<float>(values, cpu.nnz()), cpu.values));
   }
 }
 
@@ -241,12 +219,12 @@ TEST_CASE("cuda CSR device-side checks: non-finite input, mismatched offsets, ba
     x[50] = bad;  // pruned by the mask: still an error, as on the CPU
     x_dev.upload(x.data(), x_dev.bytes());
     CHECK_THROWS_WITH(shrink::cuda::csr_count(view, mask_dev.as<std::uint64_t>(), offsets.as<std::int32_t>(),
-                                              nnz.as<std::int64_t>(), workspace_of(ws), nullptr, Synchronize::yes),
+                                              nnz.as<std::int64_t>(), ws.workspace(), nullptr, Synchronize::yes),
                       Contains("NaN or inf"));
-    CHECK_THROWS_WITH(shrink::cuda::to_csr(view, nullptr, csr, nnz.as<std::int64_t>(), workspace_of(ws), nullptr,
+    CHECK_THROWS_WITH(shrink::cuda::to_csr(view, nullptr, csr, nnz.as<std::int64_t>(), ws.workspace(), nullptr,
                                            Synchronize::yes),
                       Contains("NaN or inf"));
-    CHECK_THROWS_WITH(shrink::cuda::csr_fill(view, mask_dev.as<std::uint64_t>(), csr, workspace_of(ws), nullptr,
+    CHECK_THROWS_WITH(shrink::cuda::csr_fill(view, mask_dev.as<std::uint64_t>(), csr, ws.workspace(), nullptr,
                                              Synchronize::yes),
                       Contains("NaN or inf"));
   }
@@ -258,7 +236,7 @@ TEST_CASE("cuda CSR device-side checks: non-finite input, mismatched offsets, ba
   std::vector<std::int32_t> shifted = cpu.row_offsets;
   for (std::size_t r = 1; r + 1 < shifted.size(); ++r) shifted[r] = shifted[r] > 0 ? shifted[r] - 1 : 0;
   offsets.upload(shifted.data(), offsets.bytes());
-  CHECK_THROWS_WITH(shrink::cuda::csr_fill(view, nullptr, csr, workspace_of(ws), nullptr, Synchronize::yes),
+  CHECK_THROWS_WITH(shrink::cuda::csr_fill(view, nullptr, csr, ws.workspace(), nullptr, Synchronize::yes),
                     Contains("out of order"));
   // Offsets whose nnz exceeds the capacity: nothing written.
   indices.poison();
@@ -266,9 +244,9 @@ TEST_CASE("cuda CSR device-side checks: non-finite input, mismatched offsets, ba
   CHECK_THROWS_WITH(shrink::cuda::csr_fill(view, nullptr,
                                            DeviceCsr<float>{offsets.as<std::int32_t>(), indices.as<std::int32_t>(),
                                                             values.as<float>(), cpu.nnz() - 1},
-                                           workspace_of(ws), nullptr, Synchronize::yes),
+                                           ws.workspace(), nullptr, Synchronize::yes),
                     Contains("capacity"));
-  CHECK(still_poisoned(indices, indices.bytes()));
+  CHECK(indices.still_poisoned(indices.bytes()));
 
   // csr_to_dense of bad CSRs: a column out of range, columns out of order, offsets not ending at nnz.
   const auto to_dense_of = [&](const std::vector<std::int32_t>& row_offsets, const std::vector<std::int32_t>& columns,
@@ -277,7 +255,7 @@ TEST_CASE("cuda CSR device-side checks: non-finite input, mismatched offsets, ba
     indices.upload(columns.data(), columns.size() * 4);
     values.upload(cpu.values.data(), cpu.values.size() * 4);
     shrink::cuda::csr_to_dense(offsets.as<std::int32_t>(), indices.as<std::int32_t>(), values.as<float>(), count,
-                               TensorView<float>(out.as<float>(), shape, Device::cuda(0)), workspace_of(dense_ws),
+                               TensorView<float>(out.as<float>(), shape, Device::cuda(0)), dense_ws.workspace(),
                                nullptr, Synchronize::yes);
   };
   CHECK_NOTHROW(to_dense_of(cpu.row_offsets, cpu.column_indices, cpu.nnz()));

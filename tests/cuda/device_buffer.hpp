@@ -1,11 +1,12 @@
 // Device memory for the [gpu] tests: owned, poisoned with 0xA5 at birth (and on request) so a kernel that skips an
-// output element cannot pass by leaving a value that looks right.
+// output element cannot pass by leaving a value that looks right; device copies of host vectors.
 #pragma once
 
 #include <catch2/catch.hpp>
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
+#include <memory>
 #include <vector>
 
 #include "shrink/cuda/launch.hpp"
@@ -38,11 +39,25 @@ class DeviceBuffer {
     CUDA_REQUIRE(cudaMemcpy(host.data(), data_, count * sizeof(T), cudaMemcpyDeviceToHost));
     return host;
   }
+  // Every one of the first `bytes` still holds kPoison: nothing was written there.
+  bool still_poisoned(std::size_t bytes) const {
+    for (unsigned char b : download<unsigned char>(bytes))
+      if (b != kPoison) return false;
+    return true;
+  }
 
  private:
   void* data_ = nullptr;
   std::size_t bytes_ = 0;
 };
+
+// A device copy of `host` (one poisoned byte when it is empty).
+template <class T>
+std::unique_ptr<DeviceBuffer> to_device(const std::vector<T>& host) {
+  auto buffer = std::make_unique<DeviceBuffer>(host.empty() ? 1 : host.size() * sizeof(T));
+  if (!host.empty()) buffer->upload(host.data(), host.size() * sizeof(T));
+  return buffer;
+}
 
 // A pointer the host-side checks accept (aligned, not null) for tests that expect them to throw before any launch;
 // never dereferenced.

@@ -26,6 +26,7 @@
 
 namespace {
 
+using namespace shrink::test;
 using namespace shrink::test::losses;
 using Catch::Matchers::Contains;
 using shrink::bfloat16;
@@ -38,8 +39,6 @@ using shrink::distill::CosineEmbeddingOptions;
 using shrink::distill::FeatureLossOptions;
 using shrink::distill::Loss;
 using shrink::distill::Reduction;
-using shrink::test::DeviceBuffer;
-using shrink::test::fake_device_pointer;
 
 enum class Pair { mse, cosine };
 
@@ -108,7 +107,7 @@ template <class T>
 std::vector<T> padded_rows(std::int64_t rows, std::int64_t cols, std::int64_t stride, std::uint32_t seed) {
   std::vector<T> x = random_elements<T>(static_cast<std::size_t>(rows * stride), seed, 1.5f);
   for (std::int64_t r = 0; r < rows; ++r)
-    for (std::int64_t j = cols; j < stride; ++j) x[static_cast<std::size_t>(r * stride + j)] = element<T>(kNaN);
+    for (std::int64_t j = cols; j < stride; ++j) x[static_cast<std::size_t>(r * stride + j)] = from_float<T>(kNaN);
   return x;
 }
 
@@ -185,13 +184,13 @@ void check_pair(Pair kind, std::int64_t rows, std::int64_t d, const Case& c, std
   const TensorView<T>* gs = c.grad_student ? &gs_view : nullptr;
   const TensorView<T>* gt = c.grad_teacher ? &gt_view : nullptr;
 
-  gpu_pair<T>(kind, s_view, t_view, y_view, nullptr, nullptr, out.loss(with_rows), workspace_of(ws), od);
+  gpu_pair<T>(kind, s_view, t_view, y_view, nullptr, nullptr, out.loss(with_rows), ws.workspace(), od);
   {
     INFO("loss only");
     check_loss(out.download(with_rows), cpu, c.reduction, rows);
   }
   if (gs == nullptr && gt == nullptr) return;
-  gpu_pair<T>(kind, s_view, t_view, y_view, gs, gt, out.loss(with_rows), workspace_of(ws), od);
+  gpu_pair<T>(kind, s_view, t_view, y_view, gs, gt, out.loss(with_rows), ws.workspace(), od);
   const Loss first = out.download(with_rows);
   const std::vector<T> gs_first = gs_dev->download<T>(gs0.size()), gt_first = gt_dev->download<T>(gt0.size());
   {
@@ -202,7 +201,7 @@ void check_pair(Pair kind, std::int64_t rows, std::int64_t d, const Case& c, std
   }
   gs_dev->upload(gs0.data(), gs0.size() * sizeof(T));
   gt_dev->upload(gt0.data(), gt0.size() * sizeof(T));
-  gpu_pair<T>(kind, s_view, t_view, y_view, gs, gt, out.loss(with_rows), workspace_of(ws), od);
+  gpu_pair<T>(kind, s_view, t_view, y_view, gs, gt, out.loss(with_rows), ws.workspace(), od);
   INFO("a second run gives the same bits");
   CHECK(same_bits(out.download(with_rows), first));
   CHECK(same_bits(gs_dev->download<T>(gs0.size()), gs_first));
@@ -277,14 +276,14 @@ void check_attention(std::int64_t b, std::int64_t cs, std::int64_t ct, std::int6
   const TensorView<T> gt_view = c.grad_teacher ? TensorView<T>(gt_dev->as<T>(), t_shape, gpu) : TensorView<T>{};
   const auto sync = shrink::cuda::Synchronize::yes;
 
-  shrink::cuda::attention_transfer_loss(s_view, t_view, out.loss(with_rows), workspace_of(ws), nullptr, od, sync);
+  shrink::cuda::attention_transfer_loss(s_view, t_view, out.loss(with_rows), ws.workspace(), nullptr, od, sync);
   {
     INFO("loss only");
     check_loss(out.download(with_rows), cpu, c.reduction, b);
   }
   if (!c.grad_student && !c.grad_teacher) return;
   shrink::cuda::attention_transfer_loss_with_grad<T>(s_view, t_view, gs_view, gt_view, out.loss(with_rows),
-                                                     workspace_of(ws), nullptr, od, sync);
+                                                     ws.workspace(), nullptr, od, sync);
   const Loss first = out.download(with_rows);
   const std::vector<T> gs_first = gs_dev->download<T>(gs0.size()), gt_first = gt_dev->download<T>(gt0.size());
   {
@@ -296,7 +295,7 @@ void check_attention(std::int64_t b, std::int64_t cs, std::int64_t ct, std::int6
   gs_dev->upload(gs0.data(), gs0.size() * sizeof(T));
   gt_dev->upload(gt0.data(), gt0.size() * sizeof(T));
   shrink::cuda::attention_transfer_loss_with_grad<T>(s_view, t_view, gs_view, gt_view, out.loss(with_rows),
-                                                     workspace_of(ws), nullptr, od, sync);
+                                                     ws.workspace(), nullptr, od, sync);
   INFO("a second run gives the same bits");
   CHECK(same_bits(out.download(with_rows), first));
   CHECK(same_bits(gs_dev->download<T>(gs0.size()), gs_first));
@@ -342,7 +341,7 @@ TEST_CASE("cuda feature losses flatten [B, L, D] with a [B, L] mask", "[gpu]") {
   shrink::cuda::mse_loss_with_grad<float>(TensorView<const float>(s_dev->as<float>(), Shape{b, l, d}, gpu),
                                           TensorView<const float>(t_dev->as<float>(), Shape{b, l, d}, gpu),
                                           TensorView<float>(gs_dev.as<float>(), Shape{b, l, d}, gpu), {},
-                                          out.loss(false), workspace_of(ws), nullptr, o,
+                                          out.loss(false), ws.workspace(), nullptr, o,
                                           shrink::cuda::Synchronize::yes);
   check_loss(out.download(false), cpu, Reduction::mean, b * l);
   check_gradient(gs_dev.download<float>(s.size()), gs_cpu, b * l, d, d, 1e-9);
@@ -373,22 +372,22 @@ TEST_CASE("cuda feature losses device-side checks", "[gpu]") {
   std::vector<float> bad = s;
   bad[2 * d + 5] = kNaN;
   s_dev->upload(bad.data(), bad.size() * sizeof(float));
-  CHECK_THROWS_WITH(shrink::cuda::mse_loss(s_view, t_view, out.loss(false), workspace_of(ws), nullptr, o, sync),
+  CHECK_THROWS_WITH(shrink::cuda::mse_loss(s_view, t_view, out.loss(false), ws.workspace(), nullptr, o, sync),
                     Contains("shrink::cuda::mse_loss") && Contains("NaN or inf"));
   CosineEmbeddingOptions co;
   co.row_mask = o.row_mask;
   CHECK_THROWS_WITH(
-      shrink::cuda::cosine_embedding_loss(s_view, t_view, {}, out.loss(false), workspace_of(ws), nullptr, co, sync),
+      shrink::cuda::cosine_embedding_loss(s_view, t_view, {}, out.loss(false), ws.workspace(), nullptr, co, sync),
       Contains("NaN or inf"));
   const TensorView<const float> s4(s_dev->as<float>(), Shape{rows, 3, 2, 2}, gpu),
       t4(t_dev->as<float>(), Shape{rows, 3, 2, 2}, gpu);
-  CHECK_THROWS_WITH(shrink::cuda::attention_transfer_loss(s4, t4, out.loss(false), workspace_of(ws), nullptr, o, sync),
+  CHECK_THROWS_WITH(shrink::cuda::attention_transfer_loss(s4, t4, out.loss(false), ws.workspace(), nullptr, o, sync),
                     Contains("NaN or inf"));
   bad = s;
   bad[1 * d + 5] = kInf;  // a masked row is not read
   s_dev->upload(bad.data(), bad.size() * sizeof(float));
-  CHECK_NOTHROW(shrink::cuda::mse_loss(s_view, t_view, out.loss(false), workspace_of(ws), nullptr, o, sync));
-  CHECK_NOTHROW(shrink::cuda::attention_transfer_loss(s4, t4, out.loss(false), workspace_of(ws), nullptr, o, sync));
+  CHECK_NOTHROW(shrink::cuda::mse_loss(s_view, t_view, out.loss(false), ws.workspace(), nullptr, o, sync));
+  CHECK_NOTHROW(shrink::cuda::attention_transfer_loss(s4, t4, out.loss(false), ws.workspace(), nullptr, o, sync));
 
   s_dev->upload(s.data(), s.size() * sizeof(float));
   for (const std::int8_t wrong : {std::int8_t{0}, std::int8_t{2}, std::int8_t{-3}}) {
@@ -396,7 +395,7 @@ TEST_CASE("cuda feature losses device-side checks", "[gpu]") {
     const std::unique_ptr<DeviceBuffer> y_dev = to_device(y);
     CHECK_THROWS_WITH(shrink::cuda::cosine_embedding_loss(
                           s_view, t_view, TensorView<const std::int8_t>(y_dev->as<std::int8_t>(), Shape{rows}, gpu),
-                          out.loss(false), workspace_of(ws), nullptr, co, sync),
+                          out.loss(false), ws.workspace(), nullptr, co, sync),
                       Contains("target"));
   }
 }

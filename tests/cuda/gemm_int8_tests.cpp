@@ -30,6 +30,8 @@
 #include "shrink/cuda/gemm_int8.hpp"
 #include "shrink/quant/quantized_tensor.hpp"
 #include "shrink/quant/scheme.hpp"
+#include "support/activation_reference.hpp"
+#include "support/element_types.hpp"
 
 namespace {
 
@@ -46,7 +48,7 @@ using shrink::cuda::Int8GemmPath;
 using shrink::cuda::Synchronize;
 using Catch::Matchers::Contains;
 
-using shrink::test::DeviceBuffer;
+using namespace shrink::test;
 
 constexpr Activation kActivations[] = {Activation::none, Activation::relu, Activation::gelu, Activation::silu};
 
@@ -62,27 +64,6 @@ std::vector<float> random_floats(std::int64_t n, std::mt19937& rng, float low, f
   std::vector<float> v(static_cast<std::size_t>(n));
   for (float& f : v) f = d(rng);
   return v;
-}
-
-template <class T>
-std::unique_ptr<DeviceBuffer> upload(const std::vector<T>& host) {
-  auto b = std::make_unique<DeviceBuffer>(host.size() * sizeof(T));
-  b->upload(host.data(), b->bytes());
-  return b;
-}
-
-// Float value of an output element, for comparisons.
-float value_of(float v) { return v; }
-float value_of(half v) { return v.to_float(); }
-float value_of(bfloat16 v) { return v.to_float(); }
-float value_of(std::int8_t v) { return static_cast<float>(v); }
-
-template <class Out>
-const char* type_name() {
-  if constexpr (std::is_same<Out, float>::value) return "float";
-  else if constexpr (std::is_same<Out, half>::value) return "half";
-  else if constexpr (std::is_same<Out, bfloat16>::value) return "bfloat16";
-  else return "int8";
 }
 
 // One W8A8 problem: int8 operands, scales, bias, on the host and on the device.
@@ -102,8 +83,8 @@ struct Problem {
         sx(unit ? std::vector<float>(per_token ? m : 1, 1.0f) : scales(per_token ? m : 1, seed + 2, 0.002f, 0.03f)),
         sw(unit ? std::vector<float>(per_channel ? n : 1, 1.0f) : scales(per_channel ? n : 1, seed + 3, 1e-4f, 2e-3f)),
         bias(with_bias ? scales(n, seed + 4, -2.0f, 2.0f) : std::vector<float>{}),
-        x_dev(upload(strided_x())), w_dev(upload(w)), sx_dev(upload(sx)), sw_dev(upload(sw)),
-        bias_dev(upload(with_bias ? bias : std::vector<float>{0.0f})), acc(exact_acc()) {}
+        x_dev(to_device(strided_x())), w_dev(to_device(w)), sx_dev(to_device(sx)), sw_dev(to_device(sw)),
+        bias_dev(to_device(with_bias ? bias : std::vector<float>{0.0f})), acc(exact_acc()) {}
 
   std::vector<std::int8_t> make_x(std::uint32_t seed) const {
     std::mt19937 rng(seed);
@@ -179,16 +160,6 @@ struct Problem {
   }
 };
 
-double activate64(double v, Activation a) {
-  switch (a) {
-    case Activation::none: return v;
-    case Activation::relu: return v > 0 ? v : 0;
-    case Activation::gelu: return 0.5 * v * (1.0 + std::erf(v / std::sqrt(2.0)));
-    case Activation::silu: return v / (1.0 + std::exp(-v));
-  }
-  return v;
-}
-
 // The unit in the last place of a float-like type at |v| (its spacing there).
 template <class Out>
 double ulp_at(double v) {
@@ -241,8 +212,8 @@ void check_gemm(const Problem& p, Int8GemmPath path, Activation act, std::int64_
       const double sw = p.sw[p.per_channel ? static_cast<std::size_t>(c) : 0];
       const double b = p.with_bias ? p.bias[static_cast<std::size_t>(c)] : 0.0;
       const double scaled = sx * sw * static_cast<double>(acc[i]);
-      const double ref = activate64(scaled + b, act);
-      const double g = value_of(got[i]), t = value_of(twin[i]);
+      const double ref = activate_reference(scaled + b, act);
+      const double g = to_float(got[i]), t = to_float(twin[i]);
       // Float rounding of acc, the scale product, the product and the sum: a few ulps of the terms, which cancel.
       const double terms = 1e-6 * (std::fabs(scaled) + std::fabs(b)) + 1e-30;
       bool ok;
@@ -356,8 +327,8 @@ TEST_CASE("cuda gemm_int8 flags bad scales and a non-finite bias when asked to s
   std::vector<float> bad_sx = p.sx, bad_bias = p.bias;
   bad_sx[3] = 0.0f;
   bad_bias[5] = std::numeric_limits<float>::quiet_NaN();
-  const auto sx = upload(bad_sx);
-  const auto bias = upload(bad_bias);
+  const auto sx = to_device(bad_sx);
+  const auto bias = to_device(bad_bias);
   for (const Int8GemmPath path : paths_here()) {
     Int8GemmArgs args = p.args(path);
     args.epilogue.out = TensorView<float>(out.as<float>(), Shape{p.m, p.n}, Device::cuda(0));
@@ -387,7 +358,7 @@ TEST_CASE("cuda gemm_int8 refuses a forced wgmma path on a device that is not sm
 TEST_CASE("cuda apply_int8_epilogue finishes int32 accumulators as gemm_int8 does", "[gpu]") {
   const Problem p(45, 77, 32, true, true, true, 11);
   const std::vector<std::int32_t> acc(p.acc.begin(), p.acc.end());
-  const auto acc_dev = upload(acc);
+  const auto acc_dev = to_device(acc);
   for (const Activation act : kActivations) {
     DeviceBuffer a(static_cast<std::size_t>(p.m * p.n) * sizeof(half)), b(a.bytes());
     Int8Epilogue e = p.epilogue();
@@ -409,12 +380,6 @@ TEST_CASE("cuda apply_int8_epilogue finishes int32 accumulators as gemm_int8 doe
 
 namespace {
 
-template <class T>
-T from_float(float v) {
-  if constexpr (std::is_same<T, float>::value) return v;
-  else return T(v);
-}
-
 // quantize_rows_absmax on the device against the CPU on the same values as floats, bit for bit (q and scales).
 template <class T>
 void check_quantize_rows(std::int64_t m, std::int64_t k, std::int64_t ldx, std::int64_t ldq, std::uint32_t seed) {
@@ -429,7 +394,7 @@ void check_quantize_rows(std::int64_t m, std::int64_t k, std::int64_t ldx, std::
     for (std::int64_t c = 0; c < k; ++c) {
       const T v = from_float<T>(std::ldexp(normal(rng), e));
       x[static_cast<std::size_t>(r * ldx + c)] = v;
-      as_float[static_cast<std::size_t>(r * k + c)] = value_of(v);
+      as_float[static_cast<std::size_t>(r * k + c)] = to_float(v);
     }
   }
   if (m > 2)  // an all-zero row: scale FLT_EPSILON
@@ -438,7 +403,7 @@ void check_quantize_rows(std::int64_t m, std::int64_t k, std::int64_t ldx, std::
       as_float[static_cast<std::size_t>(2 * k + c)] = 0.0f;
     }
   const auto cpu = shrink::cpu::quantize_rows_absmax(TensorView<const float>(as_float.data(), Shape{m, k}));
-  const auto x_dev = upload(x);
+  const auto x_dev = to_device(x);
   DeviceBuffer q(static_cast<std::size_t>(m * ldq)), scales(static_cast<std::size_t>(m) * sizeof(float));
   DeviceBuffer ws(shrink::cuda::quantize_rows_absmax_workspace_bytes());
   shrink::cuda::quantize_rows_absmax(TensorView<const T>(x_dev->template as<T>(), Shape{m, k}, Strides{ldx, 1}, Device::cuda(0)),
@@ -477,7 +442,7 @@ TEST_CASE("cuda quantize_rows_absmax equals cpu::quantize_rows_absmax bit for bi
 TEST_CASE("cuda quantize_rows_absmax flags NaN and inf", "[gpu]") {
   std::vector<float> x(4 * 64, 0.5f);
   x[100] = std::numeric_limits<float>::infinity();
-  const auto x_dev = upload(x);
+  const auto x_dev = to_device(x);
   DeviceBuffer q(x.size()), scales(4 * sizeof(float)), ws(shrink::cuda::quantize_rows_absmax_workspace_bytes());
   CHECK_THROWS_WITH(shrink::cuda::quantize_rows_absmax(
                         TensorView<const float>(x_dev->as<float>(), Shape{4, 64}, Device::cuda(0)),

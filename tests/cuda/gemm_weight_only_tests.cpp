@@ -26,6 +26,8 @@
 #include "shrink/cuda/gemm_weight_only.hpp"
 #include "shrink/cuda/weight_only_bits.hpp"
 #include "shrink/quant/quantize.hpp"
+#include "support/activation_reference.hpp"
+#include "support/element_types.hpp"
 
 namespace {
 
@@ -42,14 +44,9 @@ using shrink::cuda::WeightOnlyWeight;
 using shrink::quant::QuantDtype;
 using shrink::quant::QuantScheme;
 using shrink::quant::Symmetry;
-using shrink::test::DeviceBuffer;
+using namespace shrink::test;
 using Catch::Matchers::Contains;
 namespace bits = shrink::cuda::weight_only;
-
-template <class T>
-const char* type_name() {
-  return std::is_same<T, half>::value ? "half" : "bfloat16";
-}
 
 template <class T>
 double decode(std::uint16_t b) {
@@ -96,16 +93,6 @@ std::pair<double, double> weight_pair(bool int4, const std::uint32_t* raw, int s
 }
 
 // ---- Host references ----------------------------------------------------------------------------------------------
-double activate_reference(double v, Activation a) {
-  switch (a) {
-    case Activation::none: return v;
-    case Activation::relu: return v > 0 ? v : 0;
-    case Activation::gelu: return 0.5 * v * (1.0 + std::erf(v / std::sqrt(2.0)));
-    case Activation::silu: return v / (1.0 + std::exp(-v));
-  }
-  return v;
-}
-
 enum class WeightCase { int8, int4_g64, int4_g128 };
 
 const char* case_name(WeightCase c) {
@@ -156,6 +143,17 @@ struct DeviceProblem {
   DeviceProblem(std::size_t x_bytes, std::size_t data_bytes, std::size_t scale_bytes, std::size_t bias_bytes,
                 std::size_t out_bytes)
       : x(x_bytes), data(data_bytes), scales(scale_bytes), bias(bias_bytes), out(out_bytes) {}
+
+  // The weight [n, k] of case wc in `data` and `scales`.
+  WeightOnlyWeight weight(WeightCase wc, std::int64_t n, std::int64_t k) const {
+    if (wc == WeightCase::int8)
+      return WeightOnlyWeight::int8(
+          TensorView<const std::int8_t>(data.as<std::int8_t>(), Shape{n, k}, Device::cuda(0)),
+          TensorView<const float>(scales.as<float>(), Shape{n}, Device::cuda(0)));
+    return WeightOnlyWeight::int4(
+        TensorView<const std::uint8_t>(data.as<std::uint8_t>(), Shape{n, k / 2}, Device::cuda(0)),
+        TensorView<const float>(scales.as<float>(), Shape{n, k / group_of(wc)}, Device::cuda(0)), group_of(wc));
+  }
 };
 
 constexpr std::int64_t kGuard = 64;  // outputs past the end that must stay poisoned
@@ -206,15 +204,7 @@ void check_problem(WeightCase wc, std::int64_t m, Shapes shape, std::uint32_t se
 
   GemmWeightOnlyArgs<T> args;
   args.x = TensorView<const T>(d.x.as<T>(), Shape{m, k}, Device::cuda(0));
-  const bool int4 = wc != WeightCase::int8;
-  args.w = int4 ? WeightOnlyWeight::int4(TensorView<const std::uint8_t>(d.data.as<std::uint8_t>(), Shape{n, k / 2},
-                                                                        Device::cuda(0)),
-                                         TensorView<const float>(d.scales.as<float>(), Shape{n, k / group_of(wc)},
-                                                                 Device::cuda(0)),
-                                         group_of(wc))
-                : WeightOnlyWeight::int8(TensorView<const std::int8_t>(d.data.as<std::int8_t>(), Shape{n, k},
-                                                                       Device::cuda(0)),
-                                         TensorView<const float>(d.scales.as<float>(), Shape{n}, Device::cuda(0)));
+  args.w = d.weight(wc, n, k);
   args.out = TensorView<T>(d.out.as<T>(), Shape{m, n}, Device::cuda(0));
   REQUIRE(shrink::cuda::can_implement_gemm_weight_only(args));
 
@@ -645,13 +635,7 @@ TEST_CASE("cuda gemm_weight_only: K slices give the same bits on every run, and 
       d.scales.upload(w.q.qparams.scale.data(), d.scales.bytes());
       GemmWeightOnlyArgs<half> args;
       args.x = TensorView<const half>(d.x.as<half>(), Shape{m, k}, Device::cuda(0));
-      args.w = wc == WeightCase::int8
-                   ? WeightOnlyWeight::int8(
-                         TensorView<const std::int8_t>(d.data.as<std::int8_t>(), Shape{n, k}, Device::cuda(0)),
-                         TensorView<const float>(d.scales.as<float>(), Shape{n}, Device::cuda(0)))
-                   : WeightOnlyWeight::int4(
-                         TensorView<const std::uint8_t>(d.data.as<std::uint8_t>(), Shape{n, k / 2}, Device::cuda(0)),
-                         TensorView<const float>(d.scales.as<float>(), Shape{n, k / 128}, Device::cuda(0)), 128);
+      args.w = d.weight(wc, n, k);
       args.out = TensorView<half>(d.out.as<half>(), Shape{m, n}, Device::cuda(0));
       args.path = path;
       args.activation = Activation::gelu;
@@ -691,13 +675,7 @@ TEST_CASE("cuda gemm_weight_only reports bad scales and biases when asked to syn
         d.data.upload(w.q.data.data(), d.data.bytes());
         GemmWeightOnlyArgs<half> args;
         args.x = TensorView<const half>(d.x.as<half>(), Shape{m, k}, Device::cuda(0));
-        args.w = wc == WeightCase::int8
-                     ? WeightOnlyWeight::int8(
-                           TensorView<const std::int8_t>(d.data.as<std::int8_t>(), Shape{n, k}, Device::cuda(0)),
-                           TensorView<const float>(d.scales.as<float>(), Shape{n}, Device::cuda(0)))
-                     : WeightOnlyWeight::int4(
-                           TensorView<const std::uint8_t>(d.data.as<std::uint8_t>(), Shape{n, k / 2}, Device::cuda(0)),
-                           TensorView<const float>(d.scales.as<float>(), Shape{n, k / 64}, Device::cuda(0)), 64);
+        args.w = d.weight(wc, n, k);
         args.out = TensorView<half>(d.out.as<half>(), Shape{m, n}, Device::cuda(0));
         args.bias = TensorView<const float>(d.bias.as<float>(), Shape{n}, Device::cuda(0));
         args.path = path;

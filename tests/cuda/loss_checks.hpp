@@ -1,5 +1,5 @@
 // What the [gpu] loss tests share (cross_entropy_tests.cpp, topk_teacher_tests.cpp, feature_loss_tests.cpp): random
-// inputs in each element type, device copies, poisoned DeviceLoss outputs, and the comparisons against the CPU.
+// inputs in each element type, poisoned DeviceLoss outputs, and the comparisons against the CPU.
 //
 // Tolerances. Losses: 1e-5 relative (the bar in float; half and bfloat16 inputs are read exactly, so the same
 // bar holds), plus an absolute 1e-6 a row: both backends take exps in float (a few ulps apart, CPU polynomial against
@@ -26,27 +26,9 @@
 #include "shrink/cuda/launch.hpp"
 #include "shrink/cuda/loss.hpp"
 #include "shrink/distill/reduction.hpp"
+#include "support/element_types.hpp"
 
 namespace shrink::test::losses {
-
-template <class T>
-T element(float v) {
-  if constexpr (std::is_same_v<T, float>) return v;
-  else return T(v);
-}
-
-template <class T>
-float value_of(T v) {
-  if constexpr (std::is_same_v<T, float>) return v;
-  else return v.to_float();
-}
-
-template <class T>
-const char* type_name() {
-  if constexpr (std::is_same_v<T, float>) return "float";
-  else if constexpr (std::is_same_v<T, half>) return "half";
-  else return "bfloat16";
-}
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
@@ -59,8 +41,8 @@ std::vector<T> random_elements(std::size_t n, std::uint32_t seed, float scale = 
   std::vector<T> v(n);
   for (T& x : v) {
     float f = normal(rng);
-    if (value_of(element<T>(f)) == 0.0f) f = 0.375f;
-    x = element<T>(f);
+    if (to_float(from_float<T>(f)) == 0.0f) f = 0.375f;
+    x = from_float<T>(f);
   }
   return v;
 }
@@ -77,15 +59,6 @@ T poison_element() {
     return T::from_bits(static_cast<std::uint16_t>(0x0101u * kPoison));
   }
 }
-
-template <class T>
-std::unique_ptr<DeviceBuffer> to_device(const std::vector<T>& host) {
-  auto buffer = std::make_unique<DeviceBuffer>(host.empty() ? 1 : host.size() * sizeof(T));
-  if (!host.empty()) buffer->upload(host.data(), host.size() * sizeof(T));
-  return buffer;
-}
-
-inline cuda::Workspace workspace_of(const DeviceBuffer& buffer) { return {buffer.as<void>(), buffer.bytes()}; }
 
 // A loss's device outputs, poisoned before each use.
 class DeviceOutputs {
@@ -104,12 +77,7 @@ class DeviceOutputs {
     return loss;
   }
   // The per-row buffer when it was not asked for: still poisoned (nothing was written there).
-  bool per_row_untouched() const {
-    const std::vector<unsigned char> bytes = per_row_.download<unsigned char>(per_row_.bytes());
-    for (unsigned char b : bytes)
-      if (b != kPoison) return false;
-    return true;
-  }
+  bool per_row_untouched() const { return per_row_.still_poisoned(per_row_.bytes()); }
 
  private:
   std::int64_t rows_;
@@ -174,7 +142,7 @@ void check_gradient(const std::vector<T>& gpu, const std::vector<T>& cpu, std::i
           FAIL_CHECK(name << ": padding at row " << r << " column " << j << " was written");
         continue;
       }
-      const double g = value_of(gpu[i]), c = value_of(cpu[i]);
+      const double g = to_float(gpu[i]), c = to_float(cpu[i]);
       if (!close(g, c, rel, floor) && ++wrong && failures++ < 3)
         FAIL_CHECK(name << "[" << r << ", " << j << "]: gpu " << g << " cpu " << c << " (tolerance "
                         << rel * std::fabs(c) + floor << ")");
@@ -184,13 +152,8 @@ void check_gradient(const std::vector<T>& gpu, const std::vector<T>& cpu, std::i
   CHECK(wrong == 0);
 }
 
-template <class T>
-bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
-}
-
 inline bool same_bits(const distill::Loss& a, const distill::Loss& b) {
-  return std::memcmp(&a.value, &b.value, sizeof(double)) == 0 && same_bits(a.per_row, b.per_row);
+  return std::memcmp(&a.value, &b.value, sizeof(double)) == 0 && test::same_bits(a.per_row, b.per_row);
 }
 
 inline const char* reduction_name(distill::Reduction r) { return distill::to_string(r); }

@@ -19,6 +19,7 @@
 #include "shrink/prune/mask.hpp"
 #include "shrink/prune/nm.hpp"
 #include "shrink/sparse/nm_compressed.hpp"
+#include "support/element_types.hpp"
 
 namespace {
 
@@ -34,13 +35,8 @@ using Catch::Matchers::Contains;
 
 using shrink::test::DeviceBuffer;
 using shrink::test::fake_device_pointer;
-
-template <class T>
-T from_float(float v) {
-  if constexpr (std::is_same<T, float>::value) return v;
-  else if constexpr (std::is_integral<T>::value) return static_cast<T>(v);
-  else return T(v);
-}
+using shrink::test::from_float;
+using shrink::test::same_bits;
 
 // Non-zero values, half of them from 8 magnitudes of either sign (ties within groups, +x against -x), the rest
 // normal; integer types get small non-zero integers (many ties).
@@ -67,13 +63,6 @@ std::vector<T> random_values(std::int64_t n, std::uint32_t seed) {
 }
 
 template <class T>
-bool same_bytes(const std::vector<T>& a, const std::vector<T>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
-}
-
-shrink::cuda::Workspace workspace_of(const DeviceBuffer& buffer) { return {buffer.as<void>(), buffer.bytes()}; }
-
-template <class T>
 void check_mask(const Shape& shape, NmPattern pattern, NmRemainder remainder, std::uint32_t seed) {
   INFO("pattern " << shrink::prune::to_string(pattern) << " shape " << shrink::to_string(shape) << " type size "
                   << sizeof(T));
@@ -87,7 +76,7 @@ void check_mask(const Shape& shape, NmPattern pattern, NmRemainder remainder, st
   DeviceBuffer words_dev(static_cast<std::size_t>(word_count) * 8);
   DeviceBuffer ws(shrink::cuda::nm_workspace_bytes());
   shrink::cuda::nm_mask(TensorView<const T>(x_dev.as<T>(), shape, Device::cuda(0)), pattern,
-                        words_dev.as<std::uint64_t>(), workspace_of(ws), nullptr, remainder,
+                        words_dev.as<std::uint64_t>(), ws.workspace(), nullptr, remainder,
                         shrink::cuda::Synchronize::yes);
   CHECK(words_dev.download<std::uint64_t>(static_cast<std::size_t>(word_count)) == cpu.words());
 }
@@ -135,9 +124,9 @@ void check_compress(std::int64_t rows, std::int64_t cols, NmPattern pattern, boo
   shrink::cuda::DeviceNmCompressed<T> out{values_dev.as<T>(), positions_dev.as<std::uint8_t>(),
                                           metadata_words > 0 ? metadata_dev.as<std::uint32_t>() : nullptr};
   shrink::cuda::compress_nm(TensorView<const T>(x_dev.as<T>(), shape, Device::cuda(0)),
-                            words_dev.as<std::uint64_t>(), pattern, out, workspace_of(ws), nullptr,
+                            words_dev.as<std::uint64_t>(), pattern, out, ws.workspace(), nullptr,
                             shrink::cuda::Synchronize::yes);
-  CHECK(same_bytes(values_dev.download<T>(cpu.values.size()), cpu.values));
+  CHECK(same_bits(values_dev.download<T>(cpu.values.size()), cpu.values));
   CHECK(positions_dev.download<std::uint8_t>(cpu.positions.size()) == cpu.positions);
   CHECK(metadata_dev.download<std::uint32_t>(cpu.metadata.size()) == cpu.metadata);
 }
@@ -196,7 +185,7 @@ TEST_CASE("cuda nm device-side checks: NaN input, overfull mask", "[gpu]") {
   DeviceBuffer words_dev(2 * 8);
   DeviceBuffer ws(shrink::cuda::nm_workspace_bytes());
   const TensorView<const float> view(x_dev.as<float>(), shape, Device::cuda(0));
-  CHECK_THROWS_WITH(shrink::cuda::nm_mask(view, NmPattern{2, 4}, words_dev.as<std::uint64_t>(), workspace_of(ws),
+  CHECK_THROWS_WITH(shrink::cuda::nm_mask(view, NmPattern{2, 4}, words_dev.as<std::uint64_t>(), ws.workspace(),
                                           nullptr, NmRemainder::error, shrink::cuda::Synchronize::yes),
                     Contains("NaN or inf"));
 
@@ -208,7 +197,7 @@ TEST_CASE("cuda nm device-side checks: NaN input, overfull mask", "[gpu]") {
   CHECK_THROWS_WITH(shrink::cuda::compress_nm(view, words_dev.as<std::uint64_t>(), NmPattern{2, 4},
                                               shrink::cuda::DeviceNmCompressed<float>{values_dev.as<float>(),
                                                                                       positions_dev.as<std::uint8_t>()},
-                                              workspace_of(ws), nullptr, shrink::cuda::Synchronize::yes),
+                                              ws.workspace(), nullptr, shrink::cuda::Synchronize::yes),
                     Contains("keeps more than n"));
 }
 

@@ -24,6 +24,7 @@
 #include "shrink/cuda/norms.hpp"
 #include "shrink/prune/mask.hpp"
 #include "shrink/prune/norm.hpp"
+#include "support/element_types.hpp"
 
 namespace {
 
@@ -36,16 +37,7 @@ using shrink::prune::Mask;
 using shrink::prune::NormOrder;
 using Catch::Matchers::Contains;
 
-using shrink::test::DeviceBuffer;
-using shrink::test::fake_device_pointer;
-
-shrink::cuda::Workspace workspace_of(const DeviceBuffer& buffer) { return {buffer.as<void>(), buffer.bytes()}; }
-
-template <class T>
-float to_float(T v) {
-  if constexpr (std::is_same<T, float>::value) return v;
-  else return v.to_float();
-}
+using namespace shrink::test;
 
 // Non-zero weights over several scales and both signs (representable in T, so the CPU sees the GPU's values).
 template <class T>
@@ -127,14 +119,14 @@ void check_slices(const Shape& shape, std::uint32_t seed) {
         // A negative dim names the same slices.
         const int dim = axis % 2 ? axis - shape.rank : axis;
         shrink::cuda::slice_norms(view, masked ? mask_dev.as<std::uint64_t>() : nullptr, n, dim,
-                                  norms.as<double>(), workspace_of(ws), nullptr, shrink::cuda::Synchronize::yes);
+                                  norms.as<double>(), ws.workspace(), nullptr, shrink::cuda::Synchronize::yes);
         const std::vector<double> gpu = norms.download<double>(static_cast<std::size_t>(slices));
         check_norms(gpu, cpu, terms, n == NormOrder::inf);
         if (masked) CHECK(gpu[static_cast<std::size_t>(slices / 2)] == 0.0);
 
         norms.poison();  // the same order every run: the same bits
         shrink::cuda::slice_norms(view, masked ? mask_dev.as<std::uint64_t>() : nullptr, n, dim,
-                                  norms.as<double>(), workspace_of(ws), nullptr, shrink::cuda::Synchronize::yes);
+                                  norms.as<double>(), ws.workspace(), nullptr, shrink::cuda::Synchronize::yes);
         const std::vector<double> again = norms.download<double>(static_cast<std::size_t>(slices));
         CHECK(std::memcmp(again.data(), gpu.data(), gpu.size() * sizeof(double)) == 0);
       }
@@ -168,7 +160,7 @@ void check_blocks(const Shape& shape, std::int64_t block_rows, std::int64_t bloc
       const std::vector<double> cpu = shrink::prune::block_norms(host, block_rows, block_cols, n);
       norms.poison();
       shrink::cuda::block_norms(view, masked ? mask_dev.as<std::uint64_t>() : nullptr, block_rows, block_cols, n,
-                                norms.as<double>(), workspace_of(ws), nullptr, shrink::cuda::Synchronize::yes);
+                                norms.as<double>(), ws.workspace(), nullptr, shrink::cuda::Synchronize::yes);
       const std::vector<double> gpu = norms.download<double>(static_cast<std::size_t>(blocks));
       check_norms(gpu, cpu, block_rows * block_cols, exact_sums || n == NormOrder::inf);
     }
@@ -229,20 +221,20 @@ TEST_CASE("cuda slice_norms and block_norms flag NaN and inf, pruned or not", "[
     x_dev.upload(x.data(), x_dev.bytes());
     for (const int dim : {0, 1})
       CHECK_THROWS_WITH(shrink::cuda::slice_norms(view, mask_dev.as<std::uint64_t>(), NormOrder::l2, dim,
-                                                  norms.as<double>(), workspace_of(ws), nullptr,
+                                                  norms.as<double>(), ws.workspace(), nullptr,
                                                   shrink::cuda::Synchronize::yes),
                         Contains("NaN or inf"));
     CHECK_THROWS_WITH(shrink::cuda::block_norms(view, mask_dev.as<std::uint64_t>(), 2, 4, NormOrder::l1,
-                                                norms.as<double>(), workspace_of(ws), nullptr,
+                                                norms.as<double>(), ws.workspace(), nullptr,
                                                 shrink::cuda::Synchronize::yes),
                       Contains("NaN or inf"));
     CHECK_THROWS_WITH(shrink::cuda::block_norms(view, nullptr, 6, 40, NormOrder::inf, norms.as<double>(),
-                                                workspace_of(ws), nullptr, shrink::cuda::Synchronize::yes),
+                                                ws.workspace(), nullptr, shrink::cuda::Synchronize::yes),
                       Contains("NaN or inf"));
   }
   x[77] = 1.0f;  // and a clean call afterwards passes (the status word is cleared by each call)
   x_dev.upload(x.data(), x_dev.bytes());
-  CHECK_NOTHROW(shrink::cuda::slice_norms(view, nullptr, NormOrder::l1, 0, norms.as<double>(), workspace_of(ws),
+  CHECK_NOTHROW(shrink::cuda::slice_norms(view, nullptr, NormOrder::l1, 0, norms.as<double>(), ws.workspace(),
                                           nullptr, shrink::cuda::Synchronize::yes));
 }
 

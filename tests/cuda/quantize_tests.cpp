@@ -19,6 +19,7 @@
 #include "shrink/quant/observers/minmax.hpp"
 #include "shrink/quant/quantize.hpp"
 #include "shrink/quant/scheme.hpp"
+#include "support/element_types.hpp"
 
 namespace {
 
@@ -32,6 +33,7 @@ using shrink::quant::Symmetry;
 using Catch::Matchers::Contains;
 
 using shrink::test::DeviceBuffer;
+using shrink::test::same_bits;
 
 // Normal values (never zero), shifted so that affine schemes see an asymmetric range.
 std::vector<float> random_input(std::int64_t n, std::uint32_t seed) {
@@ -43,11 +45,6 @@ std::vector<float> random_input(std::int64_t n, std::uint32_t seed) {
     while (v == 0.0f);
   }
   return x;
-}
-
-template <class T>
-bool same_bytes(const std::vector<T>& a, const std::vector<T>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
 }
 
 std::string describe(const QuantScheme& s, const Shape& shape, std::int64_t offset) {
@@ -100,7 +97,7 @@ void check_against_cpu(const QuantScheme& scheme, const Shape& shape, std::int64
   shrink::cuda::quantize(x_view, scheme, qp, q_ptr, workspace, nullptr, sync);
   std::vector<std::uint8_t> q_gpu(q_bytes);
   CUDA_REQUIRE(cudaMemcpy(q_gpu.data(), q_ptr, q_bytes, cudaMemcpyDeviceToHost));
-  CHECK(same_bytes(q_gpu, std::vector<std::uint8_t>(q_cpu.data.begin(), q_cpu.data.end())));
+  CHECK(same_bits(q_gpu, std::vector<std::uint8_t>(q_cpu.data.begin(), q_cpu.data.end())));
 
   // dequantize (from the CPU's codes, so that it is tested on its own)
   q_dev.poison();
@@ -111,7 +108,7 @@ void check_against_cpu(const QuantScheme& scheme, const Shape& shape, std::int64
                            sync);
   std::vector<float> dq_gpu(static_cast<std::size_t>(n));
   CUDA_REQUIRE(cudaMemcpy(dq_gpu.data(), out_ptr, dq_gpu.size() * sizeof(float), cudaMemcpyDeviceToHost));
-  CHECK(same_bytes(dq_gpu, dq_cpu));
+  CHECK(same_bits(dq_gpu, dq_cpu));
 
   // fake quantize, with and without the mask
   out_dev.poison();
@@ -122,13 +119,13 @@ void check_against_cpu(const QuantScheme& scheme, const Shape& shape, std::int64
   std::vector<std::uint8_t> mask_gpu(static_cast<std::size_t>(n));
   CUDA_REQUIRE(cudaMemcpy(fq_gpu.data(), out_ptr, fq_gpu.size() * sizeof(float), cudaMemcpyDeviceToHost));
   CUDA_REQUIRE(cudaMemcpy(mask_gpu.data(), mask_ptr, mask_gpu.size(), cudaMemcpyDeviceToHost));
-  CHECK(same_bytes(fq_gpu, fq_cpu));
-  CHECK(same_bytes(mask_gpu, mask_cpu));
+  CHECK(same_bits(fq_gpu, fq_cpu));
+  CHECK(same_bits(mask_gpu, mask_cpu));
 
   out_dev.poison();
   shrink::cuda::fake_quantize(x_view, scheme, qp, out_ptr, nullptr, workspace, nullptr, sync);
   CUDA_REQUIRE(cudaMemcpy(fq_gpu.data(), out_ptr, fq_gpu.size() * sizeof(float), cudaMemcpyDeviceToHost));
-  CHECK(same_bytes(fq_gpu, fq_cpu));
+  CHECK(same_bits(fq_gpu, fq_cpu));
 }
 
 struct Layout {

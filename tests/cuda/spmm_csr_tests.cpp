@@ -26,6 +26,8 @@
 #include "shrink/cpu/linear_epilogue.hpp"
 #include "shrink/cuda/spmm_csr.hpp"
 #include "shrink/sparse/csr.hpp"
+#include "support/activation_reference.hpp"
+#include "support/element_types.hpp"
 
 namespace {
 
@@ -39,23 +41,7 @@ using shrink::cpu::Activation;
 using shrink::cuda::SpmmCsrArgs;
 using shrink::cuda::SpmmPath;
 
-using shrink::test::DeviceBuffer;
-
-template <class T>
-T from_float(float v) {
-  if constexpr (std::is_same<T, float>::value)
-    return v;
-  else
-    return T(v);
-}
-
-template <class T>
-float to_float(T v) {
-  if constexpr (std::is_same<T, float>::value)
-    return v;
-  else
-    return v.to_float();
-}
+using namespace shrink::test;
 
 template <class T>
 std::uint32_t bits_of(T v) {
@@ -66,16 +52,6 @@ std::uint32_t bits_of(T v) {
   } else {
     return v.to_bits();
   }
-}
-
-double activate(double v, Activation a) {
-  switch (a) {
-    case Activation::none: return v;
-    case Activation::relu: return v > 0 ? v : 0;
-    case Activation::gelu: return 0.5 * v * (1.0 + std::erf(v / std::sqrt(2.0)));
-    case Activation::silu: return v / (1.0 + std::exp(-v));
-  }
-  return v;
 }
 
 // How the weight's kept elements are spread.
@@ -233,7 +209,7 @@ void check_product(const Problem<T>& p, DeviceProblem<T>& device, bool with_bias
   for (std::int64_t i = 0; i < p.m * p.n; ++i) {
     const auto at = static_cast<std::size_t>(i);
     const double b = with_bias ? p.bias[static_cast<std::size_t>(i % p.n)] : 0.0;
-    const double expected = activate(value[at] + b, activation);
+    const double expected = activate_reference(value[at] + b, activation);
     const double bound = relative * std::fabs(expected) + 1e-5 * (magnitude[at] + std::fabs(b)) + 1e-30;
     const double got = to_float(first[at]), cpu = to_float(cpu_out[at]);
     const bool ok = std::fabs(got - expected) <= bound && std::fabs(got - cpu) <= 2 * bound;

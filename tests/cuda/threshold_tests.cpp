@@ -25,6 +25,7 @@
 #include "shrink/cuda/threshold.hpp"
 #include "shrink/prune/mask.hpp"
 #include "shrink/prune/threshold.hpp"
+#include "support/element_types.hpp"
 
 namespace {
 
@@ -39,12 +40,8 @@ using Catch::Matchers::Contains;
 
 using shrink::test::DeviceBuffer;
 using shrink::test::fake_device_pointer;
-
-template <class T>
-T from_float(float v) {
-  if constexpr (std::is_same<T, float>::value) return v;
-  else return T(v);
-}
+using shrink::test::from_float;
+using shrink::test::type_name;
 
 // T's value of the given bits (float: 32 bits; half and bfloat16: 16).
 template <class T>
@@ -124,11 +121,6 @@ std::vector<T> two_values(std::int64_t n, std::uint32_t a, std::uint32_t b, doub
   std::vector<T> x(static_cast<std::size_t>(n));
   for (T& v : x) v = from_bits<T>(pick_a(rng) ? a : b);
   return x;
-}
-
-template <class T>
-const char* type_name() {
-  return std::is_same<T, float>::value ? "float" : std::is_same<T, half>::value ? "half" : "bfloat16";
 }
 
 bool same(const MagnitudeThreshold& a, const MagnitudeThreshold& b) {

@@ -28,6 +28,7 @@
 
 namespace {
 
+using namespace shrink::test;
 using namespace shrink::test::losses;
 using Catch::Matchers::Contains;
 using shrink::bfloat16;
@@ -41,8 +42,6 @@ using shrink::distill::Reduction;
 using shrink::distill::SoftTargetOptions;
 using shrink::distill::TopKTeacher;
 using shrink::distill::detail::SoftDivergence;
-using shrink::test::DeviceBuffer;
-using shrink::test::fake_device_pointer;
 
 struct Case {
   SoftDivergence kind;
@@ -163,8 +162,8 @@ void check_case(std::int64_t rows, std::int64_t vocab, std::int64_t k, const Cas
   for (std::int64_t r = 0; r < rows; ++r) {
     T* zr = z.data() + r * zs;
     T* tr = tl.data() + r * ts;
-    for (std::int64_t j = vocab; j < zs; ++j) zr[j] = element<T>(kNaN);
-    for (std::int64_t j = k; j < ts; ++j) tr[j] = element<T>(kNaN);
+    for (std::int64_t j = vocab; j < zs; ++j) zr[j] = from_float<T>(kNaN);
+    for (std::int64_t j = k; j < ts; ++j) tr[j] = from_float<T>(kNaN);
     const std::vector<Index> chosen = distinct_indices<Index>(vocab, k, rng);
     std::copy(chosen.begin(), chosen.end(), idx.begin() + r * ts);
     // A row without a tail makes the reverse KL +inf (tested apart): that divergence always gets one.
@@ -172,15 +171,15 @@ void check_case(std::int64_t rows, std::int64_t vocab, std::int64_t k, const Cas
       tail[static_cast<std::size_t>(r)] = 0.01f + tail_mass(rng);
     if (c.masked && masked_row(r)) {
       mask[static_cast<std::size_t>(r)] = 0;
-      for (std::int64_t j = 0; j < vocab; ++j) zr[j] = element<T>(kNaN);  // not read
-      for (std::int64_t j = 0; j < k; ++j) tr[j] = element<T>(kNaN);
+      for (std::int64_t j = 0; j < vocab; ++j) zr[j] = from_float<T>(kNaN);  // not read
+      for (std::int64_t j = 0; j < k; ++j) tr[j] = from_float<T>(kNaN);
       idx[static_cast<std::size_t>(r * ts)] = Index{-1};  // not checked
       tail[static_cast<std::size_t>(r)] = 2.0f;           // not checked
     } else if (c.neg_inf) {
       std::vector<bool> member(static_cast<std::size_t>(vocab), false);
       for (const Index j : chosen) member[static_cast<std::size_t>(j)] = true;
       for (std::int64_t j = 5; j < vocab; j += 11)
-        if (!member[static_cast<std::size_t>(j)]) zr[j] = element<T>(-kInf);
+        if (!member[static_cast<std::size_t>(j)]) zr[j] = from_float<T>(-kInf);
     }
   }
   std::vector<T> g0 =
@@ -232,12 +231,12 @@ void check_case(std::int64_t rows, std::int64_t vocab, std::int64_t k, const Cas
   const TensorView<const T> z_dev_view(z_dev->as<T>(), shape, z_strides, gpu);
   const TensorView<T> g_view(g_dev->as<T>(), shape, z_strides, gpu);
 
-  gpu_loss<T, Index>(c, z_dev_view, teacher_dev, nullptr, out.loss(with_rows), workspace_of(ws), od);
+  gpu_loss<T, Index>(c, z_dev_view, teacher_dev, nullptr, out.loss(with_rows), ws.workspace(), od);
   {
     INFO("loss only");
     check_loss(out.download(with_rows), cpu, c.reduction, rows);
   }
-  gpu_loss<T, Index>(c, z_dev_view, teacher_dev, &g_view, out.loss(with_rows), workspace_of(ws), od);
+  gpu_loss<T, Index>(c, z_dev_view, teacher_dev, &g_view, out.loss(with_rows), ws.workspace(), od);
   const Loss first = out.download(with_rows);
   const std::vector<T> g_first = g_dev->download<T>(g0.size());
   {
@@ -246,7 +245,7 @@ void check_case(std::int64_t rows, std::int64_t vocab, std::int64_t k, const Cas
     check_gradient(g_first, g_cpu, rows, vocab, zs, 1e-5 * unit);
   }
   g_dev->upload(g0.data(), g0.size() * sizeof(T));
-  gpu_loss<T, Index>(c, z_dev_view, teacher_dev, &g_view, out.loss(with_rows), workspace_of(ws), od);
+  gpu_loss<T, Index>(c, z_dev_view, teacher_dev, &g_view, out.loss(with_rows), ws.workspace(), od);
   INFO("a second run gives the same bits");
   CHECK(same_bits(out.download(with_rows), first));
   CHECK(same_bits(g_dev->download<T>(g0.size()), g_first));
@@ -295,7 +294,7 @@ TEST_CASE("cuda top-k reverse KL without a tail is +inf where the student has ma
       TensorView<const std::int32_t>(idx_dev->as<std::int32_t>(), Shape{rows, k}, gpu),
       {}};
   shrink::cuda::reverse_kl_div(TensorView<const float>(z_dev->as<float>(), Shape{rows, vocab}, gpu), teacher,
-                               out.loss(false), workspace_of(ws), nullptr, {}, shrink::cuda::Synchronize::yes);
+                               out.loss(false), ws.workspace(), nullptr, {}, shrink::cuda::Synchronize::yes);
   CHECK(out.download(false).value == kInf);
 }
 
@@ -324,7 +323,7 @@ TEST_CASE("cuda top-k teacher device-side checks", "[gpu]") {
   const auto run = [&] {
     shrink::cuda::kl_div_with_grad(TensorView<const float>(z_dev->as<float>(), Shape{rows, vocab}, gpu), teacher,
                                    TensorView<float>(g_dev.as<float>(), Shape{rows, vocab}, gpu), out.loss(false),
-                                   workspace_of(ws), nullptr, o, shrink::cuda::Synchronize::yes);
+                                   ws.workspace(), nullptr, o, shrink::cuda::Synchronize::yes);
   };
   run();  // valid
 

@@ -103,6 +103,20 @@ __device__ __forceinline__ long long block_exclusive_scan(long long v, long long
   return before_warp + inclusive - v;
 }
 
+// The first of this thread's kRowsPerThread rows in scan tile t.
+__device__ __forceinline__ std::int64_t thread_first_row(std::int64_t t) {
+  return t * kScanTile + static_cast<std::int64_t>(threadIdx.x) * kRowsPerThread;
+}
+
+// The counts of the rows [first, first + kRowsPerThread) below `rows`, added up.
+__device__ __forceinline__ long long thread_rows_sum(const long long* __restrict__ counts, std::int64_t rows,
+                                                     std::int64_t first) {
+  long long sum = 0;
+  for (int k = 0; k < kRowsPerThread; ++k)
+    if (first + k < rows) sum += counts[first + k];
+  return sum;
+}
+
 // One block a tile: tile_sums[t] = counts of rows [t * kScanTile, ...).
 template <int Unused = 0>  // a template, so that several translation units may include this header
 __global__ void tile_sums_kernel(const long long* __restrict__ counts, std::int64_t rows,
@@ -110,12 +124,8 @@ __global__ void tile_sums_kernel(const long long* __restrict__ counts, std::int6
   __shared__ long long warp_sums[32];
   const std::int64_t tiles = (rows + kScanTile - 1) / kScanTile;
   for (std::int64_t t = blockIdx.x; t < tiles; t += gridDim.x) {  // the same for the whole block
-    const std::int64_t first = t * kScanTile + static_cast<std::int64_t>(threadIdx.x) * kRowsPerThread;
-    long long mine = 0;
-    for (int k = 0; k < kRowsPerThread; ++k)
-      if (first + k < rows) mine += counts[first + k];
     long long total = 0;
-    block_exclusive_scan(mine, &total, warp_sums);
+    block_exclusive_scan(thread_rows_sum(counts, rows, thread_first_row(t)), &total, warp_sums);
     if (threadIdx.x == 0) tile_sums[t] = total;
   }
 }
@@ -150,12 +160,9 @@ __global__ void tile_offsets_kernel(const long long* __restrict__ counts, std::i
   __shared__ long long warp_sums[32];
   const std::int64_t tiles = (rows + kScanTile - 1) / kScanTile;
   for (std::int64_t t = blockIdx.x; t < tiles; t += gridDim.x) {  // the same for the whole block
-    const std::int64_t first = t * kScanTile + static_cast<std::int64_t>(threadIdx.x) * kRowsPerThread;
-    long long mine = 0;
-    for (int k = 0; k < kRowsPerThread; ++k)
-      if (first + k < rows) mine += counts[first + k];
+    const std::int64_t first = thread_first_row(t);
     long long total = 0;
-    long long offset = tile_prefix[t] + block_exclusive_scan(mine, &total, warp_sums);
+    long long offset = tile_prefix[t] + block_exclusive_scan(thread_rows_sum(counts, rows, first), &total, warp_sums);
     for (int k = 0; k < kRowsPerThread; ++k)
       if (first + k < rows) {
         // Past INT32_MAX the offsets are meaningless and scan_tiles_kernel has flagged kCapacity.

@@ -14,6 +14,7 @@
 
 #include "shrink/core/half.hpp"
 #include "shrink/cpu/linear_epilogue.hpp"
+#include "shrink/cuda/activation.cuh"
 #include "shrink/cuda/launch.hpp"
 #include "shrink/cuda/weight_only_bits.hpp"
 
@@ -134,16 +135,6 @@ __device__ __forceinline__ Words4 load_cached16(const void* p) {
 __device__ __forceinline__ bool valid_scale(float s) { return s > 0.0f && isfinite(s); }
 
 // ---- Output stage ----------------------------------------------------------------------------------------------------
-__device__ __forceinline__ float activate(float v, cpu::Activation a) {
-  switch (a) {
-    case cpu::Activation::none: return v;
-    case cpu::Activation::relu: return v > 0.0f ? v : 0.0f;
-    case cpu::Activation::gelu: return 0.5f * v * (1.0f + erff(v * 0.70710678118654752f));
-    case cpu::Activation::silu: return v / (1.0f + expf(-v));
-  }
-  return v;
-}
-
 // Flags met on the way, or-ed into the status word once per thread.
 struct Flags {
   bool bad_scale = false;

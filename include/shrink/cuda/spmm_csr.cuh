@@ -17,6 +17,7 @@
 
 #include "shrink/core/half.hpp"
 #include "shrink/cpu/linear_epilogue.hpp"
+#include "shrink/cuda/activation.cuh"
 #include "shrink/cuda/check.cuh"
 #include "shrink/cuda/launch.cuh"
 #include "shrink/cuda/launch.hpp"
@@ -94,16 +95,6 @@ __device__ __forceinline__ void load_widened(const T* p, float (&out)[Vec]) {
     const unsigned words[2] = {q.x, q.y};
     unpack<T, 2>(words, out);
   }
-}
-
-__device__ __forceinline__ float activate(float v, cpu::Activation a) {
-  switch (a) {
-    case cpu::Activation::none: return v;
-    case cpu::Activation::relu: return v > 0.0f ? v : 0.0f;
-    case cpu::Activation::gelu: return 0.5f * v * (1.0f + erff(v * 0.70710678118654752f));
-    case cpu::Activation::silu: return v / (1.0f + expf(-v));
-  }
-  return v;
 }
 
 // act(acc + bias[n]) rounded to T; a bias that is not finite sets `nonfinite`.

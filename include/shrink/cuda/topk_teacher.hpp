@@ -43,11 +43,13 @@ void topk_loss(distill::detail::SoftDivergence kind, double beta, TensorView<con
                const distill::TopKTeacher<T, Index>& teacher, const TensorView<T>* grad, DeviceLoss out,
                Workspace workspace, Stream stream, const distill::SoftTargetOptions& options, Synchronize synchronize);
 
-template <class S, class T>
+// S: the student view's element type, G: the gradient's (T when there is none).
+template <class S, class T, class G = T>
 void check_topk_types() {
   static_assert(std::is_same_v<std::remove_const_t<S>, T>,
                 "student and teacher logits must have the same element type");
   static_assert(distill::is_logit_type_v<T>, "logits must be float, shrink::half or shrink::bfloat16");
+  static_assert(std::is_same_v<G, T>, "grad_student must be a mutable view of the logits' element type");
 }
 
 }  // namespace loss_detail
@@ -67,8 +69,7 @@ template <class S, class T, class Index, class G>
 void kl_div_with_grad(const TensorView<S>& student, const distill::TopKTeacher<T, Index>& teacher,
                       const TensorView<G>& grad_student, DeviceLoss out, Workspace workspace, Stream stream,
                       const distill::SoftTargetOptions& options = {}, Synchronize synchronize = Synchronize::no) {
-  loss_detail::check_topk_types<S, T>();
-  static_assert(std::is_same_v<G, T>, "grad_student must be a mutable view of the logits' element type");
+  loss_detail::check_topk_types<S, T, G>();
   loss_detail::topk_loss<T, Index>(distill::detail::SoftDivergence::forward_kl, 0.0, student, teacher, &grad_student,
                                    out, workspace, stream, options, synchronize);
 }
@@ -88,8 +89,7 @@ void reverse_kl_div_with_grad(const TensorView<S>& student, const distill::TopKT
                               const TensorView<G>& grad_student, DeviceLoss out, Workspace workspace, Stream stream,
                               const distill::SoftTargetOptions& options = {},
                               Synchronize synchronize = Synchronize::no) {
-  loss_detail::check_topk_types<S, T>();
-  static_assert(std::is_same_v<G, T>, "grad_student must be a mutable view of the logits' element type");
+  loss_detail::check_topk_types<S, T, G>();
   loss_detail::topk_loss<T, Index>(distill::detail::SoftDivergence::reverse_kl, 0.0, student, teacher, &grad_student,
                                    out, workspace, stream, options, synchronize);
 }
@@ -109,8 +109,7 @@ void jensen_shannon_with_grad(const TensorView<S>& student, const distill::TopKT
                               const TensorView<G>& grad_student, DeviceLoss out, Workspace workspace, Stream stream,
                               const distill::SoftTargetOptions& options = {},
                               Synchronize synchronize = Synchronize::no) {
-  loss_detail::check_topk_types<S, T>();
-  static_assert(std::is_same_v<G, T>, "grad_student must be a mutable view of the logits' element type");
+  loss_detail::check_topk_types<S, T, G>();
   loss_detail::topk_loss<T, Index>(distill::detail::SoftDivergence::jensen_shannon, beta, student, teacher,
                                    &grad_student, out, workspace, stream, options, synchronize);
 }

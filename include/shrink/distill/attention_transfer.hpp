@@ -68,6 +68,24 @@ void check_attention_shape(const TensorView<T>& v, const char* function, const c
          "at least one sample, one channel and one position");
 }
 
+// Student [B, Cs, spatial...] and teacher [B, Ct, spatial...] (each checked as above, and with the same samples and
+// spatial dims) as samples: their layouts. Used by the CUDA backend too.
+template <class T>
+std::pair<Samples, Samples> attention_pair_samples(const TensorView<T>& student, const TensorView<T>& teacher,
+                                                   const char* function) {
+  check_attention_shape(student, function, "student");
+  bool same_frame = teacher.rank() == student.rank() && teacher.size(0) == student.size(0);
+  for (int d = 2; same_frame && d < student.rank(); ++d) same_frame = teacher.size(d) == student.size(d);
+  if (!same_frame) {
+    std::string expected = "[" + std::to_string(student.size(0)) + ", C";
+    for (int d = 2; d < student.rank(); ++d) expected += ", " + std::to_string(student.size(d));
+    fail(function, "teacher.shape", to_string(teacher.shape()),
+         expected + "]: student's samples and spatial dimensions, any channel count");
+  }
+  check_attention_shape(teacher, function, "teacher");
+  return {attention_samples(student, function, "student"), attention_samples(teacher, function, "teacher")};
+}
+
 // a_p = mean_c x_cp^2 of sample b into a[0, P); returns ||a||_2.
 template <class T>
 double attention_energy(const TensorView<const T>& x, const Samples& layout, std::int64_t b, double* a) {
@@ -127,19 +145,7 @@ Loss attention_transfer(const TensorView<const T>& student, const TensorView<con
   static_assert(is_element_type<T>, "attention transfer takes float, shrink::half or shrink::bfloat16 elements");
   require_host_view(student, function, "student");
   require_host_view(teacher, function, "teacher");
-  check_attention_shape(student, function, "student");
-  bool same_frame = teacher.rank() == student.rank() && teacher.size(0) == student.size(0);
-  for (int d = 2; same_frame && d < student.rank(); ++d) same_frame = teacher.size(d) == student.size(d);
-  if (!same_frame) {
-    Shape frame = student.shape();
-    std::string expected = "[" + std::to_string(student.size(0)) + ", C";
-    for (int d = 2; d < frame.rank; ++d) expected += ", " + std::to_string(frame[d]);
-    fail(function, "teacher.shape", to_string(teacher.shape()),
-         expected + "]: student's samples and spatial dimensions, any channel count");
-  }
-  check_attention_shape(teacher, function, "teacher");
-  const Samples s_layout = attention_samples(student, function, "student");
-  const Samples t_layout = attention_samples(teacher, function, "teacher");
+  const auto [s_layout, t_layout] = attention_pair_samples(student, teacher, function);
   Samples gs_layout, gt_layout;
   if (grad_student) {
     check_gradient_view(*grad_student, student.shape(), function, "grad_student", "student");

@@ -290,8 +290,9 @@ TEST_CASE("linear_nm_int8 epilogue: scales, bias, activations, float / half / bf
           // int8: within one step of the double reference (the float result may round the other way at a tie).
           const double q = std::min(127.0, std::max(-128.0, std::nearbyint(v / out_scale)));
           bad += !(std::fabs(oq[at] - q) <= 1.0);
-          bad += oq[at] !=
-                 static_cast<std::int8_t>(std::fmin(std::fmax(std::nearbyint(of[at] / out_scale), -128.0f), 127.0f));
+          // and exactly the float result times the float inverse of the scale, rounded half to even (quantize).
+          bad += oq[at] != static_cast<std::int8_t>(
+                               std::fmin(std::fmax(std::nearbyint(of[at] * (1.0f / out_scale)), -128.0f), 127.0f));
         }
       CHECK(bad == 0);
     }

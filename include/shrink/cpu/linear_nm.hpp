@@ -33,6 +33,7 @@
 #include "shrink/cpu/linear_epilogue.hpp"
 #include "shrink/cpu/no_contract.hpp"
 #include "shrink/cpu/prefetch.hpp"
+#include "shrink/cpu/quantize.hpp"
 #include "shrink/cpu/simd.hpp"
 #include "shrink/prune/nm.hpp"
 #include "shrink/sparse/nm_compressed.hpp"
@@ -294,7 +295,7 @@ inline void linear_nm(TensorView<const float> x, const sparse::NmCompressed<floa
 //   int8     linear_nm_int8: exact int32 sums over the kept products, then
 //              out[m, n] = act(float(acc) · (sx[m] · sw[n]) + bias[n])     each operation rounded on its own
 //            into float, half or bfloat16 (round to nearest even), or int8:
-//              q = clamp(round_half_even(v / out_scale), -128, 127)         (a NaN gives -128)
+//              q = clamp(round_half_even(v · (1 / out_scale)), -128, 127)   (a NaN gives -128)
 //            sx: [M] (per token) or [1]; sw: [N] (per output channel) or [1]; symmetric (no zero points).
 
 namespace detail {
@@ -331,8 +332,8 @@ Out to_linear_output(float v, float out_scale) {
   if constexpr (std::is_same_v<Out, float>) {
     return v;
   } else if constexpr (std::is_same_v<Out, std::int8_t>) {
-    const float q = std::nearbyint(v / out_scale);  // the default rounding mode: half to even
-    return static_cast<std::int8_t>(std::fmin(std::fmax(q, -128.0f), 127.0f));  // fmax drops a NaN
+    // quant/quantize.hpp's symmetric int8, as the W8A8 GEMM's output (cpu/linear_output.hpp): NaN gives -128.
+    return static_cast<std::int8_t>(quantize_value(v, AffineParams(out_scale, 0, -128, 127)));
   } else {
     return Out(v);
   }

@@ -16,6 +16,7 @@
 #include <cstdint>
 
 #include "shrink/cpu/linear_epilogue.hpp"
+#include "shrink/cuda/activation.cuh"
 #include "shrink/cuda/launch.hpp"
 
 namespace shrink::cuda::int8_gemm {
@@ -50,16 +51,6 @@ __device__ __forceinline__ float row_scale(const EpilogueParams& p, int row) {
   return checked_scale(p.x_scales, p.x_per_token ? row : 0, p.status);
 }
 
-__device__ __forceinline__ float activate(float v, int activation) {
-  switch (activation) {
-    case static_cast<int>(cpu::Activation::relu): return v > 0.0f ? v : 0.0f;
-    case static_cast<int>(cpu::Activation::gelu):
-      return __fmul_rn(__fmul_rn(0.5f, v), __fadd_rn(1.0f, erff(__fmul_rn(v, 0.70710678118654752f))));
-    case static_cast<int>(cpu::Activation::silu): return __fdiv_rn(v, __fadd_rn(1.0f, expf(-v)));
-    default: return v;
-  }
-}
-
 // act(acc · (sx · sw[col]) + bias[col]) for one accumulator of a row whose scale is sx.
 __device__ __forceinline__ float epilogue_value(const EpilogueParams& p, std::int32_t acc, float sx, int col) {
   const float sw = checked_scale(p.w_scales, p.w_per_channel ? col : 0, p.status);
@@ -68,7 +59,8 @@ __device__ __forceinline__ float epilogue_value(const EpilogueParams& p, std::in
     b = __ldg(p.bias + col);
     if (!isfinite(b)) atomicOr(p.status, kNonFinite);
   }
-  return activate(__fadd_rn(__fmul_rn(__int2float_rn(acc), __fmul_rn(sx, sw)), b), p.activation);
+  return activate(__fadd_rn(__fmul_rn(__int2float_rn(acc), __fmul_rn(sx, sw)), b),
+                  static_cast<cpu::Activation>(p.activation));
 }
 
 __device__ __forceinline__ std::uint16_t to_half_bits(float v) {

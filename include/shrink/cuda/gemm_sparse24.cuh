@@ -18,6 +18,7 @@
 
 #include "shrink/core/half.hpp"
 #include "shrink/cpu/linear_epilogue.hpp"
+#include "shrink/cuda/activation.cuh"
 #include "shrink/cuda/gemm_sparse24_layout.hpp"
 #include "shrink/cuda/launch.cuh"
 #include "shrink/cuda/launch.hpp"
@@ -102,23 +103,14 @@ struct Params {
   int* status;
 };
 
-__device__ __forceinline__ float activate(float v, Activation a) {
-  switch (a) {
-    case Activation::none: return v;
-    case Activation::relu: return v > 0.0f ? v : 0.0f;
-    case Activation::gelu: return 0.5f * v * (1.0f + erff(v * 0.70710678118654752f));
-    case Activation::silu: return v / (1.0f + expf(-v));
-  }
-  return v;
-}
-
 template <class Out>
 __device__ __forceinline__ Out to_output(float v, float out_scale) {
   if constexpr (std::is_same_v<Out, float>) {
     return v;
   } else if constexpr (std::is_same_v<Out, std::int8_t>) {
-    // fmaxf returns the other operand for a NaN, so NaN requantizes to -128, as on the CPU.
-    const float q = rintf(__fdiv_rn(v, out_scale));
+    // quant/quantize.hpp's symmetric int8: v times the float inverse of the scale, rounded half to even; fmaxf
+    // returns the other operand for a NaN, so NaN requantizes to -128, as on the CPU.
+    const float q = rintf(__fmul_rn(v, __fdiv_rn(1.0f, out_scale)));
     return static_cast<std::int8_t>(fminf(fmaxf(q, -128.0f), 127.0f));
   } else {
     return Out(v);  // half / bfloat16: round to nearest even, as the CPU's encoders

@@ -8,7 +8,7 @@
 //   half x, half W        Y in float (tensor-core accumulation); out half (round to nearest even) or float; no scales
 //   bfloat16 likewise     [cpu::linear_nm]
 //   int8 x, int8 W        Y exact in int32; sx per token [M] or per tensor [1], sw per output channel [N] or [1];
-//                         out float, half, bfloat16, or int8 requantized: q = clamp(round_half_even(v / out_scale),
+//                         out float, half, bfloat16, or int8 requantized: q = clamp(round_half_even(v · (1 / out_scale)),
 //                         -128, 127) (NaN gives -128)   [cpu::linear_nm_int8]
 // act: none, relu, gelu (erf), silu, as cpu/linear_epilogue.hpp.
 //
@@ -80,7 +80,7 @@ struct GemmSparse24Args {
   TensorView<const float> w_scales;  // int8: sw, [N] or [1]; 16-bit: empty
   TensorView<const float> bias;      // [N] device floats, or empty for none
   cpu::Activation activation = cpu::Activation::none;
-  float out_scale = 1.0f;  // int8 output only: q = clamp(round_half_even(v / out_scale), -128, 127)
+  float out_scale = 1.0f;  // int8 output only: q = clamp(round_half_even(v · (1 / out_scale)), -128, 127)
   TensorView<Out> out;     // [M, N] row-major
   Sparse24Path path = Sparse24Path::automatic;
 };

@@ -21,6 +21,7 @@
 
 #include "device_buffer.hpp"
 #include "loss_checks.hpp"
+#include "support/element_types.hpp"
 #include "shrink/core/error.hpp"
 #include "shrink/core/half.hpp"
 #include "shrink/core/view.hpp"
@@ -32,6 +33,12 @@
 namespace {
 
 using namespace shrink::test::losses;
+using shrink::test::from_float;
+using shrink::test::same_bits;
+using shrink::test::losses::same_bits;
+using shrink::test::to_device;
+using shrink::test::to_float;
+using shrink::test::type_name;
 using Catch::Matchers::Contains;
 using shrink::bfloat16;
 using shrink::Device;
@@ -129,8 +136,8 @@ void check_gradient_mix(const std::vector<T>& gpu, const std::vector<T>& cpu, co
     double largest = 0.0;
     for (std::int64_t j = 0; j < cols; ++j) {
       const std::size_t i = static_cast<std::size_t>(r * stride + j);
-      largest = std::max({largest, std::fabs(static_cast<double>(value_of(cpu[i]))),
-                          std::fabs(static_cast<double>(value_of(kd[i])))});
+      largest = std::max({largest, std::fabs(static_cast<double>(to_float(cpu[i]))),
+                          std::fabs(static_cast<double>(to_float(kd[i])))});
     }
     for (std::int64_t j = 0; j < stride && r * stride + j < static_cast<std::int64_t>(gpu.size()); ++j) {
       const std::size_t i = static_cast<std::size_t>(r * stride + j);
@@ -139,8 +146,8 @@ void check_gradient_mix(const std::vector<T>& gpu, const std::vector<T>& cpu, co
           FAIL_CHECK("gradient: padding at row " << r << " column " << j << " was written");
         continue;
       }
-      const double g = value_of(gpu[i]), e = value_of(cpu[i]);
-      const double tol = rel * (std::fabs(e) + std::fabs(value_of(kd[i]))) + 1e-5 * largest + floor;
+      const double g = to_float(gpu[i]), e = to_float(cpu[i]);
+      const double tol = rel * (std::fabs(e) + std::fabs(to_float(kd[i]))) + 1e-5 * largest + floor;
       if (!(std::fabs(g - e) <= tol) && ++wrong && failures++ < 3)
         FAIL_CHECK("gradient[" << r << ", " << j << "]: gpu " << g << " cpu " << e << " (tolerance " << tol << ")");
     }
@@ -179,7 +186,7 @@ void compare(const Case& c, std::int64_t rows, std::int64_t vocab, const std::ve
     cpu.per_row = shrink::distill::distillation_loss(z_view, teacher, y_view, none).per_row;
   }
   // The KD part's gradient alone (what the GPU rounds to T before CE adds), for the tolerance.
-  std::vector<T> g_kd = c.accumulate ? g0 : std::vector<T>(g0.size(), element<T>(0.0f));
+  std::vector<T> g_kd = c.accumulate ? g0 : std::vector<T>(g0.size(), from_float<T>(0.0f));
   if (c.alpha > 0.0f)
     shrink::distill::kl_div_with_grad(
         z_view, teacher, TensorView<T>(g_kd.data(), shape, strides),
@@ -198,7 +205,7 @@ void compare(const Case& c, std::int64_t rows, std::int64_t vocab, const std::ve
   const TensorView<const L> y_dev_view(y_dev->as<L>(), Shape{rows}, gpu);
   const TensorView<T> g_view(g_dev->as<T>(), shape, strides, gpu);
 
-  k::distillation_loss(z_dev_view, teacher_dev, y_dev_view, out.loss(with_rows), workspace_of(ws), nullptr, od,
+  k::distillation_loss(z_dev_view, teacher_dev, y_dev_view, out.loss(with_rows), ws.workspace(), nullptr, od,
                        k::Synchronize::yes);
   {
     INFO("loss only");
@@ -206,7 +213,7 @@ void compare(const Case& c, std::int64_t rows, std::int64_t vocab, const std::ve
     if (!with_rows) CHECK(out.per_row_untouched());
     CHECK(same_bits(g_dev->download<T>(g0.size()), g0));  // no gradient asked for: none written
   }
-  k::distillation_loss_with_grad(z_dev_view, teacher_dev, y_dev_view, g_view, out.loss(with_rows), workspace_of(ws),
+  k::distillation_loss_with_grad(z_dev_view, teacher_dev, y_dev_view, g_view, out.loss(with_rows), ws.workspace(),
                                  nullptr, od, k::Synchronize::yes);
   const Loss first = out.download(with_rows);
   const std::vector<T> g_first = g_dev->download<T>(g0.size());
@@ -217,7 +224,7 @@ void compare(const Case& c, std::int64_t rows, std::int64_t vocab, const std::ve
     check_gradient_mix(g_first, g_cpu, g_kd, rows, vocab, stride);
   }
   g_dev->upload(g0.data(), g0.size() * sizeof(T));
-  k::distillation_loss_with_grad(z_dev_view, teacher_dev, y_dev_view, g_view, out.loss(with_rows), workspace_of(ws),
+  k::distillation_loss_with_grad(z_dev_view, teacher_dev, y_dev_view, g_view, out.loss(with_rows), ws.workspace(),
                                  nullptr, od, k::Synchronize::yes);
   INFO("a second run gives the same bits");
   CHECK(same_bits(out.download(with_rows), first));
@@ -245,8 +252,8 @@ void check_case(bool topk, std::int64_t rows, std::int64_t vocab, std::int64_t k
     T* zr = z.data() + r * zs;
     T* tr = t.data() + r * zs;
     T* lr = tl.data() + r * ts;
-    for (std::int64_t j = vocab; j < zs; ++j) zr[j] = tr[j] = element<T>(kNaN);
-    for (std::int64_t j = k; j < ts; ++j) lr[j] = element<T>(kNaN);
+    for (std::int64_t j = vocab; j < zs; ++j) zr[j] = tr[j] = from_float<T>(kNaN);
+    for (std::int64_t j = k; j < ts; ++j) lr[j] = from_float<T>(kNaN);
     const std::vector<Index> chosen = distinct_indices<Index>(vocab, k, rng);
     std::copy(chosen.begin(), chosen.end(), idx.begin() + r * ts);
     if (k < vocab) tail[static_cast<std::size_t>(r)] = tail_mass(rng);
@@ -254,8 +261,8 @@ void check_case(bool topk, std::int64_t rows, std::int64_t vocab, std::int64_t k
     if (r % 3 == 2) mask[static_cast<std::size_t>(r)] = 9;  // any nonzero byte keeps a row
     if (c.masked && masked_row(r)) {
       mask[static_cast<std::size_t>(r)] = 0;
-      for (std::int64_t j = 0; j < vocab; ++j) zr[j] = tr[j] = element<T>(kNaN);  // not read by either part
-      for (std::int64_t j = 0; j < k; ++j) lr[j] = element<T>(kNaN);
+      for (std::int64_t j = 0; j < vocab; ++j) zr[j] = tr[j] = from_float<T>(kNaN);  // not read by either part
+      for (std::int64_t j = 0; j < k; ++j) lr[j] = from_float<T>(kNaN);
       idx[static_cast<std::size_t>(r * ts)] = Index{-1};  // not checked
       tail[static_cast<std::size_t>(r)] = 2.0f;           // not checked
       y[static_cast<std::size_t>(r)] = static_cast<L>(vocab + 3);
@@ -347,7 +354,7 @@ TEST_CASE("cuda distillation_loss flattens [B, L, V] logits and [B, L] labels", 
   shrink::cuda::distillation_loss_with_grad(
       TensorView<const float>(z_dev->as<float>(), shape, gpu), TensorView<const float>(t_dev->as<float>(), shape, gpu),
       TensorView<const std::int64_t>(y_dev->as<std::int64_t>(), Shape{b, l}, gpu),
-      TensorView<float>(g_dev.as<float>(), shape, gpu), out.loss(false), workspace_of(ws), nullptr, o,
+      TensorView<float>(g_dev.as<float>(), shape, gpu), out.loss(false), ws.workspace(), nullptr, o,
       shrink::cuda::Synchronize::yes);
   check_value(out.download(false).value, cpu.value, 4e-6, "value");
   check_gradient(g_dev.download<float>(z.size()), g_cpu, b * l, vocab, vocab, 1e-6);
@@ -367,7 +374,7 @@ TEST_CASE("cuda distillation_loss writes nothing when a host check of the CE par
   CHECK_THROWS_WITH(shrink::cuda::distillation_loss_with_grad(
                         zv, zv, TensorView<const std::int32_t>(y_dev->as<std::int32_t>(), Shape{5}, gpu),
                         TensorView<float>(g_dev.as<float>(), Shape{rows, vocab}, gpu), out.loss(true),
-                        workspace_of(ws), nullptr, {}, shrink::cuda::Synchronize::yes),
+                        ws.workspace(), nullptr, {}, shrink::cuda::Synchronize::yes),
                     Contains("shrink::cuda::distillation_loss_with_grad") && Contains("labels.shape"));
   CUDA_REQUIRE(cudaDeviceSynchronize());
   const std::vector<unsigned char> g = g_dev.download<unsigned char>(g_dev.bytes());
@@ -405,7 +412,7 @@ TEST_CASE("cuda distillation_loss device-side checks of both parts", "[gpu]") {
         TensorView<const float>(z_dev->as<float>(), Shape{rows, vocab}, gpu),
         TensorView<const float>(t_dev->as<float>(), Shape{rows, vocab}, gpu),
         TensorView<const std::int64_t>(y_dev->as<std::int64_t>(), Shape{rows}, gpu),
-        TensorView<float>(g_dev.as<float>(), Shape{rows, vocab}, gpu), out.loss(false), workspace_of(ws), nullptr, a,
+        TensorView<float>(g_dev.as<float>(), Shape{rows, vocab}, gpu), out.loss(false), ws.workspace(), nullptr, a,
         sync);
   };
   const auto yes = k::Synchronize::yes;
@@ -441,7 +448,7 @@ TEST_CASE("cuda distillation_loss device-side checks of both parts", "[gpu]") {
     yb[0] = -3;
     y_dev->upload(yb.data(), yb.size() * sizeof(std::int64_t));
     run(0.5f, k::Synchronize::no);
-    CHECK_THROWS_WITH(k::check_status(workspace_of(ws), nullptr), Contains("NaN or inf") && Contains("label"));
+    CHECK_THROWS_WITH(k::check_status(ws.workspace(), nullptr), Contains("NaN or inf") && Contains("label"));
   }
 }
 

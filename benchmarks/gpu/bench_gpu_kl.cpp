@@ -14,7 +14,6 @@
 #include <map>
 #include <memory>
 #include <sstream>
-#include <stdexcept>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -22,16 +21,14 @@
 #include "shrink/core/half.hpp"
 #include "shrink/cuda/device.hpp"
 #include "shrink/cuda/soft_target.hpp"
+#include "support/gpu_timing.hpp"
 #include "support/ratio_table.hpp"
 
 namespace {
 
 using namespace shrink;
+using namespace shrink::bench::gpu;
 using shrink::bench::RatioTarget;
-
-void check(cudaError_t status, const char* what) {
-  if (status != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(status));
-}
 
 struct BenchShape {
   std::int64_t rows, cols;
@@ -60,16 +57,12 @@ float logit(std::int64_t r, std::int64_t j, std::uint64_t salt) {
 
 // Student, teacher, gradient and workspace of one shape, filled once and kept for the process.
 struct ShapeData {
-  void* student = nullptr;
-  void* teacher = nullptr;
-  void* grad = nullptr;
-  void* workspace = nullptr;
-  double* value = nullptr;
-  std::size_t workspace_size = 0;
-  std::int64_t bytes = 0;  // of one tensor
+  std::int64_t bytes;  // of one tensor
+  std::size_t workspace_size;
+  DeviceMemory student, teacher, grad, workspace, value;
 
   template <class T>
-  void fill(void* device, const BenchShape& s, std::uint64_t salt) {
+  void fill(DeviceMemory& device, const BenchShape& s, std::uint64_t salt) {
     std::vector<T> block(static_cast<std::size_t>(kDistinctRows * s.cols));
     for (std::int64_t r = 0; r < kDistinctRows; ++r)
       for (std::int64_t j = 0; j < s.cols; ++j) {
@@ -77,20 +70,22 @@ struct ShapeData {
         if constexpr (std::is_same<T, float>::value) block[static_cast<std::size_t>(r * s.cols + j)] = v;
         else block[static_cast<std::size_t>(r * s.cols + j)] = T(v);
       }
-    auto* d = static_cast<T*>(device);
-    check(cudaMemcpy(d, block.data(), block.size() * sizeof(T), cudaMemcpyHostToDevice), "fill");
+    device.upload(block);
+    T* d = device.as<T>();
     for (std::int64_t r = kDistinctRows; r < s.rows; r += kDistinctRows) {
       const std::int64_t n = (s.rows - r < kDistinctRows ? s.rows - r : kDistinctRows) * s.cols;
       check(cudaMemcpy(d + r * s.cols, d, static_cast<std::size_t>(n) * sizeof(T), cudaMemcpyDeviceToDevice), "repeat");
     }
   }
 
-  explicit ShapeData(const BenchShape& s) {
-    bytes = s.rows * s.cols * (s.bf16 ? 2 : 4);
-    for (void** p : {&student, &teacher, &grad}) check(cudaMalloc(p, static_cast<std::size_t>(bytes)), "cudaMalloc");
-    workspace_size = cuda::soft_target_workspace_bytes(s.rows);
-    check(cudaMalloc(&workspace, workspace_size), "cudaMalloc workspace");
-    check(cudaMalloc(reinterpret_cast<void**>(&value), sizeof(double)), "cudaMalloc value");
+  explicit ShapeData(const BenchShape& s)
+      : bytes(s.rows * s.cols * (s.bf16 ? 2 : 4)),
+        workspace_size(cuda::soft_target_workspace_bytes(s.rows)),
+        student(static_cast<std::size_t>(bytes)),
+        teacher(static_cast<std::size_t>(bytes)),
+        grad(static_cast<std::size_t>(bytes)),
+        workspace(workspace_size),
+        value(sizeof(double)) {
     if (s.bf16) {
       fill<bfloat16>(student, s, 0);
       fill<bfloat16>(teacher, s, 1);
@@ -108,40 +103,11 @@ ShapeData& data(int shape) {
   return *d;
 }
 
-bool has_device(benchmark::State& state) {
-  if (cuda::device_count() > 0) return true;
-  state.SkipWithError("no CUDA device");
-  return false;
-}
-
-template <class Launch>
-void time_on_device(benchmark::State& state, std::int64_t bytes_moved, Launch launch) {
-  cudaEvent_t start, stop;
-  check(cudaEventCreate(&start), "event");
-  check(cudaEventCreate(&stop), "event");
-  for (int i = 0; i < 3; ++i) launch();  // warm-up
-  check(cudaDeviceSynchronize(), "warm-up");
-  for (auto _ : state) {
-    check(cudaEventRecord(start), "record");
-    launch();
-    check(cudaEventRecord(stop), "record");
-    check(cudaEventSynchronize(stop), "synchronize");
-    float ms = 0;
-    check(cudaEventElapsedTime(&ms, start, stop), "elapsed");
-    state.SetIterationTime(ms / 1e3);
-  }
-  state.SetBytesProcessed(state.iterations() * bytes_moved);
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
-}
-
 void BM_gpu_copy(benchmark::State& state) {
   if (!has_device(state)) return;
   ShapeData& d = data(static_cast<int>(state.range(0)));
   state.SetLabel(kShapes[state.range(0)].what);
-  time_on_device(state, 2 * d.bytes, [&] {
-    check(cudaMemcpyAsync(d.grad, d.student, static_cast<std::size_t>(d.bytes), cudaMemcpyDeviceToDevice), "copy");
-  });
+  time_copy(state, d.grad, d.student, static_cast<std::size_t>(d.bytes));
 }
 
 template <class T>
@@ -160,14 +126,15 @@ void run_kl(benchmark::State& state, int shape, cuda::SoftTargetPath path) {
                  (plan.path == cuda::SoftTargetPath::cluster ? " x" + std::to_string(plan.cluster_size) : "") + ", " +
                  std::to_string(plan.threads) + " threads, " + std::to_string(plan.shared_bytes) + " B shared");
   const Shape shape_{s.rows, s.cols};
-  const TensorView<const T> student(static_cast<const T*>(d.student), shape_, Device::cuda(0));
-  const TensorView<const T> teacher(static_cast<const T*>(d.teacher), shape_, Device::cuda(0));
-  const TensorView<T> grad(static_cast<T*>(d.grad), shape_, Device::cuda(0));
+  const TensorView<const T> student(d.student.as<T>(), shape_, Device::cuda(0));
+  const TensorView<const T> teacher(d.teacher.as<T>(), shape_, Device::cuda(0));
+  const TensorView<T> grad(d.grad.as<T>(), shape_, Device::cuda(0));
+  const cuda::Workspace workspace{d.workspace.as<void>(), d.workspace_size};
   time_on_device(state, 3 * d.bytes, [&] {
-    cuda::kl_div_with_grad<T>(student, teacher, grad, {d.value, nullptr}, o, {d.workspace, d.workspace_size}, nullptr);
+    cuda::kl_div_with_grad<T>(student, teacher, grad, {d.value.as<double>(), nullptr}, o, workspace, nullptr);
   });
   state.counters["workspace_bytes"] = static_cast<double>(d.workspace_size);
-  cuda::check_status({d.workspace, d.workspace_size}, nullptr, "bench_gpu_kl");  // the data is finite: never throws
+  cuda::check_status(workspace, nullptr, "bench_gpu_kl");  // the data is finite: never throws
 }
 
 void BM_gpu_kl_with_grad(benchmark::State& state) {
@@ -245,13 +212,8 @@ void print_torch_ratios(const shrink::bench::RecordingReporter& reporter) {
 
 int main(int argc, char** argv) {
   register_all();
-  std::vector<char*> args = shrink::bench::arguments_with_repetitions(argc, argv);
-  int count = static_cast<int>(args.size());
-  benchmark::Initialize(&count, args.data());
-  if (benchmark::ReportUnrecognizedArguments(count, args.data())) return 1;
   shrink::bench::RecordingReporter reporter;
-  benchmark::RunSpecifiedBenchmarks(&reporter);
-  benchmark::Shutdown();
+  if (!shrink::bench::run_benchmarks(shrink::bench::arguments_with_repetitions(argc, argv), reporter)) return 1;
   shrink::bench::print_ratio_table(reporter);
   if (cuda::device_count() > 0) print_torch_ratios(reporter);
   return 0;

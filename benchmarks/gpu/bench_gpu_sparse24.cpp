@@ -12,7 +12,6 @@
 #include <cstdio>
 #include <map>
 #include <memory>
-#include <stdexcept>
 #include <string>
 #include <tuple>
 #include <type_traits>
@@ -25,6 +24,7 @@
 #include "shrink/cuda/gemm_sparse24.hpp"
 #include "shrink/cuda/nm.hpp"
 #include "shrink/sparse/nm_compressed.hpp"
+#include "support/gpu_timing.hpp"
 #include "support/ratio_table.hpp"
 
 namespace {
@@ -40,21 +40,17 @@ namespace bench_gpu = shrink::bench_gpu;
 // cuda_fp16.h (through cuBLAS) declares a global `half`: name shrink's types in full.
 using F16 = shrink::half;
 using BF16 = shrink::bfloat16;
+using namespace shrink::bench::gpu;
 using shrink::bench::RatioTarget;
 
 const std::int64_t kMs[] = {1, 16, 128, 1024, 4096, 8192};
 const std::pair<std::int64_t, std::int64_t> kNKs[] = {{4096, 4096}, {11008, 4096}, {4096, 11008}, {8192, 8192}};
 constexpr std::int64_t kMaxM = 8192;
 
-void check(cudaError_t status, const char* what) {
-  if (status != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(status));
-}
-
+// Bytes of `count` elements of T.
 template <class T>
-T* device_alloc(std::int64_t count) {
-  void* p = nullptr;
-  check(cudaMalloc(&p, static_cast<std::size_t>(count) * sizeof(T)), "cudaMalloc");
-  return static_cast<T*>(p);
+std::size_t bytes_of(std::int64_t count) {
+  return static_cast<std::size_t>(count) * sizeof(T);
 }
 
 // A value in [-1, 1), never zero, from an index: rows differ, so masks and products are not uniform.
@@ -86,33 +82,31 @@ void fill(T* device, std::int64_t rows, std::int64_t cols, std::int64_t seed) {
 template <class T>
 struct Operands {
   std::int64_t n, k;
-  T* x = nullptr;
-  T* w_dense = nullptr;
-  T* values = nullptr;
-  std::uint32_t* metadata = nullptr;
-  void* out_dense = nullptr;   // cuBLAS: T (16-bit) or int32
-  void* out_sparse = nullptr;  // shrink: T (16-bit) or float
-  float* ones = nullptr;       // unit scales for int8
-  void* workspace = nullptr;
+  DeviceMemory x, w_dense, values;  // T
+  DeviceMemory metadata;            // std::uint32_t
+  DeviceMemory out_dense;           // cuBLAS: T (16-bit) or int32
+  DeviceMemory out_sparse;          // shrink: T (16-bit) or float
+  DeviceMemory ones;                // a unit scale for int8
+  DeviceMemory workspace{256};
 
-  Operands(std::int64_t n_, std::int64_t k_, const std::uint64_t* mask_words) : n(n_), k(k_) {
-    x = device_alloc<T>(kMaxM * k);
-    w_dense = device_alloc<T>(n * k);
-    values = device_alloc<T>(n * k / 2);
-    metadata = device_alloc<std::uint32_t>(cuda::nm_metadata_words<T>(n, k, prune::NmPattern{2, 4}));
-    out_dense = device_alloc<std::int32_t>(kMaxM * n);
-    out_sparse = device_alloc<float>(kMaxM * n);
-    ones = device_alloc<float>(1);
-    const float one = 1.0f;
-    check(cudaMemcpy(ones, &one, 4, cudaMemcpyHostToDevice), "ones");
-    workspace = device_alloc<unsigned char>(256);
-    fill(x, kMaxM, k, 1);
-    fill(w_dense, n, k, 7);
-    std::uint8_t* positions = device_alloc<std::uint8_t>(n * k / 2);
-    cuda::compress_nm(TensorView<const T>(w_dense, Shape{n, k}, Device::cuda(0)), mask_words, prune::NmPattern{2, 4},
-                      cuda::DeviceNmCompressed<T>{values, positions, metadata}, {workspace, 256}, nullptr,
-                      cuda::Synchronize::yes);
-    check(cudaFree(positions), "cudaFree");
+  Operands(std::int64_t n_, std::int64_t k_, const std::uint64_t* mask_words)
+      : n(n_),
+        k(k_),
+        x(bytes_of<T>(kMaxM * k)),
+        w_dense(bytes_of<T>(n * k)),
+        values(bytes_of<T>(n * k / 2)),
+        metadata(bytes_of<std::uint32_t>(cuda::nm_metadata_words<T>(n, k, prune::NmPattern{2, 4}))),
+        out_dense(bytes_of<std::int32_t>(kMaxM * n)),
+        out_sparse(bytes_of<float>(kMaxM * n)),
+        ones(std::vector<float>{1.0f}) {
+    fill(x.as<T>(), kMaxM, k, 1);
+    fill(w_dense.as<T>(), n, k, 7);
+    const DeviceMemory positions(bytes_of<std::uint8_t>(n * k / 2));
+    cuda::compress_nm(TensorView<const T>(w_dense.as<T>(), Shape{n, k}, Device::cuda(0)), mask_words,
+                      prune::NmPattern{2, 4},
+                      cuda::DeviceNmCompressed<T>{values.as<T>(), positions.as<std::uint8_t>(),
+                                                  metadata.as<std::uint32_t>()},
+                      {workspace.as<void>(), workspace.bytes()}, nullptr, cuda::Synchronize::yes);
   }
 };
 
@@ -127,48 +121,21 @@ ShapeData& shape_data(std::int64_t n, std::int64_t k) {
   static std::map<std::pair<std::int64_t, std::int64_t>, ShapeData> cache;
   auto it = cache.find({n, k});
   if (it != cache.end()) return it->second;
-  F16* importance = device_alloc<F16>(n * k);
-  fill(importance, n, k, 7);
-  std::uint64_t* words = device_alloc<std::uint64_t>(cuda::nm_mask_words(n * k));
-  void* workspace = device_alloc<unsigned char>(256);
-  cuda::nm_mask(TensorView<const F16>(importance, Shape{n, k}, Device::cuda(0)), prune::NmPattern{2, 4}, words,
-                {workspace, 256}, nullptr, prune::NmRemainder::error, cuda::Synchronize::yes);
+  const DeviceMemory importance(bytes_of<F16>(n * k));
+  fill(importance.as<F16>(), n, k, 7);
+  const DeviceMemory mask(bytes_of<std::uint64_t>(cuda::nm_mask_words(n * k)));
+  const DeviceMemory workspace(256);
+  std::uint64_t* words = mask.as<std::uint64_t>();
+  cuda::nm_mask(TensorView<const F16>(importance.as<F16>(), Shape{n, k}, Device::cuda(0)), prune::NmPattern{2, 4},
+                words, {workspace.as<void>(), workspace.bytes()}, nullptr, prune::NmRemainder::error,
+                cuda::Synchronize::yes);
   ShapeData d{new Operands<F16>(n, k, words), new Operands<BF16>(n, k, words), new Operands<std::int8_t>(n, k, words)};
-  check(cudaFree(importance), "cudaFree");
-  check(cudaFree(words), "cudaFree");
-  check(cudaFree(workspace), "cudaFree");
   return cache.emplace(std::make_pair(n, k), d).first->second;
 }
 
 bench_gpu::Cublas& cublas() {
   static auto* c = new bench_gpu::Cublas();
   return *c;
-}
-
-bool has_device(benchmark::State& state) {
-  if (cuda::device_count() > 0) return true;
-  state.SkipWithError("no CUDA device");
-  return false;
-}
-
-template <class Launch>
-void time_on_device(benchmark::State& state, Launch launch) {
-  cudaEvent_t start, stop;
-  check(cudaEventCreate(&start), "event");
-  check(cudaEventCreate(&stop), "event");
-  for (int i = 0; i < 3; ++i) launch();  // warm-up
-  check(cudaDeviceSynchronize(), "warm-up");
-  for (auto _ : state) {
-    check(cudaEventRecord(start), "record");
-    launch();
-    check(cudaEventRecord(stop), "record");
-    check(cudaEventSynchronize(stop), "synchronize");
-    float ms = 0;
-    check(cudaEventElapsedTime(&ms, start, stop), "elapsed");
-    state.SetIterationTime(ms / 1e3);
-  }
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
 }
 
 // TFLOPS counters; "bytes" processed are dense-equivalent FLOPs, so the ratio table divides throughputs.
@@ -187,13 +154,16 @@ const char* kind_name(Kind kind) { return kind == Kind::f16 ? "f16" : kind == Ki
 void run_dense(benchmark::State& state, Kind kind, std::int64_t m, std::int64_t n, std::int64_t k) {
   if (!has_device(state)) return;
   ShapeData& d = shape_data(n, k);
-  time_on_device(state, [&] {
+  time_calls_on_device(state, 1, [&](int) {
     if (kind == Kind::f16)
-      cublas().gemm_f16(d.f16->x, d.f16->w_dense, d.f16->out_dense, int(m), int(n), int(k), nullptr);
+      cublas().gemm_f16(d.f16->x.as<void>(), d.f16->w_dense.as<void>(), d.f16->out_dense.as<void>(), int(m), int(n),
+                        int(k), nullptr);
     else if (kind == Kind::bf16)
-      cublas().gemm_bf16(d.bf16->x, d.bf16->w_dense, d.bf16->out_dense, int(m), int(n), int(k), nullptr);
+      cublas().gemm_bf16(d.bf16->x.as<void>(), d.bf16->w_dense.as<void>(), d.bf16->out_dense.as<void>(), int(m),
+                         int(n), int(k), nullptr);
     else
-      cublas().gemm_s8s32(d.s8->x, d.s8->w_dense, d.s8->out_dense, int(m), int(n), int(k), nullptr);
+      cublas().gemm_s8s32(d.s8->x.as<void>(), d.s8->w_dense.as<void>(), d.s8->out_dense.as<void>(), int(m), int(n),
+                          int(k), nullptr);
   });
   report_flops(state, m, n, k, false);
 }
@@ -201,26 +171,27 @@ void run_dense(benchmark::State& state, Kind kind, std::int64_t m, std::int64_t 
 template <class T, class Out>
 void launch_sparse(const Operands<T>& o, std::int64_t m, Out* out) {
   cuda::GemmSparse24Args<T, Out> a;
-  a.x = TensorView<const T>(o.x, Shape{m, o.k}, Device::cuda(0));
-  a.w = {o.values, o.metadata, o.n, o.k, prune::NmPattern{2, 4}, Device::cuda(0)};
+  a.x = TensorView<const T>(o.x.template as<T>(), Shape{m, o.k}, Device::cuda(0));
+  a.w = {o.values.template as<T>(), o.metadata.template as<std::uint32_t>(), o.n, o.k, prune::NmPattern{2, 4},
+         Device::cuda(0)};
   if constexpr (std::is_same_v<T, std::int8_t>) {
-    a.x_scales = TensorView<const float>(o.ones, Shape{1}, Device::cuda(0));
-    a.w_scales = TensorView<const float>(o.ones, Shape{1}, Device::cuda(0));
+    a.x_scales = TensorView<const float>(o.ones.template as<float>(), Shape{1}, Device::cuda(0));
+    a.w_scales = TensorView<const float>(o.ones.template as<float>(), Shape{1}, Device::cuda(0));
   }
   a.out = TensorView<Out>(out, Shape{m, o.n}, Device::cuda(0));
-  cuda::gemm_sparse24(a, {o.workspace, 256}, nullptr);
+  cuda::gemm_sparse24(a, {o.workspace.template as<void>(), o.workspace.bytes()}, nullptr);
 }
 
 void run_sparse(benchmark::State& state, Kind kind, std::int64_t m, std::int64_t n, std::int64_t k) {
   if (!has_device(state)) return;
   ShapeData& d = shape_data(n, k);
-  time_on_device(state, [&] {
+  time_calls_on_device(state, 1, [&](int) {
     if (kind == Kind::f16)
-      launch_sparse(*d.f16, m, static_cast<F16*>(d.f16->out_sparse));
+      launch_sparse(*d.f16, m, d.f16->out_sparse.as<F16>());
     else if (kind == Kind::bf16)
-      launch_sparse(*d.bf16, m, static_cast<BF16*>(d.bf16->out_sparse));
+      launch_sparse(*d.bf16, m, d.bf16->out_sparse.as<BF16>());
     else
-      launch_sparse(*d.s8, m, static_cast<float*>(d.s8->out_sparse));
+      launch_sparse(*d.s8, m, d.s8->out_sparse.as<float>());
   });
   report_flops(state, m, n, k, true);
 }

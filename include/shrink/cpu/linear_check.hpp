@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "shrink/core/error.hpp"
+#include "shrink/core/half.hpp"
 #include "shrink/core/view.hpp"
 #include "shrink/cpu/linear_epilogue.hpp"
 
@@ -39,6 +40,21 @@ inline void require_supported(const LinearSupport& support, const char* function
 }
 
 namespace detail {
+
+// The element type's name in messages: float, half, bfloat16, int8 (the CPU linear layers and the CUDA GEMMs).
+template <class T>
+const char* linear_type_name() {
+  if constexpr (std::is_same_v<T, float>)
+    return "float";
+  else if constexpr (std::is_same_v<T, half>)
+    return "half";
+  else if constexpr (std::is_same_v<T, bfloat16>)
+    return "bfloat16";
+  else if constexpr (std::is_same_v<T, std::int8_t>)
+    return "int8";
+  else
+    return "another type";
+}
 
 // Bytes spanned by a host view: from its first element to one past its last.
 template <class T>

@@ -312,20 +312,6 @@ constexpr bool is_float16_type() {
   return std::is_same_v<T, half> || std::is_same_v<T, bfloat16>;
 }
 
-template <class T>
-const char* linear_type_name() {
-  if constexpr (std::is_same_v<T, float>)
-    return "float";
-  else if constexpr (std::is_same_v<T, half>)
-    return "half";
-  else if constexpr (std::is_same_v<T, bfloat16>)
-    return "bfloat16";
-  else if constexpr (std::is_same_v<T, std::int8_t>)
-    return "int8";
-  else
-    return "another type";
-}
-
 // float -> the output type: as is, rounded to nearest even (half, bfloat16), or requantized (int8).
 template <class Out>
 Out to_linear_output(float v, float out_scale) {

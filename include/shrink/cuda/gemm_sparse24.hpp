@@ -111,20 +111,6 @@ inline constexpr std::int64_t kSparse24MaxInt8K = 2 * (std::numeric_limits<std::
 
 namespace detail {
 
-template <class T>
-const char* sparse24_type_name() {
-  if constexpr (std::is_same_v<T, float>)
-    return "float";
-  else if constexpr (std::is_same_v<T, half>)
-    return "half";
-  else if constexpr (std::is_same_v<T, bfloat16>)
-    return "bfloat16";
-  else if constexpr (std::is_same_v<T, std::int8_t>)
-    return "int8";
-  else
-    return "another type";
-}
-
 inline bool is_empty_vector(const TensorView<const float>& v) {
   return (v.rank() == 0 && v.data() == nullptr) || (v.rank() == 1 && v.size(0) == 0);
 }
@@ -181,7 +167,7 @@ cpu::LinearSupport can_implement_gemm_sparse24(const GemmSparse24Args<T, Out>& a
   using detail::check_device_view;
   if (!is_sparse24_type_pair<T, Out>())
     return cpu::LinearSupport::no(
-        "x, out", std::string(detail::sparse24_type_name<T>()) + " -> " + detail::sparse24_type_name<Out>(),
+        "x, out", std::string(cpu::detail::linear_type_name<T>()) + " -> " + cpu::detail::linear_type_name<Out>(),
         "half -> half or float, bfloat16 -> bfloat16 or float, int8 -> float, half, bfloat16 or "
         "int8");
   if (a.path != Sparse24Path::automatic && a.path != Sparse24Path::mma_sp_32x16 &&
@@ -205,7 +191,7 @@ cpu::LinearSupport can_implement_gemm_sparse24(const GemmSparse24Args<T, Out>& a
   if (k % tile_k != 0)
     return cpu::LinearSupport::no("x.shape", to_string(a.x.shape()),
                                   "K a multiple of " + std::to_string(tile_k) + " (one mma.sp k-step of " +
-                                      detail::sparse24_type_name<T>() + " values)");
+                                      cpu::detail::linear_type_name<T>() + " values)");
   if (std::is_same_v<T, std::int8_t> && k > kSparse24MaxInt8K)
     return cpu::LinearSupport::no(
         "x.shape", to_string(a.x.shape()),

@@ -24,6 +24,19 @@ int device_attribute(cudaDeviceAttr attribute, const char* attribute_name, int o
 int device_count() {
   int count = 0;
   const cudaError_t status = cudaGetDeviceCount(&count);
+  // A driver older than this runtime: a GPU that is there but cannot run shrink's code, which must not pass for a
+  // machine without one (cudaDriverGetVersion gives 0 where no driver is installed).
+  if (status == cudaErrorInsufficientDriver) {
+    int driver = 0, runtime = 0;
+    (void)cudaDriverGetVersion(&driver);
+    (void)cudaRuntimeGetVersion(&runtime);
+    (void)cudaGetLastError();
+    if (driver > 0)
+      fail("shrink::cuda::device_count", "the CUDA driver", "version " + std::to_string(driver / 1000) + "." +
+               std::to_string(driver % 1000 / 10),
+           "a driver for CUDA " + std::to_string(runtime / 1000) + "." + std::to_string(runtime % 1000 / 10) +
+               " or later (the runtime shrink was built with): update the NVIDIA driver");
+  }
   // No device, no driver, or only the driver's link stub: a machine without a GPU, not a failure.
   if (status == cudaErrorNoDevice || status == cudaErrorInsufficientDriver || status == cudaErrorStubLibrary) {
     (void)cudaGetLastError();  // clear it so the next checked call does not report it

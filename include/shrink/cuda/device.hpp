@@ -43,8 +43,8 @@ inline std::string describe(const DeviceInfo& info) {
   return out.str();
 }
 
-// Number of CUDA devices; 0 (not an error) when there is no device or no driver. Other CUDA failures throw
-// shrink::Error.
+// Number of CUDA devices; 0 (not an error) when there is no device or no driver. A driver older than the CUDA
+// runtime shrink was built with (a GPU that cannot run it) and other CUDA failures throw shrink::Error.
 int device_count();
 
 // Properties of device `ordinal`, read from cudaGetDeviceProperties and cudaDeviceGetAttribute.

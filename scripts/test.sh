@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds and runs every test of shrink: the release preset (with CUDA when nvcc is found; consumer projects and
-# the header check included), then the debug-asan preset, then a bounded libFuzzer run of the safetensors reader
-# (scripts/fuzz.sh, SHRINK_FUZZ_SECONDS, 60 by default; 0 skips it). Fails on the first failure; ends with the
+# the header check included), then the debug-asan preset, then the GPU check's archive where nvcc is found
+# (benchmarks/gpu/pack.sh --check-clean; SHRINK_GPU_PACK=0 skips it), then a bounded libFuzzer run of the safetensors
+# reader (scripts/fuzz.sh, SHRINK_FUZZ_SECONDS, 60 by default; 0 skips it). Fails on the first failure; ends with the
 # summaries.
 set -euo pipefail
 
@@ -39,6 +40,15 @@ run_preset() {
 
 run_preset release
 run_preset debug-asan
+
+# The GPU check's archive (benchmarks/gpu/pack.sh): built for sm_90a, no path of this machine in it, and started on a
+# clean Debian root without a GPU, where check.sh must exit 77. Needs nvcc and root (debootstrap, chroot).
+if [[ ${SHRINK_GPU_PACK:-1} != 0 ]] && { command -v nvcc >/dev/null || [[ -x /usr/local/cuda/bin/nvcc ]]; }; then
+  start=$SECONDS
+  echo "=== test.sh: the GPU check's archive, started on a clean Debian root"
+  SHRINK_JOBS=$jobs "$root/benchmarks/gpu/pack.sh" --check-clean
+  summaries+=("gpu-pack ($((SECONDS - start)) s): $(du -h .device/shrink-gpu-check.tar.gz | cut -f1) archive; check.sh exit 77 on a clean root without a GPU")
+fi
 
 fuzz_seconds=${SHRINK_FUZZ_SECONDS:-60}
 if ((fuzz_seconds > 0)); then

@@ -285,6 +285,6 @@ int main(int argc, char** argv) {
   bench::RecordingReporter reporter;
   if (!bench::run_benchmarks(bench::arguments_with_repetitions(argc, argv), reporter)) return 1;
   print_tops_table(reporter, peaks);
-  bench::print_ratio_table(reporter);  // last: run.sh collects from "^Ratios"
+  bench::print_ratio_table(reporter);  // last: device-check.sh collects its PASS and MISS lines
   return 0;
 }

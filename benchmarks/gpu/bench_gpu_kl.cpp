@@ -2,7 +2,7 @@
 // interest, on each row path, against a device-to-device copy of the same logits measured in the same run (CUDA
 // events after warm-up, manual time). Achieved bandwidth counts 2 reads + 1 write of the logits' bytes; the workspace
 // is the extra device memory. PyTorch's figures on the same data come from benchmarks/gpu/torch_kl.py through the
-// JSON file named by SHRINK_TORCH_KL_JSON (run.sh writes it); the speed and memory ratios are printed after the
+// JSON file named by SHRINK_TORCH_KL_JSON (device-check.sh writes it); the speed and memory ratios are printed after the
 // ratio table. Without a device every benchmark reports skipped.
 #include <benchmark/benchmark.h>
 #include <cuda_runtime_api.h>
@@ -181,7 +181,7 @@ void print_torch_ratios(const shrink::bench::RecordingReporter& reporter) {
   std::printf("\nAgainst PyTorch (F.kl_div(F.log_softmax(s/T), F.softmax(t/T), 'batchmean')*T*T + backward, %s, "
               "the same logits):\n", kShapes[0].what);
   if (path == nullptr) {
-    std::printf("  skipped: SHRINK_TORCH_KL_JSON is not set (benchmarks/gpu/run.sh sets it when PyTorch is there)\n");
+    std::printf("  skipped: SHRINK_TORCH_KL_JSON is not set (benchmarks/gpu/device-check.sh sets it when PyTorch is there)\n");
     return;
   }
   std::ifstream in(path);

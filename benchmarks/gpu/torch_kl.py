@@ -5,7 +5,7 @@ Times F.kl_div(F.log_softmax(s / T, -1), F.softmax(t / T, -1), reduction='batchm
 with CUDA events (warm-up, then the median of --iterations runs), and measures the peak device memory the step takes
 beyond its inputs (torch.cuda.reset_peak_memory_stats / max_memory_allocated minus what s and t hold; the gradient
 s.grad is part of it, as shrink's gradient buffer is of shrink's side). Prints one JSON line and, with --out, writes it
-there; run by benchmarks/gpu/run.sh on a machine with a GPU and PyTorch.
+there; run by benchmarks/gpu/device-check.sh on a machine with a GPU and PyTorch.
 
 The logits equal bench_gpu_kl's bit for bit: row r repeats row r % 64 of a hashed block,
 h = ((j + 131071 (r % 64) + 7919 salt) * 2654435761) mod 2^32, value = float32(h) * 2^-29 - 4 (uniform in [-4, 4)),

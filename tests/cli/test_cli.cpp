@@ -51,10 +51,18 @@ std::string shell_quoted(const std::string& s) {
   return q + "'";
 }
 
+// The `shrink` command: $SHRINK_CLI when set (benchmarks/gpu/device-check.sh, whose programs share one folder), else
+// the build tree's, found from this program's own folder, so that no absolute path is compiled in.
+std::string cli_path() {
+  const char* chosen = std::getenv("SHRINK_CLI");
+  if (chosen != nullptr && *chosen != '\0') return chosen;
+  return (std::filesystem::canonical("/proc/self/exe").parent_path() / SHRINK_CLI_RELATIVE_PATH).string();
+}
+
 // Runs `shrink args...` with stdout and stderr captured in files of `dir` (stderr is not a terminal, so no
 // progress lines).
 Result run(const shrink::test::TempDir& dir, const std::vector<std::string>& args) {
-  std::string command = shell_quoted(SHRINK_CLI_PATH);
+  std::string command = shell_quoted(cli_path());
   for (const std::string& a : args) command += " " + shell_quoted(a);
   const std::string out = dir.file("stdout.txt");
   const std::string err = dir.file("stderr.txt");

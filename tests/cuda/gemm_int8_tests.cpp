@@ -706,3 +706,15 @@ TEST_CASE("cuda quantize_rows_absmax checks its arguments on the host", "[host]"
                                          q, s, kFakeWorkspace, nullptr),
                     Contains("x.strides"));
 }
+
+// benchmarks/gpu/device-check.sh runs the "[sanitize]" cases under compute-sanitizer memcheck and racecheck: every
+// kernel path once, on problems of a few CTAs.
+TEST_CASE("cuda gemm_int8 sanitizer subset: each path on small tiles, large tiles and split K", "[gpu][sanitize]") {
+  for (const Int8GemmPath path : paths_here()) {
+    check_gemm<half>(Problem(33, 70, 80, true, true, true, 21), path, Activation::relu);                // small tiles
+    check_gemm<std::int8_t>(Problem(130, 129, 208, false, true, false, 22), path, Activation::none);    // large tiles
+    check_gemm<float>(Problem(1, 256, 4096, true, true, true, 23), path, Activation::gelu);             // K split
+    check_gemm<bfloat16>(Problem(130, 128, 2048, true, false, true, 24), path, Activation::silu);      // K split, large
+  }
+  check_quantize_rows<half>(5, 200, 208, 208, 25);
+}

@@ -788,3 +788,19 @@ TEST_CASE("cuda gemm_sparse24 throws its checks before any CUDA call", "[host]")
   bad_q.out_scale = -1.0f;
   CHECK_THROWS_WITH(shrink::cuda::gemm_sparse24(bad_q, ws, nullptr), Contains("out_scale"));
 }
+
+// benchmarks/gpu/device-check.sh runs the "[sanitize]" cases under compute-sanitizer memcheck and racecheck: every
+// block tile once for half and for int8, on a few CTAs.
+TEST_CASE("cuda gemm_sparse24 sanitizer subset: every tile, half and int8", "[gpu][sanitize]") {
+  std::mt19937 rng(705);
+  const Problem<half> h(33, 200, 192, rng);
+  const Problem<std::int8_t> q(130, 70, 512, rng);
+  Epilogue e;
+  e.activation = Activation::relu;
+  e.bias = true;
+  e.out_scale = 0.02f;
+  for (Sparse24Path path : kPaths) {
+    check_against_references<half, half>(h, e, path);
+    check_against_references<std::int8_t, std::int8_t>(q, e, path);
+  }
+}

@@ -703,3 +703,11 @@ TEST_CASE("cuda gemm_weight_only reports bad scales and biases when asked to syn
                                                      shrink::cuda::Synchronize::yes));
       }
 }
+
+// benchmarks/gpu/device-check.sh runs the "[sanitize]" cases under compute-sanitizer memcheck and racecheck: each
+// weight format through every path (check_problem), K slices included, on a few CTAs.
+TEST_CASE("cuda gemm_weight_only sanitizer subset: int8, int4 g64 and g128 (K slices), every path", "[gpu][sanitize]") {
+  check_problem<half>(WeightCase::int8, 5, {33, 272}, 41);
+  check_problem<bfloat16>(WeightCase::int4_g64, 16, {33, 256}, 42);
+  check_problem<half>(WeightCase::int4_g128, 3, {257, 1152}, 43);
+}

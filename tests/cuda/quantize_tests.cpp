@@ -349,3 +349,12 @@ TEST_CASE("cuda dequantize and fake_quantize reject bad arguments on the host be
                                                 shrink::cuda::Workspace{}, nullptr),
                     Contains("workspace.data = a null pointer"));
 }
+
+// benchmarks/gpu/device-check.sh runs the "[sanitize]" cases under compute-sanitizer memcheck and racecheck: one
+// per-channel int8 and one per-group int4 scheme through quantize, dequantize and fake_quantize, aligned or not.
+TEST_CASE("cuda quantize sanitizer subset: per-channel int8 and per-group int4", "[gpu][sanitize]") {
+  for (const std::int64_t offset : {0, 1}) {
+    check_against_cpu(QuantScheme::per_channel(QuantDtype::int8, Symmetry::affine, 0), Shape{13, 33}, offset, 70);
+    check_against_cpu(QuantScheme::per_group(QuantDtype::int4, Symmetry::symmetric, 1, 32), Shape{7, 96}, offset, 71);
+  }
+}

@@ -508,3 +508,13 @@ TEST_CASE("cuda spmm_csr validates its arguments on the host before any CUDA cal
   CHECK_THROWS_WITH(spmm_csr(wrong.args, {fake(6), bytes}, nullptr),
                     Contains("shrink::cuda::spmm_csr: out.shape = [3, 6]: expected [4, 6] ([M, N])"));
 }
+
+// benchmarks/gpu/device-check.sh runs the "[sanitize]" cases under compute-sanitizer memcheck and racecheck: every
+// path (row_dots where M allows) on an imbalanced weight, at one M under a tile and one over.
+TEST_CASE("cuda spmm_csr sanitizer subset: every path at M 5 and 65", "[gpu][sanitize]") {
+  for (const std::int64_t m : {5, 65}) {
+    const Problem<half> p = make_problem<half>(m, 130, 333, 0.9, MaskKind::imbalanced, static_cast<std::uint32_t>(800 + m));
+    DeviceProblem<half> device(p);
+    for (SpmmPath path : paths_for<half>(m)) check_product(p, device, true, Activation::relu, path);
+  }
+}

@@ -390,3 +390,11 @@ TEST_CASE("cuda select_magnitude_threshold validates its arguments on the host",
   CHECK_THROWS_WITH(select_magnitude_threshold(long_list, 1, result, ws, nullptr), Contains("weights[69]"));
   CHECK(shrink::cuda::threshold_workspace_bytes() % 16 == 0);
 }
+
+// benchmarks/gpu/device-check.sh runs the "[sanitize]" cases under compute-sanitizer memcheck and racecheck: a list
+// of three tensors, masked or not, aligned or not; float (two reads) and bfloat16 (one).
+TEST_CASE("cuda select_magnitude_threshold sanitizer subset: float and bfloat16 over a list", "[gpu][sanitize]") {
+  const std::vector<Shape> shapes{Shape{64, 130}, Shape{7}, Shape{3, 5, 300}};
+  compare_all_ways<float>(random_tensors<float>(shapes, 50), shapes, 50, "sanitizer subset");
+  compare_all_ways<bfloat16>(random_tensors<bfloat16>(shapes, 60), shapes, 60, "sanitizer subset");
+}

@@ -1,0 +1,206 @@
+#!/usr/bin/env python3
+"""The layer order of ../shared/DESIGN.md (docs/layers.md), checked from the source text.
+
+Finds, in include/shrink (and the compiled layer cuda/, for detail uses):
+  cycle       folders of include/shrink that include each other, directly or not (counted by their edges)
+  up          an #include of a header in a higher layer than the including header's folder
+  detail      a use of X::detail:: (or a reopening of namespace X::detail) outside module X's folders
+  intrinsics  SIMD intrinsics or their headers in include/shrink outside cpu/
+  cuh         a device header (.cuh) included from a file that nvcc does not compile (.hpp, .cpp)
+and compares them with tests/headers/known_layer_violations.txt, the violations not yet removed: it fails on a
+violation that is not listed (new, or more uses than listed) and on a listed one that is gone (remove its line), so
+the list only shrinks. Prints the counts per kind first.
+
+Usage: check_layers.py [--root DIR] [--write-known]   (--write-known rewrites the list from the tree: only to shrink it)
+"""
+import argparse
+import collections
+import os
+import re
+import sys
+
+# Layers, bottom to top: a header may include its own layer's folders (without a cycle) and any lower layer.
+LAYERS = [
+    ["core"],                                            # views, dtypes, errors, the specs both backends share
+    ["cpu"],                                             # CPU kernels: SIMD loops, reductions; every intrinsic
+    ["quant", "prune", "sparse", "distill", "metrics"],  # the algorithms
+    ["cuda"],                                            # the GPU realisations: host API, kernels/, kernels/common/
+    ["linear"],                                          # matrix products over every weight format, both backends
+    ["io"],                                              # model files
+    [""],                                                # the umbrella headers shrink.hpp, cuda.hpp
+]
+LEVEL = {folder: level for level, folders in enumerate(LAYERS) for folder in folders}
+
+# The folders where each module's detail namespace may be used: its headers, its tests, and for cuda the compiled
+# layer. "shrink" is core's (shrink::detail).
+MODULE_FOLDERS = {
+    module: [f"include/shrink/{module}/", f"tests/{module}/"] for folders in LAYERS for module in folders if module
+}
+MODULE_FOLDERS["cuda"].append("cuda/")
+MODULE_FOLDERS["shrink"] = MODULE_FOLDERS["core"]
+
+INCLUDE = re.compile(r'^\s*#\s*include\s+[<"]shrink/([^">]+)[">]')
+ANY_INCLUDE = re.compile(r'^\s*#\s*include\s+[<"]([^">]+)[">]')
+DETAIL_USE = re.compile(r"\b(?:shrink::)?(core|cpu|cuda|quant|prune|sparse|distill|metrics|linear|io|shrink)::detail::")
+DETAIL_OPEN = re.compile(r"\bnamespace\s+(?:shrink::)?(cpu|cuda|quant|prune|sparse|distill|metrics|linear|io)::detail\b")
+INTRINSICS = re.compile(r"<(?:imm|x86|[a-z]mm)intrin\.h>|\b_mm(?:256|512)?_\w+\s*\(|\b__m(?:128|256|512)[id]?\b")
+SOURCE_EXTENSIONS = (".hpp", ".h", ".cuh", ".cu", ".cpp")
+
+
+def folder_of(header):
+    """The folder of a path under include/shrink ('' for the umbrella headers)."""
+    return header.split("/")[0] if "/" in header else ""
+
+
+def strip_comments(line):
+    return line.split("//", 1)[0]
+
+
+def source_files(root, top):
+    base = os.path.join(root, top)
+    for directory, _, names in os.walk(base):
+        for name in sorted(names):
+            if name.endswith(SOURCE_EXTENSIONS):
+                path = os.path.join(directory, name)
+                yield os.path.relpath(path, root).replace(os.sep, "/")
+
+
+def find_violations(root):
+    found = collections.Counter()  # key -> number of uses
+    graph = collections.defaultdict(set)
+    include_root = "include/shrink/"
+    for path in source_files(root, "include/shrink"):
+        header = path[len(include_root):]
+        here = folder_of(header)
+        with open(os.path.join(root, path), encoding="utf-8") as f:
+            lines = f.readlines()
+        for line in lines:
+            m = INCLUDE.match(line)
+            if not m:
+                continue
+            target = m.group(1)
+            there = folder_of(target)
+            if there != here and here and there:
+                graph[here].add(there)
+            if here not in LEVEL or there not in LEVEL:
+                found[f"up {path} -> shrink/{target} (folder outside the layers)"] += 1
+            elif LEVEL[there] > LEVEL[here]:
+                found[f"up {path} -> shrink/{target}"] += 1
+        if here != "cpu":
+            uses = sum(len(INTRINSICS.findall(strip_comments(line))) for line in lines)
+            if uses:
+                found[f"intrinsics {path}"] += uses
+
+    for component in folder_cycles(graph):
+        edges = sum(len(graph[v] & set(component)) for v in component)
+        found["cycle among " + ", ".join(component)] += edges
+
+    for top in ("include/shrink", "cuda", "tests", "examples", "benchmarks"):
+        for path in source_files(root, top):
+            with open(os.path.join(root, path), encoding="utf-8") as f:
+                lines = f.readlines()
+            uses = collections.Counter()
+            for line in lines:
+                code = strip_comments(line)
+                for module in DETAIL_USE.findall(code) + DETAIL_OPEN.findall(code):
+                    if not any(path.startswith(folder) for folder in MODULE_FOLDERS[module]):
+                        uses[module] += 1
+                m = ANY_INCLUDE.match(line)
+                # The compiled layer cuda/ is nvcc's alone: its private .hpp files may include device headers.
+                if m and m.group(1).endswith(".cuh") and not path.endswith((".cu", ".cuh")) and \
+                        not path.startswith("cuda/"):
+                    found[f"cuh {path} -> {m.group(1)}"] += 1
+            for module, count in uses.items():
+                name = "core (shrink)" if module == "shrink" else module
+                found[f"detail {path} uses {name}::detail"] += count
+    return found
+
+
+def folder_cycles(graph):
+    """The strongly connected components of more than one folder (Tarjan): the folders that reach each other."""
+    index, low, stack, on_stack, components, counter = {}, {}, [], set(), [], [0]
+
+    def connect(v):
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                connect(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                components.append(sorted(component))
+
+    for v in sorted(list(graph)):
+        if v not in index:
+            connect(v)
+    return components
+
+
+def read_known(path):
+    known = collections.Counter()
+    if not os.path.exists(path):
+        return known
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            line = line.strip()
+            if not line or line.startswith("#"):
+                continue
+            key, _, count = line.rpartition(" x")
+            if key and count.isdigit():
+                known[key] = int(count)
+            else:
+                known[line] = 1
+    return known
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    here = os.path.dirname(os.path.abspath(__file__))
+    parser.add_argument("--root", default=os.path.dirname(os.path.dirname(here)))
+    parser.add_argument("--write-known", action="store_true")
+    args = parser.parse_args()
+    known_path = os.path.join(args.root, "tests/headers/known_layer_violations.txt")
+
+    found = find_violations(args.root)
+    kinds = collections.Counter()
+    for key, count in found.items():
+        kinds[key.split(" ", 1)[0]] += count
+    print("layers: " + ", ".join(f"{kinds[k]} {k}" for k in ("cycle", "up", "detail", "intrinsics", "cuh")) +
+          f" ({sum(found.values())} in all)")
+
+    if args.write_known:
+        with open(known_path, "w", encoding="utf-8") as f:
+            f.write("# Violations of the layer order not yet removed (tests/headers/check_layers.py): this list only\n"
+                    "# shrinks. A line is a violation and, after ' x', how many uses it stands for.\n")
+            for key in sorted(found):
+                f.write(f"{key} x{found[key]}\n")
+        print(f"wrote {len(found)} lines to {known_path}")
+        return 0
+
+    known = read_known(known_path)
+    new = [f"{k} x{c} (listed: {known.get(k, 0)})" for k, c in sorted(found.items()) if c > known.get(k, 0)]
+    gone = [f"{k} x{c} (now: {found.get(k, 0)})" for k, c in sorted(known.items()) if found.get(k, 0) < c]
+    for line in new:
+        print("NEW   " + line)
+    for line in gone:
+        print("FIXED " + line + ": lower or remove its line in tests/headers/known_layer_violations.txt")
+    if new or gone:
+        return 1
+    print(f"every violation is one of the {sum(known.values())} listed in known_layer_violations.txt")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -5,9 +5,10 @@ set -euo pipefail
 
 # clang and libclang-rt-14-dev (bookworm's clang is 14): the libFuzzer run of scripts/fuzz.sh.
 # dataset-fashion-mnist and zlib1g-dev (its IDX files are gzipped): the end-to-end example on real data.
-# debootstrap and binutils: the GPU check's archive is started on a clean Debian root (benchmarks/gpu/pack.sh).
+# python3-venv: the interop tests' packages (scripts/python-env.sh). debootstrap and binutils: the GPU check's
+# archive is started on a clean Debian root (benchmarks/gpu/pack.sh).
 packages=(cmake ninja-build g++ libeigen3-dev catch2 nlohmann-json3-dev libbenchmark-dev python3 git clang
-  libclang-rt-14-dev dataset-fashion-mnist zlib1g-dev debootstrap binutils)
+  libclang-rt-14-dev dataset-fashion-mnist zlib1g-dev python3-venv debootstrap binutils)
 
 missing=()
 for package in "${packages[@]}"; do

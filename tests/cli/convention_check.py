@@ -7,7 +7,7 @@ Writes a model with Hugging Face's safetensors package, quantizes it with `shrin
 then dequantizes every "shrink.quant.<name>" tensor in numpy from nothing but the README's description (header
 parsed by hand, packed nibbles, scales, zero points, FP8 codes) and requires the values `shrink dequantize` wrote,
 bit for bit. Also checks that safetensors itself opens shrink's quantized files (metadata included).
-Exits 77 (CTest: skipped) when numpy or safetensors is not importable."""
+Exits 77 (CTest: skipped) when numpy or safetensors is not importable, 1 under SHRINK_PYTHON_STRICT=1."""
 import json
 import os
 import shutil
@@ -21,7 +21,8 @@ try:
     from safetensors.numpy import load_file, save_file
 except ImportError as error:
     print(f"convention_check.py: skipped: {error} (pip install safetensors numpy)")
-    sys.exit(77)
+    # scripts/test.sh installs them (scripts/python-env.sh) and sets SHRINK_PYTHON_STRICT: there a skip is a failure.
+    sys.exit(1 if os.environ.get("SHRINK_PYTHON_STRICT") == "1" else 77)
 
 
 def fail(message):

@@ -8,7 +8,7 @@ usage: interop.py SAFETENSORS_INTEROP WORK_DIR
 2. shrink writes a file of all twelve dtypes (safetensors_interop make), which safetensors.deserialize must read
    with the dtypes, shapes and bytes interop_tool.cpp put there;
 3. the reference implementation must reject every hostile file of tests/io/corpus/ too (each is truly invalid).
-Exits 77 (CTest: skipped) when safetensors or numpy is not importable."""
+Exits 77 (CTest: skipped) when safetensors or numpy is not importable, 1 under SHRINK_PYTHON_STRICT=1."""
 import os
 import shutil
 import struct
@@ -22,7 +22,8 @@ try:
     from safetensors.numpy import load_file, save_file
 except ImportError as error:
     print(f"interop.py: skipped: {error} (pip install safetensors numpy)")
-    sys.exit(77)
+    # scripts/test.sh installs them (scripts/python-env.sh) and sets SHRINK_PYTHON_STRICT: there a skip is a failure.
+    sys.exit(1 if os.environ.get("SHRINK_PYTHON_STRICT") == "1" else 77)
 
 
 def fail(message):

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Makes (or reuses) the virtual environment of the Python interop tests, with tests/requirements.txt installed, in a
+# cache folder outside the tree (SHRINK_CACHE_DIR, else $XDG_CACHE_HOME/shrink, else ~/.cache/shrink), and prints its
+# python3's path. Uses Debian's python3 (python3-venv, installed by scripts/setup-debian.sh); the packages come from
+# PyPI once, then the environment is reused until the requirements change.
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cache=${SHRINK_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/shrink}
+venv=$cache/venv
+requirements=$root/tests/requirements.txt
+stamp=$venv/requirements.sha256
+wanted=$(sha256sum "$requirements" | cut -d' ' -f1)
+
+if [[ ! -x $venv/bin/python3 || ! -f $stamp || $(cat "$stamp") != "$wanted" ]]; then
+  echo "python-env: installing $(grep -v '^#' "$requirements" | paste -sd ' ') into $venv" >&2
+  rm -rf "$venv"
+  mkdir -p "$cache"
+  /usr/bin/python3 -m venv "$venv"
+  "$venv/bin/python3" -m pip install --quiet --disable-pip-version-check --requirement "$requirements" >&2
+  echo "$wanted" >"$stamp"
+fi
+echo "$venv/bin/python3"

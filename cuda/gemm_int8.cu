@@ -16,6 +16,7 @@
 #include "gemm_int8_launch.hpp"
 #include "host_checks.hpp"
 #include "shrink/core/error.hpp"
+#include "shrink/core/overlap.hpp"
 #include "shrink/cuda/check.cuh"
 #include "shrink/cuda/gemm_int8.hpp"
 #include "shrink/cuda/gemm_int8_epilogue.cuh"
@@ -47,15 +48,15 @@ constexpr std::int64_t kMaxK = 131071;
 
 // ---- checks (host only: no CUDA call) ---------------------------------------------------------------------------
 
-LinearSupport no(const std::string& argument, const std::string& value, const std::string& expected) {
-  return LinearSupport::no(argument, value, expected);
+Support no(const std::string& argument, const std::string& value, const std::string& expected) {
+  return Support::no(argument, value, expected);
 }
 
 bool aligned(const void* pointer, std::uintptr_t bytes) { return reinterpret_cast<std::uintptr_t>(pointer) % bytes == 0; }
 
 // A CUDA view on `device` (the ordinal of x, or of acc), rank `rank`, with elements and a pointer aligned for T.
 template <class T>
-LinearSupport check_device_view(const TensorView<T>& v, const std::string& name, int rank, int device) {
+Support check_device_view(const TensorView<T>& v, const std::string& name, int rank, int device) {
   if (!v.device().is_cuda()) return no(name, "a view of host memory", "a CUDA view (Device::cuda(ordinal))");
   if (v.device().index != device)
     return no(name, "a view on CUDA device " + std::to_string(v.device().index),
@@ -66,13 +67,13 @@ LinearSupport check_device_view(const TensorView<T>& v, const std::string& name,
   if (v.data() == nullptr) return no(name, "a null pointer", "a device pointer");
   if (!aligned(v.data(), alignof(std::remove_const_t<T>)))
     return no(name, "a misaligned pointer", "alignment to " + std::to_string(alignof(std::remove_const_t<T>)) + " bytes");
-  return LinearSupport::yes();
+  return Support::yes();
 }
 
 // A 2-D device matrix with contiguous rows that do not overlap (row stride ≥ columns).
 template <class T>
-LinearSupport check_device_rows(const TensorView<T>& v, const std::string& name, int device) {
-  LinearSupport s = check_device_view(v, name, 2, device);
+Support check_device_rows(const TensorView<T>& v, const std::string& name, int device) {
+  Support s = check_device_view(v, name, 2, device);
   if (!s) return s;
   if (v.size(1) > 1 && v.stride(1) != 1)
     return no(name + ".strides", to_string(v.strides()), "contiguous rows (stride 1 along the second dimension)");
@@ -85,9 +86,9 @@ LinearSupport check_device_rows(const TensorView<T>& v, const std::string& name,
 }
 
 // A device vector of `expected` elements (or 1 when `or_one`), contiguous.
-LinearSupport check_device_vector(const TensorView<const float>& v, const std::string& name, std::int64_t expected,
-                                  bool or_one, int device, const std::string& meaning) {
-  LinearSupport s = check_device_view(v, name, 1, device);
+Support check_device_vector(const TensorView<const float>& v, const std::string& name, std::int64_t expected,
+                            bool or_one, int device, const std::string& meaning) {
+  Support s = check_device_view(v, name, 1, device);
   if (!s) return s;
   if (v.size(0) != expected && !(or_one && v.size(0) == 1))
     return no(name + ".shape", to_string(v.shape()),
@@ -103,7 +104,7 @@ struct OutputView {
   std::int64_t rows = 0, cols = 0, row_stride = 0;
   std::size_t element_bytes = 4;
   std::pair<std::uintptr_t, std::uintptr_t> span;
-  LinearSupport layout;  // check_device_rows of the view
+  Support layout;  // check_device_rows of the view
 };
 
 template <class T>
@@ -122,25 +123,25 @@ OutputView describe_output(const Int8GemmOutput& out, int device) {
         o.kind = kind_of<T>();
         o.data = v.data();
         o.element_bytes = sizeof(T);
-        o.layout = check_device_rows(v, "epilogue.out", device);
+        o.layout = check_device_rows(v, "out", device);
         if (o.layout) {
           o.rows = v.size(0);
           o.cols = v.size(1);
           o.row_stride = v.stride(0);
-          o.span = cpu::detail::byte_span(v);
+          o.span = byte_span(v);
         }
         return o;
       },
       out);
 }
 
-bool has_bias(const Int8Epilogue& e) {
+bool has_bias(const Epilogue& e) {
   return !((e.bias.rank() == 0 && e.bias.data() == nullptr) || (e.bias.rank() == 1 && e.bias.size(0) == 0));
 }
 
-// Everything of the epilogue for an [M, N] result, with the operands on `device`.
-LinearSupport check_epilogue(const Int8Epilogue& e, std::int64_t m, std::int64_t n, int device) {
-  LinearSupport s = check_device_vector(e.x_scales, "epilogue.x_scales", m, true, device, "per token, or per tensor");
+// Everything of the epilogue and the output for an [M, N] result, with the operands on `device`.
+Support check_epilogue(const Epilogue& e, const Int8GemmOutput& output, std::int64_t m, std::int64_t n, int device) {
+  Support s = check_device_vector(e.x_scales, "epilogue.x_scales", m, true, device, "per token, or per tensor");
   if (!s) return s;
   s = check_device_vector(e.w_scales, "epilogue.w_scales", n, true, device, "per output channel, or per tensor");
   if (!s) return s;
@@ -148,13 +149,12 @@ LinearSupport check_epilogue(const Int8Epilogue& e, std::int64_t m, std::int64_t
     s = check_device_vector(e.bias, "epilogue.bias", n, false, device, "one bias per output feature N, or an empty view");
     if (!s) return s;
   }
-  if (e.activation != Activation::none && e.activation != Activation::relu && e.activation != Activation::gelu &&
-      e.activation != Activation::silu)
+  if (!is_known(e.activation))
     return no("epilogue.activation", std::to_string(static_cast<int>(e.activation)), "none, relu, gelu or silu");
-  const OutputView out = describe_output(e.out, device);
+  const OutputView out = describe_output(output, device);
   if (!out.layout) return out.layout;
   if (out.rows != m || out.cols != n)
-    return no("epilogue.out.shape", to_string(Shape{out.rows, out.cols}), to_string(Shape{m, n}) + " ([M, N])");
+    return no("out.shape", to_string(Shape{out.rows, out.cols}), to_string(Shape{m, n}) + " ([M, N])");
   if (out.kind == OutputKind::s8 &&
       (!(e.out_scale > 0.0f) || !std::isfinite(e.out_scale) || !std::isfinite(1.0f / e.out_scale)))
     return no("epilogue.out_scale", shrink::detail::to_text(e.out_scale),
@@ -162,9 +162,9 @@ LinearSupport check_epilogue(const Int8Epilogue& e, std::int64_t m, std::int64_t
   const std::pair<const char*, const TensorView<const float>*> inputs[] = {
       {"epilogue.x_scales", &e.x_scales}, {"epilogue.w_scales", &e.w_scales}, {"epilogue.bias", &e.bias}};
   for (const auto& [name, view] : inputs)
-    if (view->data() != nullptr && view->numel() > 0 && cpu::detail::spans_overlap(out.span, cpu::detail::byte_span(*view)))
-      return no("epilogue.out", std::string("memory overlapping ") + name, "a separate output");
-  return LinearSupport::yes();
+    if (view->data() != nullptr && view->numel() > 0 && spans_overlap(out.span, byte_span(*view)))
+      return no("out", std::string("memory overlapping ") + name, "a separate output");
+  return Support::yes();
 }
 
 // ---- plans --------------------------------------------------------------------------------------------------------
@@ -268,8 +268,9 @@ void launch_mma(const int8_gemm::GemmParams& params, int splits, int device, cud
 }
 
 // The device form of a checked epilogue for an [M, N] result.
-int8_gemm::EpilogueParams epilogue_params(const Int8Epilogue& e, std::int64_t m, std::int64_t n, int* status) {
-  const OutputView out = describe_output(e.out, e.x_scales.device().index);
+int8_gemm::EpilogueParams epilogue_params(const Epilogue& e, const Int8GemmOutput& output, std::int64_t m,
+                                          std::int64_t n, int* status) {
+  const OutputView out = describe_output(output, e.x_scales.device().index);
   int8_gemm::EpilogueParams p;
   p.x_scales = e.x_scales.data();
   p.x_per_token = e.x_scales.size(0) == m && m > 1;
@@ -281,6 +282,7 @@ int8_gemm::EpilogueParams epilogue_params(const Int8Epilogue& e, std::int64_t m,
   p.out = out.data;
   p.ld_out = out.row_stride;
   p.pairs = aligned(out.data, 2 * out.element_bytes) && (m == 1 || out.row_stride % 2 == 0);
+  p.out_scale = out.kind == OutputKind::s8 ? e.out_scale : 0.0f;
   p.inv_out_scale = out.kind == OutputKind::s8 ? 1.0f / e.out_scale : 0.0f;
   p.status = status;
   p.m = static_cast<int>(m);
@@ -305,9 +307,9 @@ std::pair<std::uintptr_t, std::uintptr_t> workspace_span(const Workspace& w) {
 
 // ---- GEMM ---------------------------------------------------------------------------------------------------------
 
-LinearSupport can_implement_gemm_int8(const Int8GemmArgs& args) {
+Support can_implement_gemm_int8(const Int8GemmArgs& args) {
   const int device = args.x.device().index;
-  LinearSupport s = check_device_rows(args.x, "x", device);
+  Support s = check_device_rows(args.x, "x", device);
   if (!s) return s;
   s = check_device_rows(args.w, "w", device);
   if (!s) return s;
@@ -333,14 +335,12 @@ LinearSupport can_implement_gemm_int8(const Int8GemmArgs& args) {
     return no("path", std::to_string(static_cast<int>(args.path)), "automatic, mma_sync or wgmma");
   if (args.path == Int8GemmPath::wgmma && !SHRINK_CUDA_HAS_SM90A)
     return no("path", "wgmma", "a path this build has: shrink_cuda holds no sm_90a code (CMAKE_CUDA_ARCHITECTURES without 90)");
-  s = check_epilogue(args.epilogue, m, n, device);
+  s = check_epilogue(args.epilogue, args.out, m, n, device);
   if (!s) return s;
-  const OutputView out = describe_output(args.epilogue.out, device);
-  if (cpu::detail::spans_overlap(out.span, cpu::detail::byte_span(args.x)))
-    return no("epilogue.out", "memory overlapping x", "a separate output");
-  if (cpu::detail::spans_overlap(out.span, cpu::detail::byte_span(args.w)))
-    return no("epilogue.out", "memory overlapping w", "a separate output");
-  return LinearSupport::yes();
+  const OutputView out = describe_output(args.out, device);
+  if (spans_overlap(out.span, byte_span(args.x))) return no("out", "memory overlapping x", "a separate output");
+  if (spans_overlap(out.span, byte_span(args.w))) return no("out", "memory overlapping w", "a separate output");
+  return Support::yes();
 }
 
 std::size_t gemm_int8_workspace_bytes(const Int8GemmArgs& args) {
@@ -353,9 +353,9 @@ void gemm_int8(const Int8GemmArgs& args, Workspace workspace, Stream stream, Syn
   require_supported(can_implement_gemm_int8(args), fn);
   const std::int64_t m = args.x.size(0), k = args.x.size(1), n = args.w.size(0);
   host_checks::require_workspace(workspace, workspace_for(args.path, m, n, k), "gemm_int8_workspace_bytes(args)", fn);
-  const OutputView out = describe_output(args.epilogue.out, args.x.device().index);
-  if (cpu::detail::spans_overlap(out.span, workspace_span(workspace)))
-    fail(fn, "workspace", "memory overlapping epilogue.out", "a separate workspace");
+  const OutputView out = describe_output(args.out, args.x.device().index);
+  if (spans_overlap(out.span, workspace_span(workspace)))
+    fail(fn, "workspace", "memory overlapping out", "a separate workspace");
   host_checks::require_current_device(args.x.device(), fn, "x");
 
   const int device = args.x.device().index;
@@ -374,7 +374,7 @@ void gemm_int8(const Int8GemmArgs& args, Workspace workspace, Stream stream, Syn
   p.tiles_m = static_cast<int>(plan.tiles_m);
   p.tiles_n = static_cast<int>(plan.tiles_n);
   p.k_tiles_per_split = static_cast<int>(plan.per_split);
-  p.epilogue = epilogue_params(args.epilogue, m, n, status);
+  p.epilogue = epilogue_params(args.epilogue, args.out, m, n, status);
   auto* partials = reinterpret_cast<std::int32_t*>(static_cast<char*>(workspace.data) + kStatusBytes);
   const int8_gemm::EpilogueParams finish = p.epilogue;
   if (plan.splits > 1) {  // each split writes its int32 partial tile; the epilogue kernel sums and finishes them
@@ -401,31 +401,32 @@ void gemm_int8(const Int8GemmArgs& args, Workspace workspace, Stream stream, Syn
 
 // ---- the epilogue alone -------------------------------------------------------------------------------------------
 
-LinearSupport can_implement_int8_epilogue(TensorView<const std::int32_t> acc, const Int8Epilogue& epilogue) {
+Support can_implement_int8_epilogue(TensorView<const std::int32_t> acc, const Epilogue& epilogue,
+                                    const Int8GemmOutput& out) {
   const int device = acc.device().index;
-  LinearSupport s = check_device_rows(acc, "acc", device);
+  Support s = check_device_rows(acc, "acc", device);
   if (!s) return s;
-  s = check_epilogue(epilogue, acc.size(0), acc.size(1), device);
+  s = check_epilogue(epilogue, out, acc.size(0), acc.size(1), device);
   if (!s) return s;
-  if (cpu::detail::spans_overlap(describe_output(epilogue.out, device).span, cpu::detail::byte_span(acc)))
-    return no("epilogue.out", "memory overlapping acc", "a separate output");
+  if (spans_overlap(describe_output(out, device).span, byte_span(acc)))
+    return no("out", "memory overlapping acc", "a separate output");
   return s;
 }
 
 std::size_t int8_epilogue_workspace_bytes() { return kStatusBytes; }
 
-void apply_int8_epilogue(TensorView<const std::int32_t> acc, const Int8Epilogue& epilogue, Workspace workspace,
-                         Stream stream, Synchronize synchronize) {
+void apply_int8_epilogue(TensorView<const std::int32_t> acc, const Epilogue& epilogue, const Int8GemmOutput& out,
+                         Workspace workspace, Stream stream, Synchronize synchronize) {
   const char* fn = "shrink::cuda::apply_int8_epilogue";
-  require_supported(can_implement_int8_epilogue(acc, epilogue), fn);
+  require_supported(can_implement_int8_epilogue(acc, epilogue, out), fn);
   host_checks::require_workspace(workspace, int8_epilogue_workspace_bytes(), "int8_epilogue_workspace_bytes()", fn);
-  if (cpu::detail::spans_overlap(describe_output(epilogue.out, acc.device().index).span, workspace_span(workspace)))
-    fail(fn, "workspace", "memory overlapping epilogue.out", "a separate workspace");
+  if (spans_overlap(describe_output(out, acc.device().index).span, workspace_span(workspace)))
+    fail(fn, "workspace", "memory overlapping out", "a separate workspace");
   host_checks::require_current_device(acc.device(), fn, "acc");
   const std::int64_t m = acc.size(0), n = acc.size(1);
   int* status = static_cast<int*>(workspace.data);
   SHRINK_CUDA_CHECK(cudaMemsetAsync(status, 0, sizeof(int), stream));
-  launch_epilogue(acc.data(), m > 1 ? acc.stride(0) : n, 0, 1, epilogue_params(epilogue, m, n, status),
+  launch_epilogue(acc.data(), m > 1 ? acc.stride(0) : n, 0, 1, epilogue_params(epilogue, out, m, n, status),
                   static_cast<cudaStream_t>(stream));
   if (synchronize == Synchronize::yes) check_status(workspace, stream, fn);
 }
@@ -447,8 +448,6 @@ void quantize_rows_absmax(TensorView<const T> x, TensorView<std::int8_t> q, Tens
   if (scales.size(0) != m || (m > 1 && scales.stride(0) != 1))
     fail(fn, "scales", "a view of shape " + to_string(scales.shape()) + " and strides " + to_string(scales.strides()),
          "a contiguous [" + std::to_string(m) + "] vector (one scale per row of x)");
-  using cpu::detail::byte_span;
-  using cpu::detail::spans_overlap;
   if (spans_overlap(byte_span(q), byte_span(x))) fail(fn, "q", "memory overlapping x", "a separate output");
   if (spans_overlap(byte_span(scales), byte_span(x))) fail(fn, "scales", "memory overlapping x", "a separate output");
   if (spans_overlap(byte_span(scales), byte_span(q))) fail(fn, "scales", "memory overlapping q", "a separate output");

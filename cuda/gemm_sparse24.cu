@@ -39,7 +39,7 @@ std::size_t gemm_sparse24_workspace_bytes(const GemmSparse24Args<T, Out>&) {
 template <class T, class Out>
 void gemm_sparse24(const GemmSparse24Args<T, Out>& args, Workspace workspace, Stream stream, Synchronize synchronize) {
   const char* fn = "shrink::cuda::gemm_sparse24";
-  cpu::require_supported(can_implement_gemm_sparse24(args), fn);
+  require_supported(can_implement_gemm_sparse24(args), fn);
   const std::int64_t m = args.x.size(0), n = args.w.rows, k = args.x.size(1);
   // The smallest tile has the most blocks; a 1-D grid holds 2^31 - 1.
   if (sparse24::grid_size<sparse24::Tile32x16>(m, n) > std::numeric_limits<std::int32_t>::max())
@@ -50,22 +50,22 @@ void gemm_sparse24(const GemmSparse24Args<T, Out>& args, Workspace workspace, St
 
   int* status = static_cast<int*>(workspace.data);
   SHRINK_CUDA_CHECK(cudaMemsetAsync(status, 0, sizeof(int), stream));
-  const bool scaled = !detail::is_empty_vector(args.x_scales);
-  const bool has_bias = !detail::is_empty_vector(args.bias);
+  const bool scaled = !detail::is_empty_vector(args.epilogue.x_scales);
+  const bool has_bias = !detail::is_empty_vector(args.epilogue.bias);
   const sparse24::Params<T, Out> p{args.x.data(),
                                    args.w.values,
                                    args.w.metadata,
-                                   scaled ? args.x_scales.data() : nullptr,
-                                   scaled ? args.w_scales.data() : nullptr,
-                                   has_bias ? args.bias.data() : nullptr,
+                                   scaled ? args.epilogue.x_scales.data() : nullptr,
+                                   scaled ? args.epilogue.w_scales.data() : nullptr,
+                                   has_bias ? args.epilogue.bias.data() : nullptr,
                                    args.out.data(),
                                    m,
                                    n,
                                    k,
-                                   scaled && args.x_scales.size(0) > 1 ? 1 : 0,
-                                   scaled && args.w_scales.size(0) > 1 ? 1 : 0,
-                                   args.out_scale,
-                                   args.activation,
+                                   scaled && args.epilogue.x_scales.size(0) > 1 ? 1 : 0,
+                                   scaled && args.epilogue.w_scales.size(0) > 1 ? 1 : 0,
+                                   args.epilogue.out_scale,
+                                   args.epilogue.activation,
                                    status};
   switch (choose_path(args.path, m, n)) {
     case Sparse24Path::mma_sp_32x16: sparse24::launch<T, Out, sparse24::Tile32x16>(p, stream); break;

@@ -11,6 +11,7 @@
 #include "host_checks.hpp"
 #include "shrink/core/error.hpp"
 #include "shrink/core/half.hpp"
+#include "shrink/core/overlap.hpp"
 #include "shrink/cpu/linear_check.hpp"
 #include "shrink/cuda/check.cuh"
 #include "shrink/cuda/gemm_weight_only.cuh"
@@ -18,7 +19,6 @@
 
 namespace shrink::cuda {
 
-using cpu::LinearSupport;
 using weight_only::WeightKind;
 
 namespace {
@@ -29,25 +29,24 @@ constexpr std::int64_t kMinSliceK = 512;      // automatic slices keep at least 
 
 // A contiguous CUDA view of `rank` dimensions, not empty, aligned to `alignment` bytes.
 template <class V>
-LinearSupport check_device_view(const TensorView<V>& v, const std::string& name, int rank, std::size_t alignment) {
-  if (!v.device().is_cuda()) return LinearSupport::no(name, "a view of host memory", "a CUDA view (Device::cuda(ordinal))");
+Support check_device_view(const TensorView<V>& v, const std::string& name, int rank, std::size_t alignment) {
+  if (!v.device().is_cuda()) return Support::no(name, "a view of host memory", "a CUDA view (Device::cuda(ordinal))");
   if (v.rank() != rank)
-    return LinearSupport::no(name + ".shape", to_string(v.shape()), rank == 2 ? "a 2-D tensor" : "a 1-D tensor");
-  if (v.empty()) return LinearSupport::no(name + ".shape", to_string(v.shape()), "at least one element");
-  if (!v.is_contiguous())
-    return LinearSupport::no(name + ".strides", to_string(v.strides()), "a contiguous row-major view");
-  if (v.data() == nullptr) return LinearSupport::no(name, "a null pointer", "a device pointer");
+    return Support::no(name + ".shape", to_string(v.shape()), rank == 2 ? "a 2-D tensor" : "a 1-D tensor");
+  if (v.empty()) return Support::no(name + ".shape", to_string(v.shape()), "at least one element");
+  if (!v.is_contiguous()) return Support::no(name + ".strides", to_string(v.strides()), "a contiguous row-major view");
+  if (v.data() == nullptr) return Support::no(name, "a null pointer", "a device pointer");
   if (reinterpret_cast<std::uintptr_t>(v.data()) % alignment != 0)
-    return LinearSupport::no(name, "a misaligned pointer", "alignment to " + std::to_string(alignment) + " bytes");
-  return LinearSupport::yes();
+    return Support::no(name, "a misaligned pointer", "alignment to " + std::to_string(alignment) + " bytes");
+  return Support::yes();
 }
 
 template <class V>
-LinearSupport check_same_device(const TensorView<V>& v, const std::string& name, const Device& device) {
+Support check_same_device(const TensorView<V>& v, const std::string& name, const Device& device) {
   if (v.device().index != device.index)
-    return LinearSupport::no(name, "a view on CUDA device " + std::to_string(v.device().index),
-                             "the device of x (" + std::to_string(device.index) + ")");
-  return LinearSupport::yes();
+    return Support::no(name, "a view on CUDA device " + std::to_string(v.device().index),
+                       "the device of x (" + std::to_string(device.index) + ")");
+  return Support::yes();
 }
 
 bool has_bias(const TensorView<const float>& bias) {
@@ -56,93 +55,85 @@ bool has_bias(const TensorView<const float>& bias) {
 
 // W's data and scales against x [M, K]: int8 [N, K] + [N] with K a multiple of 16; int4 [N, K / 2] +
 // [N, K / group_size] with group_size 64 or 128 dividing K.
-LinearSupport check_weight(const WeightOnlyWeight& w, const Shape& x_shape, const Device& device) {
+Support check_weight(const WeightOnlyWeight& w, const Shape& x_shape, const Device& device) {
   const std::int64_t k = x_shape.values[1];
   const bool int4 = w.dtype == quant::QuantDtype::int4;
   if (w.dtype != quant::QuantDtype::int8 && !int4)
-    return LinearSupport::no("w.dtype", quant::to_string(w.dtype), "int8 (per output row) or int4 (per group)");
+    return Support::no("w.dtype", quant::to_string(w.dtype), "int8 (per output row) or int4 (per group)");
   if (int4 && w.group_size != 64 && w.group_size != 128)
-    return LinearSupport::no("w.group_size", std::to_string(w.group_size), "64 or 128");
+    return Support::no("w.group_size", std::to_string(w.group_size), "64 or 128");
   if (!int4 && w.group_size != 0)
-    return LinearSupport::no("w.group_size", std::to_string(w.group_size), "0 for int8 (one scale per output row)");
+    return Support::no("w.group_size", std::to_string(w.group_size), "0 for int8 (one scale per output row)");
   if (!int4 && k % 16 != 0)
-    return LinearSupport::no("x.shape", to_string(x_shape), "K a multiple of 16 (16-byte int8 weight rows)");
+    return Support::no("x.shape", to_string(x_shape), "K a multiple of 16 (16-byte int8 weight rows)");
   if (int4 && k % w.group_size != 0)
-    return LinearSupport::no("x.shape", to_string(x_shape),
-                             "K a multiple of w.group_size = " + std::to_string(w.group_size));
-  LinearSupport s = check_device_view(w.data, "w.data", 2, 16);
+    return Support::no("x.shape", to_string(x_shape), "K a multiple of w.group_size = " + std::to_string(w.group_size));
+  Support s = check_device_view(w.data, "w.data", 2, 16);
   if (!s) return s;
   if (!(s = check_same_device(w.data, "w.data", device))) return s;
   const std::int64_t n = w.data.size(0);
   if (!int4 && w.data.size(1) != k)
-    return LinearSupport::no("w.data.shape", to_string(w.data.shape()), "[N, " + std::to_string(k) + "]: K equal to x's");
+    return Support::no("w.data.shape", to_string(w.data.shape()), "[N, " + std::to_string(k) + "]: K equal to x's");
   if (int4 && w.data.size(1) * 2 != k)
-    return LinearSupport::no("w.data.shape", to_string(w.data.shape()),
-                             "[N, " + std::to_string(k / 2) + "]: K / 2 bytes a row, two int4 a byte");
+    return Support::no("w.data.shape", to_string(w.data.shape()),
+                       "[N, " + std::to_string(k / 2) + "]: K / 2 bytes a row, two int4 a byte");
   s = check_device_view(w.scales, "w.scales", int4 ? 2 : 1, alignof(float));
   if (!s) return s;
   if (!(s = check_same_device(w.scales, "w.scales", device))) return s;
   const Shape expected = int4 ? Shape{n, k / w.group_size} : Shape{n};
   if (w.scales.shape() != expected)
-    return LinearSupport::no("w.scales.shape", to_string(w.scales.shape()),
-                             to_string(expected) + (int4 ? " (one scale per row and group)" : " (one scale per row)"));
-  return LinearSupport::yes();
+    return Support::no("w.scales.shape", to_string(w.scales.shape()),
+                       to_string(expected) + (int4 ? " (one scale per row and group)" : " (one scale per row)"));
+  return Support::yes();
 }
 
 template <class T>
-LinearSupport check_args(const GemmWeightOnlyArgs<T>& a) {
-  LinearSupport s = check_device_view(a.x, "x", 2, 16);
+Support check_args(const GemmWeightOnlyArgs<T>& a) {
+  Support s = check_device_view(a.x, "x", 2, 16);
   if (!s) return s;
   const std::int64_t m = a.x.size(0), k = a.x.size(1);
   const Device device = a.x.device();
   if (m > kWeightOnlyMaxRows)
-    return LinearSupport::no("x.shape", to_string(a.x.shape()),
-                             "at most " + std::to_string(kWeightOnlyMaxRows) +
-                                 " rows M (weight-only is for small batches: use the dense or W8A8 path)");
+    return Support::no("x.shape", to_string(a.x.shape()),
+                       "at most " + std::to_string(kWeightOnlyMaxRows) +
+                           " rows M (weight-only is for small batches: use the dense or W8A8 path)");
   if (!(s = check_weight(a.w, a.x.shape(), device))) return s;
   const std::int64_t n = a.w.rows();
   if (n >= (std::int64_t{1} << 30))
-    return LinearSupport::no("w.data.shape", to_string(a.w.data.shape()), "fewer than 2^30 output rows N");
+    return Support::no("w.data.shape", to_string(a.w.data.shape()), "fewer than 2^30 output rows N");
   if (!(s = check_device_view(a.out, "out", 2, alignof(T)))) return s;
   if (!(s = check_same_device(a.out, "out", device))) return s;
   if (a.out.size(0) != m || a.out.size(1) != n)
-    return LinearSupport::no("out.shape", to_string(a.out.shape()), to_string(Shape{m, n}) + " ([M, N])");
-  if (has_bias(a.bias)) {
-    if (!(s = check_device_view(a.bias, "bias", 1, alignof(float)))) return s;
-    if (!(s = check_same_device(a.bias, "bias", device))) return s;
-    if (a.bias.size(0) != n)
-      return LinearSupport::no("bias.shape", to_string(a.bias.shape()),
-                               "[" + std::to_string(n) + "] (one per output row N) or an empty view");
+    return Support::no("out.shape", to_string(a.out.shape()), to_string(Shape{m, n}) + " ([M, N])");
+  if (!(s = check_no_scales(a.epilogue, "w carries its own scales"))) return s;
+  if (has_bias(a.epilogue.bias)) {
+    if (!(s = check_device_view(a.epilogue.bias, "epilogue.bias", 1, alignof(float)))) return s;
+    if (!(s = check_same_device(a.epilogue.bias, "epilogue.bias", device))) return s;
+    if (a.epilogue.bias.size(0) != n)
+      return Support::no("epilogue.bias.shape", to_string(a.epilogue.bias.shape()),
+                         "[" + std::to_string(n) + "] (one per output row N) or an empty view");
   }
-  switch (a.activation) {
-    case cpu::Activation::none:
-    case cpu::Activation::relu:
-    case cpu::Activation::gelu:
-    case cpu::Activation::silu: break;
-    default:
-      return LinearSupport::no("activation", std::to_string(static_cast<int>(a.activation)),
-                               "none, relu, gelu or silu");
-  }
+  if (!is_known(a.epilogue.activation))
+    return Support::no("epilogue.activation", std::to_string(static_cast<int>(a.epilogue.activation)),
+                       "none, relu, gelu or silu");
   switch (a.path) {
     case WeightOnlyPath::automatic:
     case WeightOnlyPath::cuda_core:
     case WeightOnlyPath::tensor_core: break;
     default:
-      return LinearSupport::no("path", std::to_string(static_cast<int>(a.path)),
-                               "automatic, cuda_core or tensor_core");
+      return Support::no("path", std::to_string(static_cast<int>(a.path)), "automatic, cuda_core or tensor_core");
   }
   if (a.split_k < 0 || a.split_k > kMaxSplitK)
-    return LinearSupport::no("split_k", std::to_string(a.split_k),
-                             "0 (automatic) or a slice count in [1, " + std::to_string(kMaxSplitK) + "]");
-  using cpu::detail::views_overlap;
-  const char* overlapped = views_overlap(a.out, a.x)         ? "x"
-                           : views_overlap(a.out, a.w.data)   ? "w.data"
-                           : views_overlap(a.out, a.w.scales) ? "w.scales"
-                           : has_bias(a.bias) && views_overlap(a.out, a.bias) ? "bias"
-                                                                              : nullptr;
+    return Support::no("split_k", std::to_string(a.split_k),
+                       "0 (automatic) or a slice count in [1, " + std::to_string(kMaxSplitK) + "]");
+  const char* overlapped = views_overlap(a.out, a.x)                                            ? "x"
+                           : views_overlap(a.out, a.w.data)                                     ? "w.data"
+                           : views_overlap(a.out, a.w.scales)                                   ? "w.scales"
+                           : has_bias(a.epilogue.bias) && views_overlap(a.out, a.epilogue.bias) ? "epilogue.bias"
+                                                                                                : nullptr;
   if (overlapped != nullptr)
-    return LinearSupport::no("out", std::string("memory overlapping ") + overlapped, "a separate output");
-  return LinearSupport::yes();
+    return Support::no("out", std::string("memory overlapping ") + overlapped, "a separate output");
+  return Support::yes();
 }
 
 // How one call runs: the path, the K slices and the workspace they need.
@@ -210,7 +201,7 @@ weight_only::Problem<T> make_problem(const GemmWeightOnlyArgs<T>& a, const Plan&
   p.x = a.x.data();
   p.w = a.w.data.data();
   p.scales = a.w.scales.data();
-  p.bias = has_bias(a.bias) ? a.bias.data() : nullptr;
+  p.bias = has_bias(a.epilogue.bias) ? a.epilogue.bias.data() : nullptr;
   p.out = a.out.data();
   p.status = static_cast<int*>(workspace.data);
   p.partials = plan.slices > 1 ? reinterpret_cast<float*>(static_cast<char*>(workspace.data) + kStatusBytes) : nullptr;
@@ -220,33 +211,33 @@ weight_only::Problem<T> make_problem(const GemmWeightOnlyArgs<T>& a, const Plan&
   p.group_size = static_cast<int>(a.w.group_size);
   p.k_slice = plan.k_slice;
   p.slices = plan.slices;
-  p.activation = a.activation;
+  p.activation = a.epilogue.activation;
   return p;
 }
 
 }  // namespace
 
 template <class T>
-LinearSupport can_implement_gemm_weight_only(const GemmWeightOnlyArgs<T>& args) {
+Support can_implement_gemm_weight_only(const GemmWeightOnlyArgs<T>& args) {
   return check_args(args);
 }
 
 template <class T>
 WeightOnlyPath gemm_weight_only_path(const GemmWeightOnlyArgs<T>& args) {
-  cpu::require_supported(check_args(args), "shrink::cuda::gemm_weight_only_path");
+  require_supported(check_args(args), "shrink::cuda::gemm_weight_only_path");
   return resolve_path(args);
 }
 
 template <class T>
 std::size_t gemm_weight_only_workspace_bytes(const GemmWeightOnlyArgs<T>& args) {
-  cpu::require_supported(check_args(args), "shrink::cuda::gemm_weight_only_workspace_bytes");
+  require_supported(check_args(args), "shrink::cuda::gemm_weight_only_workspace_bytes");
   return make_plan(args, args.split_k > 0 ? 0 : current_multiprocessors()).workspace;
 }
 
 template <class T>
 void gemm_weight_only(const GemmWeightOnlyArgs<T>& args, Workspace workspace, Stream stream, Synchronize synchronize) {
   const char* fn = "shrink::cuda::gemm_weight_only";
-  cpu::require_supported(check_args(args), fn);
+  require_supported(check_args(args), fn);
   host_checks::require_pointer(workspace.data, 16, fn, "workspace.data");
   const std::string query = "gemm_weight_only_workspace_bytes(args)";
   if (args.split_k > 0)  // the plan needs no device: the workspace is checked before any CUDA call
@@ -267,10 +258,10 @@ void gemm_weight_only(const GemmWeightOnlyArgs<T>& args, Workspace workspace, St
   if (synchronize == Synchronize::yes) check_status(workspace, stream, fn);
 }
 
-#define SHRINK_INSTANTIATE_GEMM_WEIGHT_ONLY(T)                                                                    \
-  template LinearSupport can_implement_gemm_weight_only<T>(const GemmWeightOnlyArgs<T>&);                          \
-  template WeightOnlyPath gemm_weight_only_path<T>(const GemmWeightOnlyArgs<T>&);                                   \
-  template std::size_t gemm_weight_only_workspace_bytes<T>(const GemmWeightOnlyArgs<T>&);                          \
+#define SHRINK_INSTANTIATE_GEMM_WEIGHT_ONLY(T)                                            \
+  template Support can_implement_gemm_weight_only<T>(const GemmWeightOnlyArgs<T>&);       \
+  template WeightOnlyPath gemm_weight_only_path<T>(const GemmWeightOnlyArgs<T>&);         \
+  template std::size_t gemm_weight_only_workspace_bytes<T>(const GemmWeightOnlyArgs<T>&); \
   template void gemm_weight_only<T>(const GemmWeightOnlyArgs<T>&, Workspace, Stream, Synchronize);
 
 SHRINK_INSTANTIATE_GEMM_WEIGHT_ONLY(half)

@@ -12,13 +12,12 @@
 
 #include "host_checks.hpp"
 #include "shrink/core/error.hpp"
+#include "shrink/core/overlap.hpp"
 #include "shrink/cuda/check.cuh"
 #include "shrink/cuda/spmm_csr.cuh"
 #include "shrink/cuda/spmm_csr.hpp"
 
 namespace shrink::cuda {
-
-using cpu::LinearSupport;
 
 namespace {
 
@@ -27,23 +26,20 @@ constexpr std::int64_t kMaxInt32 = std::numeric_limits<std::int32_t>::max();
 // A CUDA view of `rank` dimensions, contiguous, with a pointer aligned for its type (empty allowed when
 // `may_be_empty`).
 template <class V>
-LinearSupport check_device_view(const TensorView<V>& v, const std::string& name, int rank, bool may_be_empty) {
+Support check_device_view(const TensorView<V>& v, const std::string& name, int rank, bool may_be_empty) {
   using Element = std::remove_const_t<V>;
-  if (!v.device().is_cuda())
-    return LinearSupport::no(name, "a view of host memory", "a CUDA view (Device::cuda(ordinal))");
+  if (!v.device().is_cuda()) return Support::no(name, "a view of host memory", "a CUDA view (Device::cuda(ordinal))");
   if (v.rank() != rank)
-    return LinearSupport::no(name + ".shape", to_string(v.shape()), "a " + std::to_string(rank) + "-D tensor");
+    return Support::no(name + ".shape", to_string(v.shape()), "a " + std::to_string(rank) + "-D tensor");
   if (v.empty()) {
-    if (may_be_empty) return LinearSupport::yes();
-    return LinearSupport::no(name + ".shape", to_string(v.shape()), "at least one element");
+    if (may_be_empty) return Support::yes();
+    return Support::no(name + ".shape", to_string(v.shape()), "at least one element");
   }
-  if (!v.is_contiguous())
-    return LinearSupport::no(name + ".strides", to_string(v.strides()), "a contiguous row-major view");
-  if (v.data() == nullptr) return LinearSupport::no(name, "a null pointer", "a device pointer");
+  if (!v.is_contiguous()) return Support::no(name + ".strides", to_string(v.strides()), "a contiguous row-major view");
+  if (v.data() == nullptr) return Support::no(name, "a null pointer", "a device pointer");
   if (reinterpret_cast<std::uintptr_t>(v.data()) % alignof(Element) != 0)
-    return LinearSupport::no(name, "a misaligned pointer",
-                             "alignment to " + std::to_string(alignof(Element)) + " bytes");
-  return LinearSupport::yes();
+    return Support::no(name, "a misaligned pointer", "alignment to " + std::to_string(alignof(Element)) + " bytes");
+  return Support::yes();
 }
 
 template <class V>
@@ -54,13 +50,14 @@ bool has_elements(const TensorView<V>& v) {
 // The inputs a product reads, by name, as byte ranges (empty views have none).
 template <class T>
 std::pair<std::string, std::pair<std::uintptr_t, std::uintptr_t>> input_span(const char* name, const TensorView<T>& v) {
-  return {name, has_elements(v) ? cpu::detail::byte_span(v) : std::pair<std::uintptr_t, std::uintptr_t>{0, 0}};
+  return {name, has_elements(v) ? byte_span(v) : std::pair<std::uintptr_t, std::uintptr_t>{0, 0}};
 }
 
 template <class T>
 std::vector<std::pair<std::string, std::pair<std::uintptr_t, std::uintptr_t>>> input_spans(const SpmmCsrArgs<T>& a) {
   return {input_span("x", a.x), input_span("row_offsets", a.row_offsets),
-          input_span("column_indices", a.column_indices), input_span("values", a.values), input_span("bias", a.bias)};
+          input_span("column_indices", a.column_indices), input_span("values", a.values),
+          input_span("epilogue.bias", a.epilogue.bias)};
 }
 
 template <class T>
@@ -83,42 +80,44 @@ std::size_t round_up_16(std::size_t bytes) { return (bytes + 15) / 16 * 16; }
 }  // namespace
 
 template <class T>
-LinearSupport can_implement_spmm_csr(const SpmmCsrArgs<T>& a) {
-  LinearSupport s = check_device_view(a.x, "x", 2, false);
+Support can_implement_spmm_csr(const SpmmCsrArgs<T>& a) {
+  Support s = check_device_view(a.x, "x", 2, false);
   if (!s) return s;
   const std::int64_t m = a.x.size(0), k = a.x.size(1);
-  if (k > kMaxInt32)
-    return LinearSupport::no("x.shape", to_string(a.x.shape()), "K <= INT32_MAX (int32 column indices)");
+  if (k > kMaxInt32) return Support::no("x.shape", to_string(a.x.shape()), "K <= INT32_MAX (int32 column indices)");
   s = check_device_view(a.row_offsets, "row_offsets", 1, false);
   if (!s) return s;
   const std::int64_t n = a.row_offsets.size(0) - 1;
   if (n < 1 || n > kMaxInt32)
-    return LinearSupport::no("row_offsets.shape", to_string(a.row_offsets.shape()),
-                             "[N + 1] with 1 <= N <= INT32_MAX (the weight's rows)");
+    return Support::no("row_offsets.shape", to_string(a.row_offsets.shape()),
+                       "[N + 1] with 1 <= N <= INT32_MAX (the weight's rows)");
   s = check_device_view(a.column_indices, "column_indices", 1, true);
   if (!s) return s;
   s = check_device_view(a.values, "values", 1, true);
   if (!s) return s;
   if (a.column_indices.size(0) != a.values.size(0))
-    return LinearSupport::no("column_indices.shape", to_string(a.column_indices.shape()),
-                             "as many column indices as values (" + std::to_string(a.values.size(0)) + ")");
+    return Support::no("column_indices.shape", to_string(a.column_indices.shape()),
+                       "as many column indices as values (" + std::to_string(a.values.size(0)) + ")");
   if (a.values.size(0) > kMaxInt32)
-    return LinearSupport::no("values.shape", to_string(a.values.shape()), "nnz <= INT32_MAX (int32 row offsets)");
-  const bool bias = !(a.bias.rank() == 0 && a.bias.data() == nullptr) && !(a.bias.rank() == 1 && a.bias.size(0) == 0);
+    return Support::no("values.shape", to_string(a.values.shape()), "nnz <= INT32_MAX (int32 row offsets)");
+  s = check_no_scales(a.epilogue, "float operands have none");
+  if (!s) return s;
+  const bool bias = !(a.epilogue.bias.rank() == 0 && a.epilogue.bias.data() == nullptr) &&
+                    !(a.epilogue.bias.rank() == 1 && a.epilogue.bias.size(0) == 0);
   if (bias) {
-    s = check_device_view(a.bias, "bias", 1, false);
+    s = check_device_view(a.epilogue.bias, "epilogue.bias", 1, false);
     if (!s) return s;
-    if (a.bias.size(0) != n)
-      return LinearSupport::no("bias.shape", to_string(a.bias.shape()),
-                               "[" + std::to_string(n) + "] (one bias per output feature N) or an empty view");
+    if (a.epilogue.bias.size(0) != n)
+      return Support::no("epilogue.bias.shape", to_string(a.epilogue.bias.shape()),
+                         "[" + std::to_string(n) + "] (one bias per output feature N) or an empty view");
   }
-  if (a.activation != cpu::Activation::none && a.activation != cpu::Activation::relu &&
-      a.activation != cpu::Activation::gelu && a.activation != cpu::Activation::silu)
-    return LinearSupport::no("activation", std::to_string(static_cast<int>(a.activation)), "none, relu, gelu or silu");
+  if (!is_known(a.epilogue.activation))
+    return Support::no("epilogue.activation", std::to_string(static_cast<int>(a.epilogue.activation)),
+                       "none, relu, gelu or silu");
   s = check_device_view(a.out, "out", 2, false);
   if (!s) return s;
   if (a.out.size(0) != m || a.out.size(1) != n)
-    return LinearSupport::no("out.shape", to_string(a.out.shape()), to_string(Shape{m, n}) + " ([M, N])");
+    return Support::no("out.shape", to_string(a.out.shape()), to_string(Shape{m, n}) + " ([M, N])");
   struct Placed {
     const char* name;
     Device device;
@@ -128,24 +127,23 @@ LinearSupport can_implement_spmm_csr(const SpmmCsrArgs<T>& a) {
   const Placed placed[] = {{"row_offsets", a.row_offsets.device(), true},
                            {"column_indices", a.column_indices.device(), has_elements(a.column_indices)},
                            {"values", a.values.device(), has_elements(a.values)},
-                           {"bias", a.bias.device(), bias},
+                           {"epilogue.bias", a.epilogue.bias.device(), bias},
                            {"out", a.out.device(), true}};
   for (const Placed& p : placed)
     if (p.used && p.device.index != device)
-      return LinearSupport::no(p.name, "a view on CUDA device " + std::to_string(p.device.index),
-                               "the device of x, CUDA device " + std::to_string(device));
+      return Support::no(p.name, "a view on CUDA device " + std::to_string(p.device.index),
+                         "the device of x, CUDA device " + std::to_string(device));
   if (a.path != SpmmPath::automatic && a.path != SpmmPath::row_dots && a.path != SpmmPath::row_split &&
       a.path != SpmmPath::nnz_split && a.path != SpmmPath::staged)
-    return LinearSupport::no("path", std::to_string(static_cast<int>(a.path)),
-                             "automatic, row_dots, row_split, nnz_split or staged");
+    return Support::no("path", std::to_string(static_cast<int>(a.path)),
+                       "automatic, row_dots, row_split, nnz_split or staged");
   if (a.path == SpmmPath::row_dots && m > kSpmmRowDotsMaxM)
-    return LinearSupport::no("path", "row_dots with M = " + std::to_string(m),
-                             "M <= " + std::to_string(kSpmmRowDotsMaxM) + " for row_dots (or another path)");
-  const auto out_span = cpu::detail::byte_span(a.out);
+    return Support::no("path", "row_dots with M = " + std::to_string(m),
+                       "M <= " + std::to_string(kSpmmRowDotsMaxM) + " for row_dots (or another path)");
+  const auto out_span = byte_span(a.out);
   for (const auto& [name, span] : input_spans(a))
-    if (cpu::detail::spans_overlap(out_span, span))
-      return LinearSupport::no("out", "memory overlapping " + name, "a separate output");
-  return LinearSupport::yes();
+    if (spans_overlap(out_span, span)) return Support::no("out", "memory overlapping " + name, "a separate output");
+  return Support::yes();
 }
 
 template <class T>
@@ -155,7 +153,7 @@ SpmmPath spmm_csr_path(const SpmmCsrArgs<T>& args) {
 
 template <class T>
 std::size_t spmm_csr_workspace_bytes(const SpmmCsrArgs<T>& args) {
-  cpu::require_supported(can_implement_spmm_csr(args), "shrink::cuda::spmm_csr_workspace_bytes");
+  require_supported(can_implement_spmm_csr(args), "shrink::cuda::spmm_csr_workspace_bytes");
   if (!needs_transpose(args)) return kStatusBytes;
   const auto k = static_cast<std::size_t>(args.x.size(1));
   return kStatusBytes + round_up_16(k * static_cast<std::size_t>(spmm::padded_m(args.x.size(0))) * sizeof(T));
@@ -164,15 +162,15 @@ std::size_t spmm_csr_workspace_bytes(const SpmmCsrArgs<T>& args) {
 template <class T>
 void spmm_csr(const SpmmCsrArgs<T>& args, Workspace workspace, Stream stream, Synchronize synchronize) {
   const char* fn = "shrink::cuda::spmm_csr";
-  cpu::require_supported(can_implement_spmm_csr(args), fn);
+  require_supported(can_implement_spmm_csr(args), fn);
   const std::size_t needed = spmm_csr_workspace_bytes(args);
   host_checks::require_workspace(workspace, needed, "spmm_csr_workspace_bytes(args)", fn);
   const auto scratch = reinterpret_cast<std::uintptr_t>(workspace.data);
   const std::pair<std::uintptr_t, std::uintptr_t> workspace_span{scratch, scratch + needed};
   auto spans = input_spans(args);
-  spans.emplace_back("out", cpu::detail::byte_span(args.out));
+  spans.emplace_back("out", byte_span(args.out));
   for (const auto& [name, span] : spans)
-    if (cpu::detail::spans_overlap(workspace_span, span))
+    if (spans_overlap(workspace_span, span))
       fail(fn, "workspace.data", "memory overlapping " + name, "a separate scratch buffer");
   host_checks::require_current_device(args.x.device(), fn, "x");
 
@@ -182,7 +180,7 @@ void spmm_csr(const SpmmCsrArgs<T>& args, Workspace workspace, Stream stream, Sy
   const bool transpose = needs_transpose(args);
   const std::int64_t ldxt = transpose ? spmm::padded_m(m) : 1;
   T* xt = transpose ? reinterpret_cast<T*>(base + kStatusBytes) : nullptr;
-  const bool bias = has_elements(args.bias);
+  const bool bias = has_elements(args.epilogue.bias);
   const spmm::Operands<T> operands{transpose ? xt : args.x.data(),
                                    ldxt,
                                    m,
@@ -192,8 +190,8 @@ void spmm_csr(const SpmmCsrArgs<T>& args, Workspace workspace, Stream stream, Sy
                                    args.column_indices.data(),
                                    args.values.data(),
                                    args.values.size(0),
-                                   bias ? args.bias.data() : nullptr,
-                                   args.activation,
+                                   bias ? args.epilogue.bias.data() : nullptr,
+                                   args.epilogue.activation,
                                    args.out.data(),
                                    status};
 
@@ -209,7 +207,7 @@ void spmm_csr(const SpmmCsrArgs<T>& args, Workspace workspace, Stream stream, Sy
 }
 
 #define SHRINK_INSTANTIATE_SPMM_CSR(T)                                     \
-  template LinearSupport can_implement_spmm_csr<T>(const SpmmCsrArgs<T>&); \
+  template Support can_implement_spmm_csr<T>(const SpmmCsrArgs<T>&);       \
   template SpmmPath spmm_csr_path<T>(const SpmmCsrArgs<T>&);               \
   template std::size_t spmm_csr_workspace_bytes<T>(const SpmmCsrArgs<T>&); \
   template void spmm_csr<T>(const SpmmCsrArgs<T>&, Workspace, Stream, Synchronize);

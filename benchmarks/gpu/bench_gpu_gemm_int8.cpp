@@ -120,8 +120,8 @@ cuda::Int8GemmArgs w8a8_args(const Shape3& s, cuda::Int8GemmPath path, float out
   a.epilogue.x_scales = TensorView<const float>(d->x_scales.as<float>(), Shape{s.m}, Device::cuda(0));
   a.epilogue.w_scales = TensorView<const float>(d->w_scales.as<float>(), Shape{s.n}, Device::cuda(0));
   a.epilogue.bias = TensorView<const float>(d->bias.as<float>(), Shape{s.n}, Device::cuda(0));
-  a.epilogue.activation = cpu::Activation::none;
-  a.epilogue.out = TensorView<Out>(d->out.as<Out>(), Shape{s.m, s.n}, Device::cuda(0));
+  a.epilogue.activation = Activation::none;
+  a.out = TensorView<Out>(d->out.as<Out>(), Shape{s.m, s.n}, Device::cuda(0));
   a.epilogue.out_scale = out_scale;
   a.path = path;
   return a;
@@ -143,7 +143,7 @@ void bench_cublaslt_s8(benchmark::State& state, Shape3 s, bool with_epilogue) {
   const cuda::Workspace ws = d->workspace_of(cuda::int8_epilogue_workspace_bytes());
   time_flushed(state, [&] {
     d->cublas.gemm_s8s32(d->x.as<void>(), d->w.as<void>(), d->acc.as<void>(), s.m, s.n, s.k, nullptr);
-    if (with_epilogue) cuda::apply_int8_epilogue(acc, args.epilogue, ws, nullptr);
+    if (with_epilogue) cuda::apply_int8_epilogue(acc, args.epilogue, args.out, ws, nullptr);
   });
 }
 

@@ -175,8 +175,8 @@ void launch_sparse(const Operands<T>& o, std::int64_t m, Out* out) {
   a.w = {o.values.template as<T>(), o.metadata.template as<std::uint32_t>(), o.n, o.k, prune::NmPattern{2, 4},
          Device::cuda(0)};
   if constexpr (std::is_same_v<T, std::int8_t>) {
-    a.x_scales = TensorView<const float>(o.ones.template as<float>(), Shape{1}, Device::cuda(0));
-    a.w_scales = TensorView<const float>(o.ones.template as<float>(), Shape{1}, Device::cuda(0));
+    a.epilogue.x_scales = TensorView<const float>(o.ones.template as<float>(), Shape{1}, Device::cuda(0));
+    a.epilogue.w_scales = TensorView<const float>(o.ones.template as<float>(), Shape{1}, Device::cuda(0));
   }
   a.out = TensorView<Out>(out, Shape{m, o.n}, Device::cuda(0));
   cuda::gemm_sparse24(a, {o.workspace.template as<void>(), o.workspace.bytes()}, nullptr);
@@ -208,9 +208,12 @@ void run_cpu_twin(benchmark::State& state, Kind kind, std::int64_t m, std::int64
       x[i] = encode<std::int8_t>(pattern_value(1 + static_cast<std::int64_t>(i)));
     const auto c = sparse::compress_nm(TensorView<const std::int8_t>(w.data(), Shape{n, k}), prune::NmPattern{2, 4});
     const float one = 1.0f;
+    shrink::Epilogue unit_scales;
+    unit_scales.x_scales = TensorView<const float>(&one, Shape{1});
+    unit_scales.w_scales = TensorView<const float>(&one, Shape{1});
     for (auto _ : state)
-      cpu::linear_nm_int8(TensorView<const std::int8_t>(x.data(), Shape{m, k}), TensorView<const float>(&one, Shape{1}),
-                          c, TensorView<const float>(&one, Shape{1}), TensorView<float>(out.data(), Shape{m, n}));
+      cpu::linear_nm_int8(TensorView<const std::int8_t>(x.data(), Shape{m, k}), c,
+                          TensorView<float>(out.data(), Shape{m, n}), unit_scales);
   } else {
     std::vector<F16> w(dense.size()), x(static_cast<std::size_t>(m * k));
     for (std::size_t i = 0; i < w.size(); ++i) w[i] = F16(dense[i]);

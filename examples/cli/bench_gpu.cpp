@@ -289,7 +289,7 @@ void CudaGpuBench::add_w8a8_row(const quant::QuantizedTensor& q) {
     a.w = TensorView<const std::int8_t>(at<std::int8_t>(copy, values), Shape{b.n, b.k}, device);
     a.epilogue.x_scales = TensorView<const float>(b.x_scales.as<const float>(), Shape{b.m}, device);
     a.epilogue.w_scales = TensorView<const float>(at<float>(copy, scales), Shape{b.n}, device);
-    a.epilogue.out = b.out_view();
+    a.out = b.out_view();
     return a;
   };
   row.cannot_run = [args](const Batch& b, const std::uint8_t* copy) {

@@ -116,7 +116,7 @@ RowMatrix integer_logits(const std::vector<IntegerLayer>& layers, const RowMatri
     const QuantizedTensor x = shrink::quant::quantize(shrink::as_view(static_cast<const RowMatrix&>(h)),
                                                       activation_scheme(), layers[k].input_qparams);
     RowMatrix out(h.rows(), layers[k].weight.rows);
-    const auto activation = k + 1 < layers.size() ? shrink::cpu::Activation::relu : shrink::cpu::Activation::none;
+    const auto activation = k + 1 < layers.size() ? shrink::Activation::relu : shrink::Activation::none;
     shrink::cpu::linear_int8(x, layers[k].weight, layers[k].bias.data(), shrink::as_view(out), activation);
     h = std::move(out);
   }

@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "shrink/core/epilogue.hpp"
 #include "shrink/core/error.hpp"
-#include "shrink/cpu/linear_epilogue.hpp"
 #include "shrink/cpu/simd.hpp"
 #include "support/activation_reference.hpp"
 #include "support/simd_levels.hpp"
@@ -49,8 +49,7 @@ inline ProductReference reference_product(const std::vector<float>& x, const std
 // (twice the classic γ_K, for the order the kernels choose) plus a few ulps of the result.
 inline void check_against_reference(const std::vector<float>& out, std::int64_t ld_out, const ProductReference& ref,
                                     std::int64_t m_total, std::int64_t n_total, std::int64_t k_total,
-                                    const std::vector<float>& scales, const std::vector<float>& bias,
-                                    cpu::Activation act) {
+                                    const std::vector<float>& scales, const std::vector<float>& bias, Activation act) {
   const double unit = std::ldexp(1.0, -23);
   int reported = 0;
   for (std::int64_t m = 0; m < m_total; ++m)

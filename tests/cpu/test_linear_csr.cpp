@@ -46,9 +46,9 @@ TEST_CASE("linear_csr matches a double reference at every SIMD level and sparsit
       const auto ref = shrink::test::reference_product(x, w, m, n, k);
       const auto bias = shrink::test::normal_values(static_cast<std::size_t>(n), rng);
       for (bool with_bias : {false, true}) {
-        const LinearEpilogue e =
-            with_bias ? LinearEpilogue::with_bias(TensorView<const float>(bias.data(), Shape{n}), Activation::relu)
-                      : LinearEpilogue{};
+        const Epilogue e = with_bias
+                               ? Epilogue::with_bias(TensorView<const float>(bias.data(), Shape{n}), Activation::relu)
+                               : Epilogue{};
         at_each_level([&](SimdLevel) {
           std::vector<float> out(static_cast<std::size_t>(m * n), kPoison);
           linear_csr(TensorView<const float>(x.data(), Shape{m, k}), csr, TensorView<float>(out.data(), Shape{m, n}),
@@ -72,7 +72,7 @@ TEST_CASE("linear_csr with a raw bias pointer equals the epilogue form", "[cpu][
   linear_csr(TensorView<const float>(x.data(), Shape{m, k}), csr, bias.data(), TensorView<float>(a.data(), Shape{m, n}),
              Activation::relu);
   linear_csr(TensorView<const float>(x.data(), Shape{m, k}), csr, TensorView<float>(b.data(), Shape{m, n}),
-             LinearEpilogue::with_bias(TensorView<const float>(bias.data(), Shape{n}), Activation::relu));
+             Epilogue::with_bias(TensorView<const float>(bias.data(), Shape{n}), Activation::relu));
   CHECK(a == b);
 }
 
@@ -163,9 +163,7 @@ TEST_CASE("linear_csr rejects malformed CSR arrays and bad shapes, leaving the o
         "out.shape");
     const std::vector<float> bias(static_cast<std::size_t>(n + 2), 0.0f);
     shrink::test::require_error_mentioning(
-        [&] {
-          linear_csr(xv, good, ov, LinearEpilogue::with_bias(TensorView<const float>(bias.data(), Shape{n + 2})));
-        },
+        [&] { linear_csr(xv, good, ov, Epilogue::with_bias(TensorView<const float>(bias.data(), Shape{n + 2}))); },
         "epilogue.bias.shape");
     CHECK(shrink::test::all_poison(out));
   }
@@ -199,7 +197,7 @@ void check_linear_csr_16(std::uint32_t seed) {
         for (std::size_t i = 0; i < x.size(); ++i) x[i] = T(xf[i]), xf[i] = x[i].to_float();
         for (std::size_t i = 0; i < w.size(); ++i) w[i] = T(wf[i]), wf[i] = w[i].to_float();
         const auto bias = shrink::test::normal_values(static_cast<std::size_t>(n), rng);
-        const LinearEpilogue e = LinearEpilogue::with_bias(TensorView<const float>(bias.data(), Shape{n}), act);
+        const Epilogue e = Epilogue::with_bias(TensorView<const float>(bias.data(), Shape{n}), act);
         const auto csr = sparse::to_csr(TensorView<const T>(w.data(), Shape{n, k}));
         const auto csr_f = sparse::to_csr(TensorView<const float>(wf.data(), Shape{n, k}));
         std::vector<T> out(static_cast<std::size_t>(m * n), T::from_bits(0x7FFF));
@@ -266,7 +264,7 @@ void check_linear_csr_16_errors() {
       "out.shape");
   const std::vector<float> bias(static_cast<std::size_t>(n), std::numeric_limits<float>::quiet_NaN());
   shrink::test::require_error_mentioning(
-      [&] { linear_csr(xv, good, ov, LinearEpilogue::with_bias(TensorView<const float>(bias.data(), Shape{n}))); },
+      [&] { linear_csr(xv, good, ov, Epilogue::with_bias(TensorView<const float>(bias.data(), Shape{n}))); },
       "epilogue.bias[0]");
   shrink::test::require_error_mentioning(
       [&] {

@@ -190,7 +190,7 @@ TEST_CASE("linear_int8 dequantizes exactly: per-tensor, per-token, affine uint8 
         for (bool with_bias : {false, true}) {
           at_each_level([&](SimdLevel) {
             std::vector<float> out(static_cast<std::size_t>(m * n), kPoison);
-            LinearEpilogue e;
+            Epilogue e;
             if (with_bias) e.bias = TensorView<const float>(bias.data(), Shape{n});
             e.activation = act;
             linear_int8(x, packed, TensorView<float>(out.data(), Shape{m, n}), e);
@@ -217,7 +217,7 @@ TEST_CASE("linear_int8 dequantizes exactly: per-tensor, per-token, affine uint8 
       std::vector<float> a(static_cast<std::size_t>(m * n)), b(static_cast<std::size_t>(m * n));
       linear_int8(x, w, bias.data(), TensorView<float>(a.data(), Shape{m, n}), Activation::relu);
       linear_int8(x, packed, TensorView<float>(b.data(), Shape{m, n}),
-                  LinearEpilogue::with_bias(TensorView<const float>(bias.data(), Shape{n}), Activation::relu));
+                  Epilogue::with_bias(TensorView<const float>(bias.data(), Shape{n}), Activation::relu));
       CHECK(a == b);
     }
   }
@@ -368,7 +368,7 @@ TEST_CASE("linear_int8 rejects bad input and leaves the output untouched", "[cpu
     expect_rejected([&] { linear_int8(x0, w, TensorView<float>(out.data(), Shape{0, n})); }, "x.shape");
   }
   SECTION("bias of the wrong size") {
-    LinearEpilogue e;
+    Epilogue e;
     e.bias = TensorView<const float>(bias.data(), Shape{n + 1});
     expect_rejected([&] { linear_int8(x, w, out_view, e); }, "epilogue.bias.shape");
   }
@@ -378,7 +378,7 @@ TEST_CASE("linear_int8 rejects bad input and leaves the output untouched", "[cpu
   }
   SECTION("output overlapping the bias") {
     std::vector<float> shared(static_cast<std::size_t>(m * n + n), kPoison);
-    LinearEpilogue e;
+    Epilogue e;
     e.bias = TensorView<const float>(shared.data() + m * n - 2, Shape{n});
     std::fill(shared.begin() + m * n - 2, shared.end(), 0.0f);
     shrink::test::require_error_mentioning(
@@ -389,7 +389,7 @@ TEST_CASE("linear_int8 rejects bad input and leaves the output untouched", "[cpu
     for (std::int64_t i = 0; i < m * n - 2; ++i) CHECK(shared[static_cast<std::size_t>(i)] == kPoison);
   }
   SECTION("an unknown activation") {
-    LinearEpilogue e;
+    Epilogue e;
     e.activation = static_cast<Activation>(9);
     expect_rejected([&] { linear_int8(x, w, out_view, e); }, "epilogue.activation");
   }
@@ -400,7 +400,7 @@ TEST_CASE("linear_int8 rejects bad input and leaves the output untouched", "[cpu
                        quant::QuantScheme::per_tensor(quant::QuantDtype::uint8, quant::Symmetry::affine), {0.1f}, {3});
     const auto wb = make_quantized(ByteBuffer(static_cast<std::size_t>(big), 1), Shape{1, big}, sym, {0.1f}, {0});
     std::vector<float> one(1, kPoison);
-    const LinearSupport s = can_implement_linear_int8(xu, wb, TensorView<float>(one.data(), Shape{1, 1}));
+    const Support s = can_implement_linear_int8(xu, wb, TensorView<float>(one.data(), Shape{1, 1}));
     CHECK_FALSE(s);
     CHECK(s.reason().find("65793") != std::string::npos);
     shrink::test::require_error_mentioning(
@@ -438,7 +438,7 @@ namespace {
 
 // One linear_int8 call writing Out into a poisoned output.
 template <class Out>
-std::vector<Out> linear_as(const quant::QuantizedTensor& x, const PackedInt8Weight& w, const LinearEpilogue& e,
+std::vector<Out> linear_as(const quant::QuantizedTensor& x, const PackedInt8Weight& w, const Epilogue& e,
                            std::int64_t m, std::int64_t n) {
   const Out poison = std::is_same<Out, std::int8_t>::value ? Out(99) : Out(kPoison);
   std::vector<Out> out(static_cast<std::size_t>(m * n), poison);
@@ -466,8 +466,8 @@ TEST_CASE("linear_int8 writes half, bfloat16 and requantized int8: the float epi
 
   for (Activation act : {Activation::none, Activation::relu, Activation::gelu, Activation::silu}) {
     INFO("activation " << to_string(act));
-    LinearEpilogue e = LinearEpilogue::with_bias(TensorView<const float>(bias.data(), Shape{n}), act);
-    e.output_scale = 0.0125f;  // |v| up to ~3: int8 codes up to ~240 clamp at the ends, the rest spread
+    Epilogue e = Epilogue::with_bias(TensorView<const float>(bias.data(), Shape{n}), act);
+    e.out_scale = 0.0125f;  // |v| up to ~3: int8 codes up to ~240 clamp at the ends, the rest spread
     at_each_level([&](SimdLevel) {
       const auto f = linear_as<float>(x, packed, e, m, n);
       const auto h = linear_as<half>(x, packed, e, m, n);
@@ -477,7 +477,7 @@ TEST_CASE("linear_int8 writes half, bfloat16 and requantized int8: the float epi
       for (std::size_t i = 0; i < f.size(); ++i) {
         REQUIRE(h[i].to_bits() == half(f[i]).to_bits());
         REQUIRE(b[i].to_bits() == bfloat16(f[i]).to_bits());
-        const float scaled = f[i] * (1.0f / e.output_scale);
+        const float scaled = f[i] * (1.0f / e.out_scale);
         const float expected = std::fmin(std::fmax(std::nearbyint(scaled), -128.0f), 127.0f);
         REQUIRE(q[i] == static_cast<std::int8_t>(expected));
         clamped += expected == 127.0f || expected == -128.0f;
@@ -488,7 +488,7 @@ TEST_CASE("linear_int8 writes half, bfloat16 and requantized int8: the float epi
 }
 
 TEST_CASE("linear_int8 int8 output rounds half to even and clamps, as quant::quantize", "[cpu][linear][int8]") {
-  // x = one row [1, 16] of 1s, w rows of j ones: acc = j; scales 1, output_scale 2 → v = j, q = nearbyint(j / 2).
+  // x = one row [1, 16] of 1s, w rows of j ones: acc = j; scales 1, out_scale 2 → v = j, q = nearbyint(j / 2).
   const std::int64_t n = 8, k = 16;
   const auto sym = quant::QuantScheme::per_tensor(quant::QuantDtype::int8, quant::Symmetry::symmetric);
   std::vector<std::int8_t> wv(static_cast<std::size_t>(n * k), 0);
@@ -496,12 +496,12 @@ TEST_CASE("linear_int8 int8 output rounds half to even and clamps, as quant::qua
     for (std::int64_t i = 0; i < j; ++i) wv[static_cast<std::size_t>(j * k + i)] = 1;
   const auto x = make_quantized(as_bytes(std::vector<std::int8_t>(k, 1)), Shape{1, k}, sym, {1.0f}, {0});
   const auto w = make_quantized(as_bytes(wv), Shape{n, k}, sym, {1.0f}, {0});
-  LinearEpilogue e;
-  e.output_scale = 2.0f;
+  Epilogue e;
+  e.out_scale = 2.0f;
   std::vector<std::int8_t> q(static_cast<std::size_t>(n), 99);
   linear_int8(x, w, TensorView<std::int8_t>(q.data(), Shape{1, n}), e);
   CHECK(q == std::vector<std::int8_t>{0, 0, 1, 2, 2, 2, 3, 4});  // 0.5 → 0, 1.5 → 2, 2.5 → 2, 3.5 → 4
-  e.output_scale = 0.01f;  // v / 0.01 far past 127
+  e.out_scale = 0.01f;                                           // v / 0.01 far past 127
   linear_int8(x, w, TensorView<std::int8_t>(q.data(), Shape{1, n}), e);
   CHECK(q == std::vector<std::int8_t>{0, 100, 127, 127, 127, 127, 127, 127});
   // The quant::quantize of the float outputs gives the same codes.
@@ -512,7 +512,7 @@ TEST_CASE("linear_int8 int8 output rounds half to even and clamps, as quant::qua
     CHECK(q[static_cast<std::size_t>(j)] == static_cast<std::int8_t>(reference.data[static_cast<std::size_t>(j)]));
 }
 
-TEST_CASE("linear_int8 int8 output needs a usable output_scale and writes nothing otherwise",
+TEST_CASE("linear_int8 int8 output needs a usable out_scale and writes nothing otherwise",
           "[cpu][linear][int8][errors]") {
   std::mt19937 rng(23);
   const std::int64_t m = 2, n = 3, k = 16;
@@ -522,13 +522,16 @@ TEST_CASE("linear_int8 int8 output needs a usable output_scale and writes nothin
   const auto w =
       make_quantized(as_bytes(random_int8(static_cast<std::size_t>(n * k), rng)), Shape{n, k}, sym, {0.1f}, {0});
   for (float bad : {0.0f, -1.0f, std::numeric_limits<float>::infinity(), std::nanf(""), 1e-39f}) {
-    INFO("output_scale " << bad);
-    LinearEpilogue e;
-    e.output_scale = bad;
+    INFO("out_scale " << bad);
+    Epilogue e;
+    e.out_scale = bad;
     std::vector<std::int8_t> q(static_cast<std::size_t>(m * n), 77);
     CHECK_FALSE(can_implement_linear_int8(x, w, TensorView<std::int8_t>(q.data(), Shape{m, n}), e));
     shrink::test::require_error_mentioning(
-        [&] { linear_int8(x, w, TensorView<std::int8_t>(q.data(), Shape{m, n}), e); }, "epilogue.output_scale");
+        [&] {
+          linear_int8(x, w, TensorView<std::int8_t>(q.data(), Shape{m, n}), e);
+        },
+        "epilogue.out_scale");
     CHECK(q == std::vector<std::int8_t>(q.size(), 77));
     // Float, half and bfloat16 outputs ignore it.
     std::vector<half> h(static_cast<std::size_t>(m * n));

@@ -45,7 +45,7 @@ TEST_CASE("linear_nm matches a double reference of the decompressed weight at ev
         std::vector<float> out(static_cast<std::size_t>(m * n), kPoison);
         linear_nm(TensorView<const float>(x.data(), Shape{m, k}), compressed,
                   TensorView<float>(out.data(), Shape{m, n}),
-                  LinearEpilogue::with_bias(TensorView<const float>(bias.data(), Shape{n}), Activation::relu));
+                  Epilogue::with_bias(TensorView<const float>(bias.data(), Shape{n}), Activation::relu));
         shrink::test::check_against_reference(out, n, ref, m, n, k, {}, bias, Activation::relu);
       });
     }
@@ -63,7 +63,7 @@ TEST_CASE("linear_nm with a raw bias pointer equals the epilogue form", "[cpu][l
   linear_nm(TensorView<const float>(x.data(), Shape{m, k}), compressed, bias.data(),
             TensorView<float>(a.data(), Shape{m, n}), Activation::silu);
   linear_nm(TensorView<const float>(x.data(), Shape{m, k}), compressed, TensorView<float>(b.data(), Shape{m, n}),
-            LinearEpilogue::with_bias(TensorView<const float>(bias.data(), Shape{n}), Activation::silu));
+            Epilogue::with_bias(TensorView<const float>(bias.data(), Shape{n}), Activation::silu));
   CHECK(a == b);
 }
 
@@ -179,7 +179,7 @@ void check_float16_linear_nm(std::uint32_t seed) {
           sparse::compress_nm(TensorView<const T>(w.data(), Shape{n, k}), random_nm_mask(n, k, pattern, rng), pattern);
       const auto ref = shrink::test::reference_product(widened(x), widened(sparse::decompress_nm(compressed)), m, n, k);
       const auto bias = shrink::test::normal_values(static_cast<std::size_t>(n), rng);
-      const auto epilogue = LinearEpilogue::with_bias(TensorView<const float>(bias.data(), Shape{n}), Activation::gelu);
+      const auto epilogue = Epilogue::with_bias(TensorView<const float>(bias.data(), Shape{n}), Activation::gelu);
       std::vector<float> out(static_cast<std::size_t>(m * n), kPoison);
       linear_nm(TensorView<const T>(x.data(), Shape{m, k}), compressed, TensorView<float>(out.data(), Shape{m, n}),
                 epilogue);
@@ -209,6 +209,17 @@ std::vector<std::int64_t> exact_int8_product(const std::vector<std::int8_t>& x, 
   return acc;
 }
 
+// linear_nm_int8 with the scales and the int8 output scale as arguments of their own, set into the epilogue.
+template <class Out>
+void nm_int8(TensorView<const std::int8_t> x, TensorView<const float> x_scales,
+             const sparse::NmCompressed<std::int8_t>& w, TensorView<const float> w_scales, TensorView<Out> out,
+             Epilogue e = {}, float out_scale = 1.0f) {
+  e.x_scales = x_scales;
+  e.w_scales = w_scales;
+  e.out_scale = out_scale;
+  linear_nm_int8(x, w, out, e);
+}
+
 }  // namespace
 
 TEST_CASE("linear_nm with half and bfloat16 operands: float sums against a double reference, outputs rounded once",
@@ -233,8 +244,8 @@ TEST_CASE("linear_nm_int8 sums the kept products exactly in int32", "[cpu][linea
     const auto exact = exact_int8_product(x, sparse::decompress_nm(compressed), m, n, k);
     const float one = 1.0f;
     std::vector<float> out(static_cast<std::size_t>(m * n), kPoison);
-    linear_nm_int8(TensorView<const std::int8_t>(x.data(), Shape{m, k}), TensorView<const float>(&one, Shape{1}),
-                   compressed, TensorView<const float>(&one, Shape{1}), TensorView<float>(out.data(), Shape{m, n}));
+    nm_int8(TensorView<const std::int8_t>(x.data(), Shape{m, k}), TensorView<const float>(&one, Shape{1}), compressed,
+            TensorView<const float>(&one, Shape{1}), TensorView<float>(out.data(), Shape{m, n}));
     int mismatches = 0;
     for (std::size_t i = 0; i < out.size(); ++i) mismatches += out[i] != static_cast<float>(exact[i]);
     CHECK(mismatches == 0);
@@ -263,16 +274,16 @@ TEST_CASE("linear_nm_int8 epilogue: scales, bias, activations, float / half / bf
       INFO("activation " << to_string(act) << (per_tensor ? " per-tensor scales" : " per-row scales"));
       const TensorView<const float> xs(sx.data(), Shape{per_tensor ? 1 : m});
       const TensorView<const float> ws(sw.data(), Shape{per_tensor ? 1 : n});
-      const auto e = LinearEpilogue::with_bias(TensorView<const float>(bias.data(), Shape{n}), act);
+      const auto e = Epilogue::with_bias(TensorView<const float>(bias.data(), Shape{n}), act);
       const TensorView<const std::int8_t> xv(x.data(), Shape{m, k});
       std::vector<float> of(static_cast<std::size_t>(m * n), kPoison);
       std::vector<half> oh(of.size());
       std::vector<bfloat16> ob(of.size());
       std::vector<std::int8_t> oq(of.size());
-      linear_nm_int8(xv, xs, compressed, ws, TensorView<float>(of.data(), Shape{m, n}), e);
-      linear_nm_int8(xv, xs, compressed, ws, TensorView<half>(oh.data(), Shape{m, n}), e);
-      linear_nm_int8(xv, xs, compressed, ws, TensorView<bfloat16>(ob.data(), Shape{m, n}), e);
-      linear_nm_int8(xv, xs, compressed, ws, TensorView<std::int8_t>(oq.data(), Shape{m, n}), e, out_scale);
+      nm_int8(xv, xs, compressed, ws, TensorView<float>(of.data(), Shape{m, n}), e);
+      nm_int8(xv, xs, compressed, ws, TensorView<half>(oh.data(), Shape{m, n}), e);
+      nm_int8(xv, xs, compressed, ws, TensorView<bfloat16>(ob.data(), Shape{m, n}), e);
+      nm_int8(xv, xs, compressed, ws, TensorView<std::int8_t>(oq.data(), Shape{m, n}), e, out_scale);
       int bad = 0;
       for (std::int64_t i = 0; i < m; ++i)
         for (std::int64_t j = 0; j < n; ++j) {
@@ -340,23 +351,21 @@ TEST_CASE("linear_nm 16-bit and int8 twins reject bad arguments, leaving the out
   auto rejects = [&](auto call, const std::string& fragment) {
     shrink::test::require_error_mentioning(call, fragment);
   };
-  rejects([&] { linear_nm_int8(xv, TensorView<const float>(sx.data(), Shape{m - 1}), cq, ws, ov); }, "x_scales.shape");
-  rejects([&] { linear_nm_int8(xv, xs, cq, TensorView<const float>(sw.data(), Shape{2}), ov); }, "w_scales.shape");
-  rejects([&] { linear_nm_int8(xv, xs, cq, ws, ov, {}, 0.0f); }, "out_scale");
-  rejects([&] { linear_nm_int8(xv, xs, cq, ws, ov, {}, std::numeric_limits<float>::infinity()); }, "out_scale");
+  rejects([&] { nm_int8(xv, TensorView<const float>(sx.data(), Shape{m - 1}), cq, ws, ov); }, "x_scales.shape");
+  rejects([&] { nm_int8(xv, xs, cq, TensorView<const float>(sw.data(), Shape{2}), ov); }, "w_scales.shape");
+  rejects([&] { nm_int8(xv, xs, cq, ws, ov, {}, 0.0f); }, "out_scale");
+  rejects([&] { nm_int8(xv, xs, cq, ws, ov, {}, std::numeric_limits<float>::infinity()); }, "out_scale");
   {
     std::vector<float> bad_scales = sw;
     bad_scales[2] = -1.0f;
-    rejects([&] { linear_nm_int8(xv, xs, cq, TensorView<const float>(bad_scales.data(), Shape{n}), ov); },
-            "w_scales[2]");
+    rejects([&] { nm_int8(xv, xs, cq, TensorView<const float>(bad_scales.data(), Shape{n}), ov); }, "w_scales[2]");
     bad_scales[2] = std::numeric_limits<float>::quiet_NaN();
-    rejects([&] { linear_nm_int8(xv, xs, cq, TensorView<const float>(bad_scales.data(), Shape{n}), ov); },
-            "w_scales[2]");
+    rejects([&] { nm_int8(xv, xs, cq, TensorView<const float>(bad_scales.data(), Shape{n}), ov); }, "w_scales[2]");
   }
   {
     auto bad = cq;
     bad.positions[5] = bad.positions[4];
-    rejects([&] { linear_nm_int8(xv, xs, bad, ws, ov); }, "w.positions[5]");
+    rejects([&] { nm_int8(xv, xs, bad, ws, ov); }, "w.positions[5]");
   }
   {
     sparse::NmCompressed<std::int8_t> wide;  // K / 2 kept a row: past what int32 sums allow
@@ -370,9 +379,9 @@ TEST_CASE("linear_nm 16-bit and int8 twins reject bad arguments, leaving the out
     const float one = 1.0f;
     rejects(
         [&] {
-          linear_nm_int8(TensorView<const std::int8_t>(xw.data(), Shape{1, wide.cols}),
-                         TensorView<const float>(&one, Shape{1}), wide, TensorView<const float>(&one, Shape{1}),
-                         TensorView<std::int8_t>(&one_out, Shape{1, 1}));
+          nm_int8(TensorView<const std::int8_t>(xw.data(), Shape{1, wide.cols}),
+                  TensorView<const float>(&one, Shape{1}), wide, TensorView<const float>(&one, Shape{1}),
+                  TensorView<std::int8_t>(&one_out, Shape{1, 1}));
         },
         "int32 sums");
   }

@@ -93,8 +93,8 @@ std::vector<A> rounded(const std::vector<float>& v) {
 
 // The 16-bit path equals the float path on the same (widened) activations, each output rounded to nearest even.
 template <class A, class W>
-void check_16bit_matches_float(const std::vector<float>& x, const W& w, std::int64_t m, std::int64_t n,
-                               std::int64_t k, const LinearEpilogue& e) {
+void check_16bit_matches_float(const std::vector<float>& x, const W& w, std::int64_t m, std::int64_t n, std::int64_t k,
+                               const Epilogue& e) {
   const std::vector<A> x16 = rounded<A>(x);
   const std::vector<float> xw = as_floats(x16);
   std::vector<float> out_float(static_cast<std::size_t>(m * n), kPoison);
@@ -131,7 +131,7 @@ TEST_CASE("linear_f32, half and bfloat16 weights match a double reference at eve
     const auto ref_h = shrink::test::reference_product(x, as_floats(wh), m, n, k);
     const auto ref_b = shrink::test::reference_product(x, as_floats(wb), m, n, k);
     for (Activation act : {Activation::none, Activation::relu, Activation::silu}) {
-      const LinearEpilogue e = LinearEpilogue::with_bias(TensorView<const float>(bias.data(), Shape{n}), act);
+      const Epilogue e = Epilogue::with_bias(TensorView<const float>(bias.data(), Shape{n}), act);
       at_each_level([&](SimdLevel) {
         std::vector<float> out(static_cast<std::size_t>(m * n), kPoison);
         const TensorView<float> ov(out.data(), Shape{m, n});
@@ -176,7 +176,7 @@ TEST_CASE("linear_weight_only with int8 weights, per channel and per tensor, sca
         std::vector<float> out(static_cast<std::size_t>(m * n), kPoison);
         linear_weight_only(TensorView<const float>(x.data(), Shape{m, k}), packed,
                            TensorView<float>(out.data(), Shape{m, n}),
-                           LinearEpilogue::with_bias(TensorView<const float>(bias.data(), Shape{n}), Activation::gelu));
+                           Epilogue::with_bias(TensorView<const float>(bias.data(), Shape{n}), Activation::gelu));
         shrink::test::check_against_reference(out, n, ref, m, n, k, scales, bias, Activation::gelu);
       });
       std::vector<float> a(static_cast<std::size_t>(m * n)), b(a.size());
@@ -184,7 +184,7 @@ TEST_CASE("linear_weight_only with int8 weights, per channel and per tensor, sca
                          TensorView<float>(a.data(), Shape{m, n}));
       linear_weight_only(TensorView<const float>(x.data(), Shape{m, k}), packed,
                          TensorView<float>(b.data(), Shape{m, n}),
-                         LinearEpilogue::with_bias(TensorView<const float>(bias.data(), Shape{n})));
+                         Epilogue::with_bias(TensorView<const float>(bias.data(), Shape{n})));
       CHECK(a == b);
     }
   }
@@ -208,7 +208,7 @@ TEST_CASE("linear_weight_only with per-group int4 weights matches a double refer
       const PackedWeight<float> dense = pack_weight(TensorView<const float>(dequantized.data(), Shape{n, k}));
       const TensorView<const float> xv(x.data(), Shape{m, k});
       for (Activation act : {Activation::none, Activation::gelu, Activation::silu}) {
-        const LinearEpilogue e = LinearEpilogue::with_bias(TensorView<const float>(bias.data(), Shape{n}), act);
+        const Epilogue e = Epilogue::with_bias(TensorView<const float>(bias.data(), Shape{n}), act);
         at_each_level([&](SimdLevel) {
           std::vector<float> out(static_cast<std::size_t>(m * n), kPoison), dense_out(out.size(), kPoison);
           linear_weight_only(xv, packed, TensorView<float>(out.data(), Shape{m, n}), e);
@@ -226,7 +226,7 @@ TEST_CASE("linear_weight_only with per-group int4 weights matches a double refer
       }
       // The QuantizedTensor overload packs the same weight.
       std::vector<float> a(static_cast<std::size_t>(m * n)), b(a.size());
-      const LinearEpilogue e = LinearEpilogue::with_bias(TensorView<const float>(bias.data(), Shape{n}));
+      const Epilogue e = Epilogue::with_bias(TensorView<const float>(bias.data(), Shape{n}));
       linear_weight_only(TensorView<const float>(x.data(), Shape{m, k}), q, TensorView<float>(a.data(), Shape{m, n}), e);
       linear_weight_only(TensorView<const float>(x.data(), Shape{m, k}), packed, TensorView<float>(b.data(), Shape{m, n}),
                          e);
@@ -289,7 +289,7 @@ TEST_CASE("linear_weight_only with half and bfloat16 activations and outputs", "
       const auto refh = shrink::test::reference_product(xw, as_floats(wh), m, n, k);
       const TensorView<const A> xv(x16.data(), Shape{m, k});
       for (Activation act : {Activation::none, Activation::relu, Activation::gelu}) {
-        const LinearEpilogue e = LinearEpilogue::with_bias(TensorView<const float>(bias.data(), Shape{n}), act);
+        const Epilogue e = Epilogue::with_bias(TensorView<const float>(bias.data(), Shape{n}), act);
         at_each_level([&](SimdLevel) {
           std::vector<A> out(static_cast<std::size_t>(m * n), A(kPoison));
           const TensorView<A> ov(out.data(), Shape{m, n});
@@ -304,7 +304,7 @@ TEST_CASE("linear_weight_only with half and bfloat16 activations and outputs", "
         });
       }
       std::vector<A> a(static_cast<std::size_t>(m * n)), b(a.size());
-      const LinearEpilogue e = LinearEpilogue::with_bias(TensorView<const float>(bias.data(), Shape{n}));
+      const Epilogue e = Epilogue::with_bias(TensorView<const float>(bias.data(), Shape{n}));
       linear_weight_only(xv, q4, TensorView<A>(a.data(), Shape{m, n}), e);
       linear_weight_only(xv, p4, TensorView<A>(b.data(), Shape{m, n}), e);
       int differ = 0;
@@ -366,16 +366,14 @@ TEST_CASE("weight-only linear layers reject bad input and leave the output untou
         "x.shape");
   }
   SECTION("a null bias of nonzero size") {
-    LinearEpilogue e;
+    Epilogue e;
     e.bias = TensorView<const float>(nullptr, Shape{n});
     expect_rejected([&] { linear_f32(xv, packed, ov, e); }, "epilogue.bias");
   }
   SECTION("bias of the wrong size") {
     const std::vector<float> bias(static_cast<std::size_t>(n - 1), 0.0f);
     expect_rejected(
-        [&] {
-          linear_f32(xv, packed, ov, LinearEpilogue::with_bias(TensorView<const float>(bias.data(), Shape{n - 1})));
-        },
+        [&] { linear_f32(xv, packed, ov, Epilogue::with_bias(TensorView<const float>(bias.data(), Shape{n - 1}))); },
         "epilogue.bias.shape");
   }
   SECTION("output overlapping the activations") {

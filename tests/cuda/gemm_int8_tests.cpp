@@ -35,18 +35,18 @@
 
 namespace {
 
+using Catch::Matchers::Contains;
+using shrink::Activation;
 using shrink::bfloat16;
 using shrink::Device;
+using shrink::Epilogue;
 using shrink::half;
 using shrink::Shape;
 using shrink::Strides;
 using shrink::TensorView;
-using shrink::cpu::Activation;
-using shrink::cuda::Int8Epilogue;
 using shrink::cuda::Int8GemmArgs;
 using shrink::cuda::Int8GemmPath;
 using shrink::cuda::Synchronize;
-using Catch::Matchers::Contains;
 
 using namespace shrink::test;
 
@@ -113,8 +113,8 @@ struct Problem {
     a.path = path;
     return a;
   }
-  Int8Epilogue epilogue() const {
-    Int8Epilogue e;
+  Epilogue epilogue() const {
+    Epilogue e;
     e.x_scales = TensorView<const float>(sx_dev->as<float>(), Shape{static_cast<std::int64_t>(sx.size())}, Device::cuda(0));
     e.w_scales = TensorView<const float>(sw_dev->as<float>(), Shape{static_cast<std::int64_t>(sw.size())}, Device::cuda(0));
     if (with_bias) e.bias = TensorView<const float>(bias_dev->as<float>(), Shape{n}, Device::cuda(0));
@@ -137,10 +137,10 @@ struct Problem {
     wq.scheme = per_channel ? QuantScheme::per_channel(QuantDtype::int8, Symmetry::symmetric, 0)
                             : QuantScheme::per_tensor(QuantDtype::int8, Symmetry::symmetric);
     wq.qparams = QParams{sw, std::vector<std::int32_t>(sw.size(), 0), per_channel ? Shape{n} : Shape{}};
-    shrink::cpu::LinearEpilogue e;
+    shrink::Epilogue e;
     if (with_bias) e.bias = TensorView<const float>(bias.data(), Shape{n});
     e.activation = act;
-    e.output_scale = out_scale;
+    e.out_scale = out_scale;
     std::vector<Out> out(static_cast<std::size_t>(m * n));
     shrink::cpu::linear_int8(xq, wq, TensorView<Out>(out.data(), Shape{m, n}), e);
     return out;
@@ -175,14 +175,14 @@ template <class Out>
 void check_gemm(const Problem& p, Int8GemmPath path, Activation act, std::int64_t ld_out = 0) {
   const std::int64_t ldo = ld_out > 0 ? ld_out : p.n;
   const float out_scale = 0.02f;  // int8: v up to about ±3 spreads over most codes
-  INFO(type_name<Out>() << " " << shrink::cuda::to_string(path) << " " << shrink::cpu::to_string(act) << " M " << p.m
+  INFO(type_name<Out>() << " " << shrink::cuda::to_string(path) << " " << shrink::to_string(act) << " M " << p.m
                         << " N " << p.n << " K " << p.k << (p.per_token ? " per-token" : " per-tensor")
-                        << (p.per_channel ? " per-channel" : " per-tensor w") << (p.with_bias ? " bias" : "")
-                        << " ldx " << p.ldx << " ldo " << ldo);
+                        << (p.per_channel ? " per-channel" : " per-tensor w") << (p.with_bias ? " bias" : "") << " ldx "
+                        << p.ldx << " ldo " << ldo);
   DeviceBuffer out(static_cast<std::size_t>(p.m * ldo) * sizeof(Out));
   Int8GemmArgs args = p.args(path);
   args.epilogue.activation = act;
-  args.epilogue.out = TensorView<Out>(out.as<Out>(), Shape{p.m, p.n}, Strides{ldo, 1}, Device::cuda(0));
+  args.out = TensorView<Out>(out.as<Out>(), Shape{p.m, p.n}, Strides{ldo, 1}, Device::cuda(0));
   args.epilogue.out_scale = out_scale;
   REQUIRE(shrink::cuda::can_implement_gemm_int8(args));
   DeviceBuffer ws(shrink::cuda::gemm_int8_workspace_bytes(args));
@@ -275,7 +275,7 @@ TEST_CASE("cuda gemm_int8: accumulators are exact (float output, unit scales, no
       const Problem p(s.m, s.n, s.k, false, false, false, 100 + static_cast<std::uint32_t>(s.k), 0, true);
       DeviceBuffer out(static_cast<std::size_t>(p.m * p.n) * sizeof(float));
       Int8GemmArgs args = p.args(path);
-      args.epilogue.out = TensorView<float>(out.as<float>(), Shape{p.m, p.n}, Device::cuda(0));
+      args.out = TensorView<float>(out.as<float>(), Shape{p.m, p.n}, Device::cuda(0));
       DeviceBuffer ws(shrink::cuda::gemm_int8_workspace_bytes(args));
       shrink::cuda::gemm_int8(args, ws.workspace(), nullptr, Synchronize::yes);
       const std::vector<float> got = out.download<float>(static_cast<std::size_t>(p.m * p.n));
@@ -331,7 +331,7 @@ TEST_CASE("cuda gemm_int8 flags bad scales and a non-finite bias when asked to s
   const auto bias = to_device(bad_bias);
   for (const Int8GemmPath path : paths_here()) {
     Int8GemmArgs args = p.args(path);
-    args.epilogue.out = TensorView<float>(out.as<float>(), Shape{p.m, p.n}, Device::cuda(0));
+    args.out = TensorView<float>(out.as<float>(), Shape{p.m, p.n}, Device::cuda(0));
     DeviceBuffer ws(shrink::cuda::gemm_int8_workspace_bytes(args));
     Int8GemmArgs scale_args = args;
     scale_args.epilogue.x_scales = TensorView<const float>(sx->as<float>(), Shape{p.m}, Device::cuda(0));
@@ -350,7 +350,7 @@ TEST_CASE("cuda gemm_int8 refuses a forced wgmma path on a device that is not sm
   const Problem p(8, 16, 32, true, true, false, 10);
   DeviceBuffer out(static_cast<std::size_t>(p.m * p.n) * sizeof(float));
   Int8GemmArgs args = p.args(Int8GemmPath::wgmma);
-  args.epilogue.out = TensorView<float>(out.as<float>(), Shape{p.m, p.n}, Device::cuda(0));
+  args.out = TensorView<float>(out.as<float>(), Shape{p.m, p.n}, Device::cuda(0));
   DeviceBuffer ws(1 << 20);
   CHECK_THROWS_WITH(shrink::cuda::gemm_int8(args, ws.workspace(), nullptr), Contains("path = wgmma"));
 }
@@ -361,18 +361,19 @@ TEST_CASE("cuda apply_int8_epilogue finishes int32 accumulators as gemm_int8 doe
   const auto acc_dev = to_device(acc);
   for (const Activation act : kActivations) {
     DeviceBuffer a(static_cast<std::size_t>(p.m * p.n) * sizeof(half)), b(a.bytes());
-    Int8Epilogue e = p.epilogue();
+    Epilogue e = p.epilogue();
     e.activation = act;
-    e.out = TensorView<half>(a.as<half>(), Shape{p.m, p.n}, Device::cuda(0));
+    const TensorView<half> out_a(a.as<half>(), Shape{p.m, p.n}, Device::cuda(0));
     DeviceBuffer ws(shrink::cuda::int8_epilogue_workspace_bytes());
-    shrink::cuda::apply_int8_epilogue(TensorView<const std::int32_t>(acc_dev->as<std::int32_t>(), Shape{p.m, p.n}, Device::cuda(0)),
-                                      e, ws.workspace(), nullptr, Synchronize::yes);
+    shrink::cuda::apply_int8_epilogue(
+        TensorView<const std::int32_t>(acc_dev->as<std::int32_t>(), Shape{p.m, p.n}, Device::cuda(0)), e, out_a,
+        ws.workspace(), nullptr, Synchronize::yes);
     Int8GemmArgs args = p.args(Int8GemmPath::mma_sync);
     args.epilogue = e;
-    args.epilogue.out = TensorView<half>(b.as<half>(), Shape{p.m, p.n}, Device::cuda(0));
+    args.out = TensorView<half>(b.as<half>(), Shape{p.m, p.n}, Device::cuda(0));
     DeviceBuffer gemm_ws(shrink::cuda::gemm_int8_workspace_bytes(args));
     shrink::cuda::gemm_int8(args, gemm_ws.workspace(), nullptr, Synchronize::yes);
-    INFO(shrink::cpu::to_string(act));
+    INFO(shrink::to_string(act));
     CHECK(a.download<std::uint16_t>(static_cast<std::size_t>(p.m * p.n)) ==
           b.download<std::uint16_t>(static_cast<std::size_t>(p.m * p.n)));
   }
@@ -471,7 +472,7 @@ Int8GemmArgs valid_args() {
   a.epilogue.x_scales = TensorView<const float>(fake<float>(3), Shape{kM}, Device::cuda(0));
   a.epilogue.w_scales = TensorView<const float>(fake<float>(4), Shape{kN}, Device::cuda(0));
   a.epilogue.bias = TensorView<const float>(fake<float>(5), Shape{kN}, Device::cuda(0));
-  a.epilogue.out = TensorView<half>(fake<half>(6), Shape{kM, kN}, Device::cuda(0));
+  a.out = TensorView<half>(fake<half>(6), Shape{kM, kN}, Device::cuda(0));
   return a;
 }
 
@@ -479,7 +480,7 @@ const shrink::cuda::Workspace kFakeWorkspace{fake<void>(7), std::size_t{1} << 20
 
 // can_implement refuses `args` naming `fragment`, and gemm_int8 throws that reason before any CUDA call.
 void expect_refused(const Int8GemmArgs& args, const std::string& fragment) {
-  const shrink::cuda::LinearSupport s = shrink::cuda::can_implement_gemm_int8(args);
+  const shrink::Support s = shrink::cuda::can_implement_gemm_int8(args);
   INFO("reason: " << s.reason());
   CHECK_FALSE(s);
   CHECK_THAT(s.reason(), Contains(fragment));
@@ -493,11 +494,11 @@ void expect_refused(const Int8GemmArgs& args, const std::string& fragment) {
 TEST_CASE("cuda can_implement_gemm_int8 accepts valid operands of every output type", "[host]") {
   Int8GemmArgs a = valid_args();
   CHECK(shrink::cuda::can_implement_gemm_int8(a));
-  a.epilogue.out = TensorView<float>(fake<float>(6), Shape{kM, kN}, Device::cuda(0));
+  a.out = TensorView<float>(fake<float>(6), Shape{kM, kN}, Device::cuda(0));
   CHECK(shrink::cuda::can_implement_gemm_int8(a));
-  a.epilogue.out = TensorView<bfloat16>(fake<bfloat16>(6), Shape{kM, kN}, Strides{kN + 5, 1}, Device::cuda(0));
+  a.out = TensorView<bfloat16>(fake<bfloat16>(6), Shape{kM, kN}, Strides{kN + 5, 1}, Device::cuda(0));
   CHECK(shrink::cuda::can_implement_gemm_int8(a));
-  a.epilogue.out = TensorView<std::int8_t>(fake<std::int8_t>(6), Shape{kM, kN}, Device::cuda(0));
+  a.out = TensorView<std::int8_t>(fake<std::int8_t>(6), Shape{kM, kN}, Device::cuda(0));
   a.epilogue.out_scale = 0.05f;
   CHECK(shrink::cuda::can_implement_gemm_int8(a));
   a.epilogue.bias = TensorView<const float>();  // no bias
@@ -507,7 +508,7 @@ TEST_CASE("cuda can_implement_gemm_int8 accepts valid operands of every output t
   CHECK(shrink::cuda::can_implement_gemm_int8(a));
   a.x = TensorView<const std::int8_t>(fake<std::int8_t>(1), Shape{1, 16}, Device::cuda(0));  // 1 × N × 16
   a.w = TensorView<const std::int8_t>(fake<std::int8_t>(2), Shape{1, 16}, Device::cuda(0));
-  a.epilogue.out = TensorView<float>(fake<float>(6), Shape{1, 1}, Device::cuda(0));
+  a.out = TensorView<float>(fake<float>(6), Shape{1, 1}, Device::cuda(0));
   CHECK(shrink::cuda::can_implement_gemm_int8(a));
 }
 
@@ -589,31 +590,32 @@ TEST_CASE("cuda can_implement_gemm_int8 names the argument at fault; gemm_int8 t
     expect_refused(a, "epilogue.activation = 7");
   }
   SECTION("output of the wrong shape") {
-    a.epilogue.out = TensorView<float>(fake<float>(6), Shape{kN, kM}, Device::cuda(0));
-    expect_refused(a, "epilogue.out.shape = [96, 64]: expected [64, 96]");
+    a.out = TensorView<float>(fake<float>(6), Shape{kN, kM}, Device::cuda(0));
+    expect_refused(a, "out.shape = [96, 64]: expected [64, 96]");
   }
   SECTION("output with strided columns") {
-    a.epilogue.out = TensorView<half>(fake<half>(6), Shape{kM, kN}, Strides{2 * kN, 2}, Device::cuda(0));
-    expect_refused(a, "epilogue.out.strides");
+    a.out = TensorView<half>(fake<half>(6), Shape{kM, kN}, Strides{2 * kN, 2}, Device::cuda(0));
+    expect_refused(a, "out.strides");
   }
   SECTION("output in host memory") {
-    a.epilogue.out = TensorView<float>(fake<float>(6), Shape{kM, kN});
-    expect_refused(a, "epilogue.out = a view of host memory");
+    a.out = TensorView<float>(fake<float>(6), Shape{kM, kN});
+    expect_refused(a, "out = a view of host memory");
   }
   SECTION("int8 output without a usable scale") {
-    a.epilogue.out = TensorView<std::int8_t>(fake<std::int8_t>(6), Shape{kM, kN}, Device::cuda(0));
+    a.out = TensorView<std::int8_t>(fake<std::int8_t>(6), Shape{kM, kN}, Device::cuda(0));
     for (const float bad : {0.0f, -0.5f, std::numeric_limits<float>::infinity(), std::nanf(""), 1e-39f}) {
       a.epilogue.out_scale = bad;
       expect_refused(a, "epilogue.out_scale");
     }
   }
   SECTION("output over x") {
-    a.epilogue.out = TensorView<half>(const_cast<half*>(reinterpret_cast<const half*>(a.x.data())), Shape{kM, kN}, Device::cuda(0));
-    expect_refused(a, "epilogue.out = memory overlapping x");
+    a.out =
+        TensorView<half>(const_cast<half*>(reinterpret_cast<const half*>(a.x.data())), Shape{kM, kN}, Device::cuda(0));
+    expect_refused(a, "out = memory overlapping x");
   }
   SECTION("output over the bias") {
-    a.epilogue.out = TensorView<half>(reinterpret_cast<half*>(fake<char>(5) + 64), Shape{kM, kN}, Device::cuda(0));
-    expect_refused(a, "epilogue.out = memory overlapping epilogue.bias");
+    a.out = TensorView<half>(reinterpret_cast<half*>(fake<char>(5) + 64), Shape{kM, kN}, Device::cuda(0));
+    expect_refused(a, "out = memory overlapping epilogue.bias");
   }
   SECTION("an unknown path") {
     a.path = static_cast<Int8GemmPath>(9);
@@ -631,8 +633,9 @@ TEST_CASE("cuda gemm_int8 checks the workspace on the host", "[host]") {
   CHECK_THROWS_WITH(shrink::cuda::gemm_int8(a, {fake<void>(7), needed - 1}, nullptr),
                     Contains("workspace.bytes = " + std::to_string(needed - 1) +
                              ": expected at least gemm_int8_workspace_bytes(args) = " + std::to_string(needed)));
-  CHECK_THROWS_WITH(shrink::cuda::gemm_int8(a, {const_cast<void*>(static_cast<const void*>(fake<char>(6))), needed}, nullptr),
-                    Contains("workspace = memory overlapping epilogue.out"));
+  CHECK_THROWS_WITH(
+      shrink::cuda::gemm_int8(a, {const_cast<void*>(static_cast<const void*>(fake<char>(6))), needed}, nullptr),
+      Contains("workspace = memory overlapping out"));
 }
 
 TEST_CASE("cuda gemm_int8_workspace_bytes: the status word, plus int32 partial sums when K is split", "[host]") {
@@ -643,7 +646,7 @@ TEST_CASE("cuda gemm_int8_workspace_bytes: the status word, plus int32 partial s
   a.epilogue.x_scales = TensorView<const float>(fake<float>(3), Shape{4096}, Device::cuda(0));
   a.epilogue.w_scales = TensorView<const float>(fake<float>(4), Shape{4096}, Device::cuda(0));
   a.epilogue.bias = TensorView<const float>(fake<float>(5), Shape{4096}, Device::cuda(0));
-  a.epilogue.out = TensorView<half>(fake<half>(300), Shape{4096, 4096}, Device::cuda(0));
+  a.out = TensorView<half>(fake<half>(300), Shape{4096, 4096}, Device::cuda(0));
   for (const Int8GemmPath path : {Int8GemmPath::automatic, Int8GemmPath::mma_sync}) {
     a.path = path;
     CHECK(shrink::cuda::gemm_int8_workspace_bytes(a) == shrink::cuda::kStatusBytes);
@@ -654,7 +657,7 @@ TEST_CASE("cuda gemm_int8_workspace_bytes: the status word, plus int32 partial s
   a.epilogue.x_scales = TensorView<const float>(fake<float>(3), Shape{1}, Device::cuda(0));
   a.epilogue.w_scales = TensorView<const float>(fake<float>(4), Shape{256}, Device::cuda(0));
   a.epilogue.bias = TensorView<const float>(fake<float>(5), Shape{256}, Device::cuda(0));
-  a.epilogue.out = TensorView<half>(fake<half>(300), Shape{1, 256}, Device::cuda(0));
+  a.out = TensorView<half>(fake<half>(300), Shape{1, 256}, Device::cuda(0));
   a.path = Int8GemmPath::mma_sync;
   CHECK(shrink::cuda::gemm_int8_workspace_bytes(a) == shrink::cuda::kStatusBytes + 16 * 256 * 4);
   a.path = Int8GemmPath::automatic;  // the larger of the paths it may take
@@ -664,19 +667,19 @@ TEST_CASE("cuda gemm_int8_workspace_bytes: the status word, plus int32 partial s
 TEST_CASE("cuda apply_int8_epilogue checks its arguments on the host", "[host]") {
   const Int8GemmArgs a = valid_args();
   const TensorView<const std::int32_t> acc(fake<std::int32_t>(8), Shape{kM, kN}, Device::cuda(0));
-  CHECK(shrink::cuda::can_implement_int8_epilogue(acc, a.epilogue));
+  CHECK(shrink::cuda::can_implement_int8_epilogue(acc, a.epilogue, a.out));
   CHECK(shrink::cuda::int8_epilogue_workspace_bytes() == shrink::cuda::kStatusBytes);
   const TensorView<const std::int32_t> wrong(fake<std::int32_t>(8), Shape{kM, kN + 1}, Device::cuda(0));
-  CHECK_THAT(shrink::cuda::can_implement_int8_epilogue(wrong, a.epilogue).reason(),
+  CHECK_THAT(shrink::cuda::can_implement_int8_epilogue(wrong, a.epilogue, a.out).reason(),
              Contains("epilogue.w_scales.shape = [96]: expected [97] or [1]"));
-  CHECK_THROWS_WITH(shrink::cuda::apply_int8_epilogue(acc, a.epilogue, {nullptr, 16}, nullptr),
+  CHECK_THROWS_WITH(shrink::cuda::apply_int8_epilogue(acc, a.epilogue, a.out, {nullptr, 16}, nullptr),
                     Contains("shrink::cuda::apply_int8_epilogue: workspace.data = a null pointer"));
-  Int8Epilogue over = a.epilogue;
-  over.out = TensorView<half>(reinterpret_cast<half*>(fake<char>(8) + 128), Shape{kM, kN}, Device::cuda(0));
-  CHECK_THROWS_WITH(shrink::cuda::apply_int8_epilogue(acc, over, kFakeWorkspace, nullptr),
-                    Contains("epilogue.out = memory overlapping acc"));
+  const shrink::cuda::Int8GemmOutput over =
+      TensorView<half>(reinterpret_cast<half*>(fake<char>(8) + 128), Shape{kM, kN}, Device::cuda(0));
+  CHECK_THROWS_WITH(shrink::cuda::apply_int8_epilogue(acc, a.epilogue, over, kFakeWorkspace, nullptr),
+                    Contains("out = memory overlapping acc"));
   const TensorView<const std::int32_t> host(fake<std::int32_t>(8), Shape{kM, kN});
-  CHECK_THROWS_WITH(shrink::cuda::apply_int8_epilogue(host, a.epilogue, kFakeWorkspace, nullptr),
+  CHECK_THROWS_WITH(shrink::cuda::apply_int8_epilogue(host, a.epilogue, a.out, kFakeWorkspace, nullptr),
                     Contains("acc = a view of host memory"));
 }
 

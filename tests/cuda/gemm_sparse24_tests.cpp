@@ -33,12 +33,12 @@
 namespace {
 
 using Catch::Matchers::Contains;
+using shrink::Activation;
 using shrink::bfloat16;
 using shrink::Device;
 using shrink::half;
 using shrink::Shape;
 using shrink::TensorView;
-using shrink::cpu::Activation;
 using shrink::cuda::GemmSparse24Args;
 using shrink::cuda::Sparse24Path;
 using shrink::prune::NmPattern;
@@ -68,7 +68,7 @@ double as_double(V v) {
     return static_cast<double>(v);
 }
 
-// act(v) in double, the activations of cpu/linear_epilogue.hpp.
+// act(v) in double, the activations of core/activation.hpp.
 double activate_reference(double v, Activation a) {
   switch (a) {
     case Activation::none: return v;
@@ -171,14 +171,14 @@ GemmSparse24Args<T, Out> device_args(const Problem<T>& p, const Epilogue& e, Out
   a.x = TensorView<const T>(p.x_dev.template as<T>(), Shape{p.m, p.k}, Device::cuda(0));
   a.w = {p.values_dev.template as<T>(), p.metadata_dev.template as<std::uint32_t>(), p.n, p.k, k24, Device::cuda(0)};
   if constexpr (std::is_same_v<T, std::int8_t>) {
-    a.x_scales = TensorView<const float>(p.x_scales_dev.template as<float>(), Shape{e.per_tensor_scales ? 1 : p.m},
-                                         Device::cuda(0));
-    a.w_scales = TensorView<const float>(p.w_scales_dev.template as<float>(), Shape{e.per_tensor_scales ? 1 : p.n},
-                                         Device::cuda(0));
+    a.epilogue.x_scales = TensorView<const float>(p.x_scales_dev.template as<float>(),
+                                                  Shape{e.per_tensor_scales ? 1 : p.m}, Device::cuda(0));
+    a.epilogue.w_scales = TensorView<const float>(p.w_scales_dev.template as<float>(),
+                                                  Shape{e.per_tensor_scales ? 1 : p.n}, Device::cuda(0));
   }
-  if (e.bias) a.bias = TensorView<const float>(p.bias_dev.template as<float>(), Shape{p.n}, Device::cuda(0));
-  a.activation = e.activation;
-  a.out_scale = e.out_scale;
+  if (e.bias) a.epilogue.bias = TensorView<const float>(p.bias_dev.template as<float>(), Shape{p.n}, Device::cuda(0));
+  a.epilogue.activation = e.activation;
+  a.epilogue.out_scale = e.out_scale;
   a.out = TensorView<Out>(out, Shape{p.m, p.n}, Device::cuda(0));
   a.path = path;
   return a;
@@ -188,15 +188,15 @@ GemmSparse24Args<T, Out> device_args(const Problem<T>& p, const Epilogue& e, Out
 template <class T, class Out>
 std::vector<Out> twin_output(const Problem<T>& p, const Epilogue& e) {
   std::vector<Out> out(static_cast<std::size_t>(p.m * p.n));
-  shrink::cpu::LinearEpilogue epilogue;
+  shrink::Epilogue epilogue;
   if (e.bias) epilogue.bias = TensorView<const float>(p.bias.data(), Shape{p.n});
   epilogue.activation = e.activation;
   const TensorView<Out> out_view(out.data(), Shape{p.m, p.n});
   if constexpr (std::is_same_v<T, std::int8_t>) {
-    shrink::cpu::linear_nm_int8(TensorView<const T>(p.x.data(), Shape{p.m, p.k}),
-                                TensorView<const float>(p.x_scales.data(), Shape{e.per_tensor_scales ? 1 : p.m}), p.w,
-                                TensorView<const float>(p.w_scales.data(), Shape{e.per_tensor_scales ? 1 : p.n}),
-                                out_view, epilogue, e.out_scale);
+    epilogue.x_scales = TensorView<const float>(p.x_scales.data(), Shape{e.per_tensor_scales ? 1 : p.m});
+    epilogue.w_scales = TensorView<const float>(p.w_scales.data(), Shape{e.per_tensor_scales ? 1 : p.n});
+    epilogue.out_scale = e.out_scale;
+    shrink::cpu::linear_nm_int8(TensorView<const T>(p.x.data(), Shape{p.m, p.k}), p.w, out_view, epilogue);
   } else {
     shrink::cpu::linear_nm(TensorView<const T>(p.x.data(), Shape{p.m, p.k}), p.w, out_view, epilogue);
   }
@@ -217,7 +217,7 @@ double output_rounding() {
 template <class T, class Out>
 void check_against_references(const Problem<T>& p, const Epilogue& e, Sparse24Path path) {
   INFO("M " << p.m << " N " << p.n << " K " << p.k << " path " << shrink::cuda::to_string(path) << " activation "
-            << shrink::cpu::to_string(e.activation) << (e.bias ? " bias" : "")
+            << shrink::to_string(e.activation) << (e.bias ? " bias" : "")
             << (e.per_tensor_scales ? " per-tensor scales" : ""));
   DeviceBuffer out_dev(static_cast<std::size_t>(p.m * p.n) * sizeof(Out));  // poisoned
   const auto args = device_args<T, Out>(p, e, out_dev.as<Out>(), path);
@@ -647,11 +647,14 @@ struct FakeArgs {
                    64,
                    k24,
                    Device::cuda(0)};
-    int8_args.x_scales = TensorView<const float>(static_cast<const float*>(at(4 << 16)), Shape{8}, Device::cuda(0));
-    int8_args.w_scales = TensorView<const float>(static_cast<const float*>(at(5 << 16)), Shape{1}, Device::cuda(0));
-    int8_args.bias = TensorView<const float>(static_cast<const float*>(at(6 << 16)), Shape{24}, Device::cuda(0));
+    int8_args.epilogue.x_scales =
+        TensorView<const float>(static_cast<const float*>(at(4 << 16)), Shape{8}, Device::cuda(0));
+    int8_args.epilogue.w_scales =
+        TensorView<const float>(static_cast<const float*>(at(5 << 16)), Shape{1}, Device::cuda(0));
+    int8_args.epilogue.bias =
+        TensorView<const float>(static_cast<const float*>(at(6 << 16)), Shape{24}, Device::cuda(0));
     int8_args.out = TensorView<std::int8_t>(static_cast<std::int8_t*>(at(3 << 16)), Shape{8, 24}, Device::cuda(0));
-    int8_args.out_scale = 0.5f;
+    int8_args.epilogue.out_scale = 0.5f;
   }
 };
 
@@ -722,7 +725,7 @@ TEST_CASE("cuda gemm_sparse24 can_implement names the argument and the reason", 
                    a.x.data(), Shape{1, (shrink::cuda::kSparse24MaxInt8K / 64 + 1) * 64}, Device::cuda(0));
                a.w.cols = a.x.size(1);
                a.out = TensorView<std::int8_t>(a.out.data(), Shape{1, 24}, Device::cuda(0));
-               a.x_scales = TensorView<const float>(a.x_scales.data(), Shape{1}, Device::cuda(0));
+               a.epilogue.x_scales = TensorView<const float>(a.epilogue.x_scales.data(), Shape{1}, Device::cuda(0));
              }),
              Contains("int32 accumulators"));
   CHECK_THAT(h([](H& a) { a.w.device = Device::host(); }), Contains("w.device"));
@@ -741,22 +744,27 @@ TEST_CASE("cuda gemm_sparse24 can_implement names the argument and the reason", 
              }),
              Contains("out.device = CUDA 2"));
   CHECK_THAT(h([](H& a) {
-               a.x_scales =
+               a.epilogue.x_scales =
                    TensorView<const float>(static_cast<const float*>(fake_device_pointer()), Shape{8}, Device::cuda(0));
              }),
              Contains("x_scales.shape") && Contains("int8 operands"));
-  CHECK_THAT(q([](Q& a) { a.x_scales = {}; }), Contains("x_scales"));
-  CHECK_THAT(q([](Q& a) { a.x_scales = TensorView<const float>(a.x_scales.data(), Shape{7}, Device::cuda(0)); }),
+  CHECK_THAT(q([](Q& a) { a.epilogue.x_scales = {}; }), Contains("x_scales"));
+  CHECK_THAT(q([](Q& a) {
+               a.epilogue.x_scales = TensorView<const float>(a.epilogue.x_scales.data(), Shape{7}, Device::cuda(0));
+             }),
              Contains("x_scales.shape = [7]: expected [8] (one per row of x) or [1]"));
-  CHECK_THAT(q([](Q& a) { a.w_scales = TensorView<const float>(a.w_scales.data(), Shape{23}, Device::cuda(0)); }),
+  CHECK_THAT(q([](Q& a) {
+               a.epilogue.w_scales = TensorView<const float>(a.epilogue.w_scales.data(), Shape{23}, Device::cuda(0));
+             }),
              Contains("w_scales.shape = [23]"));
-  CHECK_THAT(q([](Q& a) { a.bias = TensorView<const float>(a.bias.data(), Shape{23}, Device::cuda(0)); }),
-             Contains("bias.shape"));
-  CHECK_THAT(q([](Q& a) { a.bias = TensorView<const float>(a.bias.data(), Shape{24}); }),
+  CHECK_THAT(
+      q([](Q& a) { a.epilogue.bias = TensorView<const float>(a.epilogue.bias.data(), Shape{23}, Device::cuda(0)); }),
+      Contains("bias.shape"));
+  CHECK_THAT(q([](Q& a) { a.epilogue.bias = TensorView<const float>(a.epilogue.bias.data(), Shape{24}); }),
              Contains("bias = a view of host"));
-  CHECK_THAT(q([](Q& a) { a.activation = static_cast<Activation>(7); }), Contains("activation"));
-  CHECK_THAT(q([](Q& a) { a.out_scale = 0.0f; }), Contains("out_scale"));
-  CHECK_THAT(q([](Q& a) { a.out_scale = std::numeric_limits<float>::quiet_NaN(); }), Contains("out_scale"));
+  CHECK_THAT(q([](Q& a) { a.epilogue.activation = static_cast<Activation>(7); }), Contains("activation"));
+  CHECK_THAT(q([](Q& a) { a.epilogue.out_scale = 0.0f; }), Contains("out_scale"));
+  CHECK_THAT(q([](Q& a) { a.epilogue.out_scale = std::numeric_limits<float>::quiet_NaN(); }), Contains("out_scale"));
   CHECK_THAT(h([](H& a) {
                a.out = TensorView<half>(const_cast<half*>(a.x.data()) + 64, Shape{8, 24}, Device::cuda(0));
              }),
@@ -767,10 +775,11 @@ TEST_CASE("cuda gemm_sparse24 can_implement names the argument and the reason", 
       }),
       Contains("overlapping w.values"));
   CHECK_THAT(q([](Q& a) {
-               a.out = TensorView<std::int8_t>(reinterpret_cast<std::int8_t*>(const_cast<float*>(a.bias.data())),
-                                               Shape{8, 24}, Device::cuda(0));
+               a.out =
+                   TensorView<std::int8_t>(reinterpret_cast<std::int8_t*>(const_cast<float*>(a.epilogue.bias.data())),
+                                           Shape{8, 24}, Device::cuda(0));
              }),
-             Contains("overlapping bias"));
+             Contains("overlapping epilogue.bias"));
 }
 
 TEST_CASE("cuda gemm_sparse24 throws its checks before any CUDA call", "[host]") {
@@ -785,7 +794,7 @@ TEST_CASE("cuda gemm_sparse24 throws its checks before any CUDA call", "[host]")
   CHECK_THROWS_WITH(shrink::cuda::gemm_sparse24(fake.int8_args, shrink::cuda::Workspace{nullptr, 16}, nullptr),
                     Contains("workspace.data"));
   auto bad_q = fake.int8_args;
-  bad_q.out_scale = -1.0f;
+  bad_q.epilogue.out_scale = -1.0f;
   CHECK_THROWS_WITH(shrink::cuda::gemm_sparse24(bad_q, ws, nullptr), Contains("out_scale"));
 }
 

@@ -31,13 +31,13 @@
 
 namespace {
 
+using shrink::Activation;
 using shrink::bfloat16;
 using shrink::Device;
 using shrink::half;
 using shrink::Shape;
 using shrink::Strides;
 using shrink::TensorView;
-using shrink::cpu::Activation;
 using shrink::cuda::GemmWeightOnlyArgs;
 using shrink::cuda::WeightOnlyPath;
 using shrink::cuda::WeightOnlyWeight;
@@ -228,16 +228,16 @@ void check_problem(WeightCase wc, std::int64_t m, Shapes shape, std::uint32_t se
     for (const Activation act : {Activation::none, Activation::relu, Activation::gelu, Activation::silu}) {
       const bool with_bias = (variant++ % 2) == 0;
       INFO(type_name<T>() << " " << case_name(wc) << " M " << m << " N " << n << " K " << k << " path "
-                          << shrink::cuda::to_string(path) << " activation " << shrink::cpu::to_string(act)
+                          << shrink::cuda::to_string(path) << " activation " << shrink::to_string(act)
                           << (with_bias ? " with bias" : " no bias"));
       args.path = path;
-      args.activation = act;
-      args.bias = with_bias ? TensorView<const float>(d.bias.as<float>(), Shape{n}, Device::cuda(0))
-                            : TensorView<const float>();
+      args.epilogue.activation = act;
+      args.epilogue.bias = with_bias ? TensorView<const float>(d.bias.as<float>(), Shape{n}, Device::cuda(0))
+                                     : TensorView<const float>();
       const Run<T> gpu = run_on_device(d, args, m, n);
       CHECK(gpu.guard_intact);
 
-      shrink::cpu::LinearEpilogue e;
+      shrink::Epilogue e;
       if (with_bias) e.bias = TensorView<const float>(bias.data(), Shape{n});
       e.activation = act;
       std::vector<T> twin(static_cast<std::size_t>(m * n));
@@ -315,13 +315,13 @@ struct HostArgs {
                                  TensorView<const float>(fake_address<const float>(3), Shape{n, k / group},
                                                          Device::cuda(0)),
                                  group);
-    a.bias = TensorView<const float>(fake_address<const float>(4), Shape{n}, Device::cuda(0));
+    a.epilogue.bias = TensorView<const float>(fake_address<const float>(4), Shape{n}, Device::cuda(0));
     a.out = TensorView<half>(fake_address<half>(5), Shape{m, n}, Device::cuda(0));
   }
 };
 
 void expect_refused(const GemmWeightOnlyArgs<half>& a, const std::string& argument, const std::string& fragment) {
-  const shrink::cpu::LinearSupport s = shrink::cuda::can_implement_gemm_weight_only(a);
+  const shrink::Support s = shrink::cuda::can_implement_gemm_weight_only(a);
   INFO("reason: " << s.reason());
   CHECK_FALSE(s);
   CHECK(s.argument == argument);
@@ -466,7 +466,7 @@ TEST_CASE("cuda can_implement_gemm_weight_only accepts good arguments and names 
   CHECK(shrink::cuda::can_implement_gemm_weight_only(HostArgs(64, 1, 128, 128).a));
   {
     HostArgs h;
-    h.a.bias = TensorView<const float>();  // no bias
+    h.a.epilogue.bias = TensorView<const float>();  // no bias
     CHECK(shrink::cuda::can_implement_gemm_weight_only(h.a));
   }
   {
@@ -542,13 +542,13 @@ TEST_CASE("cuda can_implement_gemm_weight_only accepts good arguments and names 
     h.a.out = TensorView<half>(fake_address<half>(5), Shape{4, 48}, Device::cuda(1));
     expect_refused(h.a, "out", "the device of x");
     h = HostArgs();
-    h.a.bias = TensorView<const float>(fake_address<const float>(4), Shape{47}, Device::cuda(0));
-    expect_refused(h.a, "bias.shape", "[48]");
-    h.a.bias = TensorView<const float>(fake_address<const float>(4), Shape{48});
-    expect_refused(h.a, "bias", "a view of host memory");
+    h.a.epilogue.bias = TensorView<const float>(fake_address<const float>(4), Shape{47}, Device::cuda(0));
+    expect_refused(h.a, "epilogue.bias.shape", "[48]");
+    h.a.epilogue.bias = TensorView<const float>(fake_address<const float>(4), Shape{48});
+    expect_refused(h.a, "epilogue.bias", "a view of host memory");
     h = HostArgs();
-    h.a.activation = static_cast<Activation>(9);
-    expect_refused(h.a, "activation", "none, relu, gelu or silu");
+    h.a.epilogue.activation = static_cast<Activation>(9);
+    expect_refused(h.a, "epilogue.activation", "none, relu, gelu or silu");
     h = HostArgs();
     h.a.path = static_cast<WeightOnlyPath>(7);
     expect_refused(h.a, "path", "automatic, cuda_core or tensor_core");
@@ -567,7 +567,7 @@ TEST_CASE("cuda can_implement_gemm_weight_only accepts good arguments and names 
     h.a.out = TensorView<half>(fake_address<half>(3), Shape{4, 48}, Device::cuda(0));
     expect_refused(h.a, "out", "memory overlapping w.scales");
     h.a.out = TensorView<half>(fake_address<half>(4, 4), Shape{4, 48}, Device::cuda(0));
-    expect_refused(h.a, "out", "memory overlapping bias");
+    expect_refused(h.a, "out", "memory overlapping epilogue.bias");
   }
 }
 
@@ -638,7 +638,7 @@ TEST_CASE("cuda gemm_weight_only: K slices give the same bits on every run, and 
       args.w = d.weight(wc, n, k);
       args.out = TensorView<half>(d.out.as<half>(), Shape{m, n}, Device::cuda(0));
       args.path = path;
-      args.activation = Activation::gelu;
+      args.epilogue.activation = Activation::gelu;
       std::vector<std::vector<half>> by_slices;
       for (const int slices : {1, 3, 7, 32}) {
         INFO(case_name(wc) << " path " << shrink::cuda::to_string(path) << " split_k " << slices);
@@ -677,7 +677,7 @@ TEST_CASE("cuda gemm_weight_only reports bad scales and biases when asked to syn
         args.x = TensorView<const half>(d.x.as<half>(), Shape{m, k}, Device::cuda(0));
         args.w = d.weight(wc, n, k);
         args.out = TensorView<half>(d.out.as<half>(), Shape{m, n}, Device::cuda(0));
-        args.bias = TensorView<const float>(d.bias.as<float>(), Shape{n}, Device::cuda(0));
+        args.epilogue.bias = TensorView<const float>(d.bias.as<float>(), Shape{n}, Device::cuda(0));
         args.path = path;
         args.split_k = slices;
         DeviceBuffer workspace(shrink::cuda::gemm_weight_only_workspace_bytes(args));

@@ -19,11 +19,11 @@
 #include <vector>
 
 #include "device_buffer.hpp"
+#include "shrink/core/epilogue.hpp"
 #include "shrink/core/error.hpp"
 #include "shrink/core/half.hpp"
 #include "shrink/core/view.hpp"
 #include "shrink/cpu/linear_csr.hpp"
-#include "shrink/cpu/linear_epilogue.hpp"
 #include "shrink/cuda/spmm_csr.hpp"
 #include "shrink/sparse/csr.hpp"
 #include "support/activation_reference.hpp"
@@ -32,12 +32,12 @@
 namespace {
 
 using Catch::Matchers::Contains;
+using shrink::Activation;
 using shrink::bfloat16;
 using shrink::Device;
 using shrink::half;
 using shrink::Shape;
 using shrink::TensorView;
-using shrink::cpu::Activation;
 using shrink::cuda::SpmmCsrArgs;
 using shrink::cuda::SpmmPath;
 
@@ -160,8 +160,8 @@ struct DeviceProblem {
     a.row_offsets = TensorView<const std::int32_t>(offsets.as<std::int32_t>(), Shape{p.n + 1}, d);
     a.column_indices = TensorView<const std::int32_t>(nnz > 0 ? columns.as<std::int32_t>() : nullptr, Shape{nnz}, d);
     a.values = TensorView<const T>(nnz > 0 ? values.as<T>() : nullptr, Shape{nnz}, d);
-    if (with_bias) a.bias = TensorView<const float>(bias.as<float>(), Shape{p.n}, d);
-    a.activation = activation;
+    if (with_bias) a.epilogue.bias = TensorView<const float>(bias.as<float>(), Shape{p.n}, d);
+    a.epilogue.activation = activation;
     a.out = TensorView<T>(out.as<T>(), Shape{p.m, p.n}, d);
     a.path = path;
     return a;
@@ -185,7 +185,7 @@ template <class T>
 void check_product(const Problem<T>& p, DeviceProblem<T>& device, bool with_bias, Activation activation,
                    SpmmPath path) {
   INFO("M " << p.m << " N " << p.n << " K " << p.k << " nnz " << p.csr.nnz() << " type size " << sizeof(T) << " path "
-            << shrink::cuda::to_string(path) << " activation " << shrink::cpu::to_string(activation)
+            << shrink::cuda::to_string(path) << " activation " << shrink::to_string(activation)
             << (with_bias ? " bias" : ""));
   const SpmmCsrArgs<T> args = device.args(p, with_bias, activation, path);
   REQUIRE(shrink::cuda::can_implement_spmm_csr(args).reason() == "");
@@ -196,7 +196,7 @@ void check_product(const Problem<T>& p, DeviceProblem<T>& device, bool with_bias
   CHECK(differing == 0);
 
   std::vector<T> cpu_out(first.size());
-  shrink::cpu::LinearEpilogue e;
+  shrink::Epilogue e;
   if (with_bias) e.bias = TensorView<const float>(p.bias.data(), Shape{p.n});
   e.activation = activation;
   shrink::cpu::linear_csr(TensorView<const T>(p.x.data(), Shape{p.m, p.k}), p.csr,
@@ -360,7 +360,7 @@ struct HostArgs {
     args.row_offsets = TensorView<const std::int32_t>(static_cast<const std::int32_t*>(fake(1)), Shape{n + 1}, d);
     args.column_indices = TensorView<const std::int32_t>(static_cast<const std::int32_t*>(fake(2)), Shape{nnz}, d);
     args.values = TensorView<const float>(static_cast<const float*>(fake(3)), Shape{nnz}, d);
-    args.bias = TensorView<const float>(static_cast<const float*>(fake(4)), Shape{n}, d);
+    args.epilogue.bias = TensorView<const float>(static_cast<const float*>(fake(4)), Shape{n}, d);
     args.out = TensorView<float>(static_cast<float*>(fake(5)), Shape{m, n}, d);
   }
 };
@@ -411,22 +411,22 @@ TEST_CASE("cuda spmm_csr: can_implement names the argument at fault", "[host]") 
   }
   {
     HostArgs h;
-    h.args.bias = TensorView<const float>(static_cast<const float*>(fake(4)), Shape{7}, Device::cuda(0));
+    h.args.epilogue.bias = TensorView<const float>(static_cast<const float*>(fake(4)), Shape{7}, Device::cuda(0));
     CHECK_THAT(reason(h.args), Contains("bias.shape = [7]"));
   }
   {
     HostArgs h;
-    h.args.bias = TensorView<const float>(static_cast<const float*>(fake(4)), Shape{6});
+    h.args.epilogue.bias = TensorView<const float>(static_cast<const float*>(fake(4)), Shape{6});
     CHECK_THAT(reason(h.args), Contains("bias = a view of host memory"));
   }
   {
     HostArgs h;
-    h.args.bias = TensorView<const float>();  // no bias
+    h.args.epilogue.bias = TensorView<const float>();  // no bias
     CHECK(reason(h.args) == "");
   }
   {
     HostArgs h;
-    h.args.activation = static_cast<Activation>(9);
+    h.args.epilogue.activation = static_cast<Activation>(9);
     CHECK_THAT(reason(h.args), Contains("activation = 9"));
   }
   {
@@ -447,7 +447,7 @@ TEST_CASE("cuda spmm_csr: can_implement names the argument at fault", "[host]") 
   {
     HostArgs h;
     h.args.out = TensorView<float>(static_cast<float*>(fake(4)), Shape{4, 6}, Device::cuda(0));
-    CHECK_THAT(reason(h.args), Contains("out = memory overlapping bias"));
+    CHECK_THAT(reason(h.args), Contains("out = memory overlapping epilogue.bias"));
   }
   {
     HostArgs h(17);

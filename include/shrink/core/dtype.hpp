@@ -99,4 +99,19 @@ struct scalar_type_of<const T> : scalar_type_of<T> {};
 template <class T>
 inline constexpr ScalarType scalar_type_v = scalar_type_of<T>::value;
 
+// The element type's name in messages: float, half, bfloat16, int8 (the matrix products of both backends).
+template <class T>
+const char* element_type_name() {
+  if constexpr (std::is_same_v<T, float>)
+    return "float";
+  else if constexpr (std::is_same_v<T, half>)
+    return "half";
+  else if constexpr (std::is_same_v<T, bfloat16>)
+    return "bfloat16";
+  else if constexpr (std::is_same_v<T, std::int8_t>)
+    return "int8";
+  else
+    return "another type";
+}
+
 }  // namespace shrink

@@ -1,5 +1,5 @@
 // Sparse linear layers on the CPU with the weight in CSR (sparse/csr.hpp): Y[M, N] = X[M, K] · W[N, K]ᵀ for a pruned
-// W, touching only its stored values; out = act(Y + bias) (cpu/linear_epilogue.hpp).
+// W, touching only its stored values; out = act(Y + bias) (core/epilogue.hpp).
 //
 // The work is 2 · M · nnz flops instead of 2 · M · N · K, so at 90% sparsity it can be several times faster than
 // the dense product once M is large enough to reuse each loaded weight (a dense kernel wins at small sparsity).
@@ -47,32 +47,28 @@ inline constexpr std::int64_t kCsrChunkBytes = 3 << 19;  // 1.5 MB: the Xᵀ chu
 // The structure a product relies on to stay inside its arrays: sizes and row offsets (O(N)); the column
 // indices are checked by the kernels as they read them.
 template <class T>
-LinearSupport check_csr_structure(const sparse::Csr<T>& w) {
+Support check_csr_structure(const sparse::Csr<T>& w) {
   if (w.rows <= 0 || w.cols <= 0)
-    return LinearSupport::no("w.shape", to_string(Shape{w.rows, w.cols}), "a weight [N, K] with N, K ≥ 1");
+    return Support::no("w.shape", to_string(Shape{w.rows, w.cols}), "a weight [N, K] with N, K ≥ 1");
   if (w.cols > sparse::detail::kMaxCsrIndex || w.nnz() > sparse::detail::kMaxCsrIndex)
-    return LinearSupport::no("w.nnz()", std::to_string(w.nnz()),
-                             "int32 indices (at most INT32_MAX columns and values)");
+    return Support::no("w.nnz()", std::to_string(w.nnz()), "int32 indices (at most INT32_MAX columns and values)");
   if (static_cast<std::int64_t>(w.row_offsets.size()) != w.rows + 1)
-    return LinearSupport::no("w.row_offsets.size()", std::to_string(w.row_offsets.size()),
-                             "rows + 1 = " + std::to_string(w.rows + 1));
+    return Support::no("w.row_offsets.size()", std::to_string(w.row_offsets.size()),
+                       "rows + 1 = " + std::to_string(w.rows + 1));
   if (w.column_indices.size() != w.values.size())
-    return LinearSupport::no("w.column_indices.size()", std::to_string(w.column_indices.size()),
-                             "as many column indices as values (" + std::to_string(w.values.size()) + ")");
-  if (w.row_offsets.front() != 0)
-    return LinearSupport::no("w.row_offsets[0]", std::to_string(w.row_offsets.front()), "0");
+    return Support::no("w.column_indices.size()", std::to_string(w.column_indices.size()),
+                       "as many column indices as values (" + std::to_string(w.values.size()) + ")");
+  if (w.row_offsets.front() != 0) return Support::no("w.row_offsets[0]", std::to_string(w.row_offsets.front()), "0");
   for (std::int64_t r = 0; r < w.rows; ++r) {
     const std::int32_t begin = w.row_offsets[static_cast<std::size_t>(r)],
                        end = w.row_offsets[static_cast<std::size_t>(r + 1)];
     if (end < begin || end > w.nnz())
-      return LinearSupport::no(
-          "w.row_offsets[" + std::to_string(r + 1) + "]", std::to_string(end),
-          "a non-decreasing offset in [" + std::to_string(begin) + ", " + std::to_string(w.nnz()) + "]");
+      return Support::no("w.row_offsets[" + std::to_string(r + 1) + "]", std::to_string(end),
+                         "a non-decreasing offset in [" + std::to_string(begin) + ", " + std::to_string(w.nnz()) + "]");
   }
   if (w.row_offsets.back() != w.nnz())
-    return LinearSupport::no("w.row_offsets[rows]", std::to_string(w.row_offsets.back()),
-                             "nnz = " + std::to_string(w.nnz()));
-  return LinearSupport::yes();
+    return Support::no("w.row_offsets[rows]", std::to_string(w.row_offsets.back()), "nnz = " + std::to_string(w.nnz()));
+  return Support::yes();
 }
 
 // Y rows as sparse dot products: yt[n, m] = Σ_i values[i] · x[m, idx[i]] for m < rows (≤ 8); false on a bad index.
@@ -202,9 +198,9 @@ bool csr_rows_dispatch(int registers, const sparse::Csr<float>& w, const float* 
 
 }  // namespace detail
 
-inline LinearSupport can_implement_linear_csr(const TensorView<const float>& x, const sparse::Csr<float>& w,
-                                              const TensorView<float>& out, const LinearEpilogue& epilogue = {}) {
-  LinearSupport s = detail::check_csr_structure(w);
+inline Support can_implement_linear_csr(const TensorView<const float>& x, const sparse::Csr<float>& w,
+                                        const TensorView<float>& out, const Epilogue& epilogue = {}) {
+  Support s = detail::check_csr_structure(w);
   if (!s) return s;
   s = detail::check_linear_operands(x, w.cols, w.rows, out, epilogue);
   if (!s) return s;
@@ -217,7 +213,7 @@ inline LinearSupport can_implement_linear_csr(const TensorView<const float>& x, 
 
 // out[m, n] = act(Σ_{stored k of row n} x[m, k] · w[n, k] + bias[n]); x [M, K] any strides, w a CSR [N, K].
 inline void linear_csr(TensorView<const float> x, const sparse::Csr<float>& w, TensorView<float> out,
-                       const LinearEpilogue& epilogue = {}) {
+                       const Epilogue& epilogue = {}) {
   const char* fn = "shrink::cpu::linear_csr";
   require_supported(can_implement_linear_csr(x, w, out, epilogue), fn);
   const std::int64_t m_total = x.size(0), n_total = w.rows, k_total = w.cols;
@@ -297,7 +293,7 @@ inline void linear_csr(TensorView<const float> x, const sparse::Csr<float>& w, T
 // With a raw bias pointer: N floats (w's rows), or nullptr for none.
 inline void linear_csr(TensorView<const float> x, const sparse::Csr<float>& w, const float* bias, TensorView<float> out,
                        Activation activation = Activation::none) {
-  LinearEpilogue e;
+  Epilogue e;
   if (bias != nullptr) e.bias = TensorView<const float>(bias, Shape{w.rows});
   e.activation = activation;
   linear_csr(x, w, out, e);
@@ -307,35 +303,35 @@ namespace detail {
 
 // out must not share memory with an input of `bytes` bytes at `data` (out of any element type).
 template <class T>
-LinearSupport check_apart(const TensorView<T>& out, const void* data, std::size_t bytes, const std::string& input) {
+Support check_apart(const TensorView<T>& out, const void* data, std::size_t bytes, const std::string& input) {
   const auto begin = reinterpret_cast<std::uintptr_t>(data);
   if (bytes > 0 && spans_overlap(byte_span(out), {begin, begin + bytes}))
-    return LinearSupport::no("out", "memory overlapping " + input, "a separate output");
-  return LinearSupport::yes();
+    return Support::no("out", "memory overlapping " + input, "a separate output");
+  return Support::yes();
 }
 
 // can_implement of the 16-bit forms: the float form's checks, with x and out of the 16-bit type T.
 template <class T>
-LinearSupport check_linear_csr_16(const TensorView<const T>& x, const sparse::Csr<T>& w, const TensorView<T>& out,
-                                  const LinearEpilogue& epilogue) {
-  LinearSupport s = check_csr_structure(w);
+Support check_linear_csr_16(const TensorView<const T>& x, const sparse::Csr<T>& w, const TensorView<T>& out,
+                            const Epilogue& epilogue) {
+  Support s = check_csr_structure(w);
   if (!s) return s;
   s = check_matrix(x, "x");
   if (!s) return s;
   if (x.size(1) != w.cols)
-    return LinearSupport::no("x.shape", to_string(x.shape()),
-                             "[M, " + std::to_string(w.cols) + "]: K equal to the weight's input size");
+    return Support::no("x.shape", to_string(x.shape()),
+                       "[M, " + std::to_string(w.cols) + "]: K equal to the weight's input size");
   s = check_matrix(out, "out");
   if (!s) return s;
   if (out.size(0) != x.size(0) || out.size(1) != w.rows)
-    return LinearSupport::no("out.shape", to_string(out.shape()), to_string(Shape{x.size(0), w.rows}) + " ([M, N])");
+    return Support::no("out.shape", to_string(out.shape()), to_string(Shape{x.size(0), w.rows}) + " ([M, N])");
   if (w.rows > 1 && out.stride(1) != 1)
-    return LinearSupport::no("out.strides", to_string(out.strides()), "contiguous rows (stride 1 along N)");
+    return Support::no("out.strides", to_string(out.strides()), "contiguous rows (stride 1 along N)");
   s = check_epilogue(epilogue, w.rows, TensorView<float>(nullptr, Shape{0}));  // bias overlap with out: below
   if (!s) return s;
   if (has_bias(epilogue) && views_overlap(epilogue.bias, out))
-    return LinearSupport::no("out", "memory overlapping epilogue.bias", "a separate output");
-  if (views_overlap(x, out)) return LinearSupport::no("out", "memory overlapping x", "a separate output");
+    return Support::no("out", "memory overlapping epilogue.bias", "a separate output");
+  if (views_overlap(x, out)) return Support::no("out", "memory overlapping x", "a separate output");
   s = check_apart(out, w.values.data(), w.values.size() * sizeof(T), "w.values");
   if (!s) return s;
   s = check_apart(out, w.column_indices.data(), w.column_indices.size() * 4, "w.column_indices");
@@ -347,7 +343,7 @@ LinearSupport check_linear_csr_16(const TensorView<const T>& x, const sparse::Cs
 // checks the column indices before anything reaches out), then out = round_to_nearest_even(act(acc + bias)).
 template <class T>
 void linear_csr_16(const TensorView<const T>& x, const sparse::Csr<T>& w, const TensorView<T>& out,
-                   const LinearEpilogue& epilogue) {
+                   const Epilogue& epilogue) {
   require_supported(check_linear_csr_16(x, w, out, epilogue), "shrink::cpu::linear_csr");
   const std::int64_t m_total = x.size(0), n_total = w.rows, k_total = w.cols;
   std::vector<float> xf(static_cast<std::size_t>(m_total * k_total));
@@ -370,22 +366,22 @@ void linear_csr_16(const TensorView<const T>& x, const sparse::Csr<T>& w, const 
 }  // namespace detail
 
 // Half and bfloat16 activations and weights (float accumulation, float bias, 16-bit output rounded to nearest even).
-inline LinearSupport can_implement_linear_csr(const TensorView<const half>& x, const sparse::Csr<half>& w,
-                                              const TensorView<half>& out, const LinearEpilogue& epilogue = {}) {
+inline Support can_implement_linear_csr(const TensorView<const half>& x, const sparse::Csr<half>& w,
+                                        const TensorView<half>& out, const Epilogue& epilogue = {}) {
   return detail::check_linear_csr_16(x, w, out, epilogue);
 }
-inline LinearSupport can_implement_linear_csr(const TensorView<const bfloat16>& x, const sparse::Csr<bfloat16>& w,
-                                              const TensorView<bfloat16>& out, const LinearEpilogue& epilogue = {}) {
+inline Support can_implement_linear_csr(const TensorView<const bfloat16>& x, const sparse::Csr<bfloat16>& w,
+                                        const TensorView<bfloat16>& out, const Epilogue& epilogue = {}) {
   return detail::check_linear_csr_16(x, w, out, epilogue);
 }
 
 // out[m, n] = half(act(Σ_{stored k of row n} float(x[m, k]) · float(w[n, k]) + bias[n])), rounded to nearest even.
 inline void linear_csr(TensorView<const half> x, const sparse::Csr<half>& w, TensorView<half> out,
-                       const LinearEpilogue& epilogue = {}) {
+                       const Epilogue& epilogue = {}) {
   detail::linear_csr_16(x, w, out, epilogue);
 }
 inline void linear_csr(TensorView<const bfloat16> x, const sparse::Csr<bfloat16>& w, TensorView<bfloat16> out,
-                       const LinearEpilogue& epilogue = {}) {
+                       const Epilogue& epilogue = {}) {
   detail::linear_csr_16(x, w, out, epilogue);
 }
 

@@ -1,5 +1,5 @@
 // Float linear layers on the CPU, the reference the other precisions are measured against:
-// Y[M, N] = X[M, K] · W[N, K]ᵀ, out = act(Y + bias) (cpu/linear_epilogue.hpp).
+// Y[M, N] = X[M, K] · W[N, K]ᵀ, out = act(Y + bias) (core/epilogue.hpp).
 //
 // linear_f32        the panel kernels of cpu/gemm_panel.hpp (AVX-512 or AVX2 with FMA chosen at run time) over a
 //                   weight packed once by pack_weight; the fastest float product here whatever the compiler flags.
@@ -20,36 +20,36 @@
 
 namespace shrink::cpu {
 
-inline LinearSupport can_implement_linear_f32(const TensorView<const float>& x, const PackedWeight<float>& w,
-                                              const TensorView<float>& out, const LinearEpilogue& epilogue = {}) {
+inline Support can_implement_linear_f32(const TensorView<const float>& x, const PackedWeight<float>& w,
+                                        const TensorView<float>& out, const Epilogue& epilogue = {}) {
   return can_implement_linear_weight_only(x, w, out, epilogue);
 }
 
 inline void linear_f32(TensorView<const float> x, const PackedWeight<float>& w, TensorView<float> out,
-                       const LinearEpilogue& epilogue = {}) {
+                       const Epilogue& epilogue = {}) {
   require_supported(can_implement_linear_f32(x, w, out, epilogue), "shrink::cpu::linear_f32");
   linear_weight_only(x, w, out, epilogue);
 }
 
 // Packs w [N, K] on every call; pack it once with pack_weight for repeated use.
 inline void linear_f32(TensorView<const float> x, TensorView<const float> w, TensorView<float> out,
-                       const LinearEpilogue& epilogue = {}) {
+                       const Epilogue& epilogue = {}) {
   linear_f32(x, pack_weight(w), out, epilogue);
 }
 
-inline LinearSupport can_implement_linear_f32_eigen(const TensorView<const float>& x, const TensorView<const float>& w,
-                                                    const TensorView<float>& out, const LinearEpilogue& epilogue = {}) {
-  LinearSupport s = detail::check_matrix(w, "w");
+inline Support can_implement_linear_f32_eigen(const TensorView<const float>& x, const TensorView<const float>& w,
+                                              const TensorView<float>& out, const Epilogue& epilogue = {}) {
+  Support s = detail::check_matrix(w, "w");
   if (!s) return s;
   s = detail::check_linear_operands(x, w.size(1), w.size(0), out, epilogue);
   if (!s) return s;
-  if (detail::views_overlap(w, out)) return LinearSupport::no("out", "memory overlapping w", "a separate output");
+  if (views_overlap(w, out)) return Support::no("out", "memory overlapping w", "a separate output");
   return s;
 }
 
 // out = act(x · wᵀ + bias) by Eigen's GEMM (x [M, K], w [N, K], any strides; out rows contiguous).
 inline void linear_f32_eigen(TensorView<const float> x, TensorView<const float> w, TensorView<float> out,
-                             const LinearEpilogue& epilogue = {}) {
+                             const Epilogue& epilogue = {}) {
   require_supported(can_implement_linear_f32_eigen(x, w, out, epilogue), "shrink::cpu::linear_f32_eigen");
   // Rows with unit inner stride map as plain row-major matrices, which Eigen's GEMM and GEMV take directly (a map
   // with a run-time inner stride falls back to slower coefficient-wise products).

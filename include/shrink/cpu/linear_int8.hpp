@@ -1,5 +1,5 @@
 // INT8 linear layers on the CPU: Y[M, N] = X[M, K] · W[N, K]ᵀ with int8/uint8 activations, int8 weights, exact int32
-// accumulation and a dequantizing epilogue (cpu/linear_epilogue.hpp):
+// accumulation and a dequantizing epilogue (core/epilogue.hpp):
 //
 //   out[m, n] = act(sx[m] · sw[n] · Σ_k (x[m, k] − zx[m]) · w[n, k] + bias[n])
 //
@@ -60,73 +60,73 @@ struct PackedInt8Weight {
 
 namespace detail {
 
-inline LinearSupport check_int8_scales(const quant::QuantizedTensor& t, const char* name, std::int64_t expected_count) {
+inline Support check_int8_scales(const quant::QuantizedTensor& t, const char* name, std::int64_t expected_count) {
   const std::string n(name);
   if (static_cast<std::int64_t>(t.qparams.scale.size()) != expected_count)
-    return LinearSupport::no(
+    return Support::no(
         n + ".qparams.scale.size()", std::to_string(t.qparams.scale.size()),
         std::to_string(expected_count) + " scales for its " + to_string(t.scheme.granularity) + " scheme");
   if (t.qparams.zero_point.size() != t.qparams.scale.size())
-    return LinearSupport::no(n + ".qparams.zero_point.size()", std::to_string(t.qparams.zero_point.size()),
-                             "one zero point per scale (" + std::to_string(t.qparams.scale.size()) + ")");
+    return Support::no(n + ".qparams.zero_point.size()", std::to_string(t.qparams.zero_point.size()),
+                       "one zero point per scale (" + std::to_string(t.qparams.scale.size()) + ")");
   const quant::QuantRange r = quant::quant_range(t.scheme);
   for (std::size_t i = 0; i < t.qparams.scale.size(); ++i) {
     const float s = t.qparams.scale[i];
     if (!(s > 0.0f) || !std::isfinite(s))
-      return LinearSupport::no(n + ".qparams.scale[" + std::to_string(i) + "]", shrink::detail::to_text(s),
-                               "a finite scale > 0");
+      return Support::no(n + ".qparams.scale[" + std::to_string(i) + "]", shrink::detail::to_text(s),
+                         "a finite scale > 0");
     const std::int32_t zp = t.qparams.zero_point[i];
     if (zp < r.qmin || zp > r.qmax)
-      return LinearSupport::no(n + ".qparams.zero_point[" + std::to_string(i) + "]", std::to_string(zp),
-                               "a zero point in [" + std::to_string(r.qmin) + ", " + std::to_string(r.qmax) + "]");
+      return Support::no(n + ".qparams.zero_point[" + std::to_string(i) + "]", std::to_string(zp),
+                         "a zero point in [" + std::to_string(r.qmin) + ", " + std::to_string(r.qmax) + "]");
   }
-  return LinearSupport::yes();
+  return Support::yes();
 }
 
 // A 2-D 8-bit QuantizedTensor per tensor or per channel along axis 0, with consistent data and parameters.
-inline LinearSupport check_int8_operand(const quant::QuantizedTensor& t, const char* name, bool allow_uint8) {
+inline Support check_int8_operand(const quant::QuantizedTensor& t, const char* name, bool allow_uint8) {
   const std::string n(name);
   const quant::QuantDtype d = t.scheme.dtype;
   if (d != quant::QuantDtype::int8 && !(allow_uint8 && d == quant::QuantDtype::uint8))
-    return LinearSupport::no(n + ".scheme.dtype", quant::to_string(d), allow_uint8 ? "int8 or uint8" : "int8");
-  if (t.shape.rank != 2) return LinearSupport::no(n + ".shape", to_string(t.shape), "a 2-D tensor");
-  if (t.shape.product() == 0) return LinearSupport::no(n + ".shape", to_string(t.shape), "at least one element");
+    return Support::no(n + ".scheme.dtype", quant::to_string(d), allow_uint8 ? "int8 or uint8" : "int8");
+  if (t.shape.rank != 2) return Support::no(n + ".shape", to_string(t.shape), "a 2-D tensor");
+  if (t.shape.product() == 0) return Support::no(n + ".shape", to_string(t.shape), "at least one element");
   if (static_cast<std::int64_t>(t.data.size()) != t.shape.product())
-    return LinearSupport::no(n + ".data.size()", std::to_string(t.data.size()),
-                             std::to_string(t.shape.product()) + " bytes, one per element of " + to_string(t.shape));
+    return Support::no(n + ".data.size()", std::to_string(t.data.size()),
+                       std::to_string(t.shape.product()) + " bytes, one per element of " + to_string(t.shape));
   std::int64_t count = 1;
   if (t.scheme.granularity == quant::Granularity::per_channel) {
     if (t.scheme.axis != 0 && t.scheme.axis != -2)
-      return LinearSupport::no(n + ".scheme.axis", std::to_string(t.scheme.axis),
-                               "axis 0 (one scale per row) for a per-channel scheme");
+      return Support::no(n + ".scheme.axis", std::to_string(t.scheme.axis),
+                         "axis 0 (one scale per row) for a per-channel scheme");
     count = t.shape.values[0];
   } else if (t.scheme.granularity != quant::Granularity::per_tensor) {
-    return LinearSupport::no(n + ".scheme.granularity", to_string(t.scheme.granularity),
-                             "per_tensor or per_channel (axis 0)");
+    return Support::no(n + ".scheme.granularity", to_string(t.scheme.granularity),
+                       "per_tensor or per_channel (axis 0)");
   }
   return check_int8_scales(t, name, count);
 }
 
-inline LinearSupport check_int8_weight(const quant::QuantizedTensor& w) {
-  LinearSupport s = check_int8_operand(w, "w", false);
+inline Support check_int8_weight(const quant::QuantizedTensor& w) {
+  Support s = check_int8_operand(w, "w", false);
   if (!s) return s;
   for (std::size_t i = 0; i < w.qparams.zero_point.size(); ++i)
     if (w.qparams.zero_point[i] != 0)
-      return LinearSupport::no("w.qparams.zero_point[" + std::to_string(i) + "]",
-                               std::to_string(w.qparams.zero_point[i]), "0: a symmetric int8 weight");
+      return Support::no("w.qparams.zero_point[" + std::to_string(i) + "]", std::to_string(w.qparams.zero_point[i]),
+                         "0: a symmetric int8 weight");
   return s;
 }
 
-inline LinearSupport check_packed_int8_weight(const PackedInt8Weight& w) {
+inline Support check_packed_int8_weight(const PackedInt8Weight& w) {
   const std::int64_t padded_rows = round_up(w.rows, kInt8TileN);
   if (w.rows <= 0 || w.cols <= 0)
-    return LinearSupport::no("w.shape", to_string(Shape{w.rows, w.cols}), "a packed weight with at least one element");
+    return Support::no("w.shape", to_string(Shape{w.rows, w.cols}), "a packed weight with at least one element");
   if (w.row_stride != round_up(w.cols, kInt8KAlign) ||
       static_cast<std::int64_t>(w.data.size()) != padded_rows * w.row_stride ||
       static_cast<std::int64_t>(w.row_sums.size()) != padded_rows ||
       static_cast<std::int64_t>(w.scales.size()) != w.rows)
-    return LinearSupport::no("w", "an inconsistent PackedInt8Weight", "the result of pack_int8_weight");
-  return LinearSupport::yes();
+    return Support::no("w", "an inconsistent PackedInt8Weight", "the result of pack_int8_weight");
+  return Support::yes();
 }
 
 // Largest |x − zx| of an activation tensor's scheme: 128 for symmetric int8 (zero points 0), else 255.
@@ -186,12 +186,12 @@ inline PackedInt8Weight pack_int8_rows(const std::int8_t* data, std::int64_t row
 
 // Whether a QuantizedTensor can be packed as a linear_int8 weight: int8, 2-D [N, K], symmetric (zero points 0),
 // per tensor or per channel along axis 0, K ≤ 131071.
-inline LinearSupport can_implement_pack_int8_weight(const quant::QuantizedTensor& w) {
-  LinearSupport s = detail::check_int8_weight(w);
+inline Support can_implement_pack_int8_weight(const quant::QuantizedTensor& w) {
+  Support s = detail::check_int8_weight(w);
   if (!s) return s;
   if (w.shape.values[1] > int8_max_k(128))
-    return LinearSupport::no("w.shape", to_string(w.shape),
-                             "K ≤ " + std::to_string(int8_max_k(128)) + " (int32 accumulation cannot overflow)");
+    return Support::no("w.shape", to_string(w.shape),
+                       "K ≤ " + std::to_string(int8_max_k(128)) + " (int32 accumulation cannot overflow)");
   return s;
 }
 
@@ -221,17 +221,16 @@ namespace detail {
 // What both linear_int8 overloads check once x and a weight [N, K] of `w_bytes` int8 bytes at `w_data` are valid:
 // K, its int32 bound, out, the epilogue, and out apart from x and the weight.
 template <class Out>
-LinearSupport check_int8_linear_operands(const quant::QuantizedTensor& x, std::int64_t n, std::int64_t k,
-                                         const void* w_data, std::size_t w_bytes, const TensorView<Out>& out,
-                                         const LinearEpilogue& epilogue) {
+Support check_int8_linear_operands(const quant::QuantizedTensor& x, std::int64_t n, std::int64_t k, const void* w_data,
+                                   std::size_t w_bytes, const TensorView<Out>& out, const Epilogue& epilogue) {
   if (x.shape.values[1] != k)
-    return LinearSupport::no("x.shape", to_string(x.shape), "[M, " + std::to_string(k) + "]: K equal to the weight's");
+    return Support::no("x.shape", to_string(x.shape), "[M, " + std::to_string(k) + "]: K equal to the weight's");
   const std::int64_t max_k = int8_max_k(largest_centred(x));
   if (k > max_k)
-    return LinearSupport::no("x.shape", to_string(x.shape),
-                             "K ≤ " + std::to_string(max_k) + " for " + quant::to_string(x.scheme.dtype) + " " +
-                                 quant::to_string(x.scheme.symmetry) + " activations (int32 accumulation)");
-  LinearSupport s = check_output(out, x.shape.values[0], n);
+    return Support::no("x.shape", to_string(x.shape),
+                       "K ≤ " + std::to_string(max_k) + " for " + quant::to_string(x.scheme.dtype) + " " +
+                           quant::to_string(x.scheme.symmetry) + " activations (int32 accumulation)");
+  Support s = check_output(out, x.shape.values[0], n);
   if (!s) return s;
   s = check_epilogue(epilogue, n, out);
   if (!s) return s;
@@ -242,11 +241,11 @@ LinearSupport check_int8_linear_operands(const quant::QuantizedTensor& x, std::i
 
 }  // namespace detail
 
-// Out: float, or half, bfloat16 and int8 (cpu/linear_output.hpp; int8 needs epilogue.output_scale).
+// Out: float, or half, bfloat16 and int8 (cpu/linear_output.hpp; int8 needs epilogue.out_scale).
 template <class Out>
-LinearSupport can_implement_linear_int8(const quant::QuantizedTensor& x, const PackedInt8Weight& w,
-                                        const TensorView<Out>& out, const LinearEpilogue& epilogue = {}) {
-  LinearSupport s = detail::check_int8_operand(x, "x", true);
+Support can_implement_linear_int8(const quant::QuantizedTensor& x, const PackedInt8Weight& w,
+                                  const TensorView<Out>& out, const Epilogue& epilogue = {}) {
+  Support s = detail::check_int8_operand(x, "x", true);
   if (!s) return s;
   s = detail::check_packed_int8_weight(w);
   if (!s) return s;
@@ -255,9 +254,9 @@ LinearSupport can_implement_linear_int8(const quant::QuantizedTensor& x, const P
 
 // The packed weight's checks without packing it.
 template <class Out>
-LinearSupport can_implement_linear_int8(const quant::QuantizedTensor& x, const quant::QuantizedTensor& w,
-                                        const TensorView<Out>& out, const LinearEpilogue& epilogue = {}) {
-  LinearSupport s = can_implement_pack_int8_weight(w);
+Support can_implement_linear_int8(const quant::QuantizedTensor& x, const quant::QuantizedTensor& w,
+                                  const TensorView<Out>& out, const Epilogue& epilogue = {}) {
+  Support s = can_implement_pack_int8_weight(w);
   if (!s) return s;
   s = detail::check_int8_operand(x, "x", true);
   if (!s) return s;
@@ -267,10 +266,10 @@ LinearSupport can_implement_linear_int8(const quant::QuantizedTensor& x, const q
 
 // out[m, n] = act(sx[m] · sw[n] · Σ_k (x[m, k] − zx[m]) · w[n, k] + bias[n]); out is written only after every check.
 // Out: float, or the twins of the CUDA outputs (cpu/linear_output.hpp): half and bfloat16 (the float value rounded to
-// nearest even) and int8 (requantized with epilogue.output_scale).
+// nearest even) and int8 (requantized with epilogue.out_scale).
 template <class Out>
 void linear_int8(const quant::QuantizedTensor& x, const PackedInt8Weight& w, TensorView<Out> out,
-                 const LinearEpilogue& epilogue = {}) {
+                 const Epilogue& epilogue = {}) {
   require_supported(can_implement_linear_int8(x, w, out, epilogue), "shrink::cpu::linear_int8");
   const bool per_token = x.scheme.granularity == quant::Granularity::per_channel;
   const float* bias = detail::bias_data(epilogue);
@@ -294,7 +293,7 @@ void linear_int8(const quant::QuantizedTensor& x, const PackedInt8Weight& w, Ten
 // The same with an unpacked weight (packed on every call: pack once with pack_int8_weight for repeated use).
 template <class Out>
 void linear_int8(const quant::QuantizedTensor& x, const quant::QuantizedTensor& w, TensorView<Out> out,
-                 const LinearEpilogue& epilogue = {}) {
+                 const Epilogue& epilogue = {}) {
   require_supported(can_implement_linear_int8(x, w, out, epilogue), "shrink::cpu::linear_int8");
   linear_int8(x, pack_int8_weight(w), out, epilogue);
 }
@@ -302,7 +301,7 @@ void linear_int8(const quant::QuantizedTensor& x, const quant::QuantizedTensor& 
 // With a raw bias pointer: N floats (w's rows), or nullptr for none.
 inline void linear_int8(const quant::QuantizedTensor& x, const quant::QuantizedTensor& w, const float* bias,
                         TensorView<float> out, Activation activation = Activation::none) {
-  LinearEpilogue e;
+  Epilogue e;
   if (bias != nullptr && w.shape.rank == 2) e.bias = TensorView<const float>(bias, Shape{w.shape.values[0]});
   e.activation = activation;
   linear_int8(x, w, out, e);
@@ -310,7 +309,7 @@ inline void linear_int8(const quant::QuantizedTensor& x, const quant::QuantizedT
 
 inline void linear_int8(const quant::QuantizedTensor& x, const PackedInt8Weight& w, const float* bias,
                         TensorView<float> out, Activation activation = Activation::none) {
-  LinearEpilogue e;
+  Epilogue e;
   if (bias != nullptr) e.bias = TensorView<const float>(bias, Shape{w.rows});
   e.activation = activation;
   linear_int8(x, w, out, e);
@@ -319,22 +318,21 @@ inline void linear_int8(const quant::QuantizedTensor& x, const PackedInt8Weight&
 // Float activations quantized per token on the fly (quantize_rows_absmax), then linear_int8: the W8A8 layer.
 template <class Out>
 void linear_int8_dynamic(TensorView<const float> x, const PackedInt8Weight& w, TensorView<Out> out,
-                         const LinearEpilogue& epilogue = {}) {
+                         const Epilogue& epilogue = {}) {
   const char* fn = "shrink::cpu::linear_int8_dynamic";
-  LinearSupport s = detail::check_activations(x, w.cols);
+  Support s = detail::check_activations(x, w.cols);
   if (!s) require_supported(s, fn);
   require_supported(detail::check_packed_int8_weight(w), fn);
   require_supported(detail::check_output(out, x.size(0), w.rows), fn);
-  if (detail::views_overlap(x, out)) fail(fn, "out", "memory overlapping x", "a separate output");
+  if (views_overlap(x, out)) fail(fn, "out", "memory overlapping x", "a separate output");
   linear_int8(quantize_rows_absmax(x), w, out, epilogue);
 }
 
 // ---- raw int32 product ----------------------------------------------------------------------------------------
 
-inline LinearSupport can_implement_gemm_s8s8s32(const TensorView<const std::int8_t>& x,
-                                                const TensorView<const std::int8_t>& w,
-                                                const TensorView<std::int32_t>& acc) {
-  LinearSupport s = detail::check_matrix(x, "x");
+inline Support can_implement_gemm_s8s8s32(const TensorView<const std::int8_t>& x,
+                                          const TensorView<const std::int8_t>& w, const TensorView<std::int32_t>& acc) {
+  Support s = detail::check_matrix(x, "x");
   if (!s) return s;
   s = detail::check_matrix(w, "w");
   if (!s) return s;
@@ -342,16 +340,16 @@ inline LinearSupport can_implement_gemm_s8s8s32(const TensorView<const std::int8
   if (!s) return s;
   const std::int64_t m = x.size(0), k = x.size(1), n = w.size(0);
   if (w.size(1) != k)
-    return LinearSupport::no("w.shape", to_string(w.shape()), "[N, " + std::to_string(k) + "]: K equal to x's");
+    return Support::no("w.shape", to_string(w.shape()), "[N, " + std::to_string(k) + "]: K equal to x's");
   if (k > int8_max_k(128))
-    return LinearSupport::no("x.shape", to_string(x.shape()),
-                             "K ≤ " + std::to_string(int8_max_k(128)) + " (int32 accumulation cannot overflow)");
+    return Support::no("x.shape", to_string(x.shape()),
+                       "K ≤ " + std::to_string(int8_max_k(128)) + " (int32 accumulation cannot overflow)");
   if (acc.size(0) != m || acc.size(1) != n)
-    return LinearSupport::no("acc.shape", to_string(acc.shape()), to_string(Shape{m, n}) + " ([M, N])");
+    return Support::no("acc.shape", to_string(acc.shape()), to_string(Shape{m, n}) + " ([M, N])");
   if (n > 1 && acc.stride(1) != 1)
-    return LinearSupport::no("acc.strides", to_string(acc.strides()), "contiguous rows (stride 1 along N)");
-  if (detail::views_overlap(acc, x)) return LinearSupport::no("acc", "memory overlapping x", "a separate output");
-  if (detail::views_overlap(acc, w)) return LinearSupport::no("acc", "memory overlapping w", "a separate output");
+    return Support::no("acc.strides", to_string(acc.strides()), "contiguous rows (stride 1 along N)");
+  if (views_overlap(acc, x)) return Support::no("acc", "memory overlapping x", "a separate output");
+  if (views_overlap(acc, w)) return Support::no("acc", "memory overlapping w", "a separate output");
   return s;
 }
 

@@ -1,5 +1,5 @@
 // N:M sparse linear layers on the CPU (2:4 above all) with the weight in sparse/nm_compressed.hpp's format, read as
-// it is (values + positions): Y[M, N] = X[M, K] · W[N, K]ᵀ, out = act(Y + bias) (cpu/linear_epilogue.hpp).
+// it is (values + positions): Y[M, N] = X[M, K] · W[N, K]ᵀ, out = act(Y + bias) (core/epilogue.hpp).
 //
 //   M ≤ 48, AVX-512, 2:4  each weight row is a sparse dot product: 16 kept values at a time, their 16 positions
 //                         turned into indices into 32 columns of X and picked with one vpermt2ps per row of X,
@@ -25,13 +25,13 @@
 #include <vector>
 
 #include "shrink/core/half.hpp"
+#include "shrink/core/no_contract.hpp"
 #include "shrink/core/view.hpp"
 #include "shrink/cpu/aligned_vector.hpp"
 #include "shrink/cpu/gemm_panel.hpp"
 #include "shrink/cpu/lane_sums.hpp"
 #include "shrink/cpu/linear_check.hpp"
 #include "shrink/cpu/linear_epilogue.hpp"
-#include "shrink/cpu/no_contract.hpp"
 #include "shrink/cpu/prefetch.hpp"
 #include "shrink/cpu/quantize.hpp"
 #include "shrink/cpu/simd.hpp"
@@ -46,27 +46,27 @@ inline constexpr std::int64_t kNmDotRows = 12;   // rows of X per pass of the do
 inline constexpr std::int64_t kNmDotChunks = 4;  // passes (AVX-512 2:4) before expanding panels pays off
 
 template <class T>
-LinearSupport check_nm_structure(const sparse::NmCompressed<T>& w) {
+Support check_nm_structure(const sparse::NmCompressed<T>& w) {
   const prune::NmPattern pattern = w.pattern;
   if (pattern.n < 1 || pattern.m <= pattern.n || pattern.m > prune::detail::kMaxNmGroup)
-    return LinearSupport::no("w.pattern", prune::to_string(pattern), "1 ≤ n < m ≤ 256");
+    return Support::no("w.pattern", prune::to_string(pattern), "1 ≤ n < m ≤ 256");
   if (w.rows <= 0 || w.cols <= 0 || w.cols % pattern.m != 0)
-    return LinearSupport::no("w.shape", to_string(Shape{w.rows, w.cols}),
-                             "N, K ≥ 1 with K divisible by m = " + std::to_string(pattern.m));
+    return Support::no("w.shape", to_string(Shape{w.rows, w.cols}),
+                       "N, K ≥ 1 with K divisible by m = " + std::to_string(pattern.m));
   const std::int64_t count = w.rows * w.kept_per_row();
   if (static_cast<std::int64_t>(w.values.size()) != count)
-    return LinearSupport::no("w.values.size()", std::to_string(w.values.size()),
-                             "rows · cols / m · n = " + std::to_string(count));
+    return Support::no("w.values.size()", std::to_string(w.values.size()),
+                       "rows · cols / m · n = " + std::to_string(count));
   if (static_cast<std::int64_t>(w.positions.size()) != count)
-    return LinearSupport::no("w.positions.size()", std::to_string(w.positions.size()),
-                             "rows · cols / m · n = " + std::to_string(count));
-  return LinearSupport::yes();
+    return Support::no("w.positions.size()", std::to_string(w.positions.size()),
+                       "rows · cols / m · n = " + std::to_string(count));
+  return Support::yes();
 }
 
 // Every group's positions in [0, m) and strictly increasing (O(values); the small-M kernels check as they read).
 // A branch-free pass first (vectorised by the compiler for 2:4), then the search for the first bad one.
 template <class T>
-LinearSupport check_nm_positions(const sparse::NmCompressed<T>& w) {
+Support check_nm_positions(const sparse::NmCompressed<T>& w) {
   const int n = w.pattern.n;
   const std::int64_t groups = static_cast<std::int64_t>(w.positions.size()) / n;
   if (n == 2) {
@@ -75,18 +75,18 @@ LinearSupport check_nm_positions(const sparse::NmCompressed<T>& w) {
     unsigned bad = 0;
     for (std::int64_t g = 0; g < groups; ++g)
       bad |= static_cast<unsigned>(p[2 * g] >= p[2 * g + 1]) | static_cast<unsigned>(p[2 * g + 1] >= m);
-    if (bad == 0) return LinearSupport::yes();
+    if (bad == 0) return Support::yes();
   }
   for (std::int64_t g = 0; g < groups; ++g)
     for (int j = 0; j < n; ++j) {
       const int p = w.positions[static_cast<std::size_t>(g * n + j)];
       const int lowest = j == 0 ? 0 : w.positions[static_cast<std::size_t>(g * n + j - 1)] + 1;
       if (p < lowest || p >= w.pattern.m)
-        return LinearSupport::no("w.positions[" + std::to_string(g * n + j) + "]", std::to_string(p),
-                                 "a position in [" + std::to_string(lowest) + ", " + std::to_string(w.pattern.m) +
-                                     ") (in range, strictly increasing within a group)");
+        return Support::no("w.positions[" + std::to_string(g * n + j) + "]", std::to_string(p),
+                           "a position in [" + std::to_string(lowest) + ", " + std::to_string(w.pattern.m) +
+                               ") (in range, strictly increasing within a group)");
     }
-  return LinearSupport::yes();
+  return Support::yes();
 }
 
 // yt[r, m] = Σ kept w[r, ·] · x[m, ·] for the weight rows r in [r0, r1) from group g0 on; false on a bad position.
@@ -154,9 +154,9 @@ SHRINK_TARGET_AVX512 bool nm24_dots_avx512(const sparse::NmCompressed<float>& w,
 
 }  // namespace detail
 
-inline LinearSupport can_implement_linear_nm(const TensorView<const float>& x, const sparse::NmCompressed<float>& w,
-                                             const TensorView<float>& out, const LinearEpilogue& epilogue = {}) {
-  LinearSupport s = detail::check_nm_structure(w);
+inline Support can_implement_linear_nm(const TensorView<const float>& x, const sparse::NmCompressed<float>& w,
+                                       const TensorView<float>& out, const Epilogue& epilogue = {}) {
+  Support s = detail::check_nm_structure(w);
   if (!s) return s;
   s = detail::check_linear_operands(x, w.cols, w.rows, out, epilogue);
   if (!s) return s;
@@ -167,7 +167,7 @@ inline LinearSupport can_implement_linear_nm(const TensorView<const float>& x, c
 
 // out[m, n] = act(Σ_{kept k of row n} x[m, k] · w[n, k] + bias[n]); x [M, K] any strides, w N:M compressed [N, K].
 inline void linear_nm(TensorView<const float> x, const sparse::NmCompressed<float>& w, TensorView<float> out,
-                      const LinearEpilogue& epilogue = {}) {
+                      const Epilogue& epilogue = {}) {
   const char* fn = "shrink::cpu::linear_nm";
   require_supported(can_implement_linear_nm(x, w, out, epilogue), fn);
   const std::int64_t m_total = x.size(0), n_total = w.rows, k_total = w.cols;
@@ -281,7 +281,7 @@ inline void linear_nm(TensorView<const float> x, const sparse::NmCompressed<floa
 // With a raw bias pointer: N floats (w's rows), or nullptr for none.
 inline void linear_nm(TensorView<const float> x, const sparse::NmCompressed<float>& w, const float* bias,
                       TensorView<float> out, Activation activation = Activation::none) {
-  LinearEpilogue e;
+  Epilogue e;
   if (bias != nullptr) e.bias = TensorView<const float>(bias, Shape{w.rows});
   e.activation = activation;
   linear_nm(x, w, out, e);
@@ -296,7 +296,8 @@ inline void linear_nm(TensorView<const float> x, const sparse::NmCompressed<floa
 //              out[m, n] = act(float(acc) · (sx[m] · sw[n]) + bias[n])     each operation rounded on its own
 //            into float, half or bfloat16 (round to nearest even), or int8:
 //              q = clamp(round_half_even(v · (1 / out_scale)), -128, 127)   (a NaN gives -128)
-//            sx: [M] (per token) or [1]; sw: [N] (per output channel) or [1]; symmetric (no zero points).
+//            sx = epilogue.x_scales: [M] (per token) or [1]; sw = epilogue.w_scales: [N] (per output channel) or [1];
+//            symmetric (no zero points).
 
 namespace detail {
 
@@ -318,8 +319,8 @@ Out to_linear_output(float v, float out_scale) {
   if constexpr (std::is_same_v<Out, float>) {
     return v;
   } else if constexpr (std::is_same_v<Out, std::int8_t>) {
-    // quant/quantize.hpp's symmetric int8, as the W8A8 GEMM's output (cpu/linear_output.hpp): NaN gives -128.
-    return static_cast<std::int8_t>(quantize_value(v, AffineParams(out_scale, 0, -128, 127)));
+    // quant/quantize.hpp's symmetric int8, as the W8A8 GEMM's output (core/epilogue.hpp): NaN gives -128.
+    return epilogue_int8(v, out_scale, 1.0f / out_scale);
   } else {
     return Out(v);
   }
@@ -327,52 +328,53 @@ Out to_linear_output(float v, float out_scale) {
 
 // A host [M, N] output of any element type whose rows are contiguous.
 template <class Out>
-LinearSupport check_typed_output(const TensorView<Out>& out, std::int64_t m, std::int64_t n) {
-  LinearSupport s = check_matrix(out, "out");
+Support check_typed_output(const TensorView<Out>& out, std::int64_t m, std::int64_t n) {
+  Support s = check_matrix(out, "out");
   if (!s) return s;
   if (out.size(0) != m || out.size(1) != n)
-    return LinearSupport::no("out.shape", to_string(out.shape()), to_string(Shape{m, n}) + " ([M, N])");
+    return Support::no("out.shape", to_string(out.shape()), to_string(Shape{m, n}) + " ([M, N])");
   if (n > 1 && out.stride(1) != 1)
-    return LinearSupport::no("out.strides", to_string(out.strides()), "contiguous rows (stride 1 along N)");
+    return Support::no("out.strides", to_string(out.strides()), "contiguous rows (stride 1 along N)");
   return s;
 }
 
-// The epilogue (activation, bias) and that out shares no bytes with the bias.
+// The epilogue (activation, bias; scales only when `scales_checked`) and that out shares no bytes with the bias.
 template <class Out>
-LinearSupport check_typed_epilogue(const LinearEpilogue& e, std::int64_t n, const TensorView<Out>& out) {
-  LinearSupport s = check_epilogue(e, n, TensorView<float>());
+Support check_typed_epilogue(const Epilogue& e, std::int64_t n, const TensorView<Out>& out,
+                             bool scales_checked = false) {
+  Support s = check_epilogue(e, n, TensorView<float>(), scales_checked);
   if (!s) return s;
   if (has_bias(e) && views_overlap(e.bias, out))
-    return LinearSupport::no("out", "memory overlapping epilogue.bias", "a separate output");
+    return Support::no("out", "memory overlapping epilogue.bias", "a separate output");
   return s;
 }
 
 // int8 scales on the host: [count] (one per `per`) or [1], finite and > 0.
-inline LinearSupport check_int8_scales(const TensorView<const float>& s, const char* name, std::int64_t count,
-                                       const char* per) {
+inline Support check_int8_scales(const TensorView<const float>& s, const char* name, std::int64_t count,
+                                 const char* per) {
   const std::string n(name);
-  if (!s.device().is_cpu()) return LinearSupport::no(n, "a CUDA view", "a view of host memory");
+  if (!s.device().is_cpu()) return Support::no(n, "a CUDA view", "a view of host memory");
   if (s.rank() != 1 || (s.size(0) != count && s.size(0) != 1))
-    return LinearSupport::no(n + ".shape", to_string(s.shape()),
-                             "[" + std::to_string(count) + "] (one per " + per + ") or [1] (per tensor)");
-  if (s.data() == nullptr) return LinearSupport::no(n, "a null pointer", "a pointer to the scales");
+    return Support::no(n + ".shape", to_string(s.shape()),
+                       "[" + std::to_string(count) + "] (one per " + per + ") or [1] (per tensor)");
+  if (s.data() == nullptr) return Support::no(n, "a null pointer", "a pointer to the scales");
   for (std::int64_t i = 0; i < s.size(0); ++i)
     if (!(std::isfinite(s(i)) && s(i) > 0.0f))
-      return LinearSupport::no(n + "[" + std::to_string(i) + "]", shrink::detail::to_text(s(i)), "a finite scale > 0");
-  return LinearSupport::yes();
+      return Support::no(n + "[" + std::to_string(i) + "]", shrink::detail::to_text(s(i)), "a finite scale > 0");
+  return Support::yes();
 }
 
 // out apart from the compressed weight's arrays.
 template <class Out, class T>
-LinearSupport check_out_apart_from_weight(const TensorView<Out>& out, const sparse::NmCompressed<T>& w) {
+Support check_out_apart_from_weight(const TensorView<Out>& out, const sparse::NmCompressed<T>& w) {
   const auto span = byte_span(out);
   const auto values = reinterpret_cast<std::uintptr_t>(w.values.data());
   const auto positions = reinterpret_cast<std::uintptr_t>(w.positions.data());
   if (!w.values.empty() && spans_overlap(span, {values, values + w.values.size() * sizeof(T)}))
-    return LinearSupport::no("out", "memory overlapping w.values", "a separate output");
+    return Support::no("out", "memory overlapping w.values", "a separate output");
   if (!w.positions.empty() && spans_overlap(span, {positions, positions + w.positions.size()}))
-    return LinearSupport::no("out", "memory overlapping w.positions", "a separate output");
-  return LinearSupport::yes();
+    return Support::no("out", "memory overlapping w.positions", "a separate output");
+  return Support::yes();
 }
 
 // act(float(acc) · (sx · sw) + bias) into Out, each operation rounded on its own as on the GPU.
@@ -380,34 +382,30 @@ template <class Out>
 SHRINK_NO_CONTRACT Out finish_int8(std::int32_t acc, float sx, float sw, float bias, Activation activation,
                                    float out_scale) {
   SHRINK_NO_CONTRACT_BODY
-  const float scale = sx * sw;
-  const float scaled = static_cast<float>(acc) * scale;
-  const float v = scaled + bias;
-  return to_linear_output<Out>(activation == Activation::none ? v : activate(v, activation), out_scale);
+  return to_linear_output<Out>(epilogue_value(static_cast<float>(acc), sx * sw, bias, activation), out_scale);
 }
 
 }  // namespace detail
 
 // Whether linear_nm can run 16-bit operands (T half or bfloat16; Out T or float), and if not, why.
 template <class T, class Out, std::enable_if_t<detail::is_float16_type<T>(), int> = 0>
-LinearSupport can_implement_linear_nm(const TensorView<const detail::NonDeduced<T>>& x,
-                                      const sparse::NmCompressed<T>& w, const TensorView<Out>& out,
-                                      const LinearEpilogue& epilogue = {}) {
+Support can_implement_linear_nm(const TensorView<const detail::NonDeduced<T>>& x, const sparse::NmCompressed<T>& w,
+                                const TensorView<Out>& out, const Epilogue& epilogue = {}) {
   if (!std::is_same_v<Out, T> && !std::is_same_v<Out, float>)
-    return LinearSupport::no("out", std::string("a view of ") + detail::linear_type_name<Out>(),
-                             std::string("a view of ") + detail::linear_type_name<T>() + " or float");
-  LinearSupport s = detail::check_nm_structure(w);
+    return Support::no("out", std::string("a view of ") + element_type_name<Out>(),
+                       std::string("a view of ") + element_type_name<T>() + " or float");
+  Support s = detail::check_nm_structure(w);
   if (!s) return s;
   s = detail::check_matrix(x, "x");
   if (!s) return s;
   if (x.size(1) != w.cols)
-    return LinearSupport::no("x.shape", to_string(x.shape()),
-                             "[M, " + std::to_string(w.cols) + "]: K equal to the weight's input size");
+    return Support::no("x.shape", to_string(x.shape()),
+                       "[M, " + std::to_string(w.cols) + "]: K equal to the weight's input size");
   s = detail::check_typed_output(out, x.size(0), w.rows);
   if (!s) return s;
   s = detail::check_typed_epilogue(epilogue, w.rows, out);
   if (!s) return s;
-  if (detail::views_overlap(x, out)) return LinearSupport::no("out", "memory overlapping x", "a separate output");
+  if (views_overlap(x, out)) return Support::no("out", "memory overlapping x", "a separate output");
   return detail::check_out_apart_from_weight(out, w);
 }
 
@@ -415,7 +413,7 @@ LinearSupport can_implement_linear_nm(const TensorView<const detail::NonDeduced<
 // float; out T (rounded to nearest even) or float. The twin of cuda::gemm_sparse24 for 16-bit operands.
 template <class T, class Out, std::enable_if_t<detail::is_float16_type<T>(), int> = 0>
 void linear_nm(TensorView<const detail::NonDeduced<T>> x, const sparse::NmCompressed<T>& w, TensorView<Out> out,
-               const LinearEpilogue& epilogue = {}) {
+               const Epilogue& epilogue = {}) {
   require_supported(can_implement_linear_nm(x, w, out, epilogue), "shrink::cpu::linear_nm");
   const std::int64_t m_total = x.size(0), k_total = x.size(1), n_total = w.rows;
   std::vector<float> xf(static_cast<std::size_t>(m_total * k_total));  // widening is exact
@@ -437,56 +435,54 @@ void linear_nm(TensorView<const detail::NonDeduced<T>> x, const sparse::NmCompre
       out(m, n) = detail::to_linear_output<Out>(y[static_cast<std::size_t>(m * n_total + n)], 1.0f);
 }
 
-// Whether linear_nm_int8 can run (Out float, half, bfloat16 or int8), and if not, why.
+// Whether linear_nm_int8 can run (Out float, half, bfloat16 or int8), and if not, why. The scales are the
+// epilogue's: x_scales [M] or [1], w_scales [N] or [1], finite and > 0.
 template <class Out>
-LinearSupport can_implement_linear_nm_int8(const TensorView<const std::int8_t>& x,
-                                           const TensorView<const float>& x_scales,
-                                           const sparse::NmCompressed<std::int8_t>& w,
-                                           const TensorView<const float>& w_scales, const TensorView<Out>& out,
-                                           const LinearEpilogue& epilogue = {}, float out_scale = 1.0f) {
+Support can_implement_linear_nm_int8(const TensorView<const std::int8_t>& x, const sparse::NmCompressed<std::int8_t>& w,
+                                     const TensorView<Out>& out, const Epilogue& epilogue) {
   if (!std::is_same_v<Out, float> && !std::is_same_v<Out, half> && !std::is_same_v<Out, bfloat16> &&
       !std::is_same_v<Out, std::int8_t>)
-    return LinearSupport::no("out", std::string("a view of ") + detail::linear_type_name<Out>(),
-                             "a view of float, half, bfloat16 or int8");
-  LinearSupport s = detail::check_nm_structure(w);
+    return Support::no("out", std::string("a view of ") + element_type_name<Out>(),
+                       "a view of float, half, bfloat16 or int8");
+  Support s = detail::check_nm_structure(w);
   if (!s) return s;
   // Each product is at most 128 · 128 in magnitude; the kept ones of a row must sum inside int32.
   const std::int64_t max_kept = std::numeric_limits<std::int32_t>::max() / (128 * 128);
   if (w.kept_per_row() > max_kept)
-    return LinearSupport::no("w.shape", to_string(Shape{w.rows, w.cols}),
-                             "at most " + std::to_string(max_kept) + " kept values a row (K / m · n; int32 sums)");
+    return Support::no("w.shape", to_string(Shape{w.rows, w.cols}),
+                       "at most " + std::to_string(max_kept) + " kept values a row (K / m · n; int32 sums)");
   s = detail::check_matrix(x, "x");
   if (!s) return s;
   if (x.size(1) != w.cols)
-    return LinearSupport::no("x.shape", to_string(x.shape()),
-                             "[M, " + std::to_string(w.cols) + "]: K equal to the weight's input size");
-  s = detail::check_int8_scales(x_scales, "x_scales", x.size(0), "row of x");
+    return Support::no("x.shape", to_string(x.shape()),
+                       "[M, " + std::to_string(w.cols) + "]: K equal to the weight's input size");
+  s = detail::check_int8_scales(epilogue.x_scales, "epilogue.x_scales", x.size(0), "row of x");
   if (!s) return s;
-  s = detail::check_int8_scales(w_scales, "w_scales", w.rows, "output feature");
+  s = detail::check_int8_scales(epilogue.w_scales, "epilogue.w_scales", w.rows, "output feature");
   if (!s) return s;
   s = detail::check_typed_output(out, x.size(0), w.rows);
   if (!s) return s;
-  s = detail::check_typed_epilogue(epilogue, w.rows, out);
+  s = detail::check_typed_epilogue(epilogue, w.rows, out, true);
   if (!s) return s;
-  if (std::is_same_v<Out, std::int8_t> && !(std::isfinite(out_scale) && out_scale > 0.0f))
-    return LinearSupport::no("out_scale", shrink::detail::to_text(out_scale), "a finite scale > 0 (int8 output)");
-  if (detail::views_overlap(x, out)) return LinearSupport::no("out", "memory overlapping x", "a separate output");
-  if (detail::views_overlap(x_scales, out))
-    return LinearSupport::no("out", "memory overlapping x_scales", "a separate output");
-  if (detail::views_overlap(w_scales, out))
-    return LinearSupport::no("out", "memory overlapping w_scales", "a separate output");
+  s = detail::check_output_scale<Out>(epilogue);
+  if (!s) return s;
+  if (views_overlap(x, out)) return Support::no("out", "memory overlapping x", "a separate output");
+  if (views_overlap(epilogue.x_scales, out))
+    return Support::no("out", "memory overlapping epilogue.x_scales", "a separate output");
+  if (views_overlap(epilogue.w_scales, out))
+    return Support::no("out", "memory overlapping epilogue.w_scales", "a separate output");
   return detail::check_out_apart_from_weight(out, w);
 }
 
 // out[m, n] = act(sx[m] · sw[n] · Σ_{kept k of row n} x[m, k] · w[n, k] + bias[n]) with int8 x and w, the sum exact
-// in int32; see above for the output types. The twin of cuda::gemm_sparse24 for int8 operands. A weight row at a
-// time is expanded to dense int16, then dotted with 32 rows of x at a time (which stay in cache).
+// in int32; see above for the output types (int8 with epilogue.out_scale). The twin of cuda::gemm_sparse24 for int8
+// operands. A weight row at a time is expanded to dense int16, then dotted with 32 rows of x at a time (which stay in
+// cache).
 template <class Out>
-void linear_nm_int8(TensorView<const std::int8_t> x, TensorView<const float> x_scales,
-                    const sparse::NmCompressed<std::int8_t>& w, TensorView<const float> w_scales, TensorView<Out> out,
-                    const LinearEpilogue& epilogue = {}, float out_scale = 1.0f) {
+void linear_nm_int8(TensorView<const std::int8_t> x, const sparse::NmCompressed<std::int8_t>& w, TensorView<Out> out,
+                    const Epilogue& epilogue) {
   const char* fn = "shrink::cpu::linear_nm_int8";
-  require_supported(can_implement_linear_nm_int8(x, x_scales, w, w_scales, out, epilogue, out_scale), fn);
+  require_supported(can_implement_linear_nm_int8(x, w, out, epilogue), fn);
   require_supported(detail::check_nm_positions(w), fn);
   const std::int64_t m_total = x.size(0), k_total = x.size(1), n_total = w.rows;
   std::vector<std::int8_t> x_rows;
@@ -511,14 +507,14 @@ void linear_nm_int8(TensorView<const std::int8_t> x, TensorView<const float> x_s
       for (std::int64_t g = 0; g < groups; ++g)
         for (int j = 0; j < n_keep; ++j)
           dense[static_cast<std::size_t>(g * group + positions[g * n_keep + j])] = values[g * n_keep + j];
-      const float sw = w_scales(w_scales.size(0) > 1 ? n : 0);
+      const float sw = epilogue.w_scales(epilogue.w_scales.size(0) > 1 ? n : 0);
       for (std::int64_t m = m0; m < m1; ++m) {
         const std::int8_t* row = xs + m * ldx;
         std::int32_t acc = 0;
         for (std::int64_t k = 0; k < k_total; ++k)
           acc += static_cast<std::int32_t>(row[k]) * static_cast<std::int32_t>(dense[static_cast<std::size_t>(k)]);
-        out(m, n) = detail::finish_int8<Out>(acc, x_scales(x_scales.size(0) > 1 ? m : 0), sw,
-                                             bias != nullptr ? bias[n] : 0.0f, epilogue.activation, out_scale);
+        out(m, n) = detail::finish_int8<Out>(acc, epilogue.x_scales(epilogue.x_scales.size(0) > 1 ? m : 0), sw,
+                                             bias != nullptr ? bias[n] : 0.0f, epilogue.activation, epilogue.out_scale);
       }
     }
   }

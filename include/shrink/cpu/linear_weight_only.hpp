@@ -36,26 +36,25 @@ namespace shrink::cpu {
 namespace detail {
 
 template <class T>
-LinearSupport check_packed_weight(const PackedWeight<T>& w) {
+Support check_packed_weight(const PackedWeight<T>& w) {
   if (w.rows <= 0 || w.cols <= 0)
-    return LinearSupport::no("w.shape", to_string(Shape{w.rows, w.cols}), "a packed weight with at least one element");
+    return Support::no("w.shape", to_string(Shape{w.rows, w.cols}), "a packed weight with at least one element");
   const bool scales_ok =
       std::is_same<T, std::int8_t>::value ? static_cast<std::int64_t>(w.scales.size()) == w.rows : w.scales.empty();
   if (static_cast<std::int64_t>(w.panels.size()) != w.panel_count() * w.cols * kPanelWidth || !scales_ok)
-    return LinearSupport::no("w", "an inconsistent PackedWeight", "the result of pack_weight");
-  return LinearSupport::yes();
+    return Support::no("w", "an inconsistent PackedWeight", "the result of pack_weight");
+  return Support::yes();
 }
 
-inline LinearSupport check_packed_weight(const PackedInt4Weight& w) {
+inline Support check_packed_weight(const PackedInt4Weight& w) {
   if (w.rows <= 0 || w.cols <= 0)
-    return LinearSupport::no("w.shape", to_string(Shape{w.rows, w.cols}), "a packed weight with at least one element");
+    return Support::no("w.shape", to_string(Shape{w.rows, w.cols}), "a packed weight with at least one element");
   if (w.group_size <= 0 || w.cols % w.group_size != 0)
-    return LinearSupport::no("w.group_size", std::to_string(w.group_size),
-                             "a divisor of K = " + std::to_string(w.cols));
+    return Support::no("w.group_size", std::to_string(w.group_size), "a divisor of K = " + std::to_string(w.cols));
   if (static_cast<std::int64_t>(w.panels.size()) != w.panel_count() * w.cols * kInt4PanelBytes ||
       static_cast<std::int64_t>(w.scales.size()) != w.panel_count() * w.groups() * kPanelWidth)
-    return LinearSupport::no("w", "an inconsistent PackedInt4Weight", "the result of pack_weight_int4");
-  return LinearSupport::yes();
+    return Support::no("w", "an inconsistent PackedInt4Weight", "the result of pack_weight_int4");
+  return Support::yes();
 }
 
 template <class T>
@@ -67,19 +66,19 @@ inline std::size_t packed_bytes(const PackedInt4Weight& w) { return w.panels.siz
 // The float product of either packed form on float rows (row stride ldx) into y (row stride ldy), epilogue included.
 template <class T>
 void weight_only_product(const float* x, std::int64_t ldx, std::int64_t m, const PackedWeight<T>& w, float* y,
-                         std::int64_t ldy, const LinearEpilogue& e) {
+                         std::int64_t ldy, const Epilogue& e) {
   gemm_panels(x, ldx, m, w, y, ldy, w.scales.empty() ? nullptr : w.scales.data(), bias_data(e), e.activation);
 }
 inline void weight_only_product(const float* x, std::int64_t ldx, std::int64_t m, const PackedInt4Weight& w, float* y,
-                                std::int64_t ldy, const LinearEpilogue& e) {
+                                std::int64_t ldy, const Epilogue& e) {
   gemm_int4_panels(x, ldx, m, w, y, ldy, bias_data(e), e.activation);
 }
 
 // Activations (float, half or bfloat16) against a packed weight, the output of the activations' type.
 template <class A, class W>
-LinearSupport check_weight_only(const TensorView<const A>& x, const W& w, const TensorView<A>& out,
-                                const LinearEpilogue& epilogue) {
-  LinearSupport s = check_packed_weight(w);
+Support check_weight_only(const TensorView<const A>& x, const W& w, const TensorView<A>& out,
+                          const Epilogue& epilogue) {
+  Support s = check_packed_weight(w);
   if (!s) return s;
   s = check_linear_operands(x, w.cols, w.rows, out, epilogue);
   if (!s) return s;
@@ -90,7 +89,7 @@ LinearSupport check_weight_only(const TensorView<const A>& x, const W& w, const 
 // result, each output then rounded to nearest even.
 template <class A, class W>
 void linear_weight_only_any(const TensorView<const A>& x, const W& w, const TensorView<A>& out,
-                            const LinearEpilogue& epilogue, const char* fn) {
+                            const Epilogue& epilogue, const char* fn) {
   require_supported(check_weight_only(x, w, out, epilogue), fn);
   if constexpr (std::is_same<A, float>::value) {
     std::vector<float> storage;
@@ -112,7 +111,7 @@ void linear_weight_only_any(const TensorView<const A>& x, const W& w, const Tens
 // Packs an int8 (per tensor or channel) or int4 (per group) symmetric QuantizedTensor and runs the layer.
 template <class A>
 void linear_weight_only_quantized(const TensorView<const A>& x, const quant::QuantizedTensor& w,
-                                  const TensorView<A>& out, const LinearEpilogue& epilogue, const char* fn) {
+                                  const TensorView<A>& out, const Epilogue& epilogue, const char* fn) {
   if (w.scheme.dtype == quant::QuantDtype::int4)
     linear_weight_only_any(x, pack_weight_int4(w), out, epilogue, fn);
   else if (w.scheme.dtype == quant::QuantDtype::int8)
@@ -125,9 +124,9 @@ void linear_weight_only_quantized(const TensorView<const A>& x, const quant::Qua
 }  // namespace detail
 
 template <class T>
-LinearSupport can_implement_linear_weight_only(const TensorView<const float>& x, const PackedWeight<T>& w,
-                                               const TensorView<float>& out, const LinearEpilogue& epilogue = {}) {
-  LinearSupport s = detail::check_packed_weight(w);
+Support can_implement_linear_weight_only(const TensorView<const float>& x, const PackedWeight<T>& w,
+                                         const TensorView<float>& out, const Epilogue& epilogue = {}) {
+  Support s = detail::check_packed_weight(w);
   if (!s) return s;
   s = detail::check_linear_operands(x, w.cols, w.rows, out, epilogue);
   if (!s) return s;
@@ -137,7 +136,7 @@ LinearSupport can_implement_linear_weight_only(const TensorView<const float>& x,
 // out = act(X · Wᵀ (· scales) + bias) with a packed float, half, bfloat16 or int8 weight.
 template <class T>
 void linear_weight_only(TensorView<const float> x, const PackedWeight<T>& w, TensorView<float> out,
-                        const LinearEpilogue& epilogue = {}) {
+                        const Epilogue& epilogue = {}) {
   require_supported(can_implement_linear_weight_only(x, w, out, epilogue), "shrink::cpu::linear_weight_only");
   std::vector<float> storage;
   std::int64_t ldx = 0;
@@ -147,26 +146,26 @@ void linear_weight_only(TensorView<const float> x, const PackedWeight<T>& w, Ten
 }
 
 // A per-group int4 weight (cpu/packed_int4_weight.hpp): out = act(X · (Q · S)ᵀ + bias), dequantized in float.
-inline LinearSupport can_implement_linear_weight_only(const TensorView<const float>& x, const PackedInt4Weight& w,
-                                                      const TensorView<float>& out, const LinearEpilogue& epilogue = {}) {
+inline Support can_implement_linear_weight_only(const TensorView<const float>& x, const PackedInt4Weight& w,
+                                                const TensorView<float>& out, const Epilogue& epilogue = {}) {
   return detail::check_weight_only(x, w, out, epilogue);
 }
 inline void linear_weight_only(TensorView<const float> x, const PackedInt4Weight& w, TensorView<float> out,
-                               const LinearEpilogue& epilogue = {}) {
+                               const Epilogue& epilogue = {}) {
   detail::linear_weight_only_any(x, w, out, epilogue, "shrink::cpu::linear_weight_only");
 }
 
 // The same, packing a symmetric QuantizedTensor on every call: int8 per tensor or per channel along axis 0
 // (pack_weight), or int4 per group along axis 1 (pack_weight_int4).
 inline void linear_weight_only(TensorView<const float> x, const quant::QuantizedTensor& w, TensorView<float> out,
-                               const LinearEpilogue& epilogue = {}) {
+                               const Epilogue& epilogue = {}) {
   detail::linear_weight_only_quantized(x, w, out, epilogue, "shrink::cpu::linear_weight_only");
 }
 
 // With a raw bias pointer: N floats (w's rows), or nullptr for none.
 inline void linear_weight_only(TensorView<const float> x, const quant::QuantizedTensor& w, const float* bias,
                                TensorView<float> out, Activation activation = Activation::none) {
-  LinearEpilogue e;
+  Epilogue e;
   if (bias != nullptr && w.shape.rank == 2) e.bias = TensorView<const float>(bias, Shape{w.shape.values[0]});
   e.activation = activation;
   linear_weight_only(x, w, out, e);
@@ -174,61 +173,60 @@ inline void linear_weight_only(TensorView<const float> x, const quant::Quantized
 
 // Half and bfloat16 weights [N, K] (host views, any strides), packed on every call.
 inline void linear_weight_only(TensorView<const float> x, TensorView<const half> w, TensorView<float> out,
-                               const LinearEpilogue& epilogue = {}) {
+                               const Epilogue& epilogue = {}) {
   linear_weight_only(x, pack_weight(w), out, epilogue);
 }
 inline void linear_weight_only(TensorView<const float> x, TensorView<const bfloat16> w, TensorView<float> out,
-                               const LinearEpilogue& epilogue = {}) {
+                               const Epilogue& epilogue = {}) {
   linear_weight_only(x, pack_weight(w), out, epilogue);
 }
 
 // ---- Half and bfloat16 activations and outputs (x converted to float exactly; outputs rounded to nearest even) ----
 
 template <class T>
-LinearSupport can_implement_linear_weight_only(const TensorView<const half>& x, const PackedWeight<T>& w,
-                                               const TensorView<half>& out, const LinearEpilogue& epilogue = {}) {
+Support can_implement_linear_weight_only(const TensorView<const half>& x, const PackedWeight<T>& w,
+                                         const TensorView<half>& out, const Epilogue& epilogue = {}) {
   return detail::check_weight_only(x, w, out, epilogue);
 }
 template <class T>
-LinearSupport can_implement_linear_weight_only(const TensorView<const bfloat16>& x, const PackedWeight<T>& w,
-                                               const TensorView<bfloat16>& out, const LinearEpilogue& epilogue = {}) {
+Support can_implement_linear_weight_only(const TensorView<const bfloat16>& x, const PackedWeight<T>& w,
+                                         const TensorView<bfloat16>& out, const Epilogue& epilogue = {}) {
   return detail::check_weight_only(x, w, out, epilogue);
 }
-inline LinearSupport can_implement_linear_weight_only(const TensorView<const half>& x, const PackedInt4Weight& w,
-                                                      const TensorView<half>& out, const LinearEpilogue& epilogue = {}) {
+inline Support can_implement_linear_weight_only(const TensorView<const half>& x, const PackedInt4Weight& w,
+                                                const TensorView<half>& out, const Epilogue& epilogue = {}) {
   return detail::check_weight_only(x, w, out, epilogue);
 }
-inline LinearSupport can_implement_linear_weight_only(const TensorView<const bfloat16>& x, const PackedInt4Weight& w,
-                                                      const TensorView<bfloat16>& out,
-                                                      const LinearEpilogue& epilogue = {}) {
+inline Support can_implement_linear_weight_only(const TensorView<const bfloat16>& x, const PackedInt4Weight& w,
+                                                const TensorView<bfloat16>& out, const Epilogue& epilogue = {}) {
   return detail::check_weight_only(x, w, out, epilogue);
 }
 
 template <class T>
 void linear_weight_only(TensorView<const half> x, const PackedWeight<T>& w, TensorView<half> out,
-                        const LinearEpilogue& epilogue = {}) {
+                        const Epilogue& epilogue = {}) {
   detail::linear_weight_only_any(x, w, out, epilogue, "shrink::cpu::linear_weight_only");
 }
 template <class T>
 void linear_weight_only(TensorView<const bfloat16> x, const PackedWeight<T>& w, TensorView<bfloat16> out,
-                        const LinearEpilogue& epilogue = {}) {
+                        const Epilogue& epilogue = {}) {
   detail::linear_weight_only_any(x, w, out, epilogue, "shrink::cpu::linear_weight_only");
 }
 inline void linear_weight_only(TensorView<const half> x, const PackedInt4Weight& w, TensorView<half> out,
-                               const LinearEpilogue& epilogue = {}) {
+                               const Epilogue& epilogue = {}) {
   detail::linear_weight_only_any(x, w, out, epilogue, "shrink::cpu::linear_weight_only");
 }
 inline void linear_weight_only(TensorView<const bfloat16> x, const PackedInt4Weight& w, TensorView<bfloat16> out,
-                               const LinearEpilogue& epilogue = {}) {
+                               const Epilogue& epilogue = {}) {
   detail::linear_weight_only_any(x, w, out, epilogue, "shrink::cpu::linear_weight_only");
 }
 // An int8 or int4 symmetric QuantizedTensor, packed on every call.
 inline void linear_weight_only(TensorView<const half> x, const quant::QuantizedTensor& w, TensorView<half> out,
-                               const LinearEpilogue& epilogue = {}) {
+                               const Epilogue& epilogue = {}) {
   detail::linear_weight_only_quantized(x, w, out, epilogue, "shrink::cpu::linear_weight_only");
 }
-inline void linear_weight_only(TensorView<const bfloat16> x, const quant::QuantizedTensor& w,
-                               TensorView<bfloat16> out, const LinearEpilogue& epilogue = {}) {
+inline void linear_weight_only(TensorView<const bfloat16> x, const quant::QuantizedTensor& w, TensorView<bfloat16> out,
+                               const Epilogue& epilogue = {}) {
   detail::linear_weight_only_quantized(x, w, out, epilogue, "shrink::cpu::linear_weight_only");
 }
 

@@ -1,47 +1,18 @@
 // CPU loops for affine quantization of contiguous runs: quantize, dequantize, fake-quantize.
 //
-// Every loop computes the same per-element formulas (PyTorch's, see quant/quantize.hpp):
-//   q = clamp(nearbyint(x * inv_scale) + zp, qmin, qmax)      inv_scale = 1.0f / scale, in float
-//   x' = (q - zp) * scale
-// Clamping x * inv_scale to [qmin - zp, qmax - zp] before rounding gives the same q (the bounds are
-// integers) and keeps the float-to-int conversion in range. On x86 the SSE2 conversion cvtps2dq
-// rounds half to even in the default rounding mode, exactly as nearbyint.
+// Every loop computes core/affine.hpp's per-element formulas (PyTorch's), the vector ones lane by lane: on x86 the
+// SSE2 conversion cvtps2dq rounds half to even in the default rounding mode, exactly as nearbyint.
 #pragma once
 
 #include <cmath>
 #include <cstdint>
 #include <type_traits>
 
+#include "shrink/core/affine.hpp"
 #include "shrink/core/config.hpp"
 #include "shrink/cpu/simd.hpp"
 
 namespace shrink::cpu {
-
-// The parameters of one quantization run, with the clamp bounds pre-shifted by the zero point.
-struct AffineParams {
-  float scale;
-  float inv_scale;
-  std::int32_t zero_point;
-  float low;   // qmin - zero_point
-  float high;  // qmax - zero_point
-
-  AffineParams(float scale_, std::int32_t zero_point_, std::int32_t qmin, std::int32_t qmax)
-      : scale(scale_),
-        inv_scale(1.0f / scale_),
-        zero_point(zero_point_),
-        low(static_cast<float>(qmin - zero_point_)),
-        high(static_cast<float>(qmax - zero_point_)) {}
-};
-
-SHRINK_FORCE_INLINE std::int32_t quantize_value(float x, const AffineParams& p) {
-  float v = x * p.inv_scale;
-  v = v >= p.low ? (v <= p.high ? v : p.high) : p.low;  // NaN lands on low, never converted
-  return static_cast<std::int32_t>(std::nearbyint(v)) + p.zero_point;
-}
-
-SHRINK_FORCE_INLINE float dequantize_value(std::int32_t q, const AffineParams& p) {
-  return static_cast<float>(q - p.zero_point) * p.scale;
-}
 
 #if defined(SHRINK_CPU_SSE2)
 namespace sse2 {
@@ -205,18 +176,6 @@ template <class Q>
 void dequantize_run_varying(const Q* SHRINK_RESTRICT q, float* SHRINK_RESTRICT x, std::int64_t n,
                             const AffineParams* SHRINK_RESTRICT params) {
   for (std::int64_t i = 0; i < n; ++i) x[i] = dequantize_value(q[i], params[i]);
-}
-
-// y = (clamp(nearbyint(x * inv_scale) + zp) - zp) * scale; mask[i] = 1 when the unclamped
-// nearbyint(x * inv_scale) + zp lies in [qmin, qmax] (the straight-through gradient passes), else 0.
-SHRINK_FORCE_INLINE float fake_quantize_value(float x, const AffineParams& p, std::uint8_t* mask) {
-  float v = x * p.inv_scale;
-  // One step outside the bounds keeps the rounding exact and still tells inside from outside.
-  v = v < p.low - 1.0f ? p.low - 1.0f : (v > p.high + 1.0f ? p.high + 1.0f : v);
-  const float r = std::nearbyint(v);
-  const bool inside = r >= p.low && r <= p.high;
-  if (mask) *mask = inside ? 1 : 0;
-  return (r < p.low ? p.low : (r > p.high ? p.high : r)) * p.scale;
 }
 
 // x and y may be the same buffer (in place).

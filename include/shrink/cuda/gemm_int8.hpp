@@ -7,7 +7,7 @@
 //               clamp(nearbyint(v · (1.0f / out_scale)), −128, 127) (int8, quant/quantize.hpp's formula)
 //
 // x [M, K] int8 activations (per token: sx [M]; per tensor: sx [1]); w [N, K] int8 weights (per output channel:
-// sw [N]; per tensor: sw [1]); bias [N] or none; act none, ReLU, GELU (erf) or SiLU, as cpu/linear_epilogue.hpp.
+// sw [N]; per tensor: sw [1]); bias [N] or none; act none, ReLU, GELU (erf) or SiLU, as core/activation.hpp.
 // The result equals cpu::linear_int8 bit for bit for none and ReLU; GELU and SiLU use CUDA's erff / expf, a few
 // float ulps from glibc's (see tests/cuda/gemm_int8_tests.cpp).
 //
@@ -28,16 +28,13 @@
 #include <cstdint>
 #include <variant>
 
+#include "shrink/core/epilogue.hpp"
 #include "shrink/core/half.hpp"
+#include "shrink/core/support.hpp"
 #include "shrink/core/view.hpp"
-#include "shrink/cpu/linear_check.hpp"
-#include "shrink/cpu/linear_epilogue.hpp"
 #include "shrink/cuda/launch.hpp"
 
 namespace shrink::cuda {
-
-using cpu::Activation;
-using cpu::LinearSupport;
 
 enum class Int8GemmPath : std::uint8_t { automatic, mma_sync, wgmma };
 
@@ -47,29 +44,22 @@ const char* to_string(Int8GemmPath path);
 using Int8GemmOutput =
     std::variant<TensorView<float>, TensorView<half>, TensorView<bfloat16>, TensorView<std::int8_t>>;
 
-// The fused epilogue's operands (device views, except activation and out_scale).
-struct Int8Epilogue {
-  TensorView<const float> x_scales;  // [M] per token or [1] per tensor: sx
-  TensorView<const float> w_scales;  // [N] per output channel or [1] per tensor: sw
-  TensorView<const float> bias;      // [N], or an empty view for none
-  Activation activation = Activation::none;
-  Int8GemmOutput out;      // [M, N]
-  float out_scale = 0.0f;  // int8 outputs only: finite, > 0, with a finite inverse
-};
-
 struct Int8GemmArgs {
   // [M, K] and [N, K] int8, each with contiguous rows whose stride (in bytes) and start are multiples of 16 (the
   // kernels load 16 bytes at a time); K a multiple of 16 and at most 131071 (the int32 sum cannot overflow).
   TensorView<const std::int8_t> x;
   TensorView<const std::int8_t> w;
-  Int8Epilogue epilogue;
+  // Device views: x_scales [M] per token or [1] per tensor and w_scales [N] per output channel or [1] per tensor
+  // (both required), bias [N] or empty; out_scale for an int8 output.
+  Epilogue epilogue;
+  Int8GemmOutput out;  // [M, N]
   Int8GemmPath path = Int8GemmPath::automatic;
 };
 
 // Whether gemm_int8 accepts `args`, and if not which argument is wrong and what was expected. Looks at shapes,
 // strides, alignment, devices named by the views and overlaps; never calls CUDA (the current device and, for a
 // forced wgmma path, its compute capability are checked by gemm_int8 itself).
-LinearSupport can_implement_gemm_int8(const Int8GemmArgs& args);
+Support can_implement_gemm_int8(const Int8GemmArgs& args);
 
 // Workspace for gemm_int8(args): the status word and, for shapes whose tiles do not fill the device, the int32
 // partial sums of the K splits. Depends on the shapes and the path only (the same on every device). Throws
@@ -82,10 +72,11 @@ void gemm_int8(const Int8GemmArgs& args, Workspace workspace, Stream stream,
 
 // The epilogue alone on int32 accumulators acc [M, N] in device memory (contiguous rows, any row stride), e.g. from
 // cuBLASLt: out = epilogue(acc), the same values gemm_int8 writes. Workspace: the status word.
-LinearSupport can_implement_int8_epilogue(TensorView<const std::int32_t> acc, const Int8Epilogue& epilogue);
+Support can_implement_int8_epilogue(TensorView<const std::int32_t> acc, const Epilogue& epilogue,
+                                    const Int8GemmOutput& out);
 std::size_t int8_epilogue_workspace_bytes();
-void apply_int8_epilogue(TensorView<const std::int32_t> acc, const Int8Epilogue& epilogue, Workspace workspace,
-                         Stream stream, Synchronize synchronize = Synchronize::no);
+void apply_int8_epilogue(TensorView<const std::int32_t> acc, const Epilogue& epilogue, const Int8GemmOutput& out,
+                         Workspace workspace, Stream stream, Synchronize synchronize = Synchronize::no);
 
 // Dynamic per-token quantization, fused (one read of x, one write of q): for each row m of x [M, K] (float, half or
 // bfloat16; contiguous rows, any row stride), scales[m] = max(max_k |x[m, k]| / 127.5f, FLT_EPSILON) and

@@ -1,9 +1,8 @@
 // The W8A8 epilogue on the device (nvcc only): int32 accumulators to float, half, bfloat16 or requantized int8, the
-// arithmetic of cpu/linear_epilogue.hpp and cpu/linear_output.hpp operation for operation:
-//
-//   v = act(__int2float_rn(acc) · (sx · sw) + bias)        __fmul_rn / __fadd_rn: no contraction, as the CPU
+// formulas of core/epilogue.hpp (v = act(__int2float_rn(acc) · (sx · sw) + bias), then the output type) as the CPU
+// computes them:
 //   half / bfloat16: cvt.rn (nearest, ties to even; the same bits as core/half.hpp for every non-NaN value)
-//   int8: q = __float2int_rn(clamp(v · inv_out_scale, −128, 127)), inv_out_scale = 1.0f / out_scale from the host
+//   int8: epilogue_int8 with inv_out_scale = 1.0f / out_scale from the host
 //
 // ReLU is exact; GELU and SiLU call CUDA's erff / expf (within 2 ulps), so they may differ from glibc's by an ulp.
 // Used in registers by the GEMM kernels (store_pair) and by int8_epilogue_kernel over int32 sums in memory (the
@@ -15,8 +14,7 @@
 
 #include <cstdint>
 
-#include "shrink/cpu/linear_epilogue.hpp"
-#include "shrink/cuda/activation.cuh"
+#include "shrink/core/epilogue.hpp"
 #include "shrink/cuda/launch.hpp"
 
 namespace shrink::cuda::int8_gemm {
@@ -30,11 +28,12 @@ struct EpilogueParams {
   const float* bias = nullptr;      // [N], or null
   bool x_per_token = false;
   bool w_per_channel = false;
-  int activation = 0;  // cpu::Activation
+  int activation = 0;  // Activation
   OutputKind kind = OutputKind::f32;
   void* out = nullptr;
   std::int64_t ld_out = 0;  // elements between rows of out
   bool pairs = false;       // out and ld_out let two neighbours (even column first) go out as one aligned store
+  float out_scale = 0.0f;   // int8 outputs: finite, > 0
   float inv_out_scale = 0.0f;
   int* status = nullptr;
   int m = 0;
@@ -52,15 +51,14 @@ __device__ __forceinline__ float row_scale(const EpilogueParams& p, int row) {
 }
 
 // act(acc · (sx · sw[col]) + bias[col]) for one accumulator of a row whose scale is sx.
-__device__ __forceinline__ float epilogue_value(const EpilogueParams& p, std::int32_t acc, float sx, int col) {
+__device__ __forceinline__ float finished_value(const EpilogueParams& p, std::int32_t acc, float sx, int col) {
   const float sw = checked_scale(p.w_scales, p.w_per_channel ? col : 0, p.status);
   float b = 0.0f;  // the CPU adds 0.0f when there is no bias: −0 becomes +0 there too
   if (p.bias != nullptr) {
     b = __ldg(p.bias + col);
     if (!isfinite(b)) atomicOr(p.status, kNonFinite);
   }
-  return activate(__fadd_rn(__fmul_rn(__int2float_rn(acc), __fmul_rn(sx, sw)), b),
-                  static_cast<cpu::Activation>(p.activation));
+  return shrink::epilogue_value(__int2float_rn(acc), __fmul_rn(sx, sw), b, static_cast<Activation>(p.activation));
 }
 
 __device__ __forceinline__ std::uint16_t to_half_bits(float v) {
@@ -75,10 +73,8 @@ __device__ __forceinline__ std::uint16_t to_bfloat16_bits(float v) {
   return h;
 }
 
-__device__ __forceinline__ std::uint8_t to_int8_bits(float v, float inv_out_scale) {
-  float q = __fmul_rn(v, inv_out_scale);
-  q = q >= -128.0f ? (q <= 127.0f ? q : 127.0f) : -128.0f;  // NaN lands on −128, as quant::quantize
-  return static_cast<std::uint8_t>(__float2int_rn(q));
+__device__ __forceinline__ std::uint8_t to_int8_bits(const EpilogueParams& p, float v) {
+  return static_cast<std::uint8_t>(shrink::epilogue_int8(v, p.out_scale, p.inv_out_scale));
 }
 
 // Writes one finished value (not s32) at element offset `at` of out.
@@ -87,7 +83,7 @@ __device__ __forceinline__ void write_one(const EpilogueParams& p, std::int64_t 
     case OutputKind::f32: static_cast<float*>(p.out)[at] = v; break;
     case OutputKind::f16: static_cast<std::uint16_t*>(p.out)[at] = to_half_bits(v); break;
     case OutputKind::bf16: static_cast<std::uint16_t*>(p.out)[at] = to_bfloat16_bits(v); break;
-    case OutputKind::s8: static_cast<std::uint8_t*>(p.out)[at] = to_int8_bits(v, p.inv_out_scale); break;
+    case OutputKind::s8: static_cast<std::uint8_t*>(p.out)[at] = to_int8_bits(p, v); break;
     case OutputKind::s32: break;
   }
 }
@@ -105,8 +101,8 @@ __device__ __forceinline__ void write_two(const EpilogueParams& p, std::int64_t 
           to_bfloat16_bits(v0) | (static_cast<std::uint32_t>(to_bfloat16_bits(v1)) << 16);
       break;
     case OutputKind::s8:
-      reinterpret_cast<std::uint16_t*>(static_cast<std::uint8_t*>(p.out) + at)[0] = static_cast<std::uint16_t>(
-          to_int8_bits(v0, p.inv_out_scale) | (to_int8_bits(v1, p.inv_out_scale) << 8));
+      reinterpret_cast<std::uint16_t*>(static_cast<std::uint8_t*>(p.out) + at)[0] =
+          static_cast<std::uint16_t>(to_int8_bits(p, v0) | (to_int8_bits(p, v1) << 8));
       break;
     case OutputKind::s32: break;
   }
@@ -130,12 +126,12 @@ __device__ __forceinline__ void store_pair(const EpilogueParams& p, int row, int
     return;
   }
   const float sx = row_scale(p, row);
-  const float v0 = epilogue_value(p, a0, sx, col);
+  const float v0 = finished_value(p, a0, sx, col);
   if (!both) {
     write_one(p, at, v0);
     return;
   }
-  const float v1 = epilogue_value(p, a1, sx, col + 1);
+  const float v1 = finished_value(p, a1, sx, col + 1);
   if (p.pairs) {
     write_two(p, at, v0, v1);
   } else {
@@ -156,7 +152,7 @@ __global__ void int8_epilogue_kernel(const std::int32_t* __restrict__ acc, std::
     const std::int32_t* a = acc + static_cast<std::int64_t>(row) * ld_acc + col;
     std::int32_t sum = 0;
     for (int s = 0; s < splits; ++s) sum += __ldg(a + s * split_stride);
-    write_one(p, static_cast<std::int64_t>(row) * p.ld_out + col, epilogue_value(p, sum, row_scale(p, row), col));
+    write_one(p, static_cast<std::int64_t>(row) * p.ld_out + col, finished_value(p, sum, row_scale(p, row), col));
   }
 }
 

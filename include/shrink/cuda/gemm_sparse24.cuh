@@ -16,16 +16,13 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "shrink/core/epilogue.hpp"
 #include "shrink/core/half.hpp"
-#include "shrink/cpu/linear_epilogue.hpp"
-#include "shrink/cuda/activation.cuh"
 #include "shrink/cuda/gemm_sparse24_layout.hpp"
 #include "shrink/cuda/launch.cuh"
 #include "shrink/cuda/launch.hpp"
 
 namespace shrink::cuda::sparse24 {
-
-using cpu::Activation;
 
 // ---------------------------------------------------------------------------------------------------------------
 // PTX wrappers
@@ -108,30 +105,28 @@ __device__ __forceinline__ Out to_output(float v, float out_scale) {
   if constexpr (std::is_same_v<Out, float>) {
     return v;
   } else if constexpr (std::is_same_v<Out, std::int8_t>) {
-    // quant/quantize.hpp's symmetric int8: v times the float inverse of the scale, rounded half to even; fmaxf
-    // returns the other operand for a NaN, so NaN requantizes to -128, as on the CPU.
-    const float q = rintf(__fmul_rn(v, __fdiv_rn(1.0f, out_scale)));
-    return static_cast<std::int8_t>(fminf(fmaxf(q, -128.0f), 127.0f));
+    return epilogue_int8(v, out_scale, __fdiv_rn(1.0f, out_scale));  // NaN requantizes to -128, as on the CPU
   } else {
     return Out(v);  // half / bfloat16: round to nearest even, as the CPU's encoders
   }
 }
 
-// out[m, n] = act(acc · (sx[m] · sw[n]) + bias[n]), mul then add without contraction (the CPU's order).
+// out[m, n] = act(acc · (sx[m] · sw[n]) + bias[n]), core/epilogue.hpp's formula (scale 1 and bias 0 where absent).
 template <class T, class Out, class Accumulator>
 __device__ __forceinline__ void finish(const Params<T, Out>& p, std::int64_t m, std::int64_t n, Accumulator acc) {
-  float v = static_cast<float>(acc);  // int32 -> float rounds to nearest even, as on the CPU
+  float scale = 1.0f;
   if (p.x_scales != nullptr) {
     const float sx = p.x_scales[m * p.x_scale_step], sw = p.w_scales[n * p.w_scale_step];
     if (!(sx > 0.0f && sx <= 3.402823466e38f && sw > 0.0f && sw <= 3.402823466e38f)) atomicOr(p.status, kBadScale);
-    v = __fmul_rn(v, __fmul_rn(sx, sw));
+    scale = __fmul_rn(sx, sw);
   }
+  float b = 0.0f;
   if (p.bias != nullptr) {
-    const float b = p.bias[n];
+    b = p.bias[n];
     if (!isfinite(b)) atomicOr(p.status, kNonFinite);
-    v = __fadd_rn(v, b);
   }
-  p.out[m * p.n + n] = to_output<Out>(activate(v, p.activation), p.out_scale);
+  // int32 -> float rounds to nearest even, as on the CPU.
+  p.out[m * p.n + n] = to_output<Out>(epilogue_value(static_cast<float>(acc), scale, b, p.activation), p.out_scale);
 }
 
 // ---------------------------------------------------------------------------------------------------------------

@@ -8,9 +8,9 @@
 //   half x, half W        Y in float (tensor-core accumulation); out half (round to nearest even) or float; no scales
 //   bfloat16 likewise     [cpu::linear_nm]
 //   int8 x, int8 W        Y exact in int32; sx per token [M] or per tensor [1], sw per output channel [N] or [1];
-//                         out float, half, bfloat16, or int8 requantized: q = clamp(round_half_even(v · (1 / out_scale)),
-//                         -128, 127) (NaN gives -128)   [cpu::linear_nm_int8]
-// act: none, relu, gelu (erf), silu, as cpu/linear_epilogue.hpp.
+//                         out float, half, bfloat16, or int8 requantized: q = clamp(round_half_even(v · (1 /
+//                         out_scale)), -128, 127) (NaN gives -128)   [cpu::linear_nm_int8]
+// act: none, relu, gelu (erf), silu, as core/activation.hpp.
 //
 // The device code (shrink/cuda/gemm_sparse24.cuh) computes Yᵀ = W · Xᵀ: the sparse operand of mma.sp is A, so W's rows
 // are the mma's M dimension and X's rows its N dimension; the epilogue writes each accumulator back transposed.
@@ -32,10 +32,11 @@
 #include <string>
 #include <type_traits>
 
+#include "shrink/core/epilogue.hpp"
 #include "shrink/core/half.hpp"
+#include "shrink/core/overlap.hpp"
 #include "shrink/core/view.hpp"
 #include "shrink/cpu/linear_check.hpp"
-#include "shrink/cpu/linear_epilogue.hpp"
 #include "shrink/cuda/launch.hpp"
 #include "shrink/prune/nm.hpp"
 
@@ -76,12 +77,10 @@ template <class T, class Out>
 struct GemmSparse24Args {
   TensorView<const T> x;             // [M, K] row-major on the current device
   DeviceSparse24Weight<T> w;         // [N, K]
-  TensorView<const float> x_scales;  // int8: sx, [M] or [1] device floats; 16-bit: empty
-  TensorView<const float> w_scales;  // int8: sw, [N] or [1]; 16-bit: empty
-  TensorView<const float> bias;      // [N] device floats, or empty for none
-  cpu::Activation activation = cpu::Activation::none;
-  float out_scale = 1.0f;  // int8 output only: q = clamp(round_half_even(v · (1 / out_scale)), -128, 127)
-  TensorView<Out> out;     // [M, N] row-major
+  // Device views: x_scales [M] or [1] and w_scales [N] or [1] for int8 operands (empty for 16-bit ones), bias [N] or
+  // empty; out_scale for an int8 output: q = clamp(round_half_even(v · (1 / out_scale)), -128, 127).
+  Epilogue epilogue;
+  TensorView<Out> out;  // [M, N] row-major
   Sparse24Path path = Sparse24Path::automatic;
 };
 
@@ -121,141 +120,126 @@ inline bool pointer_aligned(const void* p, std::size_t bytes) {
 
 // A non-empty contiguous 2-D (rank 2) or 1-D (rank 1) view of CUDA memory on `device`, aligned to `alignment`.
 template <class V>
-cpu::LinearSupport check_device_view(const TensorView<V>& v, const std::string& name, int rank, std::size_t alignment,
-                                     int device) {
-  if (!v.device().is_cuda()) return cpu::LinearSupport::no(name, "a view of host memory", "a CUDA view");
+Support check_device_view(const TensorView<V>& v, const std::string& name, int rank, std::size_t alignment,
+                          int device) {
+  if (!v.device().is_cuda()) return Support::no(name, "a view of host memory", "a CUDA view");
   if (v.device().index != device)
-    return cpu::LinearSupport::no(name + ".device", "CUDA " + std::to_string(v.device().index),
-                                  "CUDA " + std::to_string(device) + ", where x lives");
+    return Support::no(name + ".device", "CUDA " + std::to_string(v.device().index),
+                       "CUDA " + std::to_string(device) + ", where x lives");
   if (v.rank() != rank)
-    return cpu::LinearSupport::no(name + ".shape", to_string(v.shape()), rank == 2 ? "a 2-D tensor" : "a 1-D vector");
-  if (v.empty()) return cpu::LinearSupport::no(name + ".shape", to_string(v.shape()), "at least one element");
-  if (!v.is_contiguous())
-    return cpu::LinearSupport::no(name + ".strides", to_string(v.strides()), "contiguous row-major memory");
-  if (v.data() == nullptr) return cpu::LinearSupport::no(name, "a null pointer", "a device pointer");
+    return Support::no(name + ".shape", to_string(v.shape()), rank == 2 ? "a 2-D tensor" : "a 1-D vector");
+  if (v.empty()) return Support::no(name + ".shape", to_string(v.shape()), "at least one element");
+  if (!v.is_contiguous()) return Support::no(name + ".strides", to_string(v.strides()), "contiguous row-major memory");
+  if (v.data() == nullptr) return Support::no(name, "a null pointer", "a device pointer");
   if (!pointer_aligned(v.data(), alignment))
-    return cpu::LinearSupport::no(name, "a misaligned pointer", "alignment to " + std::to_string(alignment) + " bytes");
-  return cpu::LinearSupport::yes();
+    return Support::no(name, "a misaligned pointer", "alignment to " + std::to_string(alignment) + " bytes");
+  return Support::yes();
 }
 
 // Scales of int8 operands: [count] (one per row) or [1] (one for the tensor).
-inline cpu::LinearSupport check_scales(const TensorView<const float>& s, const char* name, std::int64_t count,
-                                       const char* per, int device) {
-  cpu::LinearSupport r = check_device_view(s, name, 1, alignof(float), device);
+inline Support check_scales(const TensorView<const float>& s, const char* name, std::int64_t count, const char* per,
+                            int device) {
+  Support r = check_device_view(s, name, 1, alignof(float), device);
   if (!r) return r;
   if (s.size(0) != count && s.size(0) != 1)
-    return cpu::LinearSupport::no(std::string(name) + ".shape", to_string(s.shape()),
-                                  "[" + std::to_string(count) + "] (one per " + per + ") or [1] (per tensor)");
+    return Support::no(std::string(name) + ".shape", to_string(s.shape()),
+                       "[" + std::to_string(count) + "] (one per " + per + ") or [1] (per tensor)");
   return r;
 }
-
-struct ByteRange {
-  std::uintptr_t begin = 0, end = 0;
-};
-template <class V>
-ByteRange byte_range(const V* data, std::int64_t count) {
-  const auto begin = reinterpret_cast<std::uintptr_t>(data);
-  return {begin, begin + static_cast<std::uintptr_t>(count < 0 ? 0 : count) * sizeof(V)};
-}
-inline bool overlaps(ByteRange a, ByteRange b) { return a.begin < b.end && b.begin < a.end; }
 
 }  // namespace detail
 
 // Whether gemm_sparse24 can run these arguments, and when not, which argument is at fault and why. Touches no device.
 template <class T, class Out>
-cpu::LinearSupport can_implement_gemm_sparse24(const GemmSparse24Args<T, Out>& a) {
+Support can_implement_gemm_sparse24(const GemmSparse24Args<T, Out>& a) {
   using detail::check_device_view;
   if (!is_sparse24_type_pair<T, Out>())
-    return cpu::LinearSupport::no(
-        "x, out", std::string(cpu::detail::linear_type_name<T>()) + " -> " + cpu::detail::linear_type_name<Out>(),
-        "half -> half or float, bfloat16 -> bfloat16 or float, int8 -> float, half, bfloat16 or "
-        "int8");
+    return Support::no("x, out", std::string(element_type_name<T>()) + " -> " + element_type_name<Out>(),
+                       "half -> half or float, bfloat16 -> bfloat16 or float, int8 -> float, half, bfloat16 or "
+                       "int8");
   if (a.path != Sparse24Path::automatic && a.path != Sparse24Path::mma_sp_32x16 &&
       a.path != Sparse24Path::mma_sp_64x64 && a.path != Sparse24Path::mma_sp_128x128)
-    return cpu::LinearSupport::no("path", std::to_string(static_cast<int>(a.path)),
-                                  "automatic, mma_sp_32x16, mma_sp_64x64 or mma_sp_128x128");
+    return Support::no("path", std::to_string(static_cast<int>(a.path)),
+                       "automatic, mma_sp_32x16, mma_sp_64x64 or mma_sp_128x128");
   // 16-byte rows and pointers: the kernel copies 16 bytes at a time (cp.async).
-  if (!a.x.device().is_cuda()) return cpu::LinearSupport::no("x", "a view of host memory", "a CUDA view");
+  if (!a.x.device().is_cuda()) return Support::no("x", "a view of host memory", "a CUDA view");
   const int device = a.x.device().index;
-  cpu::LinearSupport s = check_device_view(a.x, "x", 2, 16, device);
+  Support s = check_device_view(a.x, "x", 2, 16, device);
   if (!s) return s;
   const std::int64_t m = a.x.size(0), k = a.x.size(1);
   const prune::NmPattern pattern = a.w.pattern;
   if (pattern.n != 2 || pattern.m != 4)
-    return cpu::LinearSupport::no("w.pattern", prune::to_string(pattern), "2:4 (what sparse tensor cores run)");
-  if (a.w.rows < 1) return cpu::LinearSupport::no("w.rows", std::to_string(a.w.rows), "N >= 1");
+    return Support::no("w.pattern", prune::to_string(pattern), "2:4 (what sparse tensor cores run)");
+  if (a.w.rows < 1) return Support::no("w.rows", std::to_string(a.w.rows), "N >= 1");
   if (a.w.cols != k)
-    return cpu::LinearSupport::no("w.cols", std::to_string(a.w.cols),
-                                  "K = " + std::to_string(k) + ", the columns of x");
+    return Support::no("w.cols", std::to_string(a.w.cols), "K = " + std::to_string(k) + ", the columns of x");
   constexpr std::int64_t tile_k = sparse24_tile_k<T>();
   if (k % tile_k != 0)
-    return cpu::LinearSupport::no("x.shape", to_string(a.x.shape()),
-                                  "K a multiple of " + std::to_string(tile_k) + " (one mma.sp k-step of " +
-                                      cpu::detail::linear_type_name<T>() + " values)");
-  if (std::is_same_v<T, std::int8_t> && k > kSparse24MaxInt8K)
-    return cpu::LinearSupport::no(
+    return Support::no(
         "x.shape", to_string(a.x.shape()),
-        "K <= " + std::to_string(kSparse24MaxInt8K) + " (int32 accumulators cannot overflow)");
-  if (!a.w.device.is_cuda()) return cpu::LinearSupport::no("w.device", "the host", "a CUDA device");
+        "K a multiple of " + std::to_string(tile_k) + " (one mma.sp k-step of " + element_type_name<T>() + " values)");
+  if (std::is_same_v<T, std::int8_t> && k > kSparse24MaxInt8K)
+    return Support::no("x.shape", to_string(a.x.shape()),
+                       "K <= " + std::to_string(kSparse24MaxInt8K) + " (int32 accumulators cannot overflow)");
+  if (!a.w.device.is_cuda()) return Support::no("w.device", "the host", "a CUDA device");
   if (a.w.device.index != device)
-    return cpu::LinearSupport::no("w.device", "CUDA " + std::to_string(a.w.device.index),
-                                  "CUDA " + std::to_string(device) + ", where x lives");
-  if (a.w.values == nullptr) return cpu::LinearSupport::no("w.values", "a null pointer", "a device pointer");
+    return Support::no("w.device", "CUDA " + std::to_string(a.w.device.index),
+                       "CUDA " + std::to_string(device) + ", where x lives");
+  if (a.w.values == nullptr) return Support::no("w.values", "a null pointer", "a device pointer");
   if (!detail::pointer_aligned(a.w.values, 16))
-    return cpu::LinearSupport::no("w.values", "a misaligned pointer", "alignment to 16 bytes");
-  if (a.w.metadata == nullptr) return cpu::LinearSupport::no("w.metadata", "a null pointer", "a device pointer");
+    return Support::no("w.values", "a misaligned pointer", "alignment to 16 bytes");
+  if (a.w.metadata == nullptr) return Support::no("w.metadata", "a null pointer", "a device pointer");
   if (!detail::pointer_aligned(a.w.metadata, 16))
-    return cpu::LinearSupport::no("w.metadata", "a misaligned pointer", "alignment to 16 bytes");
+    return Support::no("w.metadata", "a misaligned pointer", "alignment to 16 bytes");
   const std::int64_t n = a.w.rows;
   s = check_device_view(a.out, "out", 2, alignof(Out), device);
   if (!s) return s;
   if (a.out.size(0) != m || a.out.size(1) != n)
-    return cpu::LinearSupport::no("out.shape", to_string(a.out.shape()), to_string(Shape{m, n}) + " ([M, N])");
+    return Support::no("out.shape", to_string(a.out.shape()), to_string(Shape{m, n}) + " ([M, N])");
   if constexpr (std::is_same_v<T, std::int8_t>) {
-    s = detail::check_scales(a.x_scales, "x_scales", m, "row of x", device);
+    s = detail::check_scales(a.epilogue.x_scales, "epilogue.x_scales", m, "row of x", device);
     if (!s) return s;
-    s = detail::check_scales(a.w_scales, "w_scales", n, "output feature", device);
+    s = detail::check_scales(a.epilogue.w_scales, "epilogue.w_scales", n, "output feature", device);
     if (!s) return s;
   } else {
-    if (!detail::is_empty_vector(a.x_scales))
-      return cpu::LinearSupport::no("x_scales.shape", to_string(a.x_scales.shape()),
-                                    "an empty view (scales apply to int8 operands)");
-    if (!detail::is_empty_vector(a.w_scales))
-      return cpu::LinearSupport::no("w_scales.shape", to_string(a.w_scales.shape()),
-                                    "an empty view (scales apply to int8 operands)");
+    if (!detail::is_empty_vector(a.epilogue.x_scales))
+      return Support::no("epilogue.x_scales.shape", to_string(a.epilogue.x_scales.shape()),
+                         "an empty view (scales apply to int8 operands)");
+    if (!detail::is_empty_vector(a.epilogue.w_scales))
+      return Support::no("epilogue.w_scales.shape", to_string(a.epilogue.w_scales.shape()),
+                         "an empty view (scales apply to int8 operands)");
   }
-  const bool has_bias = !detail::is_empty_vector(a.bias);
+  const bool has_bias = !detail::is_empty_vector(a.epilogue.bias);
   if (has_bias) {
-    s = check_device_view(a.bias, "bias", 1, alignof(float), device);
+    s = check_device_view(a.epilogue.bias, "epilogue.bias", 1, alignof(float), device);
     if (!s) return s;
-    if (a.bias.size(0) != n)
-      return cpu::LinearSupport::no("bias.shape", to_string(a.bias.shape()),
-                                    "[" + std::to_string(n) + "] (one per output feature) or an empty view");
+    if (a.epilogue.bias.size(0) != n)
+      return Support::no("epilogue.bias.shape", to_string(a.epilogue.bias.shape()),
+                         "[" + std::to_string(n) + "] (one per output feature) or an empty view");
   }
-  if (a.activation != cpu::Activation::none && a.activation != cpu::Activation::relu &&
-      a.activation != cpu::Activation::gelu && a.activation != cpu::Activation::silu)
-    return cpu::LinearSupport::no("activation", std::to_string(static_cast<int>(a.activation)),
-                                  "none, relu, gelu or silu");
-  if (std::is_same_v<Out, std::int8_t> && !(std::isfinite(a.out_scale) && a.out_scale > 0.0f))
-    return cpu::LinearSupport::no("out_scale", shrink::detail::to_text(a.out_scale),
-                                  "a finite scale > 0 (int8 output)");
+  if (!is_known(a.epilogue.activation))
+    return Support::no("epilogue.activation", std::to_string(static_cast<int>(a.epilogue.activation)),
+                       "none, relu, gelu or silu");
+  if (std::is_same_v<Out, std::int8_t> && !(std::isfinite(a.epilogue.out_scale) && a.epilogue.out_scale > 0.0f))
+    return Support::no("epilogue.out_scale", shrink::detail::to_text(a.epilogue.out_scale),
+                       "a finite scale > 0 (int8 output)");
   // The output must not share bytes with any input.
-  const detail::ByteRange out_bytes = detail::byte_range(a.out.data(), a.out.numel());
+  const ByteSpan out_bytes = byte_span(a.out.data(), a.out.numel());
   const struct {
     const char* name;
-    detail::ByteRange bytes;
+    ByteSpan bytes;
   } inputs[] = {
-      {"x", detail::byte_range(a.x.data(), a.x.numel())},
-      {"w.values", detail::byte_range(a.w.values, n * k / 2)},
-      {"w.metadata", detail::byte_range(a.w.metadata, (n + 15) / 16 * 16 * k / 32)},
-      {"x_scales", detail::byte_range(a.x_scales.data(), a.x_scales.numel())},
-      {"w_scales", detail::byte_range(a.w_scales.data(), a.w_scales.numel())},
-      {"bias", detail::byte_range(a.bias.data(), has_bias ? a.bias.numel() : 0)},
+      {"x", byte_span(a.x.data(), a.x.numel())},
+      {"w.values", byte_span(a.w.values, n * k / 2)},
+      {"w.metadata", byte_span(a.w.metadata, (n + 15) / 16 * 16 * k / 32)},
+      {"epilogue.x_scales", byte_span(a.epilogue.x_scales.data(), a.epilogue.x_scales.numel())},
+      {"epilogue.w_scales", byte_span(a.epilogue.w_scales.data(), a.epilogue.w_scales.numel())},
+      {"epilogue.bias", byte_span(a.epilogue.bias.data(), has_bias ? a.epilogue.bias.numel() : 0)},
   };
   for (const auto& input : inputs)
-    if (detail::overlaps(out_bytes, input.bytes))
-      return cpu::LinearSupport::no("out", std::string("memory overlapping ") + input.name, "a separate output");
-  return cpu::LinearSupport::yes();
+    if (spans_overlap(out_bytes, input.bytes))
+      return Support::no("out", std::string("memory overlapping ") + input.name, "a separate output");
+  return Support::yes();
 }
 
 // Workspace of gemm_sparse24: the status word (kStatusBytes), whatever the shape.

@@ -9,7 +9,7 @@
 // (quant::QuantizedTensor: int8 bytes [N, K] and scales [N] for per_channel axis 0; int4 packed two a byte, the
 // even k in the low nibble, [N, K / 2], and scales [N, K / group_size] for per_group axis 1). Products are exact
 // (16-bit x times a small integer) and sums float; the integers are turned into 16-bit floats in registers, never
-// stored. act and its formulas are cpu::Activation's (cpu/linear_epilogue.hpp); the CPU twin is
+// stored. act and its formulas are Activation's (core/epilogue.hpp); the CPU twin is
 // cpu::linear_weight_only (cpu/linear_weight_only.hpp), which the tests compare against.
 //
 // Paths: cuda_core (CUDA-core FMA in float, a warp per 4 output rows, lanes along K; best for M <= 2-4) and
@@ -29,10 +29,10 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "shrink/core/epilogue.hpp"
 #include "shrink/core/half.hpp"
 #include "shrink/core/view.hpp"
 #include "shrink/cpu/linear_check.hpp"
-#include "shrink/cpu/linear_epilogue.hpp"
 #include "shrink/cuda/launch.hpp"
 #include "shrink/quant/scheme.hpp"
 
@@ -88,8 +88,8 @@ template <class T>
 struct GemmWeightOnlyArgs {
   TensorView<const T> x;           // [M, K] contiguous CUDA view, 16-byte aligned
   WeightOnlyWeight w;              // [N, K], 16-byte aligned data
-  TensorView<const float> bias;    // [N] contiguous CUDA view, or an empty view for none
-  cpu::Activation activation = cpu::Activation::none;
+  // bias: [N] contiguous CUDA view, or empty for none; the scales stay empty (w carries its own).
+  Epilogue epilogue;
   TensorView<T> out;               // [M, N] contiguous CUDA view, apart from every input
   WeightOnlyPath path = WeightOnlyPath::automatic;
   // K slices (thread blocks along K, their partials added by a second kernel); 0 lets the call choose from the shape
@@ -100,7 +100,7 @@ struct GemmWeightOnlyArgs {
 // Whether the call can run, and why not (the argument, its value, what was expected). No CUDA call is made: the
 // current device and its compute capability (8.0 or later) are checked by gemm_weight_only.
 template <class T>
-cpu::LinearSupport can_implement_gemm_weight_only(const GemmWeightOnlyArgs<T>& args);
+Support can_implement_gemm_weight_only(const GemmWeightOnlyArgs<T>& args);
 
 // The path automatic resolves to for these arguments: cuda_core for M <= 4 with int8 weights and M <= 2 with int4
 // ones, tensor_core above; a forced path is returned as it is.

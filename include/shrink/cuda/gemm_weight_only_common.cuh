@@ -12,9 +12,8 @@
 
 #include <cstdint>
 
+#include "shrink/core/epilogue.hpp"
 #include "shrink/core/half.hpp"
-#include "shrink/cpu/linear_epilogue.hpp"
-#include "shrink/cuda/activation.cuh"
 #include "shrink/cuda/launch.hpp"
 #include "shrink/cuda/weight_only_bits.hpp"
 
@@ -42,7 +41,7 @@ struct Problem {
   int group_size = 0;                // int4
   std::int64_t k_slice = 0;          // k per slice, a multiple of kBlockK
   int slices = 1;
-  cpu::Activation activation = cpu::Activation::none;
+  Activation activation = Activation::none;
 };
 
 // ---- 16-bit traits ---------------------------------------------------------------------------------------------------
@@ -149,19 +148,18 @@ struct Flags {
 // out[m, n] from the complete float sum acc.
 template <class T, WeightKind Kind>
 __device__ __forceinline__ void finish_output(const Problem<T>& p, int m, int n, float acc, Flags& flags) {
-  float v = acc;
+  float scale = 1.0f;  // int4: the group scales are inside the sum
   if (Kind == WeightKind::int8) {
-    const float s = __ldg(p.scales + n);
-    flags.bad_scale |= !valid_scale(s);
-    v = __fmul_rn(v, s);
+    scale = __ldg(p.scales + n);
+    flags.bad_scale |= !valid_scale(scale);
   }
+  float b = 0.0f;
   if (p.bias != nullptr) {
-    const float b = __ldg(p.bias + n);
+    b = __ldg(p.bias + n);
     flags.bad_bias |= !isfinite(b);
-    v = __fadd_rn(v, b);
   }
   reinterpret_cast<std::uint16_t*>(p.out)[static_cast<std::int64_t>(m) * p.n + n] =
-      Sixteen<T>::encode(activate(v, p.activation));
+      Sixteen<T>::encode(epilogue_value(acc, scale, b, p.activation));
 }
 
 // A slice's sum for (m, n): the output itself with one slice, else its partial.

@@ -1,13 +1,7 @@
 // CUDA realisation of quant/quantize.hpp and quant/fake_quantize.hpp: device kernels and stream launchers
-// (nvcc only; host-compiled callers use shrink/cuda/quantize.hpp).
-//
-// Per element, bit for bit as cpu/quantize.hpp (PyTorch's formulas in float32):
-//   inv = 1.0f / scale                                     (__fdiv_rn, once per parameter, into the workspace)
-//   q   = clamp(nearbyint(x * inv), qmin - zp, qmax - zp) + zp      (__fmul_rn, then __float2int_rn: half to even)
-//   x'  = (q - zp) * scale
-//   fake: r = nearbyint(clamp(x * inv, qmin - zp - 1, qmax - zp + 1)); y = clamp(r, qmin - zp, qmax - zp) * scale,
-//         mask = (qmin - zp <= r <= qmax - zp) as one byte 0/1 per element.
-// The _rn intrinsics keep nvcc from contracting or approximating: results equal the CPU's exactly.
+// (nvcc only; host-compiled callers use shrink/cuda/quantize.hpp). Per element, core/affine.hpp's formulas, the ones
+// the CPU computes: inv = 1.0f / scale once per parameter (__fdiv_rn, into the workspace), then quantize_value,
+// dequantize_value and fake_quantize_value (mask one byte 0/1 per element), bit for bit the CPU's.
 //
 // Non-finite input: the CPU throws before writing; a kernel cannot, so it or-s kNonFinite into a status word in the
 // caller's workspace (and the parameter check or-s kBadScale / kBadZeroPoint). The host API reads that word only
@@ -18,6 +12,7 @@
 
 #include <cstdint>
 
+#include "shrink/core/affine.hpp"
 #include "shrink/core/int4.hpp"
 #include "shrink/cuda/check.cuh"
 #include "shrink/cuda/launch.cuh"
@@ -60,53 +55,21 @@ struct DeviceAffine {
   ParamIndexer index;
 };
 
-// The parameters of one element, clamp bounds shifted by the zero point as cpu::AffineParams.
-struct ElementAffine {
-  float scale;
-  float inv_scale;
-  std::int32_t zero_point;
-  float low;   // qmin - zero_point
-  float high;  // qmax - zero_point
-};
-
-__device__ __forceinline__ ElementAffine load_affine(const DeviceAffine& p, std::int64_t param) {
-  ElementAffine a;
-  a.scale = __ldg(p.scale + param);
-  a.inv_scale = p.inv_scale ? __ldg(p.inv_scale + param) : 0.0f;
-  a.zero_point = __ldg(p.zero_point + param);
-  a.low = static_cast<float>(p.qmin - a.zero_point);
-  a.high = static_cast<float>(p.qmax - a.zero_point);
-  return a;
+// One element's parameters (core/affine.hpp), the clamp bounds shifted by the zero point.
+__device__ __forceinline__ AffineParams load_affine(const DeviceAffine& p, std::int64_t param) {
+  return AffineParams(__ldg(p.scale + param), p.inv_scale ? __ldg(p.inv_scale + param) : 0.0f,
+                      __ldg(p.zero_point + param), p.qmin, p.qmax);
 }
 
 template <ParamMode M>
-__device__ __forceinline__ ElementAffine element_affine(const DeviceAffine& p, const ElementAffine& uniform,
-                                                        std::int64_t e) {
+__device__ __forceinline__ AffineParams element_affine(const DeviceAffine& p, const AffineParams& uniform,
+                                                       std::int64_t e) {
   if constexpr (M == ParamMode::per_tensor) return uniform;
   else return load_affine(p, p.index.at<M>(e));
 }
 
 __device__ __forceinline__ void note_nonfinite(float x, int* status) {
   if (!isfinite(x)) atomicOr(status, kNonFinite);
-}
-
-__device__ __forceinline__ std::int32_t quantize_value(float x, const ElementAffine& a) {
-  float v = __fmul_rn(x, a.inv_scale);
-  v = v >= a.low ? (v <= a.high ? v : a.high) : a.low;  // NaN lands on low, as on the CPU
-  return __float2int_rn(v) + a.zero_point;
-}
-
-__device__ __forceinline__ float dequantize_value(std::int32_t q, const ElementAffine& a) {
-  return __fmul_rn(static_cast<float>(q - a.zero_point), a.scale);
-}
-
-__device__ __forceinline__ float fake_quantize_value(float x, const ElementAffine& a, std::uint8_t& mask) {
-  float v = __fmul_rn(x, a.inv_scale);
-  const float low1 = a.low - 1.0f, high1 = a.high + 1.0f;  // exact: small integers
-  v = v < low1 ? low1 : (v > high1 ? high1 : v);
-  const float r = rintf(v);
-  mask = (r >= a.low && r <= a.high) ? 1 : 0;
-  return __fmul_rn(r < a.low ? a.low : (r > a.high ? a.high : r), a.scale);
 }
 
 // Grid-stride helpers.
@@ -133,7 +96,7 @@ __global__ void prepare_affine_kernel(const float* scale, const ZeroPoint* zero_
 template <class Q, ParamMode M, bool Vec>
 __global__ void quantize_bytes_kernel(const float* __restrict__ x, Q* __restrict__ out, std::int64_t n,
                                       DeviceAffine p, int* status) {
-  const ElementAffine uniform = M == ParamMode::per_tensor ? load_affine(p, 0) : ElementAffine{};
+  const AffineParams uniform = M == ParamMode::per_tensor ? load_affine(p, 0) : AffineParams{};
   std::int64_t begin = 0;
   if constexpr (Vec) {
     const std::int64_t n4 = n / 4;
@@ -162,7 +125,7 @@ __global__ void quantize_bytes_kernel(const float* __restrict__ x, Q* __restrict
 template <ParamMode M>
 __global__ void quantize_int4_kernel(const float* __restrict__ x, std::uint8_t* __restrict__ out, std::int64_t rows,
                                      std::int64_t row_length, DeviceAffine p, int* status) {
-  const ElementAffine uniform = M == ParamMode::per_tensor ? load_affine(p, 0) : ElementAffine{};
+  const AffineParams uniform = M == ParamMode::per_tensor ? load_affine(p, 0) : AffineParams{};
   const std::int64_t row_bytes = int4_row_bytes(row_length);
   const std::int64_t total = rows * row_bytes;
   for (std::int64_t b = global_thread(); b < total; b += grid_threads()) {
@@ -183,7 +146,7 @@ __global__ void quantize_int4_kernel(const float* __restrict__ x, std::uint8_t* 
 template <class Q, ParamMode M, bool Vec>
 __global__ void dequantize_bytes_kernel(const Q* __restrict__ q, float* __restrict__ out, std::int64_t n,
                                         DeviceAffine p) {
-  const ElementAffine uniform = M == ParamMode::per_tensor ? load_affine(p, 0) : ElementAffine{};
+  const AffineParams uniform = M == ParamMode::per_tensor ? load_affine(p, 0) : AffineParams{};
   std::int64_t begin = 0;
   if constexpr (Vec) {
     const std::int64_t n4 = n / 4;
@@ -208,7 +171,7 @@ __global__ void dequantize_bytes_kernel(const Q* __restrict__ q, float* __restri
 template <bool Signed, ParamMode M>
 __global__ void dequantize_int4_kernel(const std::uint8_t* __restrict__ q, float* __restrict__ out, std::int64_t rows,
                                        std::int64_t row_length, DeviceAffine p) {
-  const ElementAffine uniform = M == ParamMode::per_tensor ? load_affine(p, 0) : ElementAffine{};
+  const AffineParams uniform = M == ParamMode::per_tensor ? load_affine(p, 0) : AffineParams{};
   const std::int64_t row_bytes = int4_row_bytes(row_length);
   const std::int64_t total = rows * row_bytes;
   for (std::int64_t b = global_thread(); b < total; b += grid_threads()) {
@@ -228,7 +191,7 @@ __global__ void dequantize_int4_kernel(const std::uint8_t* __restrict__ q, float
 template <ParamMode M, bool Vec>
 __global__ void fake_quantize_kernel(const float* x, float* out, std::uint8_t* __restrict__ mask, std::int64_t n,
                                      DeviceAffine p, int* status) {
-  const ElementAffine uniform = M == ParamMode::per_tensor ? load_affine(p, 0) : ElementAffine{};
+  const AffineParams uniform = M == ParamMode::per_tensor ? load_affine(p, 0) : AffineParams{};
   std::int64_t begin = 0;
   if constexpr (Vec) {
     const std::int64_t n4 = n / 4;
@@ -240,7 +203,7 @@ __global__ void fake_quantize_kernel(const float* x, float* out, std::uint8_t* _
       for (int l = 0; l < 4; ++l) {
         note_nonfinite(in[l], status);
         std::uint8_t m = 0;
-        y[l] = fake_quantize_value(in[l], element_affine<M>(p, uniform, 4 * k + l), m);
+        y[l] = fake_quantize_value(in[l], element_affine<M>(p, uniform, 4 * k + l), &m);
         word |= static_cast<std::uint32_t>(m) << (8 * l);
       }
       reinterpret_cast<float4*>(out)[k] = make_float4(y[0], y[1], y[2], y[3]);
@@ -252,7 +215,7 @@ __global__ void fake_quantize_kernel(const float* x, float* out, std::uint8_t* _
     const float v = x[e];
     note_nonfinite(v, status);
     std::uint8_t m = 0;
-    out[e] = fake_quantize_value(v, element_affine<M>(p, uniform, e), m);
+    out[e] = fake_quantize_value(v, element_affine<M>(p, uniform, e), &m);
     if (mask) mask[e] = m;
   }
 }

@@ -17,6 +17,7 @@
 #include <cstring>
 #include <type_traits>
 
+#include "shrink/core/affine.hpp"
 #include "shrink/core/half.hpp"
 #include "shrink/cuda/launch.hpp"
 
@@ -46,12 +47,6 @@ __device__ __forceinline__ float block_max(float v, float* partial) {
   float all = 0.0f;  // |x| ≥ 0, so 0 is the identity
   for (int i = 0; i < kThreads / 32; ++i) all = fmaxf(all, partial[i]);
   return all;
-}
-
-__device__ __forceinline__ std::int8_t quantize_one(float v, float inv_scale) {
-  float q = __fmul_rn(v, inv_scale);
-  q = q >= -128.0f ? (q <= 127.0f ? q : 127.0f) : -128.0f;  // NaN lands on −128, as on the CPU
-  return static_cast<std::int8_t>(__float2int_rn(q));
 }
 
 // Vec: x rows, q rows and cols allow whole 16-byte loads of x and kVector<T>-byte stores of q. Staged: the row lives
@@ -87,7 +82,7 @@ __global__ void __launch_bounds__(kThreads) quantize_rows_absmax_kernel(const T*
   if (!finite) atomicOr(status, kNonFinite);
   const float amax = block_max(largest, partial);
   const float scale = fmaxf(__fdiv_rn(amax, 127.5f), FLT_EPSILON);
-  const float inv_scale = __fdiv_rn(1.0f, scale);
+  const AffineParams params(scale, __fdiv_rn(1.0f, scale), 0, -128, 127);  // symmetric int8 (core/affine.hpp)
   if (threadIdx.x == 0) scales[row] = scale;
 
   // Each thread reads back only the elements it staged itself: no barrier needed for the shared row.
@@ -99,12 +94,13 @@ __global__ void __launch_bounds__(kThreads) quantize_rows_absmax_kernel(const T*
       std::uint32_t words[(V + 3) / 4] = {};  // little-endian: element i + j in byte j
 #pragma unroll
       for (int j = 0; j < V; ++j)
-        words[j / 4] |= static_cast<std::uint32_t>(static_cast<std::uint8_t>(quantize_one(to_float(values[j]), inv_scale)))
-                        << (8 * (j % 4));
+        words[j / 4] |=
+            static_cast<std::uint32_t>(static_cast<std::uint8_t>(quantize_value(to_float(values[j]), params)))
+            << (8 * (j % 4));
       if constexpr (V == 4) *reinterpret_cast<std::uint32_t*>(out + i) = words[0];
       else *reinterpret_cast<uint2*>(out + i) = make_uint2(words[0], words[1]);
     } else {
-      out[i] = quantize_one(to_float(values[0]), inv_scale);
+      out[i] = static_cast<std::int8_t>(quantize_value(to_float(values[0]), params));
     }
   }
 }

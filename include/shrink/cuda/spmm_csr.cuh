@@ -15,9 +15,8 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "shrink/core/epilogue.hpp"
 #include "shrink/core/half.hpp"
-#include "shrink/cpu/linear_epilogue.hpp"
-#include "shrink/cuda/activation.cuh"
 #include "shrink/cuda/check.cuh"
 #include "shrink/cuda/launch.cuh"
 #include "shrink/cuda/launch.hpp"
@@ -97,17 +96,17 @@ __device__ __forceinline__ void load_widened(const T* p, float (&out)[Vec]) {
   }
 }
 
-// act(acc + bias[n]) rounded to T; a bias that is not finite sets `nonfinite`.
+// act(acc + bias[n]) rounded to T, core/epilogue.hpp's formula (bias 0 where absent, as the CPU twin); a bias that is
+// not finite sets `nonfinite`.
 template <class T>
-__device__ __forceinline__ T finish(float acc, const float* bias, std::int64_t n, cpu::Activation activation,
+__device__ __forceinline__ T finish(float acc, const float* bias, std::int64_t n, Activation activation,
                                     bool& nonfinite) {
-  float v = acc;
+  float b = 0.0f;
   if (bias != nullptr) {
-    const float b = bias[n];
+    b = bias[n];
     nonfinite |= !isfinite(b);
-    v += b;
   }
-  return from_float<T>(activate(v, activation));
+  return from_float<T>(epilogue_value(acc, 1.0f, b, activation));
 }
 
 // xt[k, m] = x[m, k] for m < M and 0 for M <= m < ldxt: X [M, K] row-major into Xᵀ [K, ldxt], by 32 × 32 tiles through
@@ -152,7 +151,7 @@ template <class T, int Vectors>
 __global__ void row_dots_kernel(const T* __restrict__ xt, std::int64_t ldxt, std::int64_t m_total, std::int64_t k_total,
                                 std::int64_t n_total, const std::int32_t* __restrict__ row_offsets,
                                 const std::int32_t* __restrict__ column_indices, const T* __restrict__ values,
-                                std::int64_t nnz, const float* __restrict__ bias, cpu::Activation activation,
+                                std::int64_t nnz, const float* __restrict__ bias, Activation activation,
                                 T* __restrict__ out, int* status) {
   constexpr int kVec = kVector16<T>;
   constexpr int kAcc = Vectors == 0 ? 1 : Vectors * kVec;
@@ -230,7 +229,7 @@ template <class T, int Vec, bool BalanceNonzeros>
 __global__ void tile_kernel(const T* __restrict__ xt, std::int64_t ldxt, std::int64_t m_total, std::int64_t k_total,
                             std::int64_t n_total, const std::int32_t* __restrict__ row_offsets,
                             const std::int32_t* __restrict__ column_indices, const T* __restrict__ values,
-                            std::int64_t nnz, const float* __restrict__ bias, cpu::Activation activation,
+                            std::int64_t nnz, const float* __restrict__ bias, Activation activation,
                             T* __restrict__ out, int* status) {
   constexpr int kTileM = kWarp * Vec;
   constexpr int kBatch = 4;  // stored values whose Xᵀ loads are issued together
@@ -384,7 +383,7 @@ template <class T, int Vec>
 __global__ void staged_kernel(const T* __restrict__ xt, std::int64_t ldxt, std::int64_t m_total, std::int64_t k_total,
                               std::int64_t n_total, const std::int32_t* __restrict__ row_offsets,
                               const std::int32_t* __restrict__ column_indices, const T* __restrict__ values,
-                              std::int64_t nnz, const float* __restrict__ bias, cpu::Activation activation,
+                              std::int64_t nnz, const float* __restrict__ bias, Activation activation,
                               T* __restrict__ out, int* status) {
   using Shared = StagedShared<T, Vec>;
   constexpr int kTileM = Shared::kTileM;
@@ -534,7 +533,7 @@ struct Operands {
   const T* values;
   std::int64_t nnz;
   const float* bias;
-  cpu::Activation activation;
+  Activation activation;
   T* out;
   int* status;
 };

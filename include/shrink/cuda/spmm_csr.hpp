@@ -4,7 +4,7 @@
 //
 // with W pruned and stored as CSR on the device (sparse::Csr's three arrays: int32 row offsets, int32 column indices,
 // values), x, the values and out all float, half or bfloat16, float accumulation, a float bias and the activations of
-// cpu/linear_epilogue.hpp (none, relu, gelu with erf, silu); half and bfloat16 outputs are rounded to nearest even
+// core/activation.hpp (none, relu, gelu with erf, silu); half and bfloat16 outputs are rounded to nearest even
 // once, at the end. The CPU twin is cpu::linear_csr (cpu/linear_csr.hpp), which computes the same sums in another
 // order. The device code (shrink/cuda/spmm_csr.cuh) computes Yᵀ = W · Xᵀ: X is transposed once into the workspace,
 // k-major, so the run Xᵀ[k, m0 .. m0 + tile) that each stored w[n, k] multiplies is contiguous (16-byte loads).
@@ -39,10 +39,10 @@
 #include <cstdint>
 #include <string>
 
+#include "shrink/core/epilogue.hpp"
 #include "shrink/core/half.hpp"
 #include "shrink/core/view.hpp"
 #include "shrink/cpu/linear_check.hpp"
-#include "shrink/cpu/linear_epilogue.hpp"
 #include "shrink/cuda/launch.hpp"
 
 namespace shrink::cuda {
@@ -74,8 +74,7 @@ struct SpmmCsrArgs {
   TensorView<const std::int32_t> row_offsets;     // [N + 1]: 0, then the running count of stored values
   TensorView<const std::int32_t> column_indices;  // [nnz], in [0, K), strictly increasing within a row
   TensorView<const T> values;                     // [nnz]; nnz may be 0 (then both views may be empty)
-  TensorView<const float> bias;                   // [N] finite floats, or an empty view for none
-  cpu::Activation activation = cpu::Activation::none;
+  Epilogue epilogue;  // bias: [N] finite floats, or empty for none; no scales (float operands)
   TensorView<T> out;  // [M, N], contiguous
   SpmmPath path = SpmmPath::automatic;
 };
@@ -83,7 +82,7 @@ struct SpmmCsrArgs {
 // Whether the operands can run and, when not, which argument is wrong, its value and what was expected. Host only:
 // no CUDA call (the current-device check is left to spmm_csr).
 template <class T>
-cpu::LinearSupport can_implement_spmm_csr(const SpmmCsrArgs<T>& args);
+Support can_implement_spmm_csr(const SpmmCsrArgs<T>& args);
 
 // The path `automatic` resolves to for these operands (a forced path is returned as given).
 template <class T>

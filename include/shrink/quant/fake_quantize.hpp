@@ -25,7 +25,7 @@ namespace detail {
 
 inline void fake_quantize_checked(TensorView<const float> x, const QuantScheme& scheme, const QParams& qparams,
                                   TensorView<float> out, std::uint8_t* mask, const char* fn) {
-  const std::vector<cpu::AffineParams> params = affine_params(qparams, scheme);
+  const std::vector<AffineParams> params = affine_params(qparams, scheme);
   std::vector<float> storage;
   const float* data = contiguous_input(x, storage);
   cpu::require_finite(data, x.numel(), fn, "x");

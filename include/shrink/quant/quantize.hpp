@@ -42,9 +42,9 @@ inline cpu::ParamLayout param_layout(const QuantScheme& scheme, const Shape& sha
   return layout;
 }
 
-inline std::vector<cpu::AffineParams> affine_params(const QParams& q, const QuantScheme& scheme) {
+inline std::vector<AffineParams> affine_params(const QParams& q, const QuantScheme& scheme) {
   const QuantRange r = quant_range(scheme);
-  std::vector<cpu::AffineParams> params;
+  std::vector<AffineParams> params;
   params.reserve(q.scale.size());
   for (std::size_t i = 0; i < q.scale.size(); ++i) params.emplace_back(q.scale[i], q.zero_point[i], r.qmin, r.qmax);
   return params;
@@ -68,7 +68,7 @@ inline cpu::ParamLayout check_quantize_args(const TensorView<const float>& x, co
 
 // 8-bit quantization of contiguous input with checked parameters; false when x held NaN or +-inf.
 template <class Q>
-bool quantize_bytes(const float* x, Q* out, const cpu::ParamLayout& layout, const std::vector<cpu::AffineParams>& params) {
+bool quantize_bytes(const float* x, Q* out, const cpu::ParamLayout& layout, const std::vector<AffineParams>& params) {
   bool finite = true;
   cpu::for_each_param_run(
       layout,
@@ -82,7 +82,7 @@ bool quantize_bytes(const float* x, Q* out, const cpu::ParamLayout& layout, cons
 }
 
 template <class Q>
-void dequantize_bytes(const Q* q, float* out, const cpu::ParamLayout& layout, const std::vector<cpu::AffineParams>& params) {
+void dequantize_bytes(const Q* q, float* out, const cpu::ParamLayout& layout, const std::vector<AffineParams>& params) {
   cpu::for_each_param_run(
       layout, [&](std::int64_t off, std::int64_t len, std::int64_t p) { cpu::dequantize_run(q + off, out + off, len, params[p]); },
       [&](std::int64_t off, std::int64_t len, std::int64_t p) {
@@ -96,7 +96,7 @@ void dequantize_bytes(const Q* q, float* out, const cpu::ParamLayout& layout, co
 inline void quantize_checking_finite(const float* x, const Shape& shape, const QuantScheme& scheme,
                                      const QParams& qparams, const cpu::ParamLayout& layout, std::uint8_t* out,
                                      const char* function) {
-  const std::vector<cpu::AffineParams> params = affine_params(qparams, scheme);
+  const std::vector<AffineParams> params = affine_params(qparams, scheme);
   bool finite = true;
   switch (scheme.dtype) {
     case QuantDtype::int8: finite = quantize_bytes(x, reinterpret_cast<std::int8_t*>(out), layout, params); break;
@@ -129,7 +129,7 @@ inline void quantize_into_caller_storage(const TensorView<const float>& x, const
 inline void dequantize_validated(const std::uint8_t* q, const Shape& shape, const QuantScheme& scheme,
                                  const QParams& qparams, float* out, const char* function) {
   const cpu::ParamLayout layout = param_layout(scheme, shape, function);
-  const std::vector<cpu::AffineParams> params = affine_params(qparams, scheme);
+  const std::vector<AffineParams> params = affine_params(qparams, scheme);
   switch (scheme.dtype) {
     case QuantDtype::int8: dequantize_bytes(reinterpret_cast<const std::int8_t*>(q), out, layout, params); return;
     case QuantDtype::uint8: dequantize_bytes(q, out, layout, params); return;

@@ -24,8 +24,8 @@
 #include <vector>
 
 #include "shrink/core/error.hpp"
+#include "shrink/core/no_contract.hpp"
 #include "shrink/cpu/histogram.hpp"
-#include "shrink/cpu/no_contract.hpp"
 #include "shrink/cpu/reduce.hpp"
 #include "shrink/quant/observer.hpp"
 #include "shrink/quant/observers/channel_bins.hpp"

@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "shrink/core/error.hpp"
-#include "shrink/cpu/no_contract.hpp"
+#include "shrink/core/no_contract.hpp"
 #include "shrink/quant/observer.hpp"
 #include "shrink/quant/observers/magnitude_histogram.hpp"
 #include "shrink/quant/qparams.hpp"

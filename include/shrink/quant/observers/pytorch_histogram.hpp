@@ -23,8 +23,8 @@
 #include <limits>
 #include <vector>
 
+#include "shrink/core/no_contract.hpp"
 #include "shrink/cpu/histogram.hpp"
-#include "shrink/cpu/no_contract.hpp"
 #include "shrink/quant/observers/channel_bins.hpp"
 
 namespace shrink::quant::pytorch {

@@ -12,10 +12,10 @@
 #include "shrink/core/error.hpp"
 #include "shrink/core/half.hpp"
 #include "shrink/core/overlap.hpp"
-#include "shrink/cpu/linear_check.hpp"
 #include "shrink/cuda/check.cuh"
 #include "shrink/cuda/gemm_weight_only.cuh"
 #include "shrink/cuda/gemm_weight_only.hpp"
+#include "shrink/linear/check.hpp"
 
 namespace shrink::cuda {
 

@@ -19,10 +19,10 @@
 
 #include "gpu/cublas_baseline.hpp"
 #include "shrink/core/half.hpp"
-#include "shrink/cpu/linear_nm.hpp"
 #include "shrink/cuda/device.hpp"
 #include "shrink/cuda/gemm_sparse24.hpp"
 #include "shrink/cuda/nm.hpp"
+#include "shrink/linear/nm.hpp"
 #include "shrink/sparse/nm_compressed.hpp"
 #include "support/gpu_timing.hpp"
 #include "support/ratio_table.hpp"

@@ -18,11 +18,11 @@
 #include <string>
 #include <vector>
 
-#include "shrink/cpu/linear_csr.hpp"
-#include "shrink/cpu/linear_f32.hpp"
-#include "shrink/cpu/linear_int8.hpp"
-#include "shrink/cpu/linear_nm.hpp"
-#include "shrink/cpu/linear_weight_only.hpp"
+#include "shrink/linear/csr.hpp"
+#include "shrink/linear/f32.hpp"
+#include "shrink/linear/int8.hpp"
+#include "shrink/linear/nm.hpp"
+#include "shrink/linear/weight_only.hpp"
 #include "shrink/prune/unstructured.hpp"
 #include "shrink/quant/quantize.hpp"
 #include "shrink/sparse/csr.hpp"

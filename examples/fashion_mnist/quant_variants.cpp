@@ -5,7 +5,7 @@
 
 #include "shrink/core/half.hpp"
 #include "shrink/cpu/eigen.hpp"
-#include "shrink/cpu/linear_int8.hpp"
+#include "shrink/linear/int8.hpp"
 #include "shrink/metrics/size.hpp"
 #include "shrink/quant/cast.hpp"
 #include "shrink/quant/observers/entropy.hpp"

@@ -9,13 +9,13 @@
 #include <cstdint>
 
 #include "shrink/cpu/aligned_vector.hpp"
+#include "shrink/cpu/epilogue_rows.hpp"
 #include "shrink/cpu/gemm_panel.hpp"
-#include "shrink/cpu/linear_epilogue.hpp"
 #include "shrink/cpu/packed_int4_weight.hpp"
 #include "shrink/cpu/prefetch.hpp"
 #include "shrink/cpu/simd.hpp"
 
-namespace shrink::cpu::detail {
+namespace shrink::cpu {
 
 // y[m, n] = act(Σ_k x[m, k] · q[n, k] · s[n, k / group] + bias[n]) for the M rows of x (row stride ldx, contiguous
 // along k) into y (row stride ldy); bias may be null. Arguments are checked by the caller.
@@ -71,4 +71,4 @@ inline void gemm_int4_panels(const float* x, std::int64_t ldx, std::int64_t m_to
   finish(0, n_total);
 }
 
-}  // namespace shrink::cpu::detail
+}  // namespace shrink::cpu

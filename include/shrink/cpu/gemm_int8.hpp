@@ -1,7 +1,7 @@
-// The INT8 × INT8 → INT32 product kernels behind cpu/linear_int8.hpp, one per SIMD level, and their driver.
+// The INT8 × INT8 → INT32 product kernels behind linear/int8.hpp, one per SIMD level, and their driver.
 //
 // acc[m, n] = Σ_k (x[m, k] − zx[m]) · w[n, k], exact in int32 (two's-complement wrap-around in the kernels; the true
-// sum must fit, which cpu/linear_int8.hpp checks from K before calling).
+// sum must fit, which linear/int8.hpp checks from K before calling).
 //
 //   AVX-512 VNNI  vpdpbusd multiplies unsigned bytes by signed bytes, 4 products summed into each int32 lane,
 //                 without saturation. The activations become unsigned (int8 + 128, or uint8 as is) and
@@ -41,14 +41,10 @@ inline bool use_avx512_vnni() {
 #endif
 }
 
-namespace detail {
-
 inline constexpr std::int64_t kInt8KAlign = 64;    // weight and activation rows padded with zeros to this
 inline constexpr std::int64_t kInt8TileN = 8;      // weight rows per tile (packed rows padded to a multiple)
 inline constexpr int kInt8TileM = 3;               // activation rows per tile
 inline constexpr std::int64_t kInt8BlockK = 4096;  // k per block: 8 weight rows × 4096 bytes = 32 KB of L1
-
-inline std::int64_t round_up(std::int64_t v, std::int64_t to) { return (v + to - 1) / to * to; }
 
 // The weight as the kernels read it: rows padded to row_stride (a multiple of 64) and to a multiple of 8 rows.
 struct Int8WeightRows {
@@ -77,6 +73,10 @@ struct Int8ActivationRows {
     return is_signed ? static_cast<std::int8_t>(b) : b;
   }
 };
+
+namespace detail {
+
+inline std::int64_t round_up(std::int64_t v, std::int64_t to) { return (v + to - 1) / to * to; }
 
 // Blocks of k: as few as possible of at most kInt8BlockK, each a multiple of 64.
 inline std::int64_t int8_block_k(std::int64_t k_padded) {
@@ -181,12 +181,14 @@ void int8_rows_of_block(std::int64_t m_total, Tile&& tile) {
   if (m_total - m == 1) tile(std::integral_constant<int, 1>{}, m);
 }
 
+}  // namespace detail
+
 // Computes the exact int32 products and hands each finished run of a row to
 // store(m, n0, count, const std::int32_t* acc) — count ≤ 8 outputs n0 .. n0 + count − 1 of row m.
 template <class Store>
 void gemm_int8(const Int8ActivationRows& x, const Int8WeightRows& w, Store&& store) {
   const std::int64_t m_total = x.rows, k_padded = w.row_stride;
-  const std::int64_t block_k = int8_block_k(k_padded);
+  const std::int64_t block_k = detail::int8_block_k(k_padded);
   std::vector<std::int32_t> block_acc(static_cast<std::size_t>(m_total * kInt8TileN));
   std::vector<std::int32_t> offsets(static_cast<std::size_t>(m_total), 0);  // subtracted times the row sums (VNNI)
   std::int32_t exact[kInt8TileN];
@@ -223,7 +225,7 @@ void gemm_int8(const Int8ActivationRows& x, const Int8WeightRows& w, Store&& sto
     std::int64_t tile_index = 0;
     for (std::int64_t k0 = 0; k0 < k_padded; k0 += block_k) {
       const std::int64_t k1 = std::min(k0 + block_k, k_padded);
-      int8_rows_of_block(m_total, [&](auto rows, std::int64_t m) {
+      detail::int8_rows_of_block(m_total, [&](auto rows, std::int64_t m) {
         constexpr int MR = decltype(rows)::value;
         // The next block of 8 weight rows, a slice per tile (past the last block the hint reads nothing).
         if (n0 + kInt8TileN < w.rows)
@@ -232,15 +234,15 @@ void gemm_int8(const Int8ActivationRows& x, const Int8WeightRows& w, Store&& sto
         std::int32_t* acc = block_acc.data() + m * kInt8TileN;
 #if defined(SHRINK_CPU_AVX2_DISPATCH)
         if (vnni) {
-          int8_tile_vnni<MR>(x_unsigned.data() + m * k_padded, k_padded, w_block, w.row_stride, k0, k1, acc);
+          detail::int8_tile_vnni<MR>(x_unsigned.data() + m * k_padded, k_padded, w_block, w.row_stride, k0, k1, acc);
           return;
         }
         if (use_avx2()) {
-          int8_tile_avx2<MR>(x_centred.data() + m * k_padded, k_padded, w_block, w.row_stride, k0, k1, acc);
+          detail::int8_tile_avx2<MR>(x_centred.data() + m * k_padded, k_padded, w_block, w.row_stride, k0, k1, acc);
           return;
         }
 #endif
-        int8_tile_scalar<MR>(x_centred.data() + m * k_padded, k_padded, w_block, w.row_stride, k0, k1, acc);
+        detail::int8_tile_scalar<MR>(x_centred.data() + m * k_padded, k_padded, w_block, w.row_stride, k0, k1, acc);
       });
     }
     const std::int64_t count = std::min(kInt8TileN, w.rows - n0);
@@ -255,5 +257,4 @@ void gemm_int8(const Int8ActivationRows& x, const Int8WeightRows& w, Store&& sto
   }
 }
 
-}  // namespace detail
 }  // namespace shrink::cpu

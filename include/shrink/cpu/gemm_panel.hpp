@@ -25,13 +25,13 @@
 #include "shrink/core/half.hpp"
 #include "shrink/cpu/aligned_vector.hpp"
 #include "shrink/cpu/cast.hpp"
-#include "shrink/cpu/linear_epilogue.hpp"
+#include "shrink/cpu/epilogue_rows.hpp"
 #include "shrink/cpu/packed_weight.hpp"
 #include "shrink/cpu/prefetch.hpp"
 #include "shrink/cpu/simd.hpp"
 #include "shrink/cpu/widening_loads.hpp"
 
-namespace shrink::cpu::detail {
+namespace shrink::cpu {
 
 inline constexpr int kPanelRowsAvx512 = 12;
 inline constexpr int kPanelRowsAvx2 = 6;
@@ -73,7 +73,7 @@ SHRINK_TARGET_AVX512 void panel_tile_avx512(const float* x, std::int64_t ldx, co
     if (kStream) _mm_prefetch(reinterpret_cast<const char*>(panel + (k + kPrefetchRows) * kPanelWidth), _MM_HINT_T0);
     if (kStream && sizeof(T) == 4)
       _mm_prefetch(reinterpret_cast<const char*>(panel + (k + kPrefetchRows) * kPanelWidth) + 64, _MM_HINT_T0);
-    const __m512 b0 = load16(panel + k * kPanelWidth), b1 = load16(panel + k * kPanelWidth + 16);
+    const __m512 b0 = detail::load16(panel + k * kPanelWidth), b1 = detail::load16(panel + k * kPanelWidth + 16);
     for (int i = 0; i < MR; ++i) {
       const __m512 a = _mm512_set1_ps(x[i * ldx + k]);
       c[i][0] = _mm512_fmadd_ps(a, b0, c[i][0]);
@@ -104,7 +104,7 @@ SHRINK_TARGET_AVX2_FMA_F16C void panel_tile_avx2(const float* x, std::int64_t ld
     if (kStream) _mm_prefetch(reinterpret_cast<const char*>(panel + (k + kPrefetchRows) * kPanelWidth), _MM_HINT_T0);
     if (kStream && sizeof(T) == 4)
       _mm_prefetch(reinterpret_cast<const char*>(panel + (k + kPrefetchRows) * kPanelWidth) + 64, _MM_HINT_T0);
-    const __m256 b0 = load8(panel + k * kPanelWidth), b1 = load8(panel + k * kPanelWidth + 8);
+    const __m256 b0 = detail::load8(panel + k * kPanelWidth), b1 = detail::load8(panel + k * kPanelWidth + 8);
     for (int i = 0; i < MR; ++i) {
       const __m256 a = _mm256_broadcast_ss(x + i * ldx + k);
       c[i][0] = _mm256_fmadd_ps(a, b0, c[i][0]);
@@ -148,12 +148,13 @@ void for_each_row_tile(std::int64_t m_total, Tile&& tile) {
 #if defined(SHRINK_CPU_AVX2_DISPATCH)
 template <class T>
 SHRINK_TARGET_AVX512 void panel_to_float_avx512(const T* src, float* dst, std::int64_t count) {
-  for (std::int64_t i = 0; i < count; i += 16) _mm512_storeu_ps(dst + i, load16(src + i));  // count: a multiple of 32
+  for (std::int64_t i = 0; i < count; i += 16)
+    _mm512_storeu_ps(dst + i, detail::load16(src + i));  // count: a multiple of 32
 }
 
 template <class T>
 SHRINK_TARGET_AVX2_FMA_F16C void panel_to_float_avx2(const T* src, float* dst, std::int64_t count) {
-  for (std::int64_t i = 0; i < count; i += 8) _mm256_storeu_ps(dst + i, load8(src + i));
+  for (std::int64_t i = 0; i < count; i += 8) _mm256_storeu_ps(dst + i, detail::load8(src + i));
 }
 #endif
 
@@ -288,4 +289,4 @@ void gemm_panels(const float* x, std::int64_t ldx, std::int64_t m_total, const P
   finish(0, n_total);
 }
 
-}  // namespace shrink::cpu::detail
+}  // namespace shrink::cpu

@@ -5,7 +5,7 @@
 // Rows past N are zeros. A kernel reads one contiguous run of 32 values per k, which it converts and multiplies
 // by a broadcast activation; the weight is read once in its compact type (4, 2, 2 or 1 bytes a value).
 // int8 weights keep one float scale per output row (a per-tensor scale repeated), applied in the epilogue:
-// out = act(scale[n] · Σ_k x[m, k] · q[n, k] + bias[n]).
+// out = act(scale[n] · Σ_k x[m, k] · q[n, k] + bias[n]); linear/weight_only.hpp packs them from a QuantizedTensor.
 #pragma once
 
 #include <algorithm>
@@ -18,8 +18,6 @@
 #include "shrink/core/half.hpp"
 #include "shrink/core/view.hpp"
 #include "shrink/cpu/aligned_vector.hpp"
-#include "shrink/quant/qparams.hpp"
-#include "shrink/quant/quantized_tensor.hpp"
 
 namespace shrink::cpu {
 
@@ -45,8 +43,6 @@ struct PackedWeight {
   }
 };
 
-namespace detail {
-
 // Packs W (2-D host view of any strides, already checked) converting each value with `convert`.
 template <class T, class Source, class Convert>
 PackedWeight<T> pack_panels(const TensorView<const Source>& w, Convert convert) {
@@ -62,6 +58,8 @@ PackedWeight<T> pack_panels(const TensorView<const Source>& w, Convert convert) 
   }
   return p;
 }
+
+namespace detail {
 
 template <class T>
 PackedWeight<T> checked_pack(const TensorView<const T>& w, const char* function) {
@@ -92,33 +90,7 @@ PackedWeight<T> pack_weight_as(TensorView<const float> w) {
   require_host_view(w, fn, "w");
   if (w.rank() != 2) fail(fn, "w.shape", to_string(w.shape()), "a 2-D weight [N, K]");
   require_nonempty(w, fn, "w");
-  return detail::pack_panels<T>(w, [](float v) { return T(v); });
-}
-
-// Packs an int8 symmetric weight [N, K] (zero points 0), per tensor or per output channel (axis 0), with its scales.
-inline PackedWeight<std::int8_t> pack_weight(const quant::QuantizedTensor& w) {
-  const char* fn = "shrink::cpu::pack_weight";
-  if (w.scheme.dtype != quant::QuantDtype::int8)
-    fail(fn, "w.scheme.dtype", quant::to_string(w.scheme.dtype), "int8 (weight-only int8)");
-  if (w.shape.rank != 2) fail(fn, "w.shape", to_string(w.shape), "a 2-D weight [N, K]");
-  if (w.shape.product() == 0) fail(fn, "w.shape", to_string(w.shape), "at least one element");
-  const bool per_channel = w.scheme.granularity == quant::Granularity::per_channel;
-  if (per_channel && w.scheme.axis != 0 && w.scheme.axis != -2)
-    fail(fn, "w.scheme.axis", w.scheme.axis, "axis 0 (one scale per output row)");
-  if (!per_channel && w.scheme.granularity != quant::Granularity::per_tensor)
-    fail(fn, "w.scheme.granularity", to_string(w.scheme.granularity), "per_tensor or per_channel (axis 0)");
-  quant::validate_qparams(w.qparams, w.scheme, w.shape, fn);
-  if (static_cast<std::int64_t>(w.data.size()) != w.shape.product())
-    fail(fn, "w.data.size()", w.data.size(), std::to_string(w.shape.product()) + " bytes, one per element");
-  for (std::size_t i = 0; i < w.qparams.zero_point.size(); ++i)
-    if (w.qparams.zero_point[i] != 0)
-      fail(fn, ("w.qparams.zero_point[" + std::to_string(i) + "]").c_str(), w.qparams.zero_point[i],
-           "0: a symmetric int8 weight");
-  PackedWeight<std::int8_t> p = detail::pack_panels<std::int8_t>(w.int8_view(), [](std::int8_t v) { return v; });
-  p.per_channel = per_channel;
-  p.scales.assign(static_cast<std::size_t>(p.rows), w.qparams.scale[0]);
-  if (per_channel) std::copy(w.qparams.scale.begin(), w.qparams.scale.end(), p.scales.begin());
-  return p;
+  return pack_panels<T>(w, [](float v) { return T(v); });
 }
 
 }  // namespace shrink::cpu

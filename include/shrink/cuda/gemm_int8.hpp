@@ -1,5 +1,5 @@
 // Host API of the CUDA W8A8 GEMM and its activation quantizer (compiled in cuda/gemm_int8*.cu; plain C++, no CUDA
-// headers). The CPU twin of every result is cpu/linear_int8.hpp.
+// headers). The CPU twin of every result is linear/int8.hpp.
 //
 //   acc[m, n] = Σ_k x[m, k] · w[n, k]                    int8 × int8 → int32 on the tensor cores, exact
 //   v[m, n]   = act(acc · (sx[m] · sw[n]) + bias[n])      in float, every operation rounded on its own

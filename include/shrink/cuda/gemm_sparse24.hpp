@@ -4,7 +4,7 @@
 //   Y[M, N] = X[M, K] · W[N, K]ᵀ,   out[m, n] = act(sx[m] · sw[n] · Y[m, n] + bias[n])   in float, in that order
 //
 // with W in sparse/nm_compressed.hpp's format, unchanged: the values array [N, K / 2] and the mma.sp metadata words
-// (positions are not read). Types, the twins on the CPU (cpu/linear_nm.hpp) in brackets:
+// (positions are not read). Types, the twins on the CPU (linear/nm.hpp) in brackets:
 //   half x, half W        Y in float (tensor-core accumulation); out half (round to nearest even) or float; no scales
 //   bfloat16 likewise     [cpu::linear_nm]
 //   int8 x, int8 W        Y exact in int32; sx per token [M] or per tensor [1], sw per output channel [N] or [1];
@@ -32,11 +32,12 @@
 #include <string>
 #include <type_traits>
 
+#include "shrink/core/dtype.hpp"
 #include "shrink/core/epilogue.hpp"
 #include "shrink/core/half.hpp"
 #include "shrink/core/overlap.hpp"
+#include "shrink/core/support.hpp"
 #include "shrink/core/view.hpp"
-#include "shrink/cpu/linear_check.hpp"
 #include "shrink/cuda/launch.hpp"
 #include "shrink/prune/nm.hpp"
 

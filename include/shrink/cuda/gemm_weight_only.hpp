@@ -10,7 +10,7 @@
 // even k in the low nibble, [N, K / 2], and scales [N, K / group_size] for per_group axis 1). Products are exact
 // (16-bit x times a small integer) and sums float; the integers are turned into 16-bit floats in registers, never
 // stored. act and its formulas are Activation's (core/epilogue.hpp); the CPU twin is
-// cpu::linear_weight_only (cpu/linear_weight_only.hpp), which the tests compare against.
+// cpu::linear_weight_only (linear/weight_only.hpp), which the tests compare against.
 //
 // Paths: cuda_core (CUDA-core FMA in float, a warp per 4 output rows, lanes along K; best for M <= 2-4) and
 // tensor_core (mma.sync m16n8k16, f16 or bf16 inputs with fp32 accumulation, the dequantized weights as the B
@@ -31,8 +31,8 @@
 
 #include "shrink/core/epilogue.hpp"
 #include "shrink/core/half.hpp"
+#include "shrink/core/support.hpp"
 #include "shrink/core/view.hpp"
-#include "shrink/cpu/linear_check.hpp"
 #include "shrink/cuda/launch.hpp"
 #include "shrink/quant/scheme.hpp"
 

@@ -1,5 +1,5 @@
 // The fused dynamic per-token quantizer of the W8A8 layer on the device (nvcc only), bit for bit
-// cpu::quantize_rows_absmax (cpu/linear_int8.hpp) of the values as floats:
+// cpu::quantize_rows_absmax (linear/int8.hpp) of the values as floats:
 //
 //   s[m] = max(max_k |x[m, k]| / 127.5f, FLT_EPSILON)               (__fdiv_rn)
 //   q[m, k] = clamp(nearbyint(x[m, k] · (1.0f / s[m])), −128, 127)    (__fdiv_rn, __fmul_rn, __float2int_rn)

@@ -5,7 +5,7 @@
 // with W pruned and stored as CSR on the device (sparse::Csr's three arrays: int32 row offsets, int32 column indices,
 // values), x, the values and out all float, half or bfloat16, float accumulation, a float bias and the activations of
 // core/activation.hpp (none, relu, gelu with erf, silu); half and bfloat16 outputs are rounded to nearest even
-// once, at the end. The CPU twin is cpu::linear_csr (cpu/linear_csr.hpp), which computes the same sums in another
+// once, at the end. The CPU twin is cpu::linear_csr (linear/csr.hpp), which computes the same sums in another
 // order. The device code (shrink/cuda/spmm_csr.cuh) computes Yᵀ = W · Xᵀ: X is transposed once into the workspace,
 // k-major, so the run Xᵀ[k, m0 .. m0 + tile) that each stored w[n, k] multiplies is contiguous (16-byte loads).
 //
@@ -41,8 +41,8 @@
 
 #include "shrink/core/epilogue.hpp"
 #include "shrink/core/half.hpp"
+#include "shrink/core/support.hpp"
 #include "shrink/core/view.hpp"
-#include "shrink/cpu/linear_check.hpp"
 #include "shrink/cuda/launch.hpp"
 
 namespace shrink::cuda {

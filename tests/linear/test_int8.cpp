@@ -6,13 +6,13 @@
 #include <cstdint>
 #include <limits>
 #include <random>
-#include <type_traits>
 #include <tuple>
+#include <type_traits>
 #include <vector>
 
-#include "linear_reference.hpp"
+#include "linear/linear_reference.hpp"
 #include "shrink/core/half.hpp"
-#include "shrink/cpu/linear_int8.hpp"
+#include "shrink/linear/int8.hpp"
 #include "shrink/quant/quantize.hpp"
 
 using namespace shrink;
@@ -507,7 +507,8 @@ TEST_CASE("linear_int8 int8 output rounds half to even and clamps, as quant::qua
   // The quant::quantize of the float outputs gives the same codes.
   std::vector<float> f(static_cast<std::size_t>(n));
   linear_int8(x, w, TensorView<float>(f.data(), Shape{1, n}), e);
-  const auto reference = quant::quantize(TensorView<const float>(f.data(), Shape{1, n}), sym, quant::QParams{{0.01f}, {0}, Shape{}});
+  const auto reference =
+      quant::quantize(TensorView<const float>(f.data(), Shape{1, n}), sym, quant::QParams{{0.01f}, {0}, Shape{}});
   for (std::int64_t j = 0; j < n; ++j)
     CHECK(q[static_cast<std::size_t>(j)] == static_cast<std::int8_t>(reference.data[static_cast<std::size_t>(j)]));
 }

@@ -17,23 +17,107 @@
 // propagate as IEEE arithmetic does.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <string>
 #include <type_traits>
 #include <vector>
 
+#include "shrink/core/error.hpp"
 #include "shrink/core/half.hpp"
+#include "shrink/core/int4.hpp"
 #include "shrink/core/view.hpp"
+#include "shrink/cpu/epilogue_rows.hpp"
 #include "shrink/cpu/gemm_int4_panel.hpp"
 #include "shrink/cpu/gemm_panel.hpp"
-#include "shrink/cpu/linear_check.hpp"
-#include "shrink/cpu/linear_epilogue.hpp"
 #include "shrink/cpu/packed_int4_weight.hpp"
 #include "shrink/cpu/packed_weight.hpp"
+#include "shrink/linear/check.hpp"
+#include "shrink/quant/qparams.hpp"
 #include "shrink/quant/quantized_tensor.hpp"
+#include "shrink/quant/scheme.hpp"
 
 namespace shrink::cpu {
 
-namespace detail {
+// Packs an int8 symmetric weight [N, K] (zero points 0), per tensor or per output channel (axis 0), with its scales.
+inline PackedWeight<std::int8_t> pack_weight(const quant::QuantizedTensor& w) {
+  const char* fn = "shrink::cpu::pack_weight";
+  if (w.scheme.dtype != quant::QuantDtype::int8)
+    fail(fn, "w.scheme.dtype", quant::to_string(w.scheme.dtype), "int8 (weight-only int8)");
+  if (w.shape.rank != 2) fail(fn, "w.shape", to_string(w.shape), "a 2-D weight [N, K]");
+  if (w.shape.product() == 0) fail(fn, "w.shape", to_string(w.shape), "at least one element");
+  const bool per_channel = w.scheme.granularity == quant::Granularity::per_channel;
+  if (per_channel && w.scheme.axis != 0 && w.scheme.axis != -2)
+    fail(fn, "w.scheme.axis", w.scheme.axis, "axis 0 (one scale per output row)");
+  if (!per_channel && w.scheme.granularity != quant::Granularity::per_tensor)
+    fail(fn, "w.scheme.granularity", to_string(w.scheme.granularity), "per_tensor or per_channel (axis 0)");
+  quant::validate_qparams(w.qparams, w.scheme, w.shape, fn);
+  if (static_cast<std::int64_t>(w.data.size()) != w.shape.product())
+    fail(fn, "w.data.size()", w.data.size(), std::to_string(w.shape.product()) + " bytes, one per element");
+  for (std::size_t i = 0; i < w.qparams.zero_point.size(); ++i)
+    if (w.qparams.zero_point[i] != 0)
+      fail(fn, ("w.qparams.zero_point[" + std::to_string(i) + "]").c_str(), w.qparams.zero_point[i],
+           "0: a symmetric int8 weight");
+  PackedWeight<std::int8_t> p = pack_panels<std::int8_t>(w.int8_view(), [](std::int8_t v) { return v; });
+  p.per_channel = per_channel;
+  p.scales.assign(static_cast<std::size_t>(p.rows), w.qparams.scale[0]);
+  if (per_channel) std::copy(w.qparams.scale.begin(), w.qparams.scale.end(), p.scales.begin());
+  return p;
+}
+
+// Packs a symmetric int4 weight [N, K] quantized per group along the input axis (scheme per_group, axis 1 or -1,
+// zero points 0), as quant::quantize writes it (packed nibbles, scales [N, K / group_size]).
+inline PackedInt4Weight pack_weight_int4(const quant::QuantizedTensor& w) {
+  const char* fn = "shrink::cpu::pack_weight_int4";
+  if (w.scheme.dtype != quant::QuantDtype::int4)
+    fail(fn, "w.scheme.dtype", quant::to_string(w.scheme.dtype), "int4 (signed, symmetric, per group)");
+  if (w.shape.rank != 2) fail(fn, "w.shape", to_string(w.shape), "a 2-D weight [N, K]");
+  if (w.shape.product() == 0) fail(fn, "w.shape", to_string(w.shape), "at least one element");
+  if (w.scheme.granularity != quant::Granularity::per_group)
+    fail(fn, "w.scheme.granularity", quant::to_string(w.scheme.granularity), "per_group (along the input axis)");
+  if (w.scheme.axis != 1 && w.scheme.axis != -1)
+    fail(fn, "w.scheme.axis", w.scheme.axis, "axis 1 (groups of consecutive inputs k of a row)");
+  quant::validate_qparams(w.qparams, w.scheme, w.shape, fn);  // the group size divides K, scales finite and > 0
+  const std::int64_t n_total = w.shape.values[0], k_total = w.shape.values[1];
+  if (static_cast<std::int64_t>(w.data.size()) != n_total * int4_row_bytes(k_total))
+    fail(fn, "w.data.size()", w.data.size(),
+         std::to_string(n_total * int4_row_bytes(k_total)) + " bytes (rows of ceil(K / 2) packed bytes)");
+  for (std::size_t i = 0; i < w.qparams.zero_point.size(); ++i)
+    if (w.qparams.zero_point[i] != 0)
+      fail(fn, ("w.qparams.zero_point[" + std::to_string(i) + "]").c_str(), w.qparams.zero_point[i],
+           "0: a symmetric int4 weight");
+
+  PackedInt4Weight p;
+  p.rows = n_total;
+  p.cols = k_total;
+  p.group_size = w.scheme.group_size;
+  p.panels.assign(static_cast<std::size_t>(p.panel_count() * k_total * kInt4PanelBytes), std::uint8_t{0});
+  p.scales.assign(static_cast<std::size_t>(p.panel_count() * p.groups() * kPanelWidth), 0.0f);
+  const std::int64_t row_bytes = int4_row_bytes(k_total);
+  for (std::int64_t n = 0; n < n_total; ++n) {
+    const std::int64_t panel = n / kPanelWidth, lane = n % kPanelWidth;
+    const std::uint8_t* row = w.data.data() + n * row_bytes;
+    std::uint8_t* dst = p.panels.data() + panel * k_total * kInt4PanelBytes + lane / 2;
+    const int shift = lane % 2 == 0 ? 0 : 4;
+    for (std::int64_t k = 0; k < k_total; ++k)
+      dst[k * kInt4PanelBytes] |= static_cast<std::uint8_t>((load_int4(row, k, true) & 0xF) << shift);
+    for (std::int64_t g = 0; g < p.groups(); ++g)
+      p.scales[static_cast<std::size_t>((panel * p.groups() + g) * kPanelWidth + lane)] =
+          w.qparams.scale[static_cast<std::size_t>(n * p.groups() + g)];
+  }
+  return p;
+}
+
+}  // namespace shrink::cpu
+
+namespace shrink::linear::detail {
+
+using cpu::kInt4PanelBytes;
+using cpu::kPanelWidth;
+using cpu::pack_weight;
+using cpu::pack_weight_int4;
+using cpu::PackedInt4Weight;
+using cpu::PackedWeight;
 
 template <class T>
 Support check_packed_weight(const PackedWeight<T>& w) {
@@ -100,7 +184,8 @@ void linear_weight_only_any(const TensorView<const A>& x, const W& w, const Tens
     const std::int64_t m_total = x.size(0), k_total = x.size(1), n_total = w.rows;
     std::vector<float> xs(static_cast<std::size_t>(m_total * k_total));
     for (std::int64_t m = 0; m < m_total; ++m)
-      for (std::int64_t k = 0; k < k_total; ++k) xs[static_cast<std::size_t>(m * k_total + k)] = static_cast<float>(x(m, k));
+      for (std::int64_t k = 0; k < k_total; ++k)
+        xs[static_cast<std::size_t>(m * k_total + k)] = static_cast<float>(x(m, k));
     std::vector<float> y(static_cast<std::size_t>(m_total * n_total));
     weight_only_product(xs.data(), k_total, m_total, w, y.data(), n_total, epilogue);
     for (std::int64_t m = 0; m < m_total; ++m)
@@ -121,16 +206,18 @@ void linear_weight_only_quantized(const TensorView<const A>& x, const quant::Qua
          "int8 (per tensor or channel) or int4 (per group), symmetric");
 }
 
-}  // namespace detail
+}  // namespace shrink::linear::detail
+
+namespace shrink::cpu {
 
 template <class T>
 Support can_implement_linear_weight_only(const TensorView<const float>& x, const PackedWeight<T>& w,
                                          const TensorView<float>& out, const Epilogue& epilogue = {}) {
-  Support s = detail::check_packed_weight(w);
+  Support s = linear::detail::check_packed_weight(w);
   if (!s) return s;
-  s = detail::check_linear_operands(x, w.cols, w.rows, out, epilogue);
+  s = linear::detail::check_linear_operands(x, w.cols, w.rows, out, epilogue);
   if (!s) return s;
-  return detail::check_no_overlap(out, w.panels.data(), w.panels.size() * sizeof(T), "w");
+  return linear::detail::check_no_overlap(out, w.panels.data(), w.panels.size() * sizeof(T), "w");
 }
 
 // out = act(X · Wᵀ (· scales) + bias) with a packed float, half, bfloat16 or int8 weight.
@@ -140,26 +227,26 @@ void linear_weight_only(TensorView<const float> x, const PackedWeight<T>& w, Ten
   require_supported(can_implement_linear_weight_only(x, w, out, epilogue), "shrink::cpu::linear_weight_only");
   std::vector<float> storage;
   std::int64_t ldx = 0;
-  const float* xs = detail::contiguous_rows(x, storage, ldx);
-  detail::gemm_panels(xs, ldx, x.size(0), w, out.data(), out.stride(0), w.scales.empty() ? nullptr : w.scales.data(),
-                      detail::bias_data(epilogue), epilogue.activation);
+  const float* xs = linear::detail::contiguous_rows(x, storage, ldx);
+  cpu::gemm_panels(xs, ldx, x.size(0), w, out.data(), out.stride(0), w.scales.empty() ? nullptr : w.scales.data(),
+                   linear::detail::bias_data(epilogue), epilogue.activation);
 }
 
 // A per-group int4 weight (cpu/packed_int4_weight.hpp): out = act(X · (Q · S)ᵀ + bias), dequantized in float.
 inline Support can_implement_linear_weight_only(const TensorView<const float>& x, const PackedInt4Weight& w,
                                                 const TensorView<float>& out, const Epilogue& epilogue = {}) {
-  return detail::check_weight_only(x, w, out, epilogue);
+  return linear::detail::check_weight_only(x, w, out, epilogue);
 }
 inline void linear_weight_only(TensorView<const float> x, const PackedInt4Weight& w, TensorView<float> out,
                                const Epilogue& epilogue = {}) {
-  detail::linear_weight_only_any(x, w, out, epilogue, "shrink::cpu::linear_weight_only");
+  linear::detail::linear_weight_only_any(x, w, out, epilogue, "shrink::cpu::linear_weight_only");
 }
 
 // The same, packing a symmetric QuantizedTensor on every call: int8 per tensor or per channel along axis 0
 // (pack_weight), or int4 per group along axis 1 (pack_weight_int4).
 inline void linear_weight_only(TensorView<const float> x, const quant::QuantizedTensor& w, TensorView<float> out,
                                const Epilogue& epilogue = {}) {
-  detail::linear_weight_only_quantized(x, w, out, epilogue, "shrink::cpu::linear_weight_only");
+  linear::detail::linear_weight_only_quantized(x, w, out, epilogue, "shrink::cpu::linear_weight_only");
 }
 
 // With a raw bias pointer: N floats (w's rows), or nullptr for none.
@@ -186,48 +273,48 @@ inline void linear_weight_only(TensorView<const float> x, TensorView<const bfloa
 template <class T>
 Support can_implement_linear_weight_only(const TensorView<const half>& x, const PackedWeight<T>& w,
                                          const TensorView<half>& out, const Epilogue& epilogue = {}) {
-  return detail::check_weight_only(x, w, out, epilogue);
+  return linear::detail::check_weight_only(x, w, out, epilogue);
 }
 template <class T>
 Support can_implement_linear_weight_only(const TensorView<const bfloat16>& x, const PackedWeight<T>& w,
                                          const TensorView<bfloat16>& out, const Epilogue& epilogue = {}) {
-  return detail::check_weight_only(x, w, out, epilogue);
+  return linear::detail::check_weight_only(x, w, out, epilogue);
 }
 inline Support can_implement_linear_weight_only(const TensorView<const half>& x, const PackedInt4Weight& w,
                                                 const TensorView<half>& out, const Epilogue& epilogue = {}) {
-  return detail::check_weight_only(x, w, out, epilogue);
+  return linear::detail::check_weight_only(x, w, out, epilogue);
 }
 inline Support can_implement_linear_weight_only(const TensorView<const bfloat16>& x, const PackedInt4Weight& w,
                                                 const TensorView<bfloat16>& out, const Epilogue& epilogue = {}) {
-  return detail::check_weight_only(x, w, out, epilogue);
+  return linear::detail::check_weight_only(x, w, out, epilogue);
 }
 
 template <class T>
 void linear_weight_only(TensorView<const half> x, const PackedWeight<T>& w, TensorView<half> out,
                         const Epilogue& epilogue = {}) {
-  detail::linear_weight_only_any(x, w, out, epilogue, "shrink::cpu::linear_weight_only");
+  linear::detail::linear_weight_only_any(x, w, out, epilogue, "shrink::cpu::linear_weight_only");
 }
 template <class T>
 void linear_weight_only(TensorView<const bfloat16> x, const PackedWeight<T>& w, TensorView<bfloat16> out,
                         const Epilogue& epilogue = {}) {
-  detail::linear_weight_only_any(x, w, out, epilogue, "shrink::cpu::linear_weight_only");
+  linear::detail::linear_weight_only_any(x, w, out, epilogue, "shrink::cpu::linear_weight_only");
 }
 inline void linear_weight_only(TensorView<const half> x, const PackedInt4Weight& w, TensorView<half> out,
                                const Epilogue& epilogue = {}) {
-  detail::linear_weight_only_any(x, w, out, epilogue, "shrink::cpu::linear_weight_only");
+  linear::detail::linear_weight_only_any(x, w, out, epilogue, "shrink::cpu::linear_weight_only");
 }
 inline void linear_weight_only(TensorView<const bfloat16> x, const PackedInt4Weight& w, TensorView<bfloat16> out,
                                const Epilogue& epilogue = {}) {
-  detail::linear_weight_only_any(x, w, out, epilogue, "shrink::cpu::linear_weight_only");
+  linear::detail::linear_weight_only_any(x, w, out, epilogue, "shrink::cpu::linear_weight_only");
 }
 // An int8 or int4 symmetric QuantizedTensor, packed on every call.
 inline void linear_weight_only(TensorView<const half> x, const quant::QuantizedTensor& w, TensorView<half> out,
                                const Epilogue& epilogue = {}) {
-  detail::linear_weight_only_quantized(x, w, out, epilogue, "shrink::cpu::linear_weight_only");
+  linear::detail::linear_weight_only_quantized(x, w, out, epilogue, "shrink::cpu::linear_weight_only");
 }
 inline void linear_weight_only(TensorView<const bfloat16> x, const quant::QuantizedTensor& w, TensorView<bfloat16> out,
                                const Epilogue& epilogue = {}) {
-  detail::linear_weight_only_quantized(x, w, out, epilogue, "shrink::cpu::linear_weight_only");
+  linear::detail::linear_weight_only_quantized(x, w, out, epilogue, "shrink::cpu::linear_weight_only");
 }
 
 }  // namespace shrink::cpu

@@ -13,10 +13,10 @@
 
 #include "shrink/core/view.hpp"
 #include "shrink/cpu/eigen.hpp"
-#include "shrink/cpu/linear_check.hpp"
-#include "shrink/cpu/linear_epilogue.hpp"
-#include "shrink/cpu/linear_weight_only.hpp"
+#include "shrink/cpu/epilogue_rows.hpp"
 #include "shrink/cpu/packed_weight.hpp"
+#include "shrink/linear/check.hpp"
+#include "shrink/linear/weight_only.hpp"
 
 namespace shrink::cpu {
 
@@ -39,9 +39,9 @@ inline void linear_f32(TensorView<const float> x, TensorView<const float> w, Ten
 
 inline Support can_implement_linear_f32_eigen(const TensorView<const float>& x, const TensorView<const float>& w,
                                               const TensorView<float>& out, const Epilogue& epilogue = {}) {
-  Support s = detail::check_matrix(w, "w");
+  Support s = linear::detail::check_matrix(w, "w");
   if (!s) return s;
-  s = detail::check_linear_operands(x, w.size(1), w.size(0), out, epilogue);
+  s = linear::detail::check_linear_operands(x, w.size(1), w.size(0), out, epilogue);
   if (!s) return s;
   if (views_overlap(w, out)) return Support::no("out", "memory overlapping w", "a separate output");
   return s;
@@ -66,10 +66,10 @@ inline void linear_f32_eigen(TensorView<const float> x, TensorView<const float> 
     auto y = as_eigen(out);
     y.noalias() = as_eigen(x) * as_eigen(w).transpose();
   }
-  const float* bias = detail::bias_data(epilogue);
+  const float* bias = linear::detail::bias_data(epilogue);
   if (bias == nullptr && epilogue.activation == Activation::none) return;
   for (std::int64_t m = 0; m < out.size(0); ++m)
-    detail::finish_run(&out(m, 0), 1.0f, nullptr, bias, epilogue.activation, &out(m, 0), out.size(1));
+    cpu::finish_run(&out(m, 0), 1.0f, nullptr, bias, epilogue.activation, &out(m, 0), out.size(1));
 }
 
 }  // namespace shrink::cpu

@@ -10,9 +10,9 @@
 #include <type_traits>
 #include <vector>
 
-#include "linear_reference.hpp"
+#include "linear/linear_reference.hpp"
 #include "shrink/core/half.hpp"
-#include "shrink/cpu/linear_csr.hpp"
+#include "shrink/linear/csr.hpp"
 #include "shrink/sparse/csr.hpp"
 
 using namespace shrink;

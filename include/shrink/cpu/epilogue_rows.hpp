@@ -1,17 +1,18 @@
-// The CPU loops of the matrix-product epilogue (core/epilogue.hpp's formula, v = act(acc · (sx · sw) + bias)) over
-// runs of a row: finish_run on accumulators in row order, finish_transposed on Yᵀ.
+// The CPU loops of the matrix-product epilogue (core/epilogue.hpp's formulas) over runs of a row: finish_run and
+// finish_transposed make v = act(acc · (sx · sw) + bias) from accumulators in row order or from Yᵀ, store_outputs
+// writes v as float, half, bfloat16 or requantized int8.
 #pragma once
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 
 #include "shrink/core/epilogue.hpp"
+#include "shrink/core/half.hpp"
 #include "shrink/core/view.hpp"
 
 namespace shrink::cpu {
-
-namespace detail {
 
 // One run of `count` outputs of a row: out[j] = act(acc[j] · (row_scale · col_scale[j]) + bias[j]);
 // col_scale and bias may be null (1 and 0). No contraction here either: epilogue_value inlines only into a function
@@ -39,5 +40,18 @@ inline void finish_transposed(const float* yt, std::int64_t width, std::int64_t 
   }
 }
 
-}  // namespace detail
+// out[j] = the `Out` form of the float epilogue values v[j], j < count.
+template <class Out>
+void store_outputs(const float* v, Out* out, std::int64_t count, const Epilogue& epilogue) {
+  if constexpr (std::is_same<Out, float>::value) {
+    for (std::int64_t j = 0; j < count; ++j) out[j] = v[j];
+  } else if constexpr (std::is_same<Out, half>::value || std::is_same<Out, bfloat16>::value) {
+    for (std::int64_t j = 0; j < count; ++j) out[j] = Out(v[j]);
+  } else {
+    static_assert(std::is_same<Out, std::int8_t>::value, "outputs are float, half, bfloat16 or int8");
+    const float inverse = 1.0f / epilogue.out_scale;
+    for (std::int64_t j = 0; j < count; ++j) out[j] = epilogue_int8(v[j], epilogue.out_scale, inverse);
+  }
+}
+
 }  // namespace shrink::cpu

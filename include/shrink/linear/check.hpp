@@ -1,6 +1,5 @@
-// can_implement for the CPU linear layers: Support says whether operands can run and, when not, which
-// argument is wrong, its value and what was expected; plus the checks every linear path shares (activations,
-// output, epilogue, overlap).
+// The checks every CPU matrix product shares (linear/*.hpp): host operands, the output, the epilogue, overlaps; each
+// answers with a Support naming the argument at fault, its value and what was expected.
 #pragma once
 
 #include <cmath>
@@ -18,9 +17,7 @@
 #include "shrink/core/support.hpp"
 #include "shrink/core/view.hpp"
 
-namespace shrink::cpu {
-
-namespace detail {
+namespace shrink::linear::detail {
 
 // The common checks of a 2-D host operand; `name` is the argument's name in messages.
 template <class T>
@@ -137,5 +134,4 @@ inline const float* contiguous_rows(const TensorView<const float>& x, std::vecto
 // The bias pointer of the epilogue (null when there is none).
 inline const float* bias_data(const Epilogue& e) { return has_bias(e) ? e.bias.data() : nullptr; }
 
-}  // namespace detail
-}  // namespace shrink::cpu
+}  // namespace shrink::linear::detail

@@ -16,7 +16,7 @@
 //
 // Half and bfloat16: x, the stored values and out in the 16-bit type, bias float. The elements are widened to float
 // (exactly), the float product above runs on the copies, and each output is act(acc + bias) rounded to nearest even
-// once, at the end: the CPU twin of cuda/spmm_csr.hpp, written for clarity (the copies cost O(M·K + nnz)), not tuned.
+// once, at the end: the CPU twin of linear/csr_cuda.hpp, written for clarity (the copies cost O(M·K + nnz)), not tuned.
 #pragma once
 
 #include <Eigen/Core>
@@ -31,18 +31,13 @@
 #include "shrink/core/half.hpp"
 #include "shrink/core/view.hpp"
 #include "shrink/cpu/aligned_vector.hpp"
-#include "shrink/cpu/lane_sums.hpp"
-#include "shrink/cpu/linear_check.hpp"
-#include "shrink/cpu/linear_epilogue.hpp"
+#include "shrink/cpu/csr_dots.hpp"
+#include "shrink/cpu/epilogue_rows.hpp"
 #include "shrink/cpu/simd.hpp"
+#include "shrink/linear/check.hpp"
 #include "shrink/sparse/csr.hpp"
 
-namespace shrink::cpu {
-
-namespace detail {
-
-inline constexpr std::int64_t kCsrDotRows = 8;           // up to this many rows of X: sparse dot products
-inline constexpr std::int64_t kCsrChunkBytes = 3 << 19;  // 1.5 MB: the Xᵀ chunk the stored values pick rows of, in L2
+namespace shrink::linear::detail {
 
 // The structure a product relies on to stay inside its arrays: sizes and row offsets (O(N)); the column
 // indices are checked by the kernels as they read them.
@@ -71,144 +66,21 @@ Support check_csr_structure(const sparse::Csr<T>& w) {
   return Support::yes();
 }
 
-// Y rows as sparse dot products: yt[n, m] = Σ_i values[i] · x[m, idx[i]] for m < rows (≤ 8); false on a bad index.
-inline bool csr_dots(const sparse::Csr<float>& w, const float* x, std::int64_t ldx, std::int64_t rows, float* yt) {
-  bool bad = false;
-  const std::int32_t* idx = w.column_indices.data();
-  const float* val = w.values.data();
-  const auto cols = static_cast<std::uint32_t>(w.cols);
-  for (std::int64_t n = 0; n < w.rows; ++n) {
-    float acc[kCsrDotRows] = {};
-    std::int32_t previous = -1;
-    for (std::int32_t i = w.row_offsets[static_cast<std::size_t>(n)];
-         i < w.row_offsets[static_cast<std::size_t>(n + 1)]; ++i) {
-      const std::int32_t k = idx[i];
-      bad |= k <= previous || static_cast<std::uint32_t>(k) >= cols;
-      previous = k;
-      const std::int32_t safe = bad ? 0 : k;
-      for (std::int64_t m = 0; m < rows; ++m) acc[m] += val[i] * x[m * ldx + safe];
-    }
-    for (std::int64_t m = 0; m < rows; ++m) yt[n * rows + m] = acc[m];
-  }
-  return !bad;
-}
+}  // namespace shrink::linear::detail
 
-#if defined(SHRINK_CPU_AVX2_DISPATCH)
-// csr_dots with AVX-512: 16 stored values a step, their columns checked (in range, increasing) before they are used as
-// gather indices (a bad lane is masked off, never read), x[m, columns] gathered for each of the rows of X.
-template <int Rows>
-SHRINK_TARGET_AVX512 bool csr_dots_avx512(const sparse::Csr<float>& w, const float* x, std::int64_t ldx, float* yt) {
-  const std::int32_t* idx = w.column_indices.data();
-  const float* val = w.values.data();
-  const __m512i cols = _mm512_set1_epi32(static_cast<std::int32_t>(w.cols));
-  __mmask16 bad = 0;
-  for (std::int64_t n = 0; n < w.rows; ++n) {
-    __m512 acc[Rows];
-    for (int i = 0; i < Rows; ++i) acc[i] = _mm512_setzero_ps();
-    __m512i previous = _mm512_set1_epi32(-1);  // lane 15: the last column of the step before
-    const std::int32_t end = w.row_offsets[static_cast<std::size_t>(n + 1)];
-    for (std::int32_t i = w.row_offsets[static_cast<std::size_t>(n)]; i < end; i += 16) {
-      const __mmask16 live =
-          end - i >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << (end - i)) - 1);
-      const __m512i k = _mm512_maskz_loadu_epi32(live, idx + i);
-      const __m512i before = _mm512_maskz_alignr_epi32(0xFFFF, k, previous, 15);  // each lane's predecessor
-      const __mmask16 ok = _mm512_mask_cmplt_epu32_mask(live, k, cols) & _mm512_mask_cmpgt_epi32_mask(live, k, before);
-      bad |= static_cast<__mmask16>(live & ~ok);
-      previous = k;
-      const __m512 v = _mm512_maskz_loadu_ps(ok, val + i);
-      for (int r = 0; r < Rows; ++r)
-        acc[r] = _mm512_fmadd_ps(v, _mm512_mask_i32gather_ps(_mm512_setzero_ps(), ok, k, x + r * ldx, 4), acc[r]);
-    }
-    for (int r = 0; r < Rows; ++r) yt[n * Rows + r] = sum_lanes16(acc[r]);
-  }
-  return bad == 0;
-}
-
-template <std::size_t... I>
-bool csr_dots_avx512_rows(std::int64_t rows, const sparse::Csr<float>& w, const float* x, std::int64_t ldx, float* yt,
-                          std::index_sequence<I...>) {
-  bool ok = true;
-  ((rows == static_cast<std::int64_t>(I + 1) ? (ok = csr_dots_avx512<static_cast<int>(I + 1)>(w, x, ldx, yt), 0) : 0),
-   ...);
-  return ok;
-}
-
-// yt[n, 0 .. 16V) = Σ_i values[i] · xt[idx[i], 0 .. 16V) for every row n; xt rows hold 16V floats.
-template <int V>
-SHRINK_TARGET_AVX512 bool csr_rows_avx512(const sparse::Csr<float>& w, const float* xt, float* yt) {
-  bool bad = false;
-  const std::int32_t* idx = w.column_indices.data();
-  const float* val = w.values.data();
-  const auto cols = static_cast<std::uint32_t>(w.cols);
-  for (std::int64_t n = 0; n < w.rows; ++n) {
-    __m512 acc[V];
-    for (int v = 0; v < V; ++v) acc[v] = _mm512_setzero_ps();
-    std::int32_t previous = -1;
-    for (std::int32_t i = w.row_offsets[static_cast<std::size_t>(n)];
-         i < w.row_offsets[static_cast<std::size_t>(n + 1)]; ++i) {
-      const std::int32_t k = idx[i];
-      bad |= k <= previous || static_cast<std::uint32_t>(k) >= cols;
-      previous = k;
-      const float* row = xt + static_cast<std::int64_t>(bad ? 0 : k) * 16 * V;
-      const __m512 a = _mm512_set1_ps(val[i]);
-      for (int v = 0; v < V; ++v) acc[v] = _mm512_fmadd_ps(a, _mm512_loadu_ps(row + 16 * v), acc[v]);
-    }
-    for (int v = 0; v < V; ++v) _mm512_storeu_ps(yt + n * 16 * V + 16 * v, acc[v]);
-  }
-  return !bad;
-}
-
-// The same with 8-float registers; xt rows hold 8V floats.
-template <int V>
-SHRINK_TARGET_AVX2_FMA bool csr_rows_avx2(const sparse::Csr<float>& w, const float* xt, float* yt) {
-  bool bad = false;
-  const std::int32_t* idx = w.column_indices.data();
-  const float* val = w.values.data();
-  const auto cols = static_cast<std::uint32_t>(w.cols);
-  for (std::int64_t n = 0; n < w.rows; ++n) {
-    __m256 acc[V];
-    for (int v = 0; v < V; ++v) acc[v] = _mm256_setzero_ps();
-    std::int32_t previous = -1;
-    for (std::int32_t i = w.row_offsets[static_cast<std::size_t>(n)];
-         i < w.row_offsets[static_cast<std::size_t>(n + 1)]; ++i) {
-      const std::int32_t k = idx[i];
-      bad |= k <= previous || static_cast<std::uint32_t>(k) >= cols;
-      previous = k;
-      const float* row = xt + static_cast<std::int64_t>(bad ? 0 : k) * 8 * V;
-      const __m256 a = _mm256_broadcast_ss(val + i);
-      for (int v = 0; v < V; ++v) acc[v] = _mm256_fmadd_ps(a, _mm256_loadu_ps(row + 8 * v), acc[v]);
-    }
-    for (int v = 0; v < V; ++v) _mm256_storeu_ps(yt + n * 8 * V + 8 * v, acc[v]);
-  }
-  return !bad;
-}
-
-template <int Lanes, std::size_t... I>
-bool csr_rows_dispatch(int registers, const sparse::Csr<float>& w, const float* xt, float* yt,
-                       std::index_sequence<I...>) {
-  bool ok = true;
-  ((registers == static_cast<int>(I + 1) ? (ok = Lanes == 16 ? csr_rows_avx512<static_cast<int>(I + 1)>(w, xt, yt)
-                                                             : csr_rows_avx2<static_cast<int>(I + 1)>(w, xt, yt),
-                                            0)
-                                         : 0),
-   ...);
-  return ok;
-}
-#endif
-
-}  // namespace detail
+namespace shrink::cpu {
 
 inline Support can_implement_linear_csr(const TensorView<const float>& x, const sparse::Csr<float>& w,
                                         const TensorView<float>& out, const Epilogue& epilogue = {}) {
-  Support s = detail::check_csr_structure(w);
+  Support s = linear::detail::check_csr_structure(w);
   if (!s) return s;
-  s = detail::check_linear_operands(x, w.cols, w.rows, out, epilogue);
+  s = linear::detail::check_linear_operands(x, w.cols, w.rows, out, epilogue);
   if (!s) return s;
-  s = detail::check_no_overlap(out, w.values.data(), w.values.size() * sizeof(float), "w.values");
+  s = linear::detail::check_no_overlap(out, w.values.data(), w.values.size() * sizeof(float), "w.values");
   if (!s) return s;
-  s = detail::check_no_overlap(out, w.column_indices.data(), w.column_indices.size() * 4, "w.column_indices");
+  s = linear::detail::check_no_overlap(out, w.column_indices.data(), w.column_indices.size() * 4, "w.column_indices");
   if (!s) return s;
-  return detail::check_no_overlap(out, w.row_offsets.data(), w.row_offsets.size() * 4, "w.row_offsets");
+  return linear::detail::check_no_overlap(out, w.row_offsets.data(), w.row_offsets.size() * 4, "w.row_offsets");
 }
 
 // out[m, n] = act(Σ_{stored k of row n} x[m, k] · w[n, k] + bias[n]); x [M, K] any strides, w a CSR [N, K].
@@ -217,23 +89,24 @@ inline void linear_csr(TensorView<const float> x, const sparse::Csr<float>& w, T
   const char* fn = "shrink::cpu::linear_csr";
   require_supported(can_implement_linear_csr(x, w, out, epilogue), fn);
   const std::int64_t m_total = x.size(0), n_total = w.rows, k_total = w.cols;
-  const float* bias = detail::bias_data(epilogue);
+  const float* bias = linear::detail::bias_data(epilogue);
+  const CsrRows rows_of_w{w.rows, w.cols, w.row_offsets.data(), w.column_indices.data(), w.values.data()};
 
-  if (m_total <= detail::kCsrDotRows) {
+  if (m_total <= cpu::kCsrDotRows) {
     std::vector<float> x_rows;
     std::int64_t ldx = 0;
-    const float* xs = detail::contiguous_rows(x, x_rows, ldx);
+    const float* xs = linear::detail::contiguous_rows(x, x_rows, ldx);
     std::vector<float> yt(static_cast<std::size_t>(n_total * m_total));
     bool ok = false;
 #if defined(SHRINK_CPU_AVX2_DISPATCH)
     if (use_avx512())
-      ok =
-          detail::csr_dots_avx512_rows(m_total, w, xs, ldx, yt.data(), std::make_index_sequence<detail::kCsrDotRows>{});
+      ok = cpu::csr_dots_avx512_rows(m_total, rows_of_w, xs, ldx, yt.data(),
+                                     std::make_index_sequence<cpu::kCsrDotRows>{});
     else
 #endif
-      ok = detail::csr_dots(w, xs, ldx, m_total, yt.data());
+      ok = cpu::csr_dots(rows_of_w, xs, ldx, m_total, yt.data());
     if (!ok) sparse::validate_csr(w, fn);
-    detail::finish_transposed(yt.data(), m_total, m_total, n_total, 0, bias, epilogue.activation, out);
+    cpu::finish_transposed(yt.data(), m_total, m_total, n_total, 0, bias, epilogue.activation, out);
     return;
   }
 
@@ -258,13 +131,12 @@ inline void linear_csr(TensorView<const float> x, const sparse::Csr<float>& w, T
     for (std::int64_t m = 0; m < m_total; ++m)
       for (std::int64_t k = 0; k < k_total; ++k) xt(k, m) = x(m, k);
     const RowMajor yt = sparse_w * xt;
-    detail::finish_transposed(yt.data(), m_total, m_total, n_total, 0, bias, epilogue.activation, out);
+    cpu::finish_transposed(yt.data(), m_total, m_total, n_total, 0, bias, epilogue.activation, out);
     return;
   }
 #if defined(SHRINK_CPU_AVX2_DISPATCH)
   // Xᵀ chunks small enough to stay in L2 while the weight rows pick their rows at random (at least one register).
-  max_width =
-      std::min(max_width, std::max<std::int64_t>(lanes, detail::kCsrChunkBytes / (k_total * 4) / lanes * lanes));
+  max_width = std::min(max_width, std::max<std::int64_t>(lanes, cpu::kCsrChunkBytes / (k_total * 4) / lanes * lanes));
   const std::int64_t chunks = (m_total + max_width - 1) / max_width;
   const std::int64_t rows_per_chunk = (m_total + chunks - 1) / chunks;
   const std::int64_t width = (rows_per_chunk + lanes - 1) / lanes * lanes;
@@ -278,14 +150,14 @@ inline void linear_csr(TensorView<const float> x, const sparse::Csr<float>& w, T
       for (std::int64_t k = 0; k < k_total; ++k) xt[static_cast<std::size_t>(k * width + i)] = x(m0 + i, k);
     float* chunk_yt = yt.data() + c * n_total * width;
     const bool ok =
-        lanes == 16 ? detail::csr_rows_dispatch<16>(registers, w, xt.data(), chunk_yt, std::make_index_sequence<8>{})
-                    : detail::csr_rows_dispatch<8>(registers, w, xt.data(), chunk_yt, std::make_index_sequence<8>{});
+        lanes == 16
+            ? cpu::csr_rows_dispatch<16>(registers, rows_of_w, xt.data(), chunk_yt, std::make_index_sequence<8>{})
+            : cpu::csr_rows_dispatch<8>(registers, rows_of_w, xt.data(), chunk_yt, std::make_index_sequence<8>{});
     if (!ok) sparse::validate_csr(w, fn);
   }
   for (std::int64_t c = 0; c < chunks; ++c) {
     const std::int64_t m0 = c * rows_per_chunk, rows = std::min(rows_per_chunk, m_total - m0);
-    detail::finish_transposed(yt.data() + c * n_total * width, width, rows, n_total, m0, bias, epilogue.activation,
-                              out);
+    cpu::finish_transposed(yt.data() + c * n_total * width, width, rows, n_total, m0, bias, epilogue.activation, out);
   }
 #endif
 }
@@ -299,7 +171,9 @@ inline void linear_csr(TensorView<const float> x, const sparse::Csr<float>& w, c
   linear_csr(x, w, out, e);
 }
 
-namespace detail {
+}  // namespace shrink::cpu
+
+namespace shrink::linear::detail {
 
 // out must not share memory with an input of `bytes` bytes at `data` (out of any element type).
 template <class T>
@@ -357,32 +231,34 @@ void linear_csr_16(const TensorView<const T>& x, const sparse::Csr<T>& w, const 
   wf.values.resize(w.values.size());
   for (std::size_t i = 0; i < w.values.size(); ++i) wf.values[i] = w.values[i].to_float();
   std::vector<float> y(static_cast<std::size_t>(m_total * n_total));
-  linear_csr(TensorView<const float>(xf.data(), Shape{m_total, k_total}), wf,
-             TensorView<float>(y.data(), Shape{m_total, n_total}), epilogue);
+  cpu::linear_csr(TensorView<const float>(xf.data(), Shape{m_total, k_total}), wf,
+                  TensorView<float>(y.data(), Shape{m_total, n_total}), epilogue);
   for (std::int64_t m = 0; m < m_total; ++m)
     for (std::int64_t n = 0; n < n_total; ++n) out(m, n) = T(y[static_cast<std::size_t>(m * n_total + n)]);
 }
 
-}  // namespace detail
+}  // namespace shrink::linear::detail
+
+namespace shrink::cpu {
 
 // Half and bfloat16 activations and weights (float accumulation, float bias, 16-bit output rounded to nearest even).
 inline Support can_implement_linear_csr(const TensorView<const half>& x, const sparse::Csr<half>& w,
                                         const TensorView<half>& out, const Epilogue& epilogue = {}) {
-  return detail::check_linear_csr_16(x, w, out, epilogue);
+  return linear::detail::check_linear_csr_16(x, w, out, epilogue);
 }
 inline Support can_implement_linear_csr(const TensorView<const bfloat16>& x, const sparse::Csr<bfloat16>& w,
                                         const TensorView<bfloat16>& out, const Epilogue& epilogue = {}) {
-  return detail::check_linear_csr_16(x, w, out, epilogue);
+  return linear::detail::check_linear_csr_16(x, w, out, epilogue);
 }
 
 // out[m, n] = half(act(Σ_{stored k of row n} float(x[m, k]) · float(w[n, k]) + bias[n])), rounded to nearest even.
 inline void linear_csr(TensorView<const half> x, const sparse::Csr<half>& w, TensorView<half> out,
                        const Epilogue& epilogue = {}) {
-  detail::linear_csr_16(x, w, out, epilogue);
+  linear::detail::linear_csr_16(x, w, out, epilogue);
 }
 inline void linear_csr(TensorView<const bfloat16> x, const sparse::Csr<bfloat16>& w, TensorView<bfloat16> out,
                        const Epilogue& epilogue = {}) {
-  detail::linear_csr_16(x, w, out, epilogue);
+  linear::detail::linear_csr_16(x, w, out, epilogue);
 }
 
 }  // namespace shrink::cpu

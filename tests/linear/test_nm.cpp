@@ -12,9 +12,9 @@
 #include <tuple>
 #include <vector>
 
-#include "linear_reference.hpp"
+#include "linear/linear_reference.hpp"
 #include "shrink/core/half.hpp"
-#include "shrink/cpu/linear_nm.hpp"
+#include "shrink/linear/nm.hpp"
 #include "shrink/prune/mask.hpp"
 #include "shrink/prune/nm.hpp"
 #include "shrink/sparse/nm_compressed.hpp"

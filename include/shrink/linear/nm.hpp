@@ -12,7 +12,7 @@
 // Positions are checked (in range, increasing within each group) before anything is written. NaN and inf propagate
 // as IEEE arithmetic does, except that a NaN in x meets only the kept weights.
 // At the end of the file: half / bfloat16 operands (float accumulation) and int8 operands (exact int32 sums, scaled
-// epilogue, float / half / bfloat16 / requantized int8 outputs), the CPU twins of cuda/gemm_sparse24.hpp.
+// epilogue, float / half / bfloat16 / requantized int8 outputs), the CPU twins of linear/nm_cuda.hpp.
 #pragma once
 
 #include <algorithm>
@@ -28,22 +28,18 @@
 #include "shrink/core/no_contract.hpp"
 #include "shrink/core/view.hpp"
 #include "shrink/cpu/aligned_vector.hpp"
+#include "shrink/cpu/epilogue_rows.hpp"
 #include "shrink/cpu/gemm_panel.hpp"
 #include "shrink/cpu/lane_sums.hpp"
-#include "shrink/cpu/linear_check.hpp"
-#include "shrink/cpu/linear_epilogue.hpp"
+#include "shrink/cpu/nm_dots.hpp"
 #include "shrink/cpu/prefetch.hpp"
 #include "shrink/cpu/quantize.hpp"
 #include "shrink/cpu/simd.hpp"
+#include "shrink/linear/check.hpp"
 #include "shrink/prune/nm.hpp"
 #include "shrink/sparse/nm_compressed.hpp"
 
-namespace shrink::cpu {
-
-namespace detail {
-
-inline constexpr std::int64_t kNmDotRows = 12;   // rows of X per pass of the dot products
-inline constexpr std::int64_t kNmDotChunks = 4;  // passes (AVX-512 2:4) before expanding panels pays off
+namespace shrink::linear::detail {
 
 template <class T>
 Support check_nm_structure(const sparse::NmCompressed<T>& w) {
@@ -89,80 +85,19 @@ Support check_nm_positions(const sparse::NmCompressed<T>& w) {
   return Support::yes();
 }
 
-// yt[r, m] = Σ kept w[r, ·] · x[m, ·] for the weight rows r in [r0, r1) from group g0 on; false on a bad position.
-inline bool nm_dots_scalar(const sparse::NmCompressed<float>& w, const float* x, std::int64_t ldx, std::int64_t rows,
-                           std::int64_t r0, std::int64_t r1, std::int64_t g0, float* yt, bool accumulate) {
-  const int n = w.pattern.n, m = w.pattern.m;
-  const std::int64_t groups = w.cols / m;
-  bool bad = false;
-  for (std::int64_t r = r0; r < r1; ++r) {
-    float acc[kNmDotRows] = {};
-    const std::size_t base = static_cast<std::size_t>(r * w.kept_per_row());
-    for (std::int64_t g = g0; g < groups; ++g) {
-      int previous = -1;
-      for (int j = 0; j < n; ++j) {
-        const std::size_t at = base + static_cast<std::size_t>(g * n + j);
-        const int p = w.positions[at];
-        bad |= p <= previous || p >= m;
-        previous = p;
-        const std::int64_t col = bad ? 0 : g * m + p;
-        for (std::int64_t i = 0; i < rows; ++i) acc[i] += w.values[at] * x[i * ldx + col];
-      }
-    }
-    for (std::int64_t i = 0; i < rows; ++i) yt[r * rows + i] = accumulate ? yt[r * rows + i] + acc[i] : acc[i];
-  }
-  return !bad;
-}
+}  // namespace shrink::linear::detail
 
-#if defined(SHRINK_CPU_AVX2_DISPATCH)
-// 2:4 dot products of every weight row with MR rows of x, 8 groups (16 kept values, 32 columns) a step; the groups
-// past the last whole step are left to the scalar loop (returned: the first group not done).
-template <int MR>
-SHRINK_TARGET_AVX512 bool nm24_dots_avx512(const sparse::NmCompressed<float>& w, const float* x, std::int64_t ldx,
-                                           float* yt, std::int64_t& groups_done) {
-  const std::int64_t kept = w.kept_per_row();
-  const std::int64_t steps = kept / 16;
-  groups_done = steps * 8;
-  // Lane l holds a value of group l / 2 of the step: its column is 4 · (l / 2) + position.
-  const __m512i group_base = _mm512_setr_epi32(0, 0, 4, 4, 8, 8, 12, 12, 16, 16, 20, 20, 24, 24, 28, 28);
-  const __m512i four = _mm512_set1_epi32(4);
-  __mmask16 bad = 0;
-  for (std::int64_t r = 0; r < w.rows; ++r) {
-    const float* values = w.values.data() + r * kept;
-    const std::uint8_t* positions = w.positions.data() + r * kept;
-    __m512 acc[MR];
-    for (int i = 0; i < MR; ++i) acc[i] = _mm512_setzero_ps();
-    for (std::int64_t s = 0; s < steps; ++s) {
-      const __m512 v = _mm512_loadu_ps(values + 16 * s);
-      const __m512i p =
-          _mm512_maskz_cvtepu8_epi32(0xFFFF, _mm_loadu_si128(reinterpret_cast<const __m128i*>(positions + 16 * s)));
-      // Valid pairs: the first position below the second (its neighbour), every position below 4.
-      const __m512i partner = _mm512_maskz_shuffle_epi32(0xFFFF, p, _MM_PERM_CDAB);  // each lane's pair partner
-      bad |= static_cast<__mmask16>(_mm512_cmplt_epi32_mask(p, partner) ^ 0x5555) | _mm512_cmpge_epu32_mask(p, four);
-      const __m512i column = _mm512_add_epi32(group_base, p);
-      for (int i = 0; i < MR; ++i) {
-        const float* row = x + i * ldx + 32 * s;
-        const __m512 picked = _mm512_permutex2var_ps(_mm512_loadu_ps(row), column, _mm512_loadu_ps(row + 16));
-        acc[i] = _mm512_fmadd_ps(v, picked, acc[i]);
-      }
-    }
-    for (int i = 0; i < MR; ++i) yt[r * MR + i] = sum_lanes16(acc[i]);
-  }
-  return bad == 0;
-}
-#endif
-
-}  // namespace detail
+namespace shrink::cpu {
 
 inline Support can_implement_linear_nm(const TensorView<const float>& x, const sparse::NmCompressed<float>& w,
                                        const TensorView<float>& out, const Epilogue& epilogue = {}) {
-  Support s = detail::check_nm_structure(w);
+  Support s = linear::detail::check_nm_structure(w);
   if (!s) return s;
-  s = detail::check_linear_operands(x, w.cols, w.rows, out, epilogue);
+  s = linear::detail::check_linear_operands(x, w.cols, w.rows, out, epilogue);
   if (!s) return s;
-  s = detail::check_no_overlap(out, w.values.data(), w.values.size() * sizeof(float), "w.values");
+  s = linear::detail::check_no_overlap(out, w.values.data(), w.values.size() * sizeof(float), "w.values");
   if (!s) return s;
-  return detail::check_no_overlap(out, w.positions.data(), w.positions.size(), "w.positions");
+  return linear::detail::check_no_overlap(out, w.positions.data(), w.positions.size(), "w.positions");
 }
 
 // out[m, n] = act(Σ_{kept k of row n} x[m, k] · w[n, k] + bias[n]); x [M, K] any strides, w N:M compressed [N, K].
@@ -171,45 +106,47 @@ inline void linear_nm(TensorView<const float> x, const sparse::NmCompressed<floa
   const char* fn = "shrink::cpu::linear_nm";
   require_supported(can_implement_linear_nm(x, w, out, epilogue), fn);
   const std::int64_t m_total = x.size(0), n_total = w.rows, k_total = w.cols;
-  const float* bias = detail::bias_data(epilogue);
+  const float* bias = linear::detail::bias_data(epilogue);
   std::vector<float> x_rows;
   std::int64_t ldx = 0;
-  const float* xs = detail::contiguous_rows(x, x_rows, ldx);
+  const float* xs = linear::detail::contiguous_rows(x, x_rows, ldx);
 
-  bool use_dots = m_total <= detail::kNmDotRows;
+  bool use_dots = m_total <= cpu::kNmDotRows;
 #if defined(SHRINK_CPU_AVX2_DISPATCH)
   const bool vector_dots = use_avx512() && w.pattern.n == 2 && w.pattern.m == 4;
-  use_dots = use_dots || (vector_dots && m_total <= detail::kNmDotChunks * detail::kNmDotRows);
+  use_dots = use_dots || (vector_dots && m_total <= cpu::kNmDotChunks * cpu::kNmDotRows);
 #endif
   if (use_dots) {  // dot products, 12 rows of X a pass, into private storage checked before out is written
-    const std::int64_t chunks = (m_total + detail::kNmDotRows - 1) / detail::kNmDotRows;
+    const NmRows rows_of_w{w.rows,           w.cols,          w.pattern.n,       w.pattern.m,
+                           w.kept_per_row(), w.values.data(), w.positions.data()};
+    const std::int64_t chunks = (m_total + cpu::kNmDotRows - 1) / cpu::kNmDotRows;
     std::vector<float> yt(static_cast<std::size_t>(n_total * m_total));
     bool ok = true;
     for (std::int64_t c = 0; c < chunks; ++c) {
-      const std::int64_t m0 = c * detail::kNmDotRows, rows = std::min(detail::kNmDotRows, m_total - m0);
+      const std::int64_t m0 = c * cpu::kNmDotRows, rows = std::min(cpu::kNmDotRows, m_total - m0);
       float* chunk_yt = yt.data() + m0 * n_total;  // [N, rows]
       const float* chunk_x = xs + m0 * ldx;
       std::int64_t groups_done = 0;
 #if defined(SHRINK_CPU_AVX2_DISPATCH)
       if (vector_dots) {
-        detail::for_each_row_tile<detail::kNmDotRows>(rows, [&](auto tile_rows, std::int64_t) {
-          ok = detail::nm24_dots_avx512<decltype(tile_rows)::value>(w, chunk_x, ldx, chunk_yt, groups_done) && ok;
+        cpu::for_each_row_tile<cpu::kNmDotRows>(rows, [&](auto tile_rows, std::int64_t) {
+          ok = cpu::nm24_dots_avx512<decltype(tile_rows)::value>(rows_of_w, chunk_x, ldx, chunk_yt, groups_done) && ok;
         });
       }
 #endif
-      ok = detail::nm_dots_scalar(w, chunk_x, ldx, rows, 0, n_total, groups_done, chunk_yt, groups_done > 0) && ok;
+      ok = cpu::nm_dots_scalar(rows_of_w, chunk_x, ldx, rows, 0, n_total, groups_done, chunk_yt, groups_done > 0) && ok;
     }
-    if (!ok) require_supported(detail::check_nm_positions(w), fn);
+    if (!ok) require_supported(linear::detail::check_nm_positions(w), fn);
     for (std::int64_t c = 0; c < chunks; ++c) {
-      const std::int64_t m0 = c * detail::kNmDotRows, rows = std::min(detail::kNmDotRows, m_total - m0);
-      detail::finish_transposed(yt.data() + m0 * n_total, rows, rows, n_total, m0, bias, epilogue.activation, out);
+      const std::int64_t m0 = c * cpu::kNmDotRows, rows = std::min(cpu::kNmDotRows, m_total - m0);
+      cpu::finish_transposed(yt.data() + m0 * n_total, rows, rows, n_total, m0, bias, epilogue.activation, out);
     }
     return;
   }
 
-  require_supported(detail::check_nm_positions(w), fn);
+  require_supported(linear::detail::check_nm_positions(w), fn);
   const int n_keep = w.pattern.n, m_group = w.pattern.m;
-  const std::int64_t block_k = std::max<std::int64_t>(1, detail::kPanelBlockK / m_group) * m_group;
+  const std::int64_t block_k = std::max<std::int64_t>(1, cpu::kPanelBlockK / m_group) * m_group;
   AlignedVector<float> block(static_cast<std::size_t>(std::max(block_k, k_total) * kPanelWidth));
   // Rows 32p .. 32p + 31, columns k0 .. k0 + kc − 1 of W as a dense k-major panel: zeros, then each kept value
   // stored at its column.
@@ -245,17 +182,17 @@ inline void linear_nm(TensorView<const float> x, const sparse::NmCompressed<floa
   const std::int64_t ldy = out.stride(0);
   auto finish = [&](std::int64_t n0, std::int64_t n1) {
     for (std::int64_t m = 0; m < m_total; ++m)
-      detail::finish_run(y + m * ldy + n0, 1.0f, nullptr, bias != nullptr ? bias + n0 : nullptr, epilogue.activation,
-                         y + m * ldy + n0, n1 - n0);
+      cpu::finish_run(y + m * ldy + n0, 1.0f, nullptr, bias != nullptr ? bias + n0 : nullptr, epilogue.activation,
+                      y + m * ldy + n0, n1 - n0);
   };
 #if defined(SHRINK_CPU_AVX2_DISPATCH)
   if (use_avx512()) {
     auto tile = [&](auto rows, const float* xr, const float* panel, std::int64_t kc, float* yr, int valid,
                     bool accumulate) {
-      detail::panel_tile_avx512<decltype(rows)::value>(xr, ldx, panel, kc, yr, ldy, valid, accumulate);
+      cpu::panel_tile_avx512<decltype(rows)::value>(xr, ldx, panel, kc, yr, ldy, valid, accumulate);
     };
-    detail::gemm_panels_blocked<detail::kPanelRowsAvx512>(xs, ldx, m_total, n_total, k_total, block_k, y, ldy, expand,
-                                                          source, tile, finish);
+    cpu::gemm_panels_blocked<cpu::kPanelRowsAvx512>(xs, ldx, m_total, n_total, k_total, block_k, y, ldy, expand, source,
+                                                    tile, finish);
     return;
   }
   if (use_avx2_fma()) {
@@ -264,17 +201,17 @@ inline void linear_nm(TensorView<const float> x, const sparse::NmCompressed<floa
       for (int half_index = 0; half_index < 2; ++half_index) {
         const int half_valid = std::min(16, valid - 16 * half_index);
         if (half_valid <= 0) break;
-        detail::panel_tile_avx2<decltype(rows)::value>(xr, ldx, panel + 16 * half_index, kc, yr + 16 * half_index, ldy,
-                                                       half_valid, accumulate);
+        cpu::panel_tile_avx2<decltype(rows)::value>(xr, ldx, panel + 16 * half_index, kc, yr + 16 * half_index, ldy,
+                                                    half_valid, accumulate);
       }
     };
-    detail::gemm_panels_blocked<detail::kPanelRowsAvx2>(xs, ldx, m_total, n_total, k_total, block_k, y, ldy, expand,
-                                                        source, tile, finish);
+    cpu::gemm_panels_blocked<cpu::kPanelRowsAvx2>(xs, ldx, m_total, n_total, k_total, block_k, y, ldy, expand, source,
+                                                  tile, finish);
     return;
   }
 #endif
-  detail::gemm_panels_eigen(xs, ldx, m_total, n_total, k_total, y, ldy,
-                            [&](std::int64_t p) { return expand(p, 0, k_total); });
+  cpu::gemm_panels_eigen(xs, ldx, m_total, n_total, k_total, y, ldy,
+                         [&](std::int64_t p) { return expand(p, 0, k_total); });
   finish(0, n_total);
 }
 
@@ -288,7 +225,7 @@ inline void linear_nm(TensorView<const float> x, const sparse::NmCompressed<floa
 }
 
 // ---------------------------------------------------------------------------------------------------------------
-// The CPU twins of the GPU 2:4 kernels (cuda/gemm_sparse24.hpp), any n:m: the same formulas in the same order.
+// The CPU twins of the GPU 2:4 kernels (linear/nm_cuda.hpp), any n:m: the same formulas in the same order.
 //
 //   16-bit   linear_nm(x, w, out) with half or bfloat16 x and w: both widened to float exactly, the float kernels
 //            above (float accumulation), then out rounded to nearest even (out half/bfloat16) or kept (out float).
@@ -299,7 +236,9 @@ inline void linear_nm(TensorView<const float> x, const sparse::NmCompressed<floa
 //            sx = epilogue.x_scales: [M] (per token) or [1]; sw = epilogue.w_scales: [N] (per output channel) or [1];
 //            symmetric (no zero points).
 
-namespace detail {
+}  // namespace shrink::cpu
+
+namespace shrink::linear::detail {
 
 template <class T>
 struct TypeIdentity {
@@ -385,34 +324,37 @@ SHRINK_NO_CONTRACT Out finish_int8(std::int32_t acc, float sx, float sw, float b
   return to_linear_output<Out>(epilogue_value(static_cast<float>(acc), sx * sw, bias, activation), out_scale);
 }
 
-}  // namespace detail
+}  // namespace shrink::linear::detail
+
+namespace shrink::cpu {
 
 // Whether linear_nm can run 16-bit operands (T half or bfloat16; Out T or float), and if not, why.
-template <class T, class Out, std::enable_if_t<detail::is_float16_type<T>(), int> = 0>
-Support can_implement_linear_nm(const TensorView<const detail::NonDeduced<T>>& x, const sparse::NmCompressed<T>& w,
-                                const TensorView<Out>& out, const Epilogue& epilogue = {}) {
+template <class T, class Out, std::enable_if_t<linear::detail::is_float16_type<T>(), int> = 0>
+Support can_implement_linear_nm(const TensorView<const linear::detail::NonDeduced<T>>& x,
+                                const sparse::NmCompressed<T>& w, const TensorView<Out>& out,
+                                const Epilogue& epilogue = {}) {
   if (!std::is_same_v<Out, T> && !std::is_same_v<Out, float>)
     return Support::no("out", std::string("a view of ") + element_type_name<Out>(),
                        std::string("a view of ") + element_type_name<T>() + " or float");
-  Support s = detail::check_nm_structure(w);
+  Support s = linear::detail::check_nm_structure(w);
   if (!s) return s;
-  s = detail::check_matrix(x, "x");
+  s = linear::detail::check_matrix(x, "x");
   if (!s) return s;
   if (x.size(1) != w.cols)
     return Support::no("x.shape", to_string(x.shape()),
                        "[M, " + std::to_string(w.cols) + "]: K equal to the weight's input size");
-  s = detail::check_typed_output(out, x.size(0), w.rows);
+  s = linear::detail::check_typed_output(out, x.size(0), w.rows);
   if (!s) return s;
-  s = detail::check_typed_epilogue(epilogue, w.rows, out);
+  s = linear::detail::check_typed_epilogue(epilogue, w.rows, out);
   if (!s) return s;
   if (views_overlap(x, out)) return Support::no("out", "memory overlapping x", "a separate output");
-  return detail::check_out_apart_from_weight(out, w);
+  return linear::detail::check_out_apart_from_weight(out, w);
 }
 
 // out[m, n] = act(Σ_{kept k of row n} x[m, k] · w[n, k] + bias[n]) for half or bfloat16 x and w, accumulated in
 // float; out T (rounded to nearest even) or float. The twin of cuda::gemm_sparse24 for 16-bit operands.
-template <class T, class Out, std::enable_if_t<detail::is_float16_type<T>(), int> = 0>
-void linear_nm(TensorView<const detail::NonDeduced<T>> x, const sparse::NmCompressed<T>& w, TensorView<Out> out,
+template <class T, class Out, std::enable_if_t<linear::detail::is_float16_type<T>(), int> = 0>
+void linear_nm(TensorView<const linear::detail::NonDeduced<T>> x, const sparse::NmCompressed<T>& w, TensorView<Out> out,
                const Epilogue& epilogue = {}) {
   require_supported(can_implement_linear_nm(x, w, out, epilogue), "shrink::cpu::linear_nm");
   const std::int64_t m_total = x.size(0), k_total = x.size(1), n_total = w.rows;
@@ -432,7 +374,7 @@ void linear_nm(TensorView<const detail::NonDeduced<T>> x, const sparse::NmCompre
             TensorView<float>(y.data(), Shape{m_total, n_total}), epilogue);
   for (std::int64_t m = 0; m < m_total; ++m)
     for (std::int64_t n = 0; n < n_total; ++n)
-      out(m, n) = detail::to_linear_output<Out>(y[static_cast<std::size_t>(m * n_total + n)], 1.0f);
+      out(m, n) = linear::detail::to_linear_output<Out>(y[static_cast<std::size_t>(m * n_total + n)], 1.0f);
 }
 
 // Whether linear_nm_int8 can run (Out float, half, bfloat16 or int8), and if not, why. The scales are the
@@ -444,34 +386,34 @@ Support can_implement_linear_nm_int8(const TensorView<const std::int8_t>& x, con
       !std::is_same_v<Out, std::int8_t>)
     return Support::no("out", std::string("a view of ") + element_type_name<Out>(),
                        "a view of float, half, bfloat16 or int8");
-  Support s = detail::check_nm_structure(w);
+  Support s = linear::detail::check_nm_structure(w);
   if (!s) return s;
   // Each product is at most 128 · 128 in magnitude; the kept ones of a row must sum inside int32.
   const std::int64_t max_kept = std::numeric_limits<std::int32_t>::max() / (128 * 128);
   if (w.kept_per_row() > max_kept)
     return Support::no("w.shape", to_string(Shape{w.rows, w.cols}),
                        "at most " + std::to_string(max_kept) + " kept values a row (K / m · n; int32 sums)");
-  s = detail::check_matrix(x, "x");
+  s = linear::detail::check_matrix(x, "x");
   if (!s) return s;
   if (x.size(1) != w.cols)
     return Support::no("x.shape", to_string(x.shape()),
                        "[M, " + std::to_string(w.cols) + "]: K equal to the weight's input size");
-  s = detail::check_int8_scales(epilogue.x_scales, "epilogue.x_scales", x.size(0), "row of x");
+  s = linear::detail::check_int8_scales(epilogue.x_scales, "epilogue.x_scales", x.size(0), "row of x");
   if (!s) return s;
-  s = detail::check_int8_scales(epilogue.w_scales, "epilogue.w_scales", w.rows, "output feature");
+  s = linear::detail::check_int8_scales(epilogue.w_scales, "epilogue.w_scales", w.rows, "output feature");
   if (!s) return s;
-  s = detail::check_typed_output(out, x.size(0), w.rows);
+  s = linear::detail::check_typed_output(out, x.size(0), w.rows);
   if (!s) return s;
-  s = detail::check_typed_epilogue(epilogue, w.rows, out, true);
+  s = linear::detail::check_typed_epilogue(epilogue, w.rows, out, true);
   if (!s) return s;
-  s = detail::check_output_scale<Out>(epilogue);
+  s = linear::detail::check_output_scale<Out>(epilogue);
   if (!s) return s;
   if (views_overlap(x, out)) return Support::no("out", "memory overlapping x", "a separate output");
   if (views_overlap(epilogue.x_scales, out))
     return Support::no("out", "memory overlapping epilogue.x_scales", "a separate output");
   if (views_overlap(epilogue.w_scales, out))
     return Support::no("out", "memory overlapping epilogue.w_scales", "a separate output");
-  return detail::check_out_apart_from_weight(out, w);
+  return linear::detail::check_out_apart_from_weight(out, w);
 }
 
 // out[m, n] = act(sx[m] · sw[n] · Σ_{kept k of row n} x[m, k] · w[n, k] + bias[n]) with int8 x and w, the sum exact
@@ -483,7 +425,7 @@ void linear_nm_int8(TensorView<const std::int8_t> x, const sparse::NmCompressed<
                     const Epilogue& epilogue) {
   const char* fn = "shrink::cpu::linear_nm_int8";
   require_supported(can_implement_linear_nm_int8(x, w, out, epilogue), fn);
-  require_supported(detail::check_nm_positions(w), fn);
+  require_supported(linear::detail::check_nm_positions(w), fn);
   const std::int64_t m_total = x.size(0), k_total = x.size(1), n_total = w.rows;
   std::vector<std::int8_t> x_rows;
   const std::int8_t* xs = x.data();
@@ -493,7 +435,7 @@ void linear_nm_int8(TensorView<const std::int8_t> x, const sparse::NmCompressed<
     xs = x_rows.data();
     ldx = k_total;
   }
-  const float* bias = detail::bias_data(epilogue);
+  const float* bias = linear::detail::bias_data(epilogue);
   const int n_keep = w.pattern.n, group = w.pattern.m;
   const std::int64_t groups = w.cols / group;
   std::vector<std::int16_t> dense(static_cast<std::size_t>(k_total));
@@ -513,7 +455,8 @@ void linear_nm_int8(TensorView<const std::int8_t> x, const sparse::NmCompressed<
         std::int32_t acc = 0;
         for (std::int64_t k = 0; k < k_total; ++k)
           acc += static_cast<std::int32_t>(row[k]) * static_cast<std::int32_t>(dense[static_cast<std::size_t>(k)]);
-        out(m, n) = detail::finish_int8<Out>(acc, epilogue.x_scales(epilogue.x_scales.size(0) > 1 ? m : 0), sw,
+        out(m, n) =
+            linear::detail::finish_int8<Out>(acc, epilogue.x_scales(epilogue.x_scales.size(0) > 1 ? m : 0), sw,
                                              bias != nullptr ? bias[n] : 0.0f, epilogue.activation, epilogue.out_scale);
       }
     }

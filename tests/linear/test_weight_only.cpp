@@ -13,9 +13,9 @@
 #include <type_traits>
 #include <vector>
 
-#include "linear_reference.hpp"
-#include "shrink/cpu/linear_f32.hpp"
-#include "shrink/cpu/linear_weight_only.hpp"
+#include "linear/linear_reference.hpp"
+#include "shrink/linear/f32.hpp"
+#include "shrink/linear/weight_only.hpp"
 #include "shrink/quant/quantize.hpp"
 
 using namespace shrink;
@@ -40,7 +40,7 @@ std::vector<float> as_floats(const std::vector<T>& v) {
 
 // int4 shapes: K a multiple of every group size tried (32, 64, 128 where they divide K).
 const std::vector<std::tuple<std::int64_t, std::int64_t, std::int64_t>> kInt4Shapes = {
-    {1, 1, 64},   {1, 33, 128}, {2, 31, 320}, {5, 16, 64},  {6, 40, 256},
+    {1, 1, 64},   {1, 33, 128},  {2, 31, 320},  {5, 16, 64},   {6, 40, 256},
     {7, 17, 384}, {12, 64, 128}, {13, 33, 640}, {30, 70, 512}, {3, 45, 1024}};
 
 quant::QuantizedTensor quantize_int4(const std::vector<float>& w, std::int64_t n, std::int64_t k, std::int64_t group) {
@@ -98,8 +98,8 @@ void check_16bit_matches_float(const std::vector<float>& x, const W& w, std::int
   const std::vector<A> x16 = rounded<A>(x);
   const std::vector<float> xw = as_floats(x16);
   std::vector<float> out_float(static_cast<std::size_t>(m * n), kPoison);
-  linear_weight_only(TensorView<const float>(xw.data(), Shape{m, k}), w, TensorView<float>(out_float.data(), Shape{m, n}),
-                     e);
+  linear_weight_only(TensorView<const float>(xw.data(), Shape{m, k}), w,
+                     TensorView<float>(out_float.data(), Shape{m, n}), e);
   std::vector<A> out(static_cast<std::size_t>(m * n), A(kPoison));
   linear_weight_only(TensorView<const A>(x16.data(), Shape{m, k}), w, TensorView<A>(out.data(), Shape{m, n}), e);
   int mismatches = 0;
@@ -220,16 +220,18 @@ TEST_CASE("linear_weight_only with per-group int4 weights matches a double refer
           for (std::size_t i = 0; i < out.size(); ++i)
             far += !(std::fabs(out[i] - dense_out[i]) <=
                      2 * (static_cast<double>(k) + 4) * std::ldexp(1.0, -23) * magnitude[i] +
-                         std::ldexp(1.0, -21) * (std::fabs(dense_out[i]) + std::fabs(bias[i % static_cast<std::size_t>(n)])));
+                         std::ldexp(1.0, -21) *
+                             (std::fabs(dense_out[i]) + std::fabs(bias[i % static_cast<std::size_t>(n)])));
           CHECK(far == 0);
         });
       }
       // The QuantizedTensor overload packs the same weight.
       std::vector<float> a(static_cast<std::size_t>(m * n)), b(a.size());
       const Epilogue e = Epilogue::with_bias(TensorView<const float>(bias.data(), Shape{n}));
-      linear_weight_only(TensorView<const float>(x.data(), Shape{m, k}), q, TensorView<float>(a.data(), Shape{m, n}), e);
-      linear_weight_only(TensorView<const float>(x.data(), Shape{m, k}), packed, TensorView<float>(b.data(), Shape{m, n}),
+      linear_weight_only(TensorView<const float>(x.data(), Shape{m, k}), q, TensorView<float>(a.data(), Shape{m, n}),
                          e);
+      linear_weight_only(TensorView<const float>(x.data(), Shape{m, k}), packed,
+                         TensorView<float>(b.data(), Shape{m, n}), e);
       CHECK(a == b);
     }
   }
@@ -244,7 +246,7 @@ TEST_CASE("pack_weight_int4 lays rows out as panels of nibbles with their group 
   REQUIRE(p.panel_count() == 2);
   std::vector<float> block(static_cast<std::size_t>(k * kPanelWidth));
   for (std::int64_t panel = 0; panel < p.panel_count(); ++panel) {
-    shrink::cpu::detail::dequantize_int4_panel(p, panel, 0, k, block.data());
+    shrink::cpu::dequantize_int4_panel(p, panel, 0, k, block.data());
     for (std::int64_t kk = 0; kk < k; ++kk)
       for (std::int64_t j = 0; j < kPanelWidth; ++j) {
         const std::int64_t row = panel * kPanelWidth + j;
@@ -266,16 +268,17 @@ TEST_CASE("linear_weight_only with half and bfloat16 activations and outputs", "
     const auto x = shrink::test::normal_values(static_cast<std::size_t>(m * k), rng);
     const auto w = shrink::test::normal_values(static_cast<std::size_t>(n * k), rng, 0.05f);
     const auto bias = shrink::test::normal_values(static_cast<std::size_t>(n), rng);
-    const quant::QuantizedTensor q8 = quant::quantize(
-        TensorView<const float>(w.data(), Shape{n, k}),
-        quant::QuantScheme::per_channel(quant::QuantDtype::int8, quant::Symmetry::symmetric, 0));
+    const quant::QuantizedTensor q8 =
+        quant::quantize(TensorView<const float>(w.data(), Shape{n, k}),
+                        quant::QuantScheme::per_channel(quant::QuantDtype::int8, quant::Symmetry::symmetric, 0));
     const quant::QuantizedTensor q4 = quantize_int4(w, n, k, 64);
     const PackedWeight<std::int8_t> p8 = pack_weight(q8);
     const PackedInt4Weight p4 = pack_weight_int4(q4);
     const PackedWeight<half> ph = pack_weight_as<half>(TensorView<const float>(w.data(), Shape{n, k}));
     std::vector<float> integers(w.size()), scales8(static_cast<std::size_t>(n));
     for (std::size_t i = 0; i < w.size(); ++i) integers[i] = static_cast<float>(q8.value(static_cast<std::int64_t>(i)));
-    for (std::int64_t r = 0; r < n; ++r) scales8[static_cast<std::size_t>(r)] = q8.qparams.scale[static_cast<std::size_t>(r)];
+    for (std::int64_t r = 0; r < n; ++r)
+      scales8[static_cast<std::size_t>(r)] = q8.qparams.scale[static_cast<std::size_t>(r)];
     std::vector<half> wh(w.size());
     for (std::size_t i = 0; i < w.size(); ++i) wh[i] = half(w[i]);
 
@@ -422,14 +425,21 @@ TEST_CASE("weight-only linear layers reject bad input and leave the output untou
     using quant::QuantDtype;
     using quant::QuantScheme;
     using quant::Symmetry;
-    expect_rejected([&] { linear_weight_only(x4v, quant::quantize(w4v, QuantScheme::per_group(QuantDtype::uint4, Symmetry::affine, 1, 32)), ov); },
-                    "w.scheme.dtype");
+    expect_rejected(
+        [&] {
+          linear_weight_only(
+              x4v, quant::quantize(w4v, QuantScheme::per_group(QuantDtype::uint4, Symmetry::affine, 1, 32)), ov);
+        },
+        "w.scheme.dtype");
     auto qa = quant::quantize(w4v, QuantScheme::per_group(QuantDtype::int4, Symmetry::affine, 1, 32));
     std::fill(qa.qparams.zero_point.begin(), qa.qparams.zero_point.end(), 0);
     qa.qparams.zero_point[3] = 2;
     expect_rejected([&] { linear_weight_only(x4v, qa, ov); }, "w.qparams.zero_point[3]");
     expect_rejected(
-        [&] { linear_weight_only(x4v, quant::quantize(w4v, QuantScheme::per_channel(QuantDtype::int4, Symmetry::symmetric, 0)), ov); },
+        [&] {
+          linear_weight_only(
+              x4v, quant::quantize(w4v, QuantScheme::per_channel(QuantDtype::int4, Symmetry::symmetric, 0)), ov);
+        },
         "w.scheme.granularity");
     const std::vector<float> tall(static_cast<std::size_t>(64 * 64), 0.5f);
     expect_rejected(
@@ -438,11 +448,18 @@ TEST_CASE("weight-only linear layers reject bad input and leave the output untou
                                            QuantScheme::per_group(QuantDtype::int4, Symmetry::symmetric, 0, 32)));
         },
         "w.scheme.axis");
-    PackedInt4Weight broken = pack_weight_int4(quant::quantize(w4v, QuantScheme::per_group(QuantDtype::int4, Symmetry::symmetric, 1, 32)));
+    PackedInt4Weight broken =
+        pack_weight_int4(quant::quantize(w4v, QuantScheme::per_group(QuantDtype::int4, Symmetry::symmetric, 1, 32)));
     broken.scales.pop_back();
     expect_rejected([&] { linear_weight_only(x4v, broken, ov); }, "PackedInt4Weight");
-    expect_rejected([&] { linear_weight_only(xv, pack_weight_int4(quant::quantize(w4v, QuantScheme::per_group(QuantDtype::int4, Symmetry::symmetric, 1, 32))), ov); },
-                    "x.shape");
+    expect_rejected(
+        [&] {
+          linear_weight_only(xv,
+                             pack_weight_int4(quant::quantize(
+                                 w4v, QuantScheme::per_group(QuantDtype::int4, Symmetry::symmetric, 1, 32))),
+                             ov);
+        },
+        "x.shape");
   }
   SECTION("half activations: K mismatch, output shape, output overlapping the activations") {
     std::vector<half> xh(static_cast<std::size_t>(m * k), half(1.0f));
@@ -454,14 +471,23 @@ TEST_CASE("weight-only linear layers reject bad input and leave the output untou
       return true;
     };
     shrink::test::require_error_mentioning(
-        [&] { linear_weight_only(TensorView<const half>(xh.data(), Shape{m, k - 1}), ph, TensorView<half>(oh.data(), Shape{m, n})); },
+        [&] {
+          linear_weight_only(TensorView<const half>(xh.data(), Shape{m, k - 1}), ph,
+                             TensorView<half>(oh.data(), Shape{m, n}));
+        },
         "x.shape");
     shrink::test::require_error_mentioning(
-        [&] { linear_weight_only(TensorView<const half>(xh.data(), Shape{m, k}), ph, TensorView<half>(oh.data(), Shape{m, n + 1})); },
+        [&] {
+          linear_weight_only(TensorView<const half>(xh.data(), Shape{m, k}), ph,
+                             TensorView<half>(oh.data(), Shape{m, n + 1}));
+        },
         "out.shape");
     CHECK(untouched());
     shrink::test::require_error_mentioning(
-        [&] { linear_weight_only(TensorView<const half>(xh.data(), Shape{m, k}), ph, TensorView<half>(xh.data() + 1, Shape{m, n})); },
+        [&] {
+          linear_weight_only(TensorView<const half>(xh.data(), Shape{m, k}), ph,
+                             TensorView<half>(xh.data() + 1, Shape{m, n}));
+        },
         "memory overlapping x");
   }
 }

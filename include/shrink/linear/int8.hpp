@@ -7,7 +7,7 @@
 //    point per row); the dynamic per-token quantizer quantize_rows_absmax makes it from float activations.
 // w: int8, symmetric (every zero point 0), per tensor or per output channel (axis 0), packed once by
 //    pack_int8_weight (rows padded, Σ_k w[n, k] precomputed) so inference pays the packing once.
-// out: float, or half / bfloat16 / requantized int8 (cpu/linear_output.hpp), the CPU twins of every output of the
+// out: float, or half / bfloat16 / requantized int8 (cpu/epilogue_rows.hpp), the CPU twins of every output of the
 //    CUDA W8A8 GEMM (cuda/gemm_int8.hpp).
 // Kernels (cpu/gemm_int8.hpp): AVX-512 VNNI vpdpbusd, AVX2 vpmaddwd, scalar; chosen at run time.
 //
@@ -28,10 +28,9 @@
 #include "shrink/core/error.hpp"
 #include "shrink/core/view.hpp"
 #include "shrink/cpu/aligned_vector.hpp"
+#include "shrink/cpu/epilogue_rows.hpp"
 #include "shrink/cpu/gemm_int8.hpp"
-#include "shrink/cpu/linear_check.hpp"
-#include "shrink/cpu/linear_epilogue.hpp"
-#include "shrink/cpu/linear_output.hpp"
+#include "shrink/linear/check.hpp"
 #include "shrink/quant/quantize.hpp"
 #include "shrink/quant/quantized_tensor.hpp"
 #include "shrink/quant/scheme.hpp"
@@ -58,7 +57,18 @@ struct PackedInt8Weight {
   std::int64_t storage_bytes() const { return rows * cols + (per_channel ? rows : 1) * 4; }
 };
 
-namespace detail {
+}  // namespace shrink::cpu
+
+namespace shrink::linear::detail {
+
+using cpu::int8_max_k;
+using cpu::Int8ActivationRows;
+using cpu::Int8WeightRows;
+using cpu::kInt8KAlign;
+using cpu::kInt8TileN;
+using cpu::PackedInt8Weight;
+
+inline std::int64_t round_up(std::int64_t v, std::int64_t to) { return (v + to - 1) / to * to; }
 
 inline Support check_int8_scales(const quant::QuantizedTensor& t, const char* name, std::int64_t expected_count) {
   const std::string n(name);
@@ -180,14 +190,16 @@ inline PackedInt8Weight pack_int8_rows(const std::int8_t* data, std::int64_t row
   return p;
 }
 
-}  // namespace detail
+}  // namespace shrink::linear::detail
+
+namespace shrink::cpu {
 
 // ---- weights --------------------------------------------------------------------------------------------------
 
 // Whether a QuantizedTensor can be packed as a linear_int8 weight: int8, 2-D [N, K], symmetric (zero points 0),
 // per tensor or per channel along axis 0, K ≤ 131071.
 inline Support can_implement_pack_int8_weight(const quant::QuantizedTensor& w) {
-  Support s = detail::check_int8_weight(w);
+  Support s = linear::detail::check_int8_weight(w);
   if (!s) return s;
   if (w.shape.values[1] > int8_max_k(128))
     return Support::no("w.shape", to_string(w.shape),
@@ -197,8 +209,8 @@ inline Support can_implement_pack_int8_weight(const quant::QuantizedTensor& w) {
 
 inline PackedInt8Weight pack_int8_weight(const quant::QuantizedTensor& w) {
   require_supported(can_implement_pack_int8_weight(w), "shrink::cpu::pack_int8_weight");
-  return detail::pack_int8_rows(reinterpret_cast<const std::int8_t*>(w.data.data()), w.shape.values[0],
-                                w.shape.values[1], w.shape.values[1], 1, w.qparams.scale);
+  return linear::detail::pack_int8_rows(reinterpret_cast<const std::int8_t*>(w.data.data()), w.shape.values[0],
+                                        w.shape.values[1], w.shape.values[1], 1, w.qparams.scale);
 }
 
 // ---- activations ----------------------------------------------------------------------------------------------
@@ -216,7 +228,9 @@ inline quant::QuantizedTensor quantize_rows_absmax(TensorView<const float> x) {
 
 // ---- linear ---------------------------------------------------------------------------------------------------
 
-namespace detail {
+}  // namespace shrink::cpu
+
+namespace shrink::linear::detail {
 
 // What both linear_int8 overloads check once x and a weight [N, K] of `w_bytes` int8 bytes at `w_data` are valid:
 // K, its int32 bound, out, the epilogue, and out apart from x and the weight.
@@ -239,17 +253,19 @@ Support check_int8_linear_operands(const quant::QuantizedTensor& x, std::int64_t
   return check_no_overlap(out, w_data, w_bytes, "w");
 }
 
-}  // namespace detail
+}  // namespace shrink::linear::detail
 
-// Out: float, or half, bfloat16 and int8 (cpu/linear_output.hpp; int8 needs epilogue.out_scale).
+namespace shrink::cpu {
+
+// Out: float, or half, bfloat16 and int8 (cpu/epilogue_rows.hpp; int8 needs epilogue.out_scale).
 template <class Out>
 Support can_implement_linear_int8(const quant::QuantizedTensor& x, const PackedInt8Weight& w,
                                   const TensorView<Out>& out, const Epilogue& epilogue = {}) {
-  Support s = detail::check_int8_operand(x, "x", true);
+  Support s = linear::detail::check_int8_operand(x, "x", true);
   if (!s) return s;
-  s = detail::check_packed_int8_weight(w);
+  s = linear::detail::check_packed_int8_weight(w);
   if (!s) return s;
-  return detail::check_int8_linear_operands(x, w.rows, w.cols, w.data.data(), w.data.size(), out, epilogue);
+  return linear::detail::check_int8_linear_operands(x, w.rows, w.cols, w.data.data(), w.data.size(), out, epilogue);
 }
 
 // The packed weight's checks without packing it.
@@ -258,36 +274,35 @@ Support can_implement_linear_int8(const quant::QuantizedTensor& x, const quant::
                                   const TensorView<Out>& out, const Epilogue& epilogue = {}) {
   Support s = can_implement_pack_int8_weight(w);
   if (!s) return s;
-  s = detail::check_int8_operand(x, "x", true);
+  s = linear::detail::check_int8_operand(x, "x", true);
   if (!s) return s;
-  return detail::check_int8_linear_operands(x, w.shape.values[0], w.shape.values[1], w.data.data(), w.data.size(),
-                                            out, epilogue);
+  return linear::detail::check_int8_linear_operands(x, w.shape.values[0], w.shape.values[1], w.data.data(),
+                                                    w.data.size(), out, epilogue);
 }
 
 // out[m, n] = act(sx[m] · sw[n] · Σ_k (x[m, k] − zx[m]) · w[n, k] + bias[n]); out is written only after every check.
-// Out: float, or the twins of the CUDA outputs (cpu/linear_output.hpp): half and bfloat16 (the float value rounded to
+// Out: float, or the twins of the CUDA outputs (cpu/epilogue_rows.hpp): half and bfloat16 (the float value rounded to
 // nearest even) and int8 (requantized with epilogue.out_scale).
 template <class Out>
 void linear_int8(const quant::QuantizedTensor& x, const PackedInt8Weight& w, TensorView<Out> out,
                  const Epilogue& epilogue = {}) {
   require_supported(can_implement_linear_int8(x, w, out, epilogue), "shrink::cpu::linear_int8");
   const bool per_token = x.scheme.granularity == quant::Granularity::per_channel;
-  const float* bias = detail::bias_data(epilogue);
-  float run[detail::kInt8TileN];
-  detail::gemm_int8(detail::activation_rows(x), detail::weight_rows(w),
-                    [&](std::int64_t m, std::int64_t n0, std::int64_t count, const std::int32_t* acc) {
-                      for (std::int64_t j = 0; j < count; ++j) run[j] = static_cast<float>(acc[j]);
-                      const float row_scale = x.qparams.scale[per_token ? static_cast<std::size_t>(m) : 0];
-                      const float* col_scale = w.scales.data() + n0;
-                      const float* col_bias = bias != nullptr ? bias + n0 : nullptr;
-                      if constexpr (std::is_same<Out, float>::value) {
-                        detail::finish_run(run, row_scale, col_scale, col_bias, epilogue.activation, &out(m, n0),
-                                           count);
-                      } else {
-                        detail::finish_run(run, row_scale, col_scale, col_bias, epilogue.activation, run, count);
-                        detail::store_outputs(run, &out(m, n0), count, epilogue);
-                      }
-                    });
+  const float* bias = linear::detail::bias_data(epilogue);
+  float run[cpu::kInt8TileN];
+  cpu::gemm_int8(linear::detail::activation_rows(x), linear::detail::weight_rows(w),
+                 [&](std::int64_t m, std::int64_t n0, std::int64_t count, const std::int32_t* acc) {
+                   for (std::int64_t j = 0; j < count; ++j) run[j] = static_cast<float>(acc[j]);
+                   const float row_scale = x.qparams.scale[per_token ? static_cast<std::size_t>(m) : 0];
+                   const float* col_scale = w.scales.data() + n0;
+                   const float* col_bias = bias != nullptr ? bias + n0 : nullptr;
+                   if constexpr (std::is_same<Out, float>::value) {
+                     cpu::finish_run(run, row_scale, col_scale, col_bias, epilogue.activation, &out(m, n0), count);
+                   } else {
+                     cpu::finish_run(run, row_scale, col_scale, col_bias, epilogue.activation, run, count);
+                     cpu::store_outputs(run, &out(m, n0), count, epilogue);
+                   }
+                 });
 }
 
 // The same with an unpacked weight (packed on every call: pack once with pack_int8_weight for repeated use).
@@ -320,10 +335,10 @@ template <class Out>
 void linear_int8_dynamic(TensorView<const float> x, const PackedInt8Weight& w, TensorView<Out> out,
                          const Epilogue& epilogue = {}) {
   const char* fn = "shrink::cpu::linear_int8_dynamic";
-  Support s = detail::check_activations(x, w.cols);
+  Support s = linear::detail::check_activations(x, w.cols);
   if (!s) require_supported(s, fn);
-  require_supported(detail::check_packed_int8_weight(w), fn);
-  require_supported(detail::check_output(out, x.size(0), w.rows), fn);
+  require_supported(linear::detail::check_packed_int8_weight(w), fn);
+  require_supported(linear::detail::check_output(out, x.size(0), w.rows), fn);
   if (views_overlap(x, out)) fail(fn, "out", "memory overlapping x", "a separate output");
   linear_int8(quantize_rows_absmax(x), w, out, epilogue);
 }
@@ -332,11 +347,11 @@ void linear_int8_dynamic(TensorView<const float> x, const PackedInt8Weight& w, T
 
 inline Support can_implement_gemm_s8s8s32(const TensorView<const std::int8_t>& x,
                                           const TensorView<const std::int8_t>& w, const TensorView<std::int32_t>& acc) {
-  Support s = detail::check_matrix(x, "x");
+  Support s = linear::detail::check_matrix(x, "x");
   if (!s) return s;
-  s = detail::check_matrix(w, "w");
+  s = linear::detail::check_matrix(w, "w");
   if (!s) return s;
-  s = detail::check_matrix(acc, "acc");
+  s = linear::detail::check_matrix(acc, "acc");
   if (!s) return s;
   const std::int64_t m = x.size(0), k = x.size(1), n = w.size(0);
   if (w.size(1) != k)
@@ -357,18 +372,18 @@ inline Support can_implement_gemm_s8s8s32(const TensorView<const std::int8_t>& x
 inline void gemm_s8s8s32(TensorView<const std::int8_t> x, TensorView<const std::int8_t> w,
                          TensorView<std::int32_t> acc) {
   require_supported(can_implement_gemm_s8s8s32(x, w, acc), "shrink::cpu::gemm_s8s8s32");
-  const PackedInt8Weight packed =
-      detail::pack_int8_rows(w.data(), w.size(0), w.size(1), w.stride(0), w.stride(1), std::vector<float>{1.0f});
-  detail::Int8ActivationRows rows;
+  const PackedInt8Weight packed = linear::detail::pack_int8_rows(w.data(), w.size(0), w.size(1), w.stride(0),
+                                                                 w.stride(1), std::vector<float>{1.0f});
+  cpu::Int8ActivationRows rows;
   rows.data = reinterpret_cast<const std::uint8_t*>(x.data());
   rows.rows = x.size(0);
   rows.cols = x.size(1);
   rows.row_stride = x.stride(0);
   rows.col_stride = x.stride(1);
-  detail::gemm_int8(rows, detail::weight_rows(packed),
-                    [&](std::int64_t m, std::int64_t n0, std::int64_t count, const std::int32_t* run) {
-                      std::copy(run, run + count, &acc(m, n0));
-                    });
+  cpu::gemm_int8(rows, linear::detail::weight_rows(packed),
+                 [&](std::int64_t m, std::int64_t n0, std::int64_t count, const std::int32_t* run) {
+                   std::copy(run, run + count, &acc(m, n0));
+                 });
 }
 
 }  // namespace shrink::cpu

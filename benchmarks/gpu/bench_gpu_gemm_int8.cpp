@@ -1,4 +1,4 @@
-// W8A8 GEMM on the GPU (shrink::cuda::gemm_int8, epilogue included: per-token and per-channel scales, bias, FP16 out)
+// W8A8 GEMM on the GPU (shrink::cuda::linear_int8, epilogue included: per-token and per-channel scales, bias, FP16 out)
 // against cuBLAS FP16 (cublasGemmEx, tensor ops) and cuBLASLt INT8 → INT32 followed by a separate epilogue kernel
 // (apply_int8_epilogue, as a user of cuBLASLt would need), on the shapes M ∈ {1, 16, 128, 1024, 4096, 8192}
 // × (N, K) ∈ {(4096, 4096), (11008, 4096), (4096, 11008), (8192, 8192)}; plus the other output types and the fused
@@ -22,7 +22,7 @@
 #include "shrink/core/half.hpp"
 #include "shrink/core/view.hpp"
 #include "shrink/cuda/device.hpp"
-#include "shrink/cuda/gemm_int8.hpp"
+#include "shrink/linear/int8_cuda.hpp"
 #include "support/gpu_timing.hpp"
 #include "support/ratio_table.hpp"
 
@@ -112,9 +112,9 @@ void time_flushed(benchmark::State& state, Launch launch) {
 
 // The W8A8 operands of one shape, the output a view of `out` typed Out.
 template <class Out>
-cuda::Int8GemmArgs w8a8_args(const Shape3& s, cuda::Int8GemmPath path, float out_scale = 0.0f) {
+cuda::LinearInt8Args w8a8_args(const Shape3& s, cuda::LinearInt8Path path, float out_scale = 0.0f) {
   DeviceData* d = shared_data<DeviceData>();
-  cuda::Int8GemmArgs a;
+  cuda::LinearInt8Args a;
   a.x = TensorView<const std::int8_t>(d->x.as<std::int8_t>(), Shape{s.m, s.k}, Device::cuda(0));
   a.w = TensorView<const std::int8_t>(d->w.as<std::int8_t>(), Shape{s.n, s.k}, Device::cuda(0));
   a.epilogue.x_scales = TensorView<const float>(d->x_scales.as<float>(), Shape{s.m}, Device::cuda(0));
@@ -138,7 +138,7 @@ void bench_cublas_f16(benchmark::State& state, Shape3 s) {
 void bench_cublaslt_s8(benchmark::State& state, Shape3 s, bool with_epilogue) {
   if (!has_device(state)) return;
   DeviceData* d = shared_data<DeviceData>();
-  const cuda::Int8GemmArgs args = w8a8_args<half>(s, cuda::Int8GemmPath::automatic);
+  const cuda::LinearInt8Args args = w8a8_args<half>(s, cuda::LinearInt8Path::automatic);
   const TensorView<const std::int32_t> acc(d->acc.as<std::int32_t>(), Shape{s.m, s.n}, Device::cuda(0));
   const cuda::Workspace ws = d->workspace_of(cuda::int8_epilogue_workspace_bytes());
   time_flushed(state, [&] {
@@ -148,12 +148,12 @@ void bench_cublaslt_s8(benchmark::State& state, Shape3 s, bool with_epilogue) {
 }
 
 template <class Out>
-void bench_w8a8(benchmark::State& state, Shape3 s, cuda::Int8GemmPath path) {
+void bench_w8a8(benchmark::State& state, Shape3 s, cuda::LinearInt8Path path) {
   if (!has_device(state)) return;
   DeviceData* d = shared_data<DeviceData>();
-  const cuda::Int8GemmArgs args = w8a8_args<Out>(s, path, 0.05f);
-  const cuda::Workspace ws = d->workspace_of(cuda::gemm_int8_workspace_bytes(args));
-  time_flushed(state, [&] { cuda::gemm_int8(args, ws, nullptr); });
+  const cuda::LinearInt8Args args = w8a8_args<Out>(s, path, 0.05f);
+  const cuda::Workspace ws = d->workspace_of(cuda::linear_int8_workspace_bytes(args));
+  time_flushed(state, [&] { cuda::linear_int8(args, ws, nullptr); });
 }
 
 void bench_quantize_rows(benchmark::State& state, int m, int k) {
@@ -232,10 +232,10 @@ void print_tops_table(const bench::RecordingReporter& reporter, const Peaks& pea
 }
 
 void register_all(bool wgmma) {
-  using cuda::Int8GemmPath;
-  std::vector<std::pair<Int8GemmPath, std::string>> paths = {{Int8GemmPath::automatic, "automatic"},
-                                                             {Int8GemmPath::mma_sync, "mma_sync"}};
-  if (wgmma) paths.push_back({Int8GemmPath::wgmma, "wgmma"});
+  using cuda::LinearInt8Path;
+  std::vector<std::pair<LinearInt8Path, std::string>> paths = {{LinearInt8Path::automatic, "automatic"},
+                                                               {LinearInt8Path::mma_sync, "mma_sync"}};
+  if (wgmma) paths.push_back({LinearInt8Path::wgmma, "wgmma"});
   auto& targets = bench::ratio_targets();
   using M = RatioTarget::Measure;
   for (const auto& [n, k] : kNKs)
@@ -250,7 +250,7 @@ void register_all(bool wgmma) {
         const std::string name = "w8a8_" + path_name + "_f16" + tail;
         add(name, s, true, [s, path = path](benchmark::State& st) { bench_w8a8<half>(st, s, path); });
         // Time ratios: 1.6x cuBLAS FP16's throughput is 1 / 1.6 of its time; 0.9x cuBLASLt's is 1 / 0.9.
-        const bool target = m >= 1024 && path == Int8GemmPath::automatic;
+        const bool target = m >= 1024 && path == LinearInt8Path::automatic;
         targets.push_back({run_name(name), run_name("cublas_f16" + tail), M::time, target ? 1 / 1.6 : 0,
                            "W8A8 (epilogue included) >= 1.6x cuBLAS FP16 throughput, M >= 1024"});
         targets.push_back({run_name(name), run_name("cublaslt_s8_epilogue" + tail), M::time,
@@ -262,9 +262,12 @@ void register_all(bool wgmma) {
   for (const int m : {16, 4096}) {
     const Shape3 s{m, 4096, 4096};
     const std::string tail = "/" + shape_name(s);
-    add("w8a8_automatic_f32" + tail, s, true, [s](benchmark::State& st) { bench_w8a8<float>(st, s, cuda::Int8GemmPath::automatic); });
-    add("w8a8_automatic_bf16" + tail, s, true, [s](benchmark::State& st) { bench_w8a8<bfloat16>(st, s, cuda::Int8GemmPath::automatic); });
-    add("w8a8_automatic_s8" + tail, s, true, [s](benchmark::State& st) { bench_w8a8<std::int8_t>(st, s, cuda::Int8GemmPath::automatic); });
+    add("w8a8_automatic_f32" + tail, s, true,
+        [s](benchmark::State& st) { bench_w8a8<float>(st, s, cuda::LinearInt8Path::automatic); });
+    add("w8a8_automatic_bf16" + tail, s, true,
+        [s](benchmark::State& st) { bench_w8a8<bfloat16>(st, s, cuda::LinearInt8Path::automatic); });
+    add("w8a8_automatic_s8" + tail, s, true,
+        [s](benchmark::State& st) { bench_w8a8<std::int8_t>(st, s, cuda::LinearInt8Path::automatic); });
   }
   for (const int m : {16, 4096}) {
     const std::string name = "quantize_rows_absmax_f16/M:" + std::to_string(m) + "/K:4096";

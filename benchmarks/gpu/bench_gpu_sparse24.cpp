@@ -1,4 +1,4 @@
-// GPU 2:4 sparse GEMM (cuda::gemm_sparse24) against dense cuBLAS of the same precision, measured in the same run:
+// GPU 2:4 sparse GEMM (cuda::linear_nm) against dense cuBLAS of the same precision, measured in the same run:
 // Y[M, N] = X[M, K] · W[N, K]ᵀ for M in {1, 16, 128, 1024, 4096, 8192} and (N, K) in {(4096, 4096), (11008, 4096),
 // (4096, 11008), (8192, 8192)}, FP16, BF16 and INT8 (int32 out for cuBLASLt; float out, scales 1, for shrink).
 // Timed with CUDA events after warm-up (manual time). Counters: TFLOPS at the dense-equivalent 2MNK and at the useful
@@ -20,9 +20,9 @@
 #include "gpu/cublas_baseline.hpp"
 #include "shrink/core/half.hpp"
 #include "shrink/cuda/device.hpp"
-#include "shrink/cuda/gemm_sparse24.hpp"
 #include "shrink/cuda/nm.hpp"
 #include "shrink/linear/nm.hpp"
+#include "shrink/linear/nm_cuda.hpp"
 #include "shrink/sparse/nm_compressed.hpp"
 #include "support/gpu_timing.hpp"
 #include "support/ratio_table.hpp"
@@ -170,7 +170,7 @@ void run_dense(benchmark::State& state, Kind kind, std::int64_t m, std::int64_t 
 
 template <class T, class Out>
 void launch_sparse(const Operands<T>& o, std::int64_t m, Out* out) {
-  cuda::GemmSparse24Args<T, Out> a;
+  cuda::LinearNmArgs<T, Out> a;
   a.x = TensorView<const T>(o.x.template as<T>(), Shape{m, o.k}, Device::cuda(0));
   a.w = {o.values.template as<T>(), o.metadata.template as<std::uint32_t>(), o.n, o.k, prune::NmPattern{2, 4},
          Device::cuda(0)};
@@ -179,7 +179,7 @@ void launch_sparse(const Operands<T>& o, std::int64_t m, Out* out) {
     a.epilogue.w_scales = TensorView<const float>(o.ones.template as<float>(), Shape{1}, Device::cuda(0));
   }
   a.out = TensorView<Out>(out, Shape{m, o.n}, Device::cuda(0));
-  cuda::gemm_sparse24(a, {o.workspace.template as<void>(), o.workspace.bytes()}, nullptr);
+  cuda::linear_nm(a, {o.workspace.template as<void>(), o.workspace.bytes()}, nullptr);
 }
 
 void run_sparse(benchmark::State& state, Kind kind, std::int64_t m, std::int64_t n, std::int64_t k) {

@@ -1,4 +1,4 @@
-// GPU CSR SpMM (shrink::cuda::spmm_csr): out[M, N] = X[M, K] · W[N, K]ᵀ with W pruned, for float, shrink::half and
+// GPU CSR SpMM (shrink::cuda::linear_csr): out[M, N] = X[M, K] · W[N, K]ᵀ with W pruned, for float, shrink::half and
 // shrink::bfloat16, against baselines measured in the same run on the same data: cuSPARSE SpMM (CSR, each algorithm
 // that accepts the layout), dense cuBLAS of the same precision on the unpruned weight (cublasSgemm; FP16/BF16 through
 // cublas_baseline.hpp, tensor cores) and the CPU twin cpu::linear_csr (float, single thread). Shapes: M in
@@ -26,8 +26,8 @@
 #include "shrink/core/half.hpp"
 #include "shrink/core/view.hpp"
 #include "shrink/cuda/device.hpp"
-#include "shrink/cuda/spmm_csr.hpp"
 #include "shrink/linear/csr.hpp"
+#include "shrink/linear/csr_cuda.hpp"
 #include "shrink/sparse/csr.hpp"
 #include "support/gpu_timing.hpp"
 #include "support/ratio_table.hpp"
@@ -154,24 +154,24 @@ std::string name(const char* kind, const char* type, std::int64_t m, const Layer
 }
 
 template <class T>
-void bench_shrink(benchmark::State& state, std::int64_t m, Layer layer, int sparsity, cuda::SpmmPath path) {
+void bench_shrink(benchmark::State& state, std::int64_t m, Layer layer, int sparsity, cuda::LinearCsrPath path) {
   if (!has_device(state)) return;
   Data<T>& d = *shared_data<Data<T>>();
   const DeviceCsr<T>& w = d.sparse_weight(layer, sparsity);
   const Device dev = Device::cuda(0);
-  cuda::SpmmCsrArgs<T> args;
+  cuda::LinearCsrArgs<T> args;
   args.x = TensorView<const T>(d.x.template as<T>(), Shape{m, layer.k}, dev);
   args.row_offsets = TensorView<const std::int32_t>(w.offsets.template as<std::int32_t>(), Shape{layer.n + 1}, dev);
   args.column_indices = TensorView<const std::int32_t>(w.columns.template as<std::int32_t>(), Shape{w.nnz}, dev);
   args.values = TensorView<const T>(w.values.template as<T>(), Shape{w.nnz}, dev);
   args.out = TensorView<T>(d.out.template as<T>(), Shape{m, layer.n}, dev);
   args.path = path;
-  const std::size_t bytes = cuda::spmm_csr_workspace_bytes(args);
+  const std::size_t bytes = cuda::linear_csr_workspace_bytes(args);
   if (bytes > d.workspace.bytes()) throw std::runtime_error("workspace too small");
   const cuda::Workspace workspace{d.workspace.template as<void>(), bytes};
-  cuda::spmm_csr(args, workspace, nullptr, cuda::Synchronize::yes);  // checks the indices once
+  cuda::linear_csr(args, workspace, nullptr, cuda::Synchronize::yes);  // checks the indices once
   time_flops(state, 2.0 * static_cast<double>(m) * static_cast<double>(w.nnz),
-             [&] { cuda::spmm_csr(args, workspace, nullptr); });
+             [&] { cuda::linear_csr(args, workspace, nullptr); });
   state.counters["nnz"] = static_cast<double>(w.nnz);
 }
 
@@ -290,20 +290,20 @@ void register_point(std::int64_t m, const Layer& layer, int sparsity, bool with_
   const auto configure = [](benchmark::internal::Benchmark* b) { b->UseManualTime()->Unit(benchmark::kMillisecond); };
   const std::string shrink_name = name("shrink", type, m, layer, sparsity);
   configure(benchmark::RegisterBenchmark(shrink_name.c_str(), [=](benchmark::State& s) {
-    bench_shrink<T>(s, m, layer, sparsity, cuda::SpmmPath::automatic);
+    bench_shrink<T>(s, m, layer, sparsity, cuda::LinearCsrPath::automatic);
   }));
   // Forced paths beside automatic: at M 16 against row_dots, at M 128 and 4096 among the tile paths, and over the
-  // whole sweep (where staged should give way to nnz_split: the setting of kSpmmStagedMinDensity).
+  // whole sweep (where staged should give way to nnz_split: the setting of kCsrStagedMinDensity).
   const bool sweep = m == kSweepM && layer.n == kSweepLayer.n && layer.k == kSweepLayer.k;
-  std::vector<std::pair<const char*, cuda::SpmmPath>> forced;
+  std::vector<std::pair<const char*, cuda::LinearCsrPath>> forced;
   if (sparsity == kIssueSparsity && m == 16)
-    forced = {{"shrink_nnz_split", cuda::SpmmPath::nnz_split}, {"shrink_staged", cuda::SpmmPath::staged}};
+    forced = {{"shrink_nnz_split", cuda::LinearCsrPath::nnz_split}, {"shrink_staged", cuda::LinearCsrPath::staged}};
   if ((sparsity == kIssueSparsity && (m == 128 || m == 4096)) || sweep)
-    forced = {{"shrink_row_split", cuda::SpmmPath::row_split},
-              {"shrink_nnz_split", cuda::SpmmPath::nnz_split},
-              {"shrink_staged", cuda::SpmmPath::staged}};
+    forced = {{"shrink_row_split", cuda::LinearCsrPath::row_split},
+              {"shrink_nnz_split", cuda::LinearCsrPath::nnz_split},
+              {"shrink_staged", cuda::LinearCsrPath::staged}};
   for (const auto& [kind, path] : forced) {
-    const cuda::SpmmPath p = path;
+    const cuda::LinearCsrPath p = path;
     configure(benchmark::RegisterBenchmark(name(kind, type, m, layer, sparsity).c_str(),
                                            [=](benchmark::State& s) { bench_shrink<T>(s, m, layer, sparsity, p); }));
   }
@@ -402,7 +402,7 @@ void print_summary(const shrink::bench::RecordingReporter& reporter) {
     else
       std::printf("   -> shrink does not overtake dense cuBLAS below 99%% sparsity here\n");
     std::printf("%-5s staged / nnz_split time (< 1: staged is faster; automatic switches at %.0f%% sparsity):\n     ",
-                type, 100.0 * (1.0 - cuda::kSpmmStagedMinDensity));
+                type, 100.0 * (1.0 - cuda::kCsrStagedMinDensity));
     for (int sparsity : kSweep) {
       const double staged = seconds(name("shrink_staged", type, kSweepM, kSweepLayer, sparsity));
       const double split = seconds(name("shrink_nnz_split", type, kSweepM, kSweepLayer, sparsity));

@@ -1,4 +1,4 @@
-// GPU weight-only GEMM (shrink::cuda::gemm_weight_only: W8A16, W4A16 with groups of 128 and 64) against cuBLAS FP16
+// GPU weight-only GEMM (shrink::cuda::linear_weight_only: W8A16, W4A16 with groups of 128 and 64) against cuBLAS FP16
 // and BF16 GEMMs (cublasGemmEx, tensor ops) and a device-to-device copy, all measured in this run, on decode-sized
 // batches: M in {1, 4, 16, 32, 64} x (N, K) in {(4096, 4096), (11008, 4096), (4096, 11008), (8192, 8192)}.
 //
@@ -20,7 +20,7 @@
 
 #include "gpu/cublas_baseline.hpp"
 #include "shrink/core/half.hpp"
-#include "shrink/cuda/gemm_weight_only.hpp"
+#include "shrink/linear/weight_only_cuda.hpp"
 #include "support/gpu_baselines.hpp"
 #include "support/gpu_timing.hpp"
 #include "support/ratio_table.hpp"
@@ -117,7 +117,7 @@ void weight_only(benchmark::State& state, int format) {
   const std::size_t weight_bytes = static_cast<std::size_t>(int4 ? n * k / 2 : n * k);
   const std::int64_t scale_count = int4 ? n * (k / format) : n;
   const std::size_t scale_bytes = static_cast<std::size_t>(scale_count) * sizeof(float);
-  cuda::GemmWeightOnlyArgs<Half> args;
+  cuda::LinearWeightOnlyArgs<Half> args;
   args.x = TensorView<const Half>(d->x.as<Half>(), Shape{m, k}, Device::cuda(0));
   args.out = TensorView<Half>(d->out.as<Half>(), Shape{m, n}, Device::cuda(0));
   args.path = path;
@@ -133,14 +133,14 @@ void weight_only(benchmark::State& state, int format) {
                       TensorView<const float>(s, Shape{n}, Device::cuda(0)));
   };
   args.w = weight_at(0);
-  if (cuda::gemm_weight_only_workspace_bytes(args) > kWorkspaceBytes) {
+  if (cuda::linear_weight_only_workspace_bytes(args) > kWorkspaceBytes) {
     state.SkipWithError("workspace larger than the benchmark's");
     return;
   }
   const cuda::Workspace workspace{d->workspace.as<void>(), kWorkspaceBytes};
   time_launches(state, static_cast<std::int64_t>(weight_bytes + scale_bytes) + 2 * m * k + 2 * m * n, [&](int i) {
     args.w = weight_at(i);
-    cuda::gemm_weight_only(args, workspace, nullptr);
+    cuda::linear_weight_only(args, workspace, nullptr);
   });
 }
 void BM_w8a16(benchmark::State& state) { weight_only(state, 8); }

@@ -27,9 +27,9 @@
 #include "benchmarks/gpu/cublas_baseline.hpp"
 #include "shrink/core/half.hpp"
 #include "shrink/cuda/device.hpp"
-#include "shrink/cuda/gemm_int8.hpp"
-#include "shrink/cuda/gemm_weight_only.hpp"
-#include "shrink/cuda/spmm_csr.hpp"
+#include "shrink/linear/csr_cuda.hpp"
+#include "shrink/linear/int8_cuda.hpp"
+#include "shrink/linear/weight_only_cuda.hpp"
 #include "shrink/metrics/size.hpp"
 #include "shrink/prune/unstructured.hpp"
 #include "shrink/quant/quantize.hpp"
@@ -284,7 +284,7 @@ void CudaGpuBench::add_w8a8_row(const quant::QuantizedTensor& q) {
   row.weight.upload(info_.l2_cache_bytes, stream_);
   const Device device = Device::cuda(kDevice);
   const auto args = [values, scales, device](const Batch& b, const std::uint8_t* copy) {
-    cuda::Int8GemmArgs a;
+    cuda::LinearInt8Args a;
     a.x = TensorView<const std::int8_t>(b.x_int8.as<const std::int8_t>(), Shape{b.m, b.k}, device);
     a.w = TensorView<const std::int8_t>(at<std::int8_t>(copy, values), Shape{b.n, b.k}, device);
     a.epilogue.x_scales = TensorView<const float>(b.x_scales.as<const float>(), Shape{b.m}, device);
@@ -293,10 +293,10 @@ void CudaGpuBench::add_w8a8_row(const quant::QuantizedTensor& q) {
     return a;
   };
   row.cannot_run = [args](const Batch& b, const std::uint8_t* copy) {
-    return cuda::can_implement_gemm_int8(args(b, copy)).reason();
+    return cuda::can_implement_linear_int8(args(b, copy)).reason();
   };
   row.workspace_bytes = [args](const Batch& b, const std::uint8_t* copy) {
-    return std::max(cuda::quantize_rows_absmax_workspace_bytes(), cuda::gemm_int8_workspace_bytes(args(b, copy)));
+    return std::max(cuda::quantize_rows_absmax_workspace_bytes(), cuda::linear_int8_workspace_bytes(args(b, copy)));
   };
   // The activations are quantized per token inside the timed product, as on the CPU.
   row.launch = [this, args, device](const Batch& b, const std::uint8_t* copy, cuda::Workspace workspace,
@@ -304,7 +304,7 @@ void CudaGpuBench::add_w8a8_row(const quant::QuantizedTensor& q) {
     cuda::quantize_rows_absmax<Half>(
         b.x_view(), TensorView<std::int8_t>(b.x_int8.as<std::int8_t>(), Shape{b.m, b.k}, device),
         TensorView<float>(b.x_scales.as<float>(), Shape{b.m}, device), workspace, stream_, synchronize);
-    cuda::gemm_int8(args(b, copy), workspace, stream_, synchronize);
+    cuda::linear_int8(args(b, copy), workspace, stream_, synchronize);
   };
 }
 
@@ -317,7 +317,7 @@ void CudaGpuBench::add_weight_only_row(const std::string& name, std::string stor
   row.weight.upload(info_.l2_cache_bytes, stream_);
   const Device device = Device::cuda(kDevice);
   const auto args = [int4, group_size, values, scales, device](const Batch& b, const std::uint8_t* copy) {
-    cuda::GemmWeightOnlyArgs<Half> a;
+    cuda::LinearWeightOnlyArgs<Half> a;
     a.x = b.x_view();
     a.w = int4 ? cuda::WeightOnlyWeight::int4(
                      TensorView<const std::uint8_t>(at<std::uint8_t>(copy, values), Shape{b.n, b.k / 2}, device),
@@ -330,14 +330,14 @@ void CudaGpuBench::add_weight_only_row(const std::string& name, std::string stor
   };
   row.cannot_run = [args](const Batch& b, const std::uint8_t* copy) {
     if (b.m > cuda::kWeightOnlyMaxRows) return "M > " + std::to_string(cuda::kWeightOnlyMaxRows);
-    return cuda::can_implement_gemm_weight_only(args(b, copy)).reason();
+    return cuda::can_implement_linear_weight_only(args(b, copy)).reason();
   };
   row.workspace_bytes = [args](const Batch& b, const std::uint8_t* copy) {
-    return cuda::gemm_weight_only_workspace_bytes(args(b, copy));
+    return cuda::linear_weight_only_workspace_bytes(args(b, copy));
   };
   row.launch = [this, args](const Batch& b, const std::uint8_t* copy, cuda::Workspace workspace,
                             cuda::Synchronize synchronize) {
-    cuda::gemm_weight_only(args(b, copy), workspace, stream_, synchronize);
+    cuda::linear_weight_only(args(b, copy), workspace, stream_, synchronize);
   };
 }
 
@@ -357,7 +357,7 @@ void CudaGpuBench::add_csr_row(const TensorView<const float>& w) {
   row.weight.upload(info_.l2_cache_bytes, stream_);
   const Device device = Device::cuda(kDevice);
   const auto args = [nnz, offsets, columns, values, device](const Batch& b, const std::uint8_t* copy) {
-    cuda::SpmmCsrArgs<Half> a;
+    cuda::LinearCsrArgs<Half> a;
     a.x = b.x_view();
     a.row_offsets = TensorView<const std::int32_t>(at<std::int32_t>(copy, offsets), Shape{b.n + 1}, device);
     a.column_indices = TensorView<const std::int32_t>(at<std::int32_t>(copy, columns), Shape{nnz}, device);
@@ -366,14 +366,14 @@ void CudaGpuBench::add_csr_row(const TensorView<const float>& w) {
     return a;
   };
   row.cannot_run = [args](const Batch& b, const std::uint8_t* copy) {
-    return cuda::can_implement_spmm_csr(args(b, copy)).reason();
+    return cuda::can_implement_linear_csr(args(b, copy)).reason();
   };
   row.workspace_bytes = [args](const Batch& b, const std::uint8_t* copy) {
-    return cuda::spmm_csr_workspace_bytes(args(b, copy));
+    return cuda::linear_csr_workspace_bytes(args(b, copy));
   };
   row.launch = [this, args](const Batch& b, const std::uint8_t* copy, cuda::Workspace workspace,
                             cuda::Synchronize synchronize) {
-    cuda::spmm_csr(args(b, copy), workspace, stream_, synchronize);
+    cuda::linear_csr(args(b, copy), workspace, stream_, synchronize);
   };
 }
 

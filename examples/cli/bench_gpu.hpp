@@ -5,13 +5,13 @@
 //   gpu-fp16-cublas       float16 weights and activations, cuBLAS (cublasGemmEx, fp32 accumulation, tensor cores):
 //                         the GPU baseline, which the other GPU rows' speedups are measured against
 //   gpu-int8-w8a8         int8 weights per output channel; half activations quantized per token on the device
-//                         (shrink::cuda::quantize_rows_absmax, inside the time) and shrink::cuda::gemm_int8, half out
+//                         (shrink::cuda::quantize_rows_absmax, inside the time) and shrink::cuda::linear_int8, half out
 //   gpu-int8-weight-only  W8A16: int8 weights per output channel, half activations and output
-//                         (shrink::cuda::gemm_weight_only; M <= 64 only)
+//                         (shrink::cuda::linear_weight_only; M <= 64 only)
 //   gpu-int4-weight-only  W4A16: int4 weights per group of 128 along K, half activations and output
-//                         (shrink::cuda::gemm_weight_only; M <= 64 only)
+//                         (shrink::cuda::linear_weight_only; M <= 64 only)
 //   gpu-csr-90%           magnitude pruning of 90% of the weights, CSR with half values and int32 indices, half
-//                         activations and output (shrink::cuda::spmm_csr)
+//                         activations and output (shrink::cuda::linear_csr)
 #pragma once
 
 #include <cstdint>
@@ -28,7 +28,7 @@ inline constexpr const char* kGpuBaseline = "gpu-fp16-cublas";
 
 // The GPU precisions, in the order rows are shown; the first is the baseline and always runs with the others.
 // A new GPU precision joins here and in prepare_gpu_rows (bench_gpu.cpp): next is "gpu-2:4-sparse", the 2:4
-// structured-sparse GEMM of shrink/cuda/gemm_sparse24.hpp.
+// structured-sparse GEMM of shrink/linear/nm_cuda.hpp.
 inline const std::vector<std::string>& gpu_precision_names() {
   static const std::vector<std::string> names = {kGpuBaseline, "gpu-int8-w8a8", "gpu-int8-weight-only",
                                                  "gpu-int4-weight-only", "gpu-csr-90%"};

@@ -26,7 +26,7 @@
 #include "shrink/cuda/topk_teacher.hpp"
 
 // Matrix products.
-#include "shrink/cuda/gemm_int8.hpp"
-#include "shrink/cuda/gemm_sparse24.hpp"
-#include "shrink/cuda/gemm_weight_only.hpp"
-#include "shrink/cuda/spmm_csr.hpp"
+#include "shrink/linear/csr_cuda.hpp"
+#include "shrink/linear/int8_cuda.hpp"
+#include "shrink/linear/nm_cuda.hpp"
+#include "shrink/linear/weight_only_cuda.hpp"

@@ -1,4 +1,4 @@
-// The Hopper int8 GEMM kernel (nvcc only, compiled for sm_90a alone: cuda/gemm_int8.sm90a.cu): wgmma.mma_async
+// The Hopper int8 GEMM kernel (nvcc only, compiled for sm_90a alone: cuda/linear_int8.sm90a.cu): wgmma.mma_async
 // m64n128k32 s32 += s8 · s8 with both operands read by the tensor cores straight from shared memory, fed by the same
 // cp.async multi-stage pipeline as the sm_80 kernel, the epilogue fused in registers.
 //

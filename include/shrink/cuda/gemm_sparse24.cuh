@@ -1,4 +1,4 @@
-// Device code of the 2:4 sparse GEMM (nvcc only; host API in shrink/cuda/gemm_sparse24.hpp): one kernel template,
+// Device code of the 2:4 sparse GEMM (nvcc only; host API in shrink/linear/nm_cuda.hpp): one kernel template,
 // Yᵀ = W · Xᵀ on mma.sp::ordered_metadata over a cp.async pipeline, with the host API's epilogue fused. The index
 // arithmetic (tiles, stage layout, fragment lanes, operand roles) lives in shrink/cuda/gemm_sparse24_layout.hpp.
 //

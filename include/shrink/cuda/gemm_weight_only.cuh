@@ -1,5 +1,5 @@
 // CUDA realisation of the weight-only GEMM (W8A16, W4A16; nvcc only; host-compiled callers use
-// shrink/cuda/gemm_weight_only.hpp): the launch of a planned call, its main loop on CUDA cores or tensor cores and,
+// shrink/linear/weight_only_cuda.hpp): the launch of a planned call, its main loop on CUDA cores or tensor cores and,
 // with K in several slices, the second pass adding them.
 //
 // Grid: x over blocks of output rows (16 for the CUDA-core path, 64 for the tensor-core path), y over K slices,

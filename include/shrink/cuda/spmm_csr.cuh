@@ -1,4 +1,4 @@
-// CUDA realisation of the CSR SpMM of shrink/cuda/spmm_csr.hpp (nvcc only; host-compiled callers use spmm_csr.hpp):
+// CUDA realisation of the CSR SpMM of shrink/linear/csr_cuda.hpp (nvcc only; host-compiled callers use spmm_csr.hpp):
 // the transpose of X into the workspace, the row_dots kernel (small M), the tile kernel (row_split, nnz_split) and the
 // staged kernel (Xᵀ streamed through shared memory).
 //
@@ -370,13 +370,13 @@ struct StagedShared {
   float2 pairs[kWarps][kWarp];
 };
 
-// The staged kernel (SpmmPath::staged): a CTA owns rows n0 .. n0 + 31 of W (warp w the 4 rows n0 + 4w .. n0 + 4w + 3)
-// and a tile of M as in the tile kernel. It streams Xᵀ[:, tile] through shared memory, 64 rows of K at a time (16-byte
-// loads by the whole CTA, zeros past K and past ldxt); after each chunk arrives, every warp takes, for each of its
-// rows, the stored values whose columns fall in the chunk (the next ones in the row: columns increase), staged 32 at a
-// time, and adds w · chunk[c − k0][its columns]. Each Xᵀ element then crosses from L2 once per CTA, whatever the
+// The staged kernel (LinearCsrPath::staged): a CTA owns rows n0 .. n0 + 31 of W (warp w the 4 rows n0 + 4w .. n0 + 4w +
+// 3) and a tile of M as in the tile kernel. It streams Xᵀ[:, tile] through shared memory, 64 rows of K at a time
+// (16-byte loads by the whole CTA, zeros past K and past ldxt); after each chunk arrives, every warp takes, for each of
+// its rows, the stored values whose columns fall in the chunk (the next ones in the row: columns increase), staged 32
+// at a time, and adds w · chunk[c − k0][its columns]. Each Xᵀ element then crosses from L2 once per CTA, whatever the
 // sparsity, and is read from shared memory by 32 · density products on average: worth it while the weight is dense
-// enough (automatic: density >= kSpmmStagedMinDensity). Each row's sum runs in column order: deterministic. Columns out
+// enough (automatic: density >= kCsrStagedMinDensity). Each row's sum runs in column order: deterministic. Columns out
 // of order or out of range are skipped and flagged (a column below k0 or not above its predecessor, or at or past K;
 // one past every chunk is left over and flagged at the end).
 template <class T, int Vec>

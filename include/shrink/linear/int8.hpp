@@ -8,7 +8,7 @@
 // w: int8, symmetric (every zero point 0), per tensor or per output channel (axis 0), packed once by
 //    pack_int8_weight (rows padded, Σ_k w[n, k] precomputed) so inference pays the packing once.
 // out: float, or half / bfloat16 / requantized int8 (cpu/epilogue_rows.hpp), the CPU twins of every output of the
-//    CUDA W8A8 GEMM (cuda/gemm_int8.hpp).
+//    CUDA W8A8 GEMM (linear/int8_cuda.hpp).
 // Kernels (cpu/gemm_int8.hpp): AVX-512 VNNI vpdpbusd, AVX2 vpmaddwd, scalar; chosen at run time.
 //
 // Exactness: |x − zx| ≤ 128 for symmetric int8 activations (255 otherwise) and |w| ≤ 128, so the int32 sum

@@ -352,7 +352,7 @@ Support can_implement_linear_nm(const TensorView<const linear::detail::NonDeduce
 }
 
 // out[m, n] = act(Σ_{kept k of row n} x[m, k] · w[n, k] + bias[n]) for half or bfloat16 x and w, accumulated in
-// float; out T (rounded to nearest even) or float. The twin of cuda::gemm_sparse24 for 16-bit operands.
+// float; out T (rounded to nearest even) or float. The twin of cuda::linear_nm for 16-bit operands.
 template <class T, class Out, std::enable_if_t<linear::detail::is_float16_type<T>(), int> = 0>
 void linear_nm(TensorView<const linear::detail::NonDeduced<T>> x, const sparse::NmCompressed<T>& w, TensorView<Out> out,
                const Epilogue& epilogue = {}) {
@@ -417,7 +417,7 @@ Support can_implement_linear_nm_int8(const TensorView<const std::int8_t>& x, con
 }
 
 // out[m, n] = act(sx[m] · sw[n] · Σ_{kept k of row n} x[m, k] · w[n, k] + bias[n]) with int8 x and w, the sum exact
-// in int32; see above for the output types (int8 with epilogue.out_scale). The twin of cuda::gemm_sparse24 for int8
+// in int32; see above for the output types (int8 with epilogue.out_scale). The twin of cuda::linear_nm for int8
 // operands. A weight row at a time is expanded to dense int16, then dotted with 32 rows of x at a time (which stay in
 // cache).
 template <class Out>

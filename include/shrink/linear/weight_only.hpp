@@ -2,7 +2,7 @@
 // (symmetric, per tensor or per output channel), int4 (symmetric, one scale per group of inputs), half (FP16) or
 // bfloat16 (BF16) — converted to float on the fly inside the product kernel; the arithmetic is float (FMA), only the
 // weight's storage shrinks. Activations and outputs are float, or half / bfloat16 (the CPU twin of the GPU's
-// W8A16 / W4A16 kernels, shrink/cuda/gemm_weight_only.hpp).
+// W8A16 / W4A16 kernels, shrink/linear/weight_only_cuda.hpp).
 //
 //   out[m, n] = act(s[n] · Σ_k x[m, k] · q[n, k] + bias[n])          int8: q the stored integers, s the scales
 //   out[m, n] = act(Σ_k x[m, k] · (q[n, k] · s[n, k / g]) + bias[n])   int4, groups of g inputs: dequantized in float

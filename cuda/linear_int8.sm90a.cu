@@ -6,7 +6,7 @@
 #include <atomic>
 #include <cstdint>
 
-#include "gemm_int8_launch.hpp"
+#include "linear_int8_launch.hpp"
 #include "shrink/cuda/check.cuh"
 #include "shrink/cuda/gemm_int8_wgmma.cuh"
 

@@ -1,4 +1,4 @@
-// Host API of the CUDA W8A8 GEMM and its activation quantizer (compiled in cuda/gemm_int8*.cu; plain C++, no CUDA
+// Host API of the CUDA W8A8 GEMM and its activation quantizer (compiled in cuda/linear_int8*.cu; plain C++, no CUDA
 // headers). The CPU twin of every result is linear/int8.hpp.
 //
 //   acc[m, n] = Σ_k x[m, k] · w[n, k]                    int8 × int8 → int32 on the tensor cores, exact
@@ -9,16 +9,16 @@
 // x [M, K] int8 activations (per token: sx [M]; per tensor: sx [1]); w [N, K] int8 weights (per output channel:
 // sw [N]; per tensor: sw [1]); bias [N] or none; act none, ReLU, GELU (erf) or SiLU, as core/activation.hpp.
 // The result equals cpu::linear_int8 bit for bit for none and ReLU; GELU and SiLU use CUDA's erff / expf, a few
-// float ulps from glibc's (see tests/cuda/gemm_int8_tests.cpp).
+// float ulps from glibc's (see tests/cuda/linear_int8_tests.cpp).
 //
-// Paths (Int8GemmPath): mma_sync (sm_80 and later: mma.sync m16n8k32, ldmatrix, cp.async multi-stage pipeline) and
+// Paths (LinearInt8Path): mma_sync (sm_80 and later: mma.sync m16n8k32, ldmatrix, cp.async multi-stage pipeline) and
 // wgmma (sm_90a only: wgmma.mma_async m64n128k32 from 128-byte-swizzled shared memory); automatic takes wgmma on a
 // compute capability 9.0 device when M > 64, else mma_sync. A path forced on a device that cannot run it throws.
 // Small problems split K over several CTAs, each writing int32 partial sums to the workspace, summed (exactly) by
 // the epilogue kernel that apply_int8_epilogue also exposes.
 //
-// Two phases, as CUB: gemm_int8_workspace_bytes(args), then gemm_int8(args, workspace, stream), which enqueues,
-// allocates nothing and returns at once. Host checks (can_implement_gemm_int8, also the first thing gemm_int8 does)
+// Two phases, as CUB: linear_int8_workspace_bytes(args), then linear_int8(args, workspace, stream), which enqueues,
+// allocates nothing and returns at once. Host checks (can_implement_linear_int8, also the first thing linear_int8 does)
 // throw shrink::Error before any CUDA call and never touch the device; device-side checks go to the status word:
 // kBadScale (a scale not finite and > 0), kNonFinite (a bias or, for the quantizer, an input that is NaN or inf),
 // read with Synchronize::yes or check_status.
@@ -36,15 +36,15 @@
 
 namespace shrink::cuda {
 
-enum class Int8GemmPath : std::uint8_t { automatic, mma_sync, wgmma };
+enum class LinearInt8Path : std::uint8_t { automatic, mma_sync, wgmma };
 
-const char* to_string(Int8GemmPath path);
+const char* to_string(LinearInt8Path path);
 
 // The output: one of four device views [M, N] with contiguous rows (any row stride).
-using Int8GemmOutput =
+using LinearInt8Output =
     std::variant<TensorView<float>, TensorView<half>, TensorView<bfloat16>, TensorView<std::int8_t>>;
 
-struct Int8GemmArgs {
+struct LinearInt8Args {
   // [M, K] and [N, K] int8, each with contiguous rows whose stride (in bytes) and start are multiples of 16 (the
   // kernels load 16 bytes at a time); K a multiple of 16 and at most 131071 (the int32 sum cannot overflow).
   TensorView<const std::int8_t> x;
@@ -52,30 +52,30 @@ struct Int8GemmArgs {
   // Device views: x_scales [M] per token or [1] per tensor and w_scales [N] per output channel or [1] per tensor
   // (both required), bias [N] or empty; out_scale for an int8 output.
   Epilogue epilogue;
-  Int8GemmOutput out;  // [M, N]
-  Int8GemmPath path = Int8GemmPath::automatic;
+  LinearInt8Output out;  // [M, N]
+  LinearInt8Path path = LinearInt8Path::automatic;
 };
 
-// Whether gemm_int8 accepts `args`, and if not which argument is wrong and what was expected. Looks at shapes,
+// Whether linear_int8 accepts `args`, and if not which argument is wrong and what was expected. Looks at shapes,
 // strides, alignment, devices named by the views and overlaps; never calls CUDA (the current device and, for a
-// forced wgmma path, its compute capability are checked by gemm_int8 itself).
-Support can_implement_gemm_int8(const Int8GemmArgs& args);
+// forced wgmma path, its compute capability are checked by linear_int8 itself).
+Support can_implement_linear_int8(const LinearInt8Args& args);
 
-// Workspace for gemm_int8(args): the status word and, for shapes whose tiles do not fill the device, the int32
+// Workspace for linear_int8(args): the status word and, for shapes whose tiles do not fill the device, the int32
 // partial sums of the K splits. Depends on the shapes and the path only (the same on every device). Throws
-// shrink::Error when can_implement_gemm_int8(args) fails.
-std::size_t gemm_int8_workspace_bytes(const Int8GemmArgs& args);
+// shrink::Error when can_implement_linear_int8(args) fails.
+std::size_t linear_int8_workspace_bytes(const LinearInt8Args& args);
 
 // out = epilogue(x · wᵀ), enqueued on `stream` (see the top of this file).
-void gemm_int8(const Int8GemmArgs& args, Workspace workspace, Stream stream,
-               Synchronize synchronize = Synchronize::no);
+void linear_int8(const LinearInt8Args& args, Workspace workspace, Stream stream,
+                 Synchronize synchronize = Synchronize::no);
 
 // The epilogue alone on int32 accumulators acc [M, N] in device memory (contiguous rows, any row stride), e.g. from
-// cuBLASLt: out = epilogue(acc), the same values gemm_int8 writes. Workspace: the status word.
+// cuBLASLt: out = epilogue(acc), the same values linear_int8 writes. Workspace: the status word.
 Support can_implement_int8_epilogue(TensorView<const std::int32_t> acc, const Epilogue& epilogue,
-                                    const Int8GemmOutput& out);
+                                    const LinearInt8Output& out);
 std::size_t int8_epilogue_workspace_bytes();
-void apply_int8_epilogue(TensorView<const std::int32_t> acc, const Epilogue& epilogue, const Int8GemmOutput& out,
+void apply_int8_epilogue(TensorView<const std::int32_t> acc, const Epilogue& epilogue, const LinearInt8Output& out,
                          Workspace workspace, Stream stream, Synchronize synchronize = Synchronize::no);
 
 // Dynamic per-token quantization, fused (one read of x, one write of q): for each row m of x [M, K] (float, half or

@@ -1,4 +1,4 @@
-// Host API of the 2:4 semi-structured sparse GEMM on sparse tensor cores (compiled in cuda/gemm_sparse24.cu; plain
+// Host API of the 2:4 semi-structured sparse GEMM on sparse tensor cores (compiled in cuda/linear_nm.cu; plain
 // C++, no CUDA headers): dense activations times a weight pruned 2:4 along K,
 //
 //   Y[M, N] = X[M, K] · W[N, K]ᵀ,   out[m, n] = act(sx[m] · sw[n] · Y[m, n] + bias[n])   in float, in that order
@@ -18,9 +18,9 @@
 // operands (the compressed values are a dense [N, K / 2] matrix to ldmatrix), the metadata copied as stored. sm_80 and
 // later (sm_90 runs the same code; no sparse wgmma yet).
 //
-// Two phases, as CUB: gemm_sparse24_workspace_bytes(args), then gemm_sparse24(args, workspace, stream), which
-// enqueues, allocates nothing and returns at once. can_implement_gemm_sparse24(args) answers without touching the
-// device, with the argument at fault and the reason; gemm_sparse24 throws shrink::Error with that reason before any
+// Two phases, as CUB: linear_nm_workspace_bytes(args), then linear_nm(args, workspace, stream), which
+// enqueues, allocates nothing and returns at once. can_implement_linear_nm(args) answers without touching the
+// device, with the argument at fault and the reason; linear_nm throws shrink::Error with that reason before any
 // CUDA call. Device-side checks set the status word: kBadScale (a scale that is not finite and > 0), kNonFinite (a
 // bias that is not finite); Synchronize::yes waits and throws naming them (the output is then meaningless).
 #pragma once
@@ -45,19 +45,19 @@ namespace shrink::cuda {
 
 // Which kernel runs: automatic picks by shape; the others force one block tile (rows of W x rows of X), for tests and
 // benchmarks. Every tile is correct for every shape.
-enum class Sparse24Path : std::uint8_t {
+enum class LinearNmPath : std::uint8_t {
   automatic,     // 32x16 for M <= 16; 128x128 when its tiles fill the device; 64x64 otherwise
   mma_sp_32x16,  // decode-sized M: many blocks along N, a deep pipeline, memory bound
   mma_sp_64x64,  // mid-sized M
   mma_sp_128x128,
 };
 
-inline const char* to_string(Sparse24Path path) {
+inline const char* to_string(LinearNmPath path) {
   switch (path) {
-    case Sparse24Path::automatic: return "automatic";
-    case Sparse24Path::mma_sp_32x16: return "mma_sp_32x16";
-    case Sparse24Path::mma_sp_64x64: return "mma_sp_64x64";
-    case Sparse24Path::mma_sp_128x128: return "mma_sp_128x128";
+    case LinearNmPath::automatic: return "automatic";
+    case LinearNmPath::mma_sp_32x16: return "mma_sp_32x16";
+    case LinearNmPath::mma_sp_64x64: return "mma_sp_64x64";
+    case LinearNmPath::mma_sp_128x128: return "mma_sp_128x128";
   }
   return "?";
 }
@@ -75,14 +75,14 @@ struct DeviceSparse24Weight {
 };
 
 template <class T, class Out>
-struct GemmSparse24Args {
-  TensorView<const T> x;             // [M, K] row-major on the current device
-  DeviceSparse24Weight<T> w;         // [N, K]
+struct LinearNmArgs {
+  TensorView<const T> x;      // [M, K] row-major on the current device
+  DeviceSparse24Weight<T> w;  // [N, K]
   // Device views: x_scales [M] or [1] and w_scales [N] or [1] for int8 operands (empty for 16-bit ones), bias [N] or
   // empty; out_scale for an int8 output: q = clamp(round_half_even(v · (1 / out_scale)), -128, 127).
   Epilogue epilogue;
   TensorView<Out> out;  // [M, N] row-major
-  Sparse24Path path = Sparse24Path::automatic;
+  LinearNmPath path = LinearNmPath::automatic;
 };
 
 // Dense columns one mma.sp k-step covers, and the multiple of it K must be: 32 for 16-bit values, 64 for int8.
@@ -94,7 +94,7 @@ constexpr std::int64_t sparse24_tile_k() {
 // The element pairs with a kernel: half -> half or float, bfloat16 -> bfloat16 or float, int8 -> float, half,
 // bfloat16 or int8.
 template <class T, class Out>
-constexpr bool is_sparse24_type_pair() {
+constexpr bool is_linear_nm_type_pair() {
   if constexpr (std::is_same_v<T, half>)
     return std::is_same_v<Out, half> || std::is_same_v<Out, float>;
   else if constexpr (std::is_same_v<T, bfloat16>)
@@ -107,7 +107,7 @@ constexpr bool is_sparse24_type_pair() {
 }
 
 // Largest K for int8: each row keeps K / 2 products of magnitude <= 128 · 128, whose sum must stay in int32.
-inline constexpr std::int64_t kSparse24MaxInt8K = 2 * (std::numeric_limits<std::int32_t>::max() / (128 * 128));
+inline constexpr std::int64_t kLinearNmMaxInt8K = 2 * (std::numeric_limits<std::int32_t>::max() / (128 * 128));
 
 namespace detail {
 
@@ -150,16 +150,16 @@ inline Support check_scales(const TensorView<const float>& s, const char* name, 
 
 }  // namespace detail
 
-// Whether gemm_sparse24 can run these arguments, and when not, which argument is at fault and why. Touches no device.
+// Whether linear_nm can run these arguments, and when not, which argument is at fault and why. Touches no device.
 template <class T, class Out>
-Support can_implement_gemm_sparse24(const GemmSparse24Args<T, Out>& a) {
+Support can_implement_linear_nm(const LinearNmArgs<T, Out>& a) {
   using detail::check_device_view;
-  if (!is_sparse24_type_pair<T, Out>())
+  if (!is_linear_nm_type_pair<T, Out>())
     return Support::no("x, out", std::string(element_type_name<T>()) + " -> " + element_type_name<Out>(),
                        "half -> half or float, bfloat16 -> bfloat16 or float, int8 -> float, half, bfloat16 or "
                        "int8");
-  if (a.path != Sparse24Path::automatic && a.path != Sparse24Path::mma_sp_32x16 &&
-      a.path != Sparse24Path::mma_sp_64x64 && a.path != Sparse24Path::mma_sp_128x128)
+  if (a.path != LinearNmPath::automatic && a.path != LinearNmPath::mma_sp_32x16 &&
+      a.path != LinearNmPath::mma_sp_64x64 && a.path != LinearNmPath::mma_sp_128x128)
     return Support::no("path", std::to_string(static_cast<int>(a.path)),
                        "automatic, mma_sp_32x16, mma_sp_64x64 or mma_sp_128x128");
   // 16-byte rows and pointers: the kernel copies 16 bytes at a time (cp.async).
@@ -179,9 +179,9 @@ Support can_implement_gemm_sparse24(const GemmSparse24Args<T, Out>& a) {
     return Support::no(
         "x.shape", to_string(a.x.shape()),
         "K a multiple of " + std::to_string(tile_k) + " (one mma.sp k-step of " + element_type_name<T>() + " values)");
-  if (std::is_same_v<T, std::int8_t> && k > kSparse24MaxInt8K)
+  if (std::is_same_v<T, std::int8_t> && k > kLinearNmMaxInt8K)
     return Support::no("x.shape", to_string(a.x.shape()),
-                       "K <= " + std::to_string(kSparse24MaxInt8K) + " (int32 accumulators cannot overflow)");
+                       "K <= " + std::to_string(kLinearNmMaxInt8K) + " (int32 accumulators cannot overflow)");
   if (!a.w.device.is_cuda()) return Support::no("w.device", "the host", "a CUDA device");
   if (a.w.device.index != device)
     return Support::no("w.device", "CUDA " + std::to_string(a.w.device.index),
@@ -243,15 +243,15 @@ Support can_implement_gemm_sparse24(const GemmSparse24Args<T, Out>& a) {
   return Support::yes();
 }
 
-// Workspace of gemm_sparse24: the status word (kStatusBytes), whatever the shape.
+// Workspace of linear_nm: the status word (kStatusBytes), whatever the shape.
 template <class T, class Out>
-std::size_t gemm_sparse24_workspace_bytes(const GemmSparse24Args<T, Out>& args);
+std::size_t linear_nm_workspace_bytes(const LinearNmArgs<T, Out>& args);
 
-// Enqueues out = act(sx · sw · X · Wᵀ + bias) on `stream`. Instantiated for the pairs of is_sparse24_type_pair.
-// Errors (shrink::Error, before any CUDA call): whatever can_implement_gemm_sparse24 refuses; a workspace that is null,
-// misaligned or smaller than gemm_sparse24_workspace_bytes; x not on the current device.
+// Enqueues out = act(sx · sw · X · Wᵀ + bias) on `stream`. Instantiated for the pairs of is_linear_nm_type_pair.
+// Errors (shrink::Error, before any CUDA call): whatever can_implement_linear_nm refuses; a workspace that is null,
+// misaligned or smaller than linear_nm_workspace_bytes; x not on the current device.
 template <class T, class Out>
-void gemm_sparse24(const GemmSparse24Args<T, Out>& args, Workspace workspace, Stream stream,
-                   Synchronize synchronize = Synchronize::no);
+void linear_nm(const LinearNmArgs<T, Out>& args, Workspace workspace, Stream stream,
+               Synchronize synchronize = Synchronize::no);
 
 }  // namespace shrink::cuda

@@ -1,4 +1,4 @@
-// Tests for shrink/cuda/gemm_sparse24.hpp. [gpu] cases run every block tile on random inputs and random non-uniform
+// Tests for shrink/linear/nm_cuda.hpp. [gpu] cases run every block tile on random inputs and random non-uniform
 // 2:4 masks (all six kept pairs, groups keeping fewer, a weight row pruned whole, a zero row of x), unaligned M and N,
 // M = 1, outputs poisoned, and compare with the CPU twin (cpu::linear_nm / cpu::linear_nm_int8) and with an FP64
 // dense product over the decompressed weight (int8 accumulators exactly); device-side checks of scales and bias.
@@ -23,9 +23,9 @@
 #include "shrink/core/error.hpp"
 #include "shrink/core/half.hpp"
 #include "shrink/core/view.hpp"
-#include "shrink/cuda/gemm_sparse24.hpp"
 #include "shrink/cuda/gemm_sparse24_layout.hpp"
 #include "shrink/linear/nm.hpp"
+#include "shrink/linear/nm_cuda.hpp"
 #include "shrink/prune/mask.hpp"
 #include "shrink/prune/nm.hpp"
 #include "shrink/sparse/nm_compressed.hpp"
@@ -39,8 +39,8 @@ using shrink::Device;
 using shrink::half;
 using shrink::Shape;
 using shrink::TensorView;
-using shrink::cuda::GemmSparse24Args;
-using shrink::cuda::Sparse24Path;
+using shrink::cuda::LinearNmArgs;
+using shrink::cuda::LinearNmPath;
 using shrink::prune::NmPattern;
 using shrink::test::DeviceBuffer;
 using shrink::test::fake_device_pointer;
@@ -166,8 +166,8 @@ struct Epilogue {
 };
 
 template <class T, class Out>
-GemmSparse24Args<T, Out> device_args(const Problem<T>& p, const Epilogue& e, Out* out, Sparse24Path path) {
-  GemmSparse24Args<T, Out> a;
+LinearNmArgs<T, Out> device_args(const Problem<T>& p, const Epilogue& e, Out* out, LinearNmPath path) {
+  LinearNmArgs<T, Out> a;
   a.x = TensorView<const T>(p.x_dev.template as<T>(), Shape{p.m, p.k}, Device::cuda(0));
   a.w = {p.values_dev.template as<T>(), p.metadata_dev.template as<std::uint32_t>(), p.n, p.k, k24, Device::cuda(0)};
   if constexpr (std::is_same_v<T, std::int8_t>) {
@@ -215,20 +215,20 @@ double output_rounding() {
 }
 
 template <class T, class Out>
-void check_against_references(const Problem<T>& p, const Epilogue& e, Sparse24Path path) {
+void check_against_references(const Problem<T>& p, const Epilogue& e, LinearNmPath path) {
   INFO("M " << p.m << " N " << p.n << " K " << p.k << " path " << shrink::cuda::to_string(path) << " activation "
             << shrink::to_string(e.activation) << (e.bias ? " bias" : "")
             << (e.per_tensor_scales ? " per-tensor scales" : ""));
   DeviceBuffer out_dev(static_cast<std::size_t>(p.m * p.n) * sizeof(Out));  // poisoned
   const auto args = device_args<T, Out>(p, e, out_dev.as<Out>(), path);
-  REQUIRE(shrink::cuda::can_implement_gemm_sparse24(args).reason() == "");
-  DeviceBuffer ws(shrink::cuda::gemm_sparse24_workspace_bytes(args));
-  shrink::cuda::gemm_sparse24(args, ws.workspace(), nullptr, shrink::cuda::Synchronize::yes);
+  REQUIRE(shrink::cuda::can_implement_linear_nm(args).reason() == "");
+  DeviceBuffer ws(shrink::cuda::linear_nm_workspace_bytes(args));
+  shrink::cuda::linear_nm(args, ws.workspace(), nullptr, shrink::cuda::Synchronize::yes);
   const std::vector<Out> got = out_dev.download<Out>(static_cast<std::size_t>(p.m * p.n));
   // Again over another poison (all ones: NaN for the float types, -1 for int8): an element the kernel skips cannot
   // match both times.
   CUDA_REQUIRE(cudaMemset(out_dev.as<void>(), 0xFF, out_dev.bytes()));
-  shrink::cuda::gemm_sparse24(args, ws.workspace(), nullptr, shrink::cuda::Synchronize::yes);
+  shrink::cuda::linear_nm(args, ws.workspace(), nullptr, shrink::cuda::Synchronize::yes);
   const std::vector<Out> again = out_dev.download<Out>(static_cast<std::size_t>(p.m * p.n));
   CHECK(std::memcmp(got.data(), again.data(), got.size() * sizeof(Out)) == 0);
   const std::vector<Out> twin = twin_output<T, Out>(p, e);
@@ -280,8 +280,8 @@ const std::vector<std::tuple<std::int64_t, std::int64_t, std::int64_t>>& shapes(
   return s;
 }
 
-const Sparse24Path kPaths[] = {Sparse24Path::automatic, Sparse24Path::mma_sp_32x16, Sparse24Path::mma_sp_64x64,
-                               Sparse24Path::mma_sp_128x128};
+const LinearNmPath kPaths[] = {LinearNmPath::automatic, LinearNmPath::mma_sp_32x16, LinearNmPath::mma_sp_64x64,
+                               LinearNmPath::mma_sp_128x128};
 
 // Every shape through every tile, cycling through activations, bias and scale granularity.
 template <class T, class... Outs>
@@ -292,7 +292,7 @@ void check_type(std::uint32_t seed) {
   for (auto [m, n, k] : shapes()) {
     Problem<T> p(m, n, k, rng);
     if (n * k / 4 >= 1000) CHECK(pairs_present(p.w).size() == 6);
-    for (Sparse24Path path : kPaths) {
+    for (LinearNmPath path : kPaths) {
       Epilogue e;
       e.activation = activations[variant % 4];
       e.bias = variant % 3 != 0;
@@ -306,19 +306,19 @@ void check_type(std::uint32_t seed) {
 
 }  // namespace
 
-TEST_CASE("cuda gemm_sparse24 half matches the CPU twin and an FP64 dense product", "[gpu]") {
+TEST_CASE("cuda linear_nm half matches the CPU twin and an FP64 dense product", "[gpu]") {
   check_type<half, half, float>(700);
 }
 
-TEST_CASE("cuda gemm_sparse24 bfloat16 matches the CPU twin and an FP64 dense product", "[gpu]") {
+TEST_CASE("cuda linear_nm bfloat16 matches the CPU twin and an FP64 dense product", "[gpu]") {
   check_type<bfloat16, bfloat16, float>(701);
 }
 
-TEST_CASE("cuda gemm_sparse24 int8 matches the CPU twin and an FP64 dense product", "[gpu]") {
+TEST_CASE("cuda linear_nm int8 matches the CPU twin and an FP64 dense product", "[gpu]") {
   check_type<std::int8_t, float, half, bfloat16, std::int8_t>(702);
 }
 
-TEST_CASE("cuda gemm_sparse24 int8 accumulators are exact", "[gpu]") {
+TEST_CASE("cuda linear_nm int8 accumulators are exact", "[gpu]") {
   std::mt19937 rng(703);
   for (auto [m, n, k] : shapes()) {
     Problem<std::int8_t> p(m, n, k, rng);
@@ -334,14 +334,14 @@ TEST_CASE("cuda gemm_sparse24 int8 accumulators are exact", "[gpu]") {
         for (std::int64_t c = 0; c < k; ++c)
           exact[static_cast<std::size_t>(i * n + j)] +=
               -128 * std::int64_t{pruned[static_cast<std::size_t>(j * k + c)]};
-    for (Sparse24Path path : kPaths) {
+    for (LinearNmPath path : kPaths) {
       INFO("M " << m << " N " << n << " K " << k << " path " << shrink::cuda::to_string(path));
       DeviceBuffer out_dev(static_cast<std::size_t>(m * n) * 4);
       Epilogue e;
       e.per_tensor_scales = true;
       const auto args = device_args<std::int8_t, float>(p, e, out_dev.as<float>(), path);
-      DeviceBuffer ws(shrink::cuda::gemm_sparse24_workspace_bytes(args));
-      shrink::cuda::gemm_sparse24(args, ws.workspace(), nullptr, shrink::cuda::Synchronize::yes);
+      DeviceBuffer ws(shrink::cuda::linear_nm_workspace_bytes(args));
+      shrink::cuda::linear_nm(args, ws.workspace(), nullptr, shrink::cuda::Synchronize::yes);
       const std::vector<float> got = out_dev.download<float>(static_cast<std::size_t>(m * n));
       int mismatches = 0;
       for (std::size_t i = 0; i < got.size(); ++i) mismatches += got[i] != static_cast<float>(exact[i]);
@@ -350,27 +350,27 @@ TEST_CASE("cuda gemm_sparse24 int8 accumulators are exact", "[gpu]") {
   }
 }
 
-TEST_CASE("cuda gemm_sparse24 device-side checks: bad scales, non-finite bias", "[gpu]") {
+TEST_CASE("cuda linear_nm device-side checks: bad scales, non-finite bias", "[gpu]") {
   std::mt19937 rng(704);
   Problem<std::int8_t> p(5, 24, 128, rng);
   DeviceBuffer out_dev(static_cast<std::size_t>(p.m * p.n) * 4);
   Epilogue e;
   e.bias = true;
-  const auto args = device_args<std::int8_t, float>(p, e, out_dev.as<float>(), Sparse24Path::automatic);
-  DeviceBuffer ws(shrink::cuda::gemm_sparse24_workspace_bytes(args));
+  const auto args = device_args<std::int8_t, float>(p, e, out_dev.as<float>(), LinearNmPath::automatic);
+  DeviceBuffer ws(shrink::cuda::linear_nm_workspace_bytes(args));
   std::vector<float> scales = p.w_scales;
   scales[7] = -1.0f;
   p.w_scales_dev.upload(scales.data(), p.w_scales_dev.bytes());
-  CHECK_THROWS_WITH(shrink::cuda::gemm_sparse24(args, ws.workspace(), nullptr, shrink::cuda::Synchronize::yes),
+  CHECK_THROWS_WITH(shrink::cuda::linear_nm(args, ws.workspace(), nullptr, shrink::cuda::Synchronize::yes),
                     Contains("scale is not finite"));
   p.w_scales_dev.upload(p.w_scales.data(), p.w_scales_dev.bytes());
   std::vector<float> bias = p.bias;
   bias[3] = std::numeric_limits<float>::infinity();
   p.bias_dev.upload(bias.data(), p.bias_dev.bytes());
-  CHECK_THROWS_WITH(shrink::cuda::gemm_sparse24(args, ws.workspace(), nullptr, shrink::cuda::Synchronize::yes),
+  CHECK_THROWS_WITH(shrink::cuda::linear_nm(args, ws.workspace(), nullptr, shrink::cuda::Synchronize::yes),
                     Contains("NaN or inf"));
   p.bias_dev.upload(p.bias.data(), p.bias_dev.bytes());
-  CHECK_NOTHROW(shrink::cuda::gemm_sparse24(args, ws.workspace(), nullptr, shrink::cuda::Synchronize::yes));
+  CHECK_NOTHROW(shrink::cuda::linear_nm(args, ws.workspace(), nullptr, shrink::cuda::Synchronize::yes));
 }
 
 namespace {
@@ -611,7 +611,7 @@ void check_replay_all_tiles(std::uint32_t seed) {
 
 }  // namespace
 
-TEST_CASE("cuda gemm_sparse24 kernel arithmetic, replayed on the host with the PTX fragment rules, gives X · Wᵀ",
+TEST_CASE("cuda linear_nm kernel arithmetic, replayed on the host with the PTX fragment rules, gives X · Wᵀ",
           "[host]") {
   check_replay_all_tiles<half>(800);
   check_replay_all_tiles<bfloat16>(810);
@@ -622,8 +622,8 @@ namespace {
 
 // Arguments that pass every host check, over fake device pointers: x [8, 64] half, W [24, 64], out [8, 24].
 struct FakeArgs {
-  GemmSparse24Args<half, half> half_args;
-  GemmSparse24Args<std::int8_t, std::int8_t> int8_args;
+  LinearNmArgs<half, half> half_args;
+  LinearNmArgs<std::int8_t, std::int8_t> int8_args;
   unsigned char* base = static_cast<unsigned char*>(fake_device_pointer());
 
   FakeArgs() {
@@ -659,21 +659,22 @@ struct FakeArgs {
 };
 
 template <class T, class Out>
-std::string reason(const GemmSparse24Args<T, Out>& a) {
-  return shrink::cuda::can_implement_gemm_sparse24(a).reason();
+std::string reason(const LinearNmArgs<T, Out>& a) {
+  return shrink::cuda::can_implement_linear_nm(a).reason();
 }
 
 }  // namespace
 
-TEST_CASE("cuda gemm_sparse24 can_implement names the argument and the reason", "[host]") {
+TEST_CASE("cuda linear_nm can_implement names the argument and the reason", "[host]") {
   const FakeArgs fake;
   CHECK(reason(fake.half_args) == "");
   CHECK(reason(fake.int8_args) == "");
-  CHECK((shrink::cuda::is_sparse24_type_pair<half, float>() && !shrink::cuda::is_sparse24_type_pair<half, bfloat16>() &&
-         !shrink::cuda::is_sparse24_type_pair<float, float>() &&
-         shrink::cuda::is_sparse24_type_pair<std::int8_t, std::int8_t>()));
+  CHECK((shrink::cuda::is_linear_nm_type_pair<half, float>() &&
+         !shrink::cuda::is_linear_nm_type_pair<half, bfloat16>() &&
+         !shrink::cuda::is_linear_nm_type_pair<float, float>() &&
+         shrink::cuda::is_linear_nm_type_pair<std::int8_t, std::int8_t>()));
   {
-    GemmSparse24Args<half, std::int8_t> a;
+    LinearNmArgs<half, std::int8_t> a;
     CHECK_THAT(reason(a), Contains("half -> int8") && Contains("half -> half or float"));
   }
   auto h = [&](auto change) {
@@ -686,9 +687,9 @@ TEST_CASE("cuda gemm_sparse24 can_implement names the argument and the reason", 
     change(a);
     return reason(a);
   };
-  using H = GemmSparse24Args<half, half>;
-  using Q = GemmSparse24Args<std::int8_t, std::int8_t>;
-  CHECK_THAT(h([](H& a) { a.path = static_cast<Sparse24Path>(9); }), Contains("path"));
+  using H = LinearNmArgs<half, half>;
+  using Q = LinearNmArgs<std::int8_t, std::int8_t>;
+  CHECK_THAT(h([](H& a) { a.path = static_cast<LinearNmPath>(9); }), Contains("path"));
   CHECK_THAT(h([](H& a) { a.x = TensorView<const half>(a.x.data(), a.x.shape()); }),
              Contains("x = a view of host memory"));
   CHECK_THAT(h([](H& a) {
@@ -722,7 +723,7 @@ TEST_CASE("cuda gemm_sparse24 can_implement names the argument and the reason", 
              Contains("K a multiple of 64"));
   CHECK_THAT(q([](Q& a) {
                a.x = TensorView<const std::int8_t>(
-                   a.x.data(), Shape{1, (shrink::cuda::kSparse24MaxInt8K / 64 + 1) * 64}, Device::cuda(0));
+                   a.x.data(), Shape{1, (shrink::cuda::kLinearNmMaxInt8K / 64 + 1) * 64}, Device::cuda(0));
                a.w.cols = a.x.size(1);
                a.out = TensorView<std::int8_t>(a.out.data(), Shape{1, 24}, Device::cuda(0));
                a.epilogue.x_scales = TensorView<const float>(a.epilogue.x_scales.data(), Shape{1}, Device::cuda(0));
@@ -782,25 +783,25 @@ TEST_CASE("cuda gemm_sparse24 can_implement names the argument and the reason", 
              Contains("overlapping epilogue.bias"));
 }
 
-TEST_CASE("cuda gemm_sparse24 throws its checks before any CUDA call", "[host]") {
+TEST_CASE("cuda linear_nm throws its checks before any CUDA call", "[host]") {
   const FakeArgs fake;
-  const shrink::cuda::Workspace ws{fake_device_pointer(), shrink::cuda::gemm_sparse24_workspace_bytes(fake.half_args)};
+  const shrink::cuda::Workspace ws{fake_device_pointer(), shrink::cuda::linear_nm_workspace_bytes(fake.half_args)};
   CHECK(ws.bytes == shrink::cuda::kStatusBytes);
   auto bad = fake.half_args;
   bad.w.rows = 25;
-  CHECK_THROWS_WITH(shrink::cuda::gemm_sparse24(bad, ws, nullptr), Contains("shrink::cuda::gemm_sparse24: out.shape"));
-  CHECK_THROWS_WITH(shrink::cuda::gemm_sparse24(fake.half_args, shrink::cuda::Workspace{ws.data, 8}, nullptr),
+  CHECK_THROWS_WITH(shrink::cuda::linear_nm(bad, ws, nullptr), Contains("shrink::cuda::linear_nm: out.shape"));
+  CHECK_THROWS_WITH(shrink::cuda::linear_nm(fake.half_args, shrink::cuda::Workspace{ws.data, 8}, nullptr),
                     Contains("workspace.bytes"));
-  CHECK_THROWS_WITH(shrink::cuda::gemm_sparse24(fake.int8_args, shrink::cuda::Workspace{nullptr, 16}, nullptr),
+  CHECK_THROWS_WITH(shrink::cuda::linear_nm(fake.int8_args, shrink::cuda::Workspace{nullptr, 16}, nullptr),
                     Contains("workspace.data"));
   auto bad_q = fake.int8_args;
   bad_q.epilogue.out_scale = -1.0f;
-  CHECK_THROWS_WITH(shrink::cuda::gemm_sparse24(bad_q, ws, nullptr), Contains("out_scale"));
+  CHECK_THROWS_WITH(shrink::cuda::linear_nm(bad_q, ws, nullptr), Contains("out_scale"));
 }
 
 // benchmarks/gpu/device-check.sh runs the "[sanitize]" cases under compute-sanitizer memcheck and racecheck: every
 // block tile once for half and for int8, on a few CTAs.
-TEST_CASE("cuda gemm_sparse24 sanitizer subset: every tile, half and int8", "[gpu][sanitize]") {
+TEST_CASE("cuda linear_nm sanitizer subset: every tile, half and int8", "[gpu][sanitize]") {
   std::mt19937 rng(705);
   const Problem<half> h(33, 200, 192, rng);
   const Problem<std::int8_t> q(130, 70, 512, rng);
@@ -808,7 +809,7 @@ TEST_CASE("cuda gemm_sparse24 sanitizer subset: every tile, half and int8", "[gp
   e.activation = Activation::relu;
   e.bias = true;
   e.out_scale = 0.02f;
-  for (Sparse24Path path : kPaths) {
+  for (LinearNmPath path : kPaths) {
     check_against_references<half, half>(h, e, path);
     check_against_references<std::int8_t, std::int8_t>(q, e, path);
   }

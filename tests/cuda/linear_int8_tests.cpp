@@ -1,4 +1,4 @@
-// Tests for shrink/cuda/gemm_int8.hpp. [gpu] cases run every path (mma_sync; wgmma on a compute capability 9.0
+// Tests for shrink/linear/int8_cuda.hpp. [gpu] cases run every path (mma_sync; wgmma on a compute capability 9.0
 // device; automatic) × output type × activation × per-token / per-tensor scales on aligned and unaligned shapes (M, N,
 // K not multiples of the tiles, 1 × N × K, tiny, K split over CTAs, strided rows), outputs poisoned before each
 // launch, and check: accumulators exact (float output, unit scales, no bias, against cpu::gemm_s8s8s32); the epilogue
@@ -6,14 +6,14 @@
 // and SiLU: CUDA's erff / expf against glibc's, within a few float ulps, one ulp of half / bfloat16, one int8 step).
 // quantize_rows_absmax is bit-identical to cpu::quantize_rows_absmax. [host] cases check can_implement's reasons and
 // every host check, which throw before any CUDA call and so need no device.
-#include <catch2/catch.hpp>
 #include <cuda_runtime_api.h>
+#include <catch2/catch.hpp>
 
 #include <cfloat>
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <cstdlib>
+#include <cstring>
 #include <limits>
 #include <memory>
 #include <random>
@@ -26,8 +26,8 @@
 #include "shrink/core/half.hpp"
 #include "shrink/core/view.hpp"
 #include "shrink/cuda/device.hpp"
-#include "shrink/cuda/gemm_int8.hpp"
 #include "shrink/linear/int8.hpp"
+#include "shrink/linear/int8_cuda.hpp"
 #include "shrink/quant/quantized_tensor.hpp"
 #include "shrink/quant/scheme.hpp"
 #include "support/activation_reference.hpp"
@@ -44,8 +44,8 @@ using shrink::half;
 using shrink::Shape;
 using shrink::Strides;
 using shrink::TensorView;
-using shrink::cuda::Int8GemmArgs;
-using shrink::cuda::Int8GemmPath;
+using shrink::cuda::LinearInt8Args;
+using shrink::cuda::LinearInt8Path;
 using shrink::cuda::Synchronize;
 
 using namespace shrink::test;
@@ -78,13 +78,24 @@ struct Problem {
 
   Problem(std::int64_t m_, std::int64_t n_, std::int64_t k_, bool per_token_, bool per_channel_, bool with_bias_,
           std::uint32_t seed, std::int64_t ldx_ = 0, bool unit = false)
-      : m(m_), n(n_), k(k_), ldx(ldx_ > 0 ? ldx_ : k_), per_token(per_token_), per_channel(per_channel_),
-        with_bias(with_bias_), x(make_x(seed)), w(make_w(seed)),
+      : m(m_),
+        n(n_),
+        k(k_),
+        ldx(ldx_ > 0 ? ldx_ : k_),
+        per_token(per_token_),
+        per_channel(per_channel_),
+        with_bias(with_bias_),
+        x(make_x(seed)),
+        w(make_w(seed)),
         sx(unit ? std::vector<float>(per_token ? m : 1, 1.0f) : scales(per_token ? m : 1, seed + 2, 0.002f, 0.03f)),
         sw(unit ? std::vector<float>(per_channel ? n : 1, 1.0f) : scales(per_channel ? n : 1, seed + 3, 1e-4f, 2e-3f)),
         bias(with_bias ? scales(n, seed + 4, -2.0f, 2.0f) : std::vector<float>{}),
-        x_dev(to_device(strided_x())), w_dev(to_device(w)), sx_dev(to_device(sx)), sw_dev(to_device(sw)),
-        bias_dev(to_device(with_bias ? bias : std::vector<float>{0.0f})), acc(exact_acc()) {}
+        x_dev(to_device(strided_x())),
+        w_dev(to_device(w)),
+        sx_dev(to_device(sx)),
+        sw_dev(to_device(sw)),
+        bias_dev(to_device(with_bias ? bias : std::vector<float>{0.0f})),
+        acc(exact_acc()) {}
 
   std::vector<std::int8_t> make_x(std::uint32_t seed) const {
     std::mt19937 rng(seed);
@@ -101,12 +112,14 @@ struct Problem {
   // x with its device row stride; the padding holds values the kernel must not read into the product.
   std::vector<std::int8_t> strided_x() const {
     std::vector<std::int8_t> s(static_cast<std::size_t>(m * ldx), 77);
-    for (std::int64_t r = 0; r < m; ++r) std::memcpy(&s[static_cast<std::size_t>(r * ldx)], &x[static_cast<std::size_t>(r * k)], static_cast<std::size_t>(k));
+    for (std::int64_t r = 0; r < m; ++r)
+      std::memcpy(&s[static_cast<std::size_t>(r * ldx)], &x[static_cast<std::size_t>(r * k)],
+                  static_cast<std::size_t>(k));
     return s;
   }
 
-  Int8GemmArgs args(Int8GemmPath path) const {
-    Int8GemmArgs a;
+  LinearInt8Args args(LinearInt8Path path) const {
+    LinearInt8Args a;
     a.x = TensorView<const std::int8_t>(x_dev->as<std::int8_t>(), Shape{m, k}, Strides{ldx, 1}, Device::cuda(0));
     a.w = TensorView<const std::int8_t>(w_dev->as<std::int8_t>(), Shape{n, k}, Device::cuda(0));
     a.epilogue = epilogue();
@@ -115,8 +128,10 @@ struct Problem {
   }
   Epilogue epilogue() const {
     Epilogue e;
-    e.x_scales = TensorView<const float>(sx_dev->as<float>(), Shape{static_cast<std::int64_t>(sx.size())}, Device::cuda(0));
-    e.w_scales = TensorView<const float>(sw_dev->as<float>(), Shape{static_cast<std::int64_t>(sw.size())}, Device::cuda(0));
+    e.x_scales =
+        TensorView<const float>(sx_dev->as<float>(), Shape{static_cast<std::int64_t>(sx.size())}, Device::cuda(0));
+    e.w_scales =
+        TensorView<const float>(sw_dev->as<float>(), Shape{static_cast<std::int64_t>(sw.size())}, Device::cuda(0));
     if (with_bias) e.bias = TensorView<const float>(bias_dev->as<float>(), Shape{n}, Device::cuda(0));
     return e;
   }
@@ -153,7 +168,8 @@ struct Problem {
       for (std::int64_t c = 0; c < n; ++c) {
         std::int64_t s = 0;
         for (std::int64_t i = 0; i < k; ++i)
-          s += static_cast<std::int64_t>(x[static_cast<std::size_t>(r * k + i)]) * w[static_cast<std::size_t>(c * k + i)];
+          s += static_cast<std::int64_t>(x[static_cast<std::size_t>(r * k + i)]) *
+               w[static_cast<std::size_t>(c * k + i)];
         acc[static_cast<std::size_t>(r * n + c)] = s;
       }
     return acc;
@@ -172,7 +188,7 @@ double ulp_at(double v) {
 
 // Runs one GEMM on the device into a poisoned output and checks it against the FP64 reference and the CPU twin.
 template <class Out>
-void check_gemm(const Problem& p, Int8GemmPath path, Activation act, std::int64_t ld_out = 0) {
+void check_gemm(const Problem& p, LinearInt8Path path, Activation act, std::int64_t ld_out = 0) {
   const std::int64_t ldo = ld_out > 0 ? ld_out : p.n;
   const float out_scale = 0.02f;  // int8: v up to about ±3 spreads over most codes
   INFO(type_name<Out>() << " " << shrink::cuda::to_string(path) << " " << shrink::to_string(act) << " M " << p.m
@@ -180,13 +196,13 @@ void check_gemm(const Problem& p, Int8GemmPath path, Activation act, std::int64_
                         << (p.per_channel ? " per-channel" : " per-tensor w") << (p.with_bias ? " bias" : "") << " ldx "
                         << p.ldx << " ldo " << ldo);
   DeviceBuffer out(static_cast<std::size_t>(p.m * ldo) * sizeof(Out));
-  Int8GemmArgs args = p.args(path);
+  LinearInt8Args args = p.args(path);
   args.epilogue.activation = act;
   args.out = TensorView<Out>(out.as<Out>(), Shape{p.m, p.n}, Strides{ldo, 1}, Device::cuda(0));
   args.epilogue.out_scale = out_scale;
-  REQUIRE(shrink::cuda::can_implement_gemm_int8(args));
-  DeviceBuffer ws(shrink::cuda::gemm_int8_workspace_bytes(args));
-  shrink::cuda::gemm_int8(args, ws.workspace(), nullptr, Synchronize::yes);
+  REQUIRE(shrink::cuda::can_implement_linear_int8(args));
+  DeviceBuffer ws(shrink::cuda::linear_int8_workspace_bytes(args));
+  shrink::cuda::linear_int8(args, ws.workspace(), nullptr, Synchronize::yes);
   const std::vector<Out> got_strided = out.download<Out>(static_cast<std::size_t>(p.m * ldo));
 
   // Padding between rows keeps the poison.
@@ -229,8 +245,8 @@ void check_gemm(const Problem& p, Int8GemmPath path, Activation act, std::int64_
       }
       if (!ok) {
         ++failures;
-        INFO("at [" << r << ", " << c << "]: gpu " << g << ", cpu twin " << t << ", fp64 reference " << ref
-                    << ", acc " << acc[i]);
+        INFO("at [" << r << ", " << c << "]: gpu " << g << ", cpu twin " << t << ", fp64 reference " << ref << ", acc "
+                    << acc[i]);
         CHECK(ok);
       }
     }
@@ -242,9 +258,9 @@ bool device_is_sm90() {
   return info.compute_capability() == 90;
 }
 
-std::vector<Int8GemmPath> paths_here() {
-  std::vector<Int8GemmPath> paths{Int8GemmPath::mma_sync, Int8GemmPath::automatic};
-  if (device_is_sm90()) paths.push_back(Int8GemmPath::wgmma);
+std::vector<LinearInt8Path> paths_here() {
+  std::vector<LinearInt8Path> paths{LinearInt8Path::mma_sync, LinearInt8Path::automatic};
+  if (device_is_sm90()) paths.push_back(LinearInt8Path::wgmma);
   return paths;
 }
 
@@ -254,30 +270,29 @@ struct GemmShape {
 
 // Tile sizes: mma_sync 32 × 64 (M ≤ 64) or 128 × 128, k-tiles of 64; wgmma 128 × 128, k-tiles of 128.
 const GemmShape kShapes[] = {
-    {128, 256, 512},  // aligned to every tile
-    {256, 128, 256},  // aligned, several tiles in M
-    {1, 80, 48},      // one token, N and K off the tiles
-    {33, 70, 80},     // small tiles, every dimension ragged
-    {130, 129, 208},  // large tiles, every dimension ragged
-    {65, 200, 272},   // just past the small-M limit
-    {1, 1, 16},       // tiny
-    {3, 5, 16},
-    {1, 256, 4096},   // K split 16 ways, small tiles
-    {130, 128, 2048}, // K split over large (or wgmma) tiles
+    {128, 256, 512},                   // aligned to every tile
+    {256, 128, 256},                   // aligned, several tiles in M
+    {1, 80, 48},                       // one token, N and K off the tiles
+    {33, 70, 80},                      // small tiles, every dimension ragged
+    {130, 129, 208},                   // large tiles, every dimension ragged
+    {65, 200, 272},                    // just past the small-M limit
+    {1, 1, 16},                        // tiny
+    {3, 5, 16},       {1, 256, 4096},  // K split 16 ways, small tiles
+    {130, 128, 2048},                  // K split over large (or wgmma) tiles
 };
 
 }  // namespace
 
-TEST_CASE("cuda gemm_int8: accumulators are exact (float output, unit scales, no bias)", "[gpu]") {
-  for (const Int8GemmPath path : paths_here())
+TEST_CASE("cuda linear_int8: accumulators are exact (float output, unit scales, no bias)", "[gpu]") {
+  for (const LinearInt8Path path : paths_here())
     for (const GemmShape& s : kShapes) {
       // |acc| ≤ K · 2^14 < 2^24 for K < 1024: float holds it exactly. Longer K: acc still exact below 2^24 in practice.
       const Problem p(s.m, s.n, s.k, false, false, false, 100 + static_cast<std::uint32_t>(s.k), 0, true);
       DeviceBuffer out(static_cast<std::size_t>(p.m * p.n) * sizeof(float));
-      Int8GemmArgs args = p.args(path);
+      LinearInt8Args args = p.args(path);
       args.out = TensorView<float>(out.as<float>(), Shape{p.m, p.n}, Device::cuda(0));
-      DeviceBuffer ws(shrink::cuda::gemm_int8_workspace_bytes(args));
-      shrink::cuda::gemm_int8(args, ws.workspace(), nullptr, Synchronize::yes);
+      DeviceBuffer ws(shrink::cuda::linear_int8_workspace_bytes(args));
+      shrink::cuda::linear_int8(args, ws.workspace(), nullptr, Synchronize::yes);
       const std::vector<float> got = out.download<float>(static_cast<std::size_t>(p.m * p.n));
       std::vector<std::int32_t> cpu(static_cast<std::size_t>(p.m * p.n));
       shrink::cpu::gemm_s8s8s32(TensorView<const std::int8_t>(p.x.data(), Shape{p.m, p.k}),
@@ -293,10 +308,10 @@ TEST_CASE("cuda gemm_int8: accumulators are exact (float output, unit scales, no
     }
 }
 
-TEST_CASE("cuda gemm_int8 matches the FP64 reference and the CPU twin: every path, output, activation, scale mode",
+TEST_CASE("cuda linear_int8 matches the FP64 reference and the CPU twin: every path, output, activation, scale mode",
           "[gpu]") {
   std::uint32_t seed = 1000;
-  for (const Int8GemmPath path : paths_here())
+  for (const LinearInt8Path path : paths_here())
     for (const GemmShape& s : kShapes)
       for (const bool per_token : {true, false}) {
         const bool per_channel = per_token || s.m % 2 == 0;  // per-tensor weights on some shapes too
@@ -310,8 +325,8 @@ TEST_CASE("cuda gemm_int8 matches the FP64 reference and the CPU twin: every pat
       }
 }
 
-TEST_CASE("cuda gemm_int8 reads strided x rows and writes strided output rows", "[gpu]") {
-  for (const Int8GemmPath path : paths_here()) {
+TEST_CASE("cuda linear_int8 reads strided x rows and writes strided output rows", "[gpu]") {
+  for (const LinearInt8Path path : paths_here()) {
     const Problem p(37, 90, 160, true, true, true, 7, 176);  // x rows 176 bytes apart
     check_gemm<float>(p, path, Activation::relu, 93);        // odd output stride: no paired stores
     check_gemm<half>(p, path, Activation::none, 96);
@@ -321,7 +336,7 @@ TEST_CASE("cuda gemm_int8 reads strided x rows and writes strided output rows", 
   }
 }
 
-TEST_CASE("cuda gemm_int8 flags bad scales and a non-finite bias when asked to synchronise", "[gpu]") {
+TEST_CASE("cuda linear_int8 flags bad scales and a non-finite bias when asked to synchronise", "[gpu]") {
   const Problem p(20, 40, 64, true, true, true, 9);
   DeviceBuffer out(static_cast<std::size_t>(p.m * p.n) * sizeof(float));
   std::vector<float> bad_sx = p.sx, bad_bias = p.bias;
@@ -329,33 +344,33 @@ TEST_CASE("cuda gemm_int8 flags bad scales and a non-finite bias when asked to s
   bad_bias[5] = std::numeric_limits<float>::quiet_NaN();
   const auto sx = to_device(bad_sx);
   const auto bias = to_device(bad_bias);
-  for (const Int8GemmPath path : paths_here()) {
-    Int8GemmArgs args = p.args(path);
+  for (const LinearInt8Path path : paths_here()) {
+    LinearInt8Args args = p.args(path);
     args.out = TensorView<float>(out.as<float>(), Shape{p.m, p.n}, Device::cuda(0));
-    DeviceBuffer ws(shrink::cuda::gemm_int8_workspace_bytes(args));
-    Int8GemmArgs scale_args = args;
+    DeviceBuffer ws(shrink::cuda::linear_int8_workspace_bytes(args));
+    LinearInt8Args scale_args = args;
     scale_args.epilogue.x_scales = TensorView<const float>(sx->as<float>(), Shape{p.m}, Device::cuda(0));
-    CHECK_THROWS_WITH(shrink::cuda::gemm_int8(scale_args, ws.workspace(), nullptr, Synchronize::yes),
+    CHECK_THROWS_WITH(shrink::cuda::linear_int8(scale_args, ws.workspace(), nullptr, Synchronize::yes),
                       Contains("a scale is not finite and > 0"));
-    Int8GemmArgs bias_args = args;
+    LinearInt8Args bias_args = args;
     bias_args.epilogue.bias = TensorView<const float>(bias->as<float>(), Shape{p.n}, Device::cuda(0));
-    CHECK_THROWS_WITH(shrink::cuda::gemm_int8(bias_args, ws.workspace(), nullptr, Synchronize::yes),
+    CHECK_THROWS_WITH(shrink::cuda::linear_int8(bias_args, ws.workspace(), nullptr, Synchronize::yes),
                       Contains("NaN or inf"));
-    shrink::cuda::gemm_int8(args, ws.workspace(), nullptr, Synchronize::yes);  // the status word starts clean again
+    shrink::cuda::linear_int8(args, ws.workspace(), nullptr, Synchronize::yes);  // the status word starts clean again
   }
 }
 
-TEST_CASE("cuda gemm_int8 refuses a forced wgmma path on a device that is not sm_90", "[gpu]") {
+TEST_CASE("cuda linear_int8 refuses a forced wgmma path on a device that is not sm_90", "[gpu]") {
   if (device_is_sm90()) return;
   const Problem p(8, 16, 32, true, true, false, 10);
   DeviceBuffer out(static_cast<std::size_t>(p.m * p.n) * sizeof(float));
-  Int8GemmArgs args = p.args(Int8GemmPath::wgmma);
+  LinearInt8Args args = p.args(LinearInt8Path::wgmma);
   args.out = TensorView<float>(out.as<float>(), Shape{p.m, p.n}, Device::cuda(0));
   DeviceBuffer ws(1 << 20);
-  CHECK_THROWS_WITH(shrink::cuda::gemm_int8(args, ws.workspace(), nullptr), Contains("path = wgmma"));
+  CHECK_THROWS_WITH(shrink::cuda::linear_int8(args, ws.workspace(), nullptr), Contains("path = wgmma"));
 }
 
-TEST_CASE("cuda apply_int8_epilogue finishes int32 accumulators as gemm_int8 does", "[gpu]") {
+TEST_CASE("cuda apply_int8_epilogue finishes int32 accumulators as linear_int8 does", "[gpu]") {
   const Problem p(45, 77, 32, true, true, true, 11);
   const std::vector<std::int32_t> acc(p.acc.begin(), p.acc.end());
   const auto acc_dev = to_device(acc);
@@ -368,11 +383,11 @@ TEST_CASE("cuda apply_int8_epilogue finishes int32 accumulators as gemm_int8 doe
     shrink::cuda::apply_int8_epilogue(
         TensorView<const std::int32_t>(acc_dev->as<std::int32_t>(), Shape{p.m, p.n}, Device::cuda(0)), e, out_a,
         ws.workspace(), nullptr, Synchronize::yes);
-    Int8GemmArgs args = p.args(Int8GemmPath::mma_sync);
+    LinearInt8Args args = p.args(LinearInt8Path::mma_sync);
     args.epilogue = e;
     args.out = TensorView<half>(b.as<half>(), Shape{p.m, p.n}, Device::cuda(0));
-    DeviceBuffer gemm_ws(shrink::cuda::gemm_int8_workspace_bytes(args));
-    shrink::cuda::gemm_int8(args, gemm_ws.workspace(), nullptr, Synchronize::yes);
+    DeviceBuffer gemm_ws(shrink::cuda::linear_int8_workspace_bytes(args));
+    shrink::cuda::linear_int8(args, gemm_ws.workspace(), nullptr, Synchronize::yes);
     INFO(shrink::to_string(act));
     CHECK(a.download<std::uint16_t>(static_cast<std::size_t>(p.m * p.n)) ==
           b.download<std::uint16_t>(static_cast<std::size_t>(p.m * p.n)));
@@ -407,15 +422,16 @@ void check_quantize_rows(std::int64_t m, std::int64_t k, std::int64_t ldx, std::
   const auto x_dev = to_device(x);
   DeviceBuffer q(static_cast<std::size_t>(m * ldq)), scales(static_cast<std::size_t>(m) * sizeof(float));
   DeviceBuffer ws(shrink::cuda::quantize_rows_absmax_workspace_bytes());
-  shrink::cuda::quantize_rows_absmax(TensorView<const T>(x_dev->template as<T>(), Shape{m, k}, Strides{ldx, 1}, Device::cuda(0)),
-                                     TensorView<std::int8_t>(q.as<std::int8_t>(), Shape{m, k}, Strides{ldq, 1}, Device::cuda(0)),
-                                     TensorView<float>(scales.as<float>(), Shape{m}, Device::cuda(0)), ws.workspace(),
-                                     nullptr, Synchronize::yes);
+  shrink::cuda::quantize_rows_absmax(
+      TensorView<const T>(x_dev->template as<T>(), Shape{m, k}, Strides{ldx, 1}, Device::cuda(0)),
+      TensorView<std::int8_t>(q.as<std::int8_t>(), Shape{m, k}, Strides{ldq, 1}, Device::cuda(0)),
+      TensorView<float>(scales.as<float>(), Shape{m}, Device::cuda(0)), ws.workspace(), nullptr, Synchronize::yes);
   const auto got_q = q.download<std::int8_t>(static_cast<std::size_t>(m * ldq));
   const auto got_s = scales.download<float>(static_cast<std::size_t>(m));
   int wrong = 0;
   for (std::int64_t r = 0; r < m; ++r) {
-    if (std::memcmp(&got_s[static_cast<std::size_t>(r)], &cpu.qparams.scale[static_cast<std::size_t>(r)], 4) != 0 && wrong++ < 5)
+    if (std::memcmp(&got_s[static_cast<std::size_t>(r)], &cpu.qparams.scale[static_cast<std::size_t>(r)], 4) != 0 &&
+        wrong++ < 5)
       CHECK(got_s[static_cast<std::size_t>(r)] == cpu.qparams.scale[static_cast<std::size_t>(r)]);
     for (std::int64_t c = 0; c < ldq; ++c) {
       const std::int8_t g = got_q[static_cast<std::size_t>(r * ldq + c)];
@@ -434,7 +450,7 @@ TEST_CASE("cuda quantize_rows_absmax equals cpu::quantize_rows_absmax bit for bi
   check_quantize_rows<float>(3, 20000, 20000, 20000, 2);  // row past the shared-memory budget: read twice
   check_quantize_rows<float>(4, 37, 41, 40, 3);           // odd K, strided rows: scalar loads
   check_quantize_rows<half>(64, 4096, 4096, 4096, 4);
-  check_quantize_rows<half>(6, 300, 304, 320, 5);         // K not a multiple of 8: scalar
+  check_quantize_rows<half>(6, 300, 304, 320, 5);  // K not a multiple of 8: scalar
   check_quantize_rows<half>(2, 40000, 40000, 40000, 6);
   check_quantize_rows<bfloat16>(7, 11008, 11008, 11008, 7);
   check_quantize_rows<bfloat16>(1, 16, 16, 16, 8);
@@ -445,12 +461,12 @@ TEST_CASE("cuda quantize_rows_absmax flags NaN and inf", "[gpu]") {
   x[100] = std::numeric_limits<float>::infinity();
   const auto x_dev = to_device(x);
   DeviceBuffer q(x.size()), scales(4 * sizeof(float)), ws(shrink::cuda::quantize_rows_absmax_workspace_bytes());
-  CHECK_THROWS_WITH(shrink::cuda::quantize_rows_absmax(
-                        TensorView<const float>(x_dev->as<float>(), Shape{4, 64}, Device::cuda(0)),
-                        TensorView<std::int8_t>(q.as<std::int8_t>(), Shape{4, 64}, Device::cuda(0)),
-                        TensorView<float>(scales.as<float>(), Shape{4}, Device::cuda(0)), ws.workspace(), nullptr,
-                        Synchronize::yes),
-                    Contains("NaN or inf"));
+  CHECK_THROWS_WITH(
+      shrink::cuda::quantize_rows_absmax(TensorView<const float>(x_dev->as<float>(), Shape{4, 64}, Device::cuda(0)),
+                                         TensorView<std::int8_t>(q.as<std::int8_t>(), Shape{4, 64}, Device::cuda(0)),
+                                         TensorView<float>(scales.as<float>(), Shape{4}, Device::cuda(0)),
+                                         ws.workspace(), nullptr, Synchronize::yes),
+      Contains("NaN or inf"));
 }
 
 // ---- [host] -------------------------------------------------------------------------------------------------------
@@ -465,8 +481,8 @@ T* fake(std::uintptr_t megabytes) {
 
 constexpr std::int64_t kM = 64, kN = 96, kK = 128;
 
-Int8GemmArgs valid_args() {
-  Int8GemmArgs a;
+LinearInt8Args valid_args() {
+  LinearInt8Args a;
   a.x = TensorView<const std::int8_t>(fake<std::int8_t>(1), Shape{kM, kK}, Device::cuda(0));
   a.w = TensorView<const std::int8_t>(fake<std::int8_t>(2), Shape{kN, kK}, Device::cuda(0));
   a.epilogue.x_scales = TensorView<const float>(fake<float>(3), Shape{kM}, Device::cuda(0));
@@ -478,43 +494,43 @@ Int8GemmArgs valid_args() {
 
 const shrink::cuda::Workspace kFakeWorkspace{fake<void>(7), std::size_t{1} << 20};
 
-// can_implement refuses `args` naming `fragment`, and gemm_int8 throws that reason before any CUDA call.
-void expect_refused(const Int8GemmArgs& args, const std::string& fragment) {
-  const shrink::Support s = shrink::cuda::can_implement_gemm_int8(args);
+// can_implement refuses `args` naming `fragment`, and linear_int8 throws that reason before any CUDA call.
+void expect_refused(const LinearInt8Args& args, const std::string& fragment) {
+  const shrink::Support s = shrink::cuda::can_implement_linear_int8(args);
   INFO("reason: " << s.reason());
   CHECK_FALSE(s);
   CHECK_THAT(s.reason(), Contains(fragment));
-  CHECK_THROWS_WITH(shrink::cuda::gemm_int8(args, kFakeWorkspace, nullptr),
-                    Contains("shrink::cuda::gemm_int8: ") && Contains(fragment));
-  CHECK_THROWS_WITH(shrink::cuda::gemm_int8_workspace_bytes(args), Contains(fragment));
+  CHECK_THROWS_WITH(shrink::cuda::linear_int8(args, kFakeWorkspace, nullptr),
+                    Contains("shrink::cuda::linear_int8: ") && Contains(fragment));
+  CHECK_THROWS_WITH(shrink::cuda::linear_int8_workspace_bytes(args), Contains(fragment));
 }
 
 }  // namespace
 
-TEST_CASE("cuda can_implement_gemm_int8 accepts valid operands of every output type", "[host]") {
-  Int8GemmArgs a = valid_args();
-  CHECK(shrink::cuda::can_implement_gemm_int8(a));
+TEST_CASE("cuda can_implement_linear_int8 accepts valid operands of every output type", "[host]") {
+  LinearInt8Args a = valid_args();
+  CHECK(shrink::cuda::can_implement_linear_int8(a));
   a.out = TensorView<float>(fake<float>(6), Shape{kM, kN}, Device::cuda(0));
-  CHECK(shrink::cuda::can_implement_gemm_int8(a));
+  CHECK(shrink::cuda::can_implement_linear_int8(a));
   a.out = TensorView<bfloat16>(fake<bfloat16>(6), Shape{kM, kN}, Strides{kN + 5, 1}, Device::cuda(0));
-  CHECK(shrink::cuda::can_implement_gemm_int8(a));
+  CHECK(shrink::cuda::can_implement_linear_int8(a));
   a.out = TensorView<std::int8_t>(fake<std::int8_t>(6), Shape{kM, kN}, Device::cuda(0));
   a.epilogue.out_scale = 0.05f;
-  CHECK(shrink::cuda::can_implement_gemm_int8(a));
-  a.epilogue.bias = TensorView<const float>();  // no bias
+  CHECK(shrink::cuda::can_implement_linear_int8(a));
+  a.epilogue.bias = TensorView<const float>();                                               // no bias
   a.epilogue.x_scales = TensorView<const float>(fake<float>(3), Shape{1}, Device::cuda(0));  // per tensor
   a.epilogue.w_scales = TensorView<const float>(fake<float>(4), Shape{1}, Device::cuda(0));
   a.x = TensorView<const std::int8_t>(fake<std::int8_t>(1), Shape{kM, kK}, Strides{kK + 48, 1}, Device::cuda(0));
-  CHECK(shrink::cuda::can_implement_gemm_int8(a));
+  CHECK(shrink::cuda::can_implement_linear_int8(a));
   a.x = TensorView<const std::int8_t>(fake<std::int8_t>(1), Shape{1, 16}, Device::cuda(0));  // 1 × N × 16
   a.w = TensorView<const std::int8_t>(fake<std::int8_t>(2), Shape{1, 16}, Device::cuda(0));
   a.out = TensorView<float>(fake<float>(6), Shape{1, 1}, Device::cuda(0));
-  CHECK(shrink::cuda::can_implement_gemm_int8(a));
+  CHECK(shrink::cuda::can_implement_linear_int8(a));
 }
 
-TEST_CASE("cuda can_implement_gemm_int8 names the argument at fault; gemm_int8 throws it before any CUDA call",
+TEST_CASE("cuda can_implement_linear_int8 names the argument at fault; linear_int8 throws it before any CUDA call",
           "[host]") {
-  Int8GemmArgs a = valid_args();
+  LinearInt8Args a = valid_args();
   SECTION("x in host memory") {
     a.x = TensorView<const std::int8_t>(fake<std::int8_t>(1), Shape{kM, kK});
     expect_refused(a, "x = a view of host memory");
@@ -582,7 +598,8 @@ TEST_CASE("cuda can_implement_gemm_int8 names the argument at fault; gemm_int8 t
     expect_refused(a, "epilogue.bias.shape = [1]: expected [96]");
   }
   SECTION("misaligned bias") {
-    a.epilogue.bias = TensorView<const float>(reinterpret_cast<const float*>(fake<char>(5) + 2), Shape{kN}, Device::cuda(0));
+    a.epilogue.bias =
+        TensorView<const float>(reinterpret_cast<const float*>(fake<char>(5) + 2), Shape{kN}, Device::cuda(0));
     expect_refused(a, "epilogue.bias = a misaligned pointer");
   }
   SECTION("an unknown activation") {
@@ -618,28 +635,28 @@ TEST_CASE("cuda can_implement_gemm_int8 names the argument at fault; gemm_int8 t
     expect_refused(a, "out = memory overlapping epilogue.bias");
   }
   SECTION("an unknown path") {
-    a.path = static_cast<Int8GemmPath>(9);
+    a.path = static_cast<LinearInt8Path>(9);
     expect_refused(a, "path = 9");
   }
 }
 
-TEST_CASE("cuda gemm_int8 checks the workspace on the host", "[host]") {
-  const Int8GemmArgs a = valid_args();
-  const std::size_t needed = shrink::cuda::gemm_int8_workspace_bytes(a);
-  CHECK_THROWS_WITH(shrink::cuda::gemm_int8(a, {nullptr, needed}, nullptr),
-                    Contains("shrink::cuda::gemm_int8: workspace.data = a null pointer"));
-  CHECK_THROWS_WITH(shrink::cuda::gemm_int8(a, {fake<char>(7) + 4, needed}, nullptr),
+TEST_CASE("cuda linear_int8 checks the workspace on the host", "[host]") {
+  const LinearInt8Args a = valid_args();
+  const std::size_t needed = shrink::cuda::linear_int8_workspace_bytes(a);
+  CHECK_THROWS_WITH(shrink::cuda::linear_int8(a, {nullptr, needed}, nullptr),
+                    Contains("shrink::cuda::linear_int8: workspace.data = a null pointer"));
+  CHECK_THROWS_WITH(shrink::cuda::linear_int8(a, {fake<char>(7) + 4, needed}, nullptr),
                     Contains("workspace.data = a misaligned pointer"));
-  CHECK_THROWS_WITH(shrink::cuda::gemm_int8(a, {fake<void>(7), needed - 1}, nullptr),
+  CHECK_THROWS_WITH(shrink::cuda::linear_int8(a, {fake<void>(7), needed - 1}, nullptr),
                     Contains("workspace.bytes = " + std::to_string(needed - 1) +
-                             ": expected at least gemm_int8_workspace_bytes(args) = " + std::to_string(needed)));
+                             ": expected at least linear_int8_workspace_bytes(args) = " + std::to_string(needed)));
   CHECK_THROWS_WITH(
-      shrink::cuda::gemm_int8(a, {const_cast<void*>(static_cast<const void*>(fake<char>(6))), needed}, nullptr),
+      shrink::cuda::linear_int8(a, {const_cast<void*>(static_cast<const void*>(fake<char>(6))), needed}, nullptr),
       Contains("workspace = memory overlapping out"));
 }
 
-TEST_CASE("cuda gemm_int8_workspace_bytes: the status word, plus int32 partial sums when K is split", "[host]") {
-  Int8GemmArgs a = valid_args();
+TEST_CASE("cuda linear_int8_workspace_bytes: the status word, plus int32 partial sums when K is split", "[host]") {
+  LinearInt8Args a = valid_args();
   // Large problems fill the device with tiles: no split.
   a.x = TensorView<const std::int8_t>(fake<std::int8_t>(100), Shape{4096, 4096}, Device::cuda(0));
   a.w = TensorView<const std::int8_t>(fake<std::int8_t>(200), Shape{4096, 4096}, Device::cuda(0));
@@ -647,9 +664,9 @@ TEST_CASE("cuda gemm_int8_workspace_bytes: the status word, plus int32 partial s
   a.epilogue.w_scales = TensorView<const float>(fake<float>(4), Shape{4096}, Device::cuda(0));
   a.epilogue.bias = TensorView<const float>(fake<float>(5), Shape{4096}, Device::cuda(0));
   a.out = TensorView<half>(fake<half>(300), Shape{4096, 4096}, Device::cuda(0));
-  for (const Int8GemmPath path : {Int8GemmPath::automatic, Int8GemmPath::mma_sync}) {
+  for (const LinearInt8Path path : {LinearInt8Path::automatic, LinearInt8Path::mma_sync}) {
     a.path = path;
-    CHECK(shrink::cuda::gemm_int8_workspace_bytes(a) == shrink::cuda::kStatusBytes);
+    CHECK(shrink::cuda::linear_int8_workspace_bytes(a) == shrink::cuda::kStatusBytes);
   }
   // One token, K 4096: 4 small tiles of 64 columns, so K splits 16 ways (64 k-tiles, 4 each).
   a.x = TensorView<const std::int8_t>(fake<std::int8_t>(100), Shape{1, 4096}, Device::cuda(0));
@@ -658,14 +675,14 @@ TEST_CASE("cuda gemm_int8_workspace_bytes: the status word, plus int32 partial s
   a.epilogue.w_scales = TensorView<const float>(fake<float>(4), Shape{256}, Device::cuda(0));
   a.epilogue.bias = TensorView<const float>(fake<float>(5), Shape{256}, Device::cuda(0));
   a.out = TensorView<half>(fake<half>(300), Shape{1, 256}, Device::cuda(0));
-  a.path = Int8GemmPath::mma_sync;
-  CHECK(shrink::cuda::gemm_int8_workspace_bytes(a) == shrink::cuda::kStatusBytes + 16 * 256 * 4);
-  a.path = Int8GemmPath::automatic;  // the larger of the paths it may take
-  CHECK(shrink::cuda::gemm_int8_workspace_bytes(a) >= shrink::cuda::kStatusBytes + 16 * 256 * 4);
+  a.path = LinearInt8Path::mma_sync;
+  CHECK(shrink::cuda::linear_int8_workspace_bytes(a) == shrink::cuda::kStatusBytes + 16 * 256 * 4);
+  a.path = LinearInt8Path::automatic;  // the larger of the paths it may take
+  CHECK(shrink::cuda::linear_int8_workspace_bytes(a) >= shrink::cuda::kStatusBytes + 16 * 256 * 4);
 }
 
 TEST_CASE("cuda apply_int8_epilogue checks its arguments on the host", "[host]") {
-  const Int8GemmArgs a = valid_args();
+  const LinearInt8Args a = valid_args();
   const TensorView<const std::int32_t> acc(fake<std::int32_t>(8), Shape{kM, kN}, Device::cuda(0));
   CHECK(shrink::cuda::can_implement_int8_epilogue(acc, a.epilogue, a.out));
   CHECK(shrink::cuda::int8_epilogue_workspace_bytes() == shrink::cuda::kStatusBytes);
@@ -674,7 +691,7 @@ TEST_CASE("cuda apply_int8_epilogue checks its arguments on the host", "[host]")
              Contains("epilogue.w_scales.shape = [96]: expected [97] or [1]"));
   CHECK_THROWS_WITH(shrink::cuda::apply_int8_epilogue(acc, a.epilogue, a.out, {nullptr, 16}, nullptr),
                     Contains("shrink::cuda::apply_int8_epilogue: workspace.data = a null pointer"));
-  const shrink::cuda::Int8GemmOutput over =
+  const shrink::cuda::LinearInt8Output over =
       TensorView<half>(reinterpret_cast<half*>(fake<char>(8) + 128), Shape{kM, kN}, Device::cuda(0));
   CHECK_THROWS_WITH(shrink::cuda::apply_int8_epilogue(acc, a.epilogue, over, kFakeWorkspace, nullptr),
                     Contains("out = memory overlapping acc"));
@@ -689,35 +706,40 @@ TEST_CASE("cuda quantize_rows_absmax checks its arguments on the host", "[host]"
   const TensorView<std::int8_t> q(fake<std::int8_t>(2), Shape{8, 64}, Device::cuda(0));
   const TensorView<float> s(fake<float>(3), Shape{8}, Device::cuda(0));
   CHECK(shrink::cuda::quantize_rows_absmax_workspace_bytes() == shrink::cuda::kStatusBytes);
-  CHECK_THROWS_WITH(quantize_rows_absmax(TensorView<const half>(fake<half>(1), Shape{8, 64}), q, s, kFakeWorkspace, nullptr),
-                    Contains("shrink::cuda::quantize_rows_absmax: x = a view of host memory"));
-  CHECK_THROWS_WITH(quantize_rows_absmax(x, TensorView<std::int8_t>(fake<std::int8_t>(2), Shape{8, 63}, Device::cuda(0)), s,
-                                         kFakeWorkspace, nullptr),
-                    Contains("q.shape = [8, 63]: expected [8, 64] (x's)"));
-  CHECK_THROWS_WITH(quantize_rows_absmax(x, q, TensorView<float>(fake<float>(3), Shape{7}, Device::cuda(0)), kFakeWorkspace,
-                                         nullptr),
-                    Contains("scales = a view of shape [7]"));
-  CHECK_THROWS_WITH(quantize_rows_absmax(x, TensorView<std::int8_t>(reinterpret_cast<std::int8_t*>(fake<char>(1) + 64), Shape{8, 64},
-                                                                    Device::cuda(0)),
-                                         s, kFakeWorkspace, nullptr),
-                    Contains("q = memory overlapping x"));
+  CHECK_THROWS_WITH(
+      quantize_rows_absmax(TensorView<const half>(fake<half>(1), Shape{8, 64}), q, s, kFakeWorkspace, nullptr),
+      Contains("shrink::cuda::quantize_rows_absmax: x = a view of host memory"));
+  CHECK_THROWS_WITH(
+      quantize_rows_absmax(x, TensorView<std::int8_t>(fake<std::int8_t>(2), Shape{8, 63}, Device::cuda(0)), s,
+                           kFakeWorkspace, nullptr),
+      Contains("q.shape = [8, 63]: expected [8, 64] (x's)"));
+  CHECK_THROWS_WITH(
+      quantize_rows_absmax(x, q, TensorView<float>(fake<float>(3), Shape{7}, Device::cuda(0)), kFakeWorkspace, nullptr),
+      Contains("scales = a view of shape [7]"));
+  CHECK_THROWS_WITH(
+      quantize_rows_absmax(
+          x, TensorView<std::int8_t>(reinterpret_cast<std::int8_t*>(fake<char>(1) + 64), Shape{8, 64}, Device::cuda(0)),
+          s, kFakeWorkspace, nullptr),
+      Contains("q = memory overlapping x"));
   CHECK_THROWS_WITH(quantize_rows_absmax(x, q, s, {fake<void>(7), 8}, nullptr),
                     Contains("workspace.bytes = 8: expected at least quantize_rows_absmax_workspace_bytes() = 16"));
-  CHECK_THROWS_WITH(quantize_rows_absmax(x, q, s, {const_cast<void*>(static_cast<const void*>(fake<char>(3))), 16}, nullptr),
-                    Contains("workspace = memory overlapping an output"));
-  CHECK_THROWS_WITH(quantize_rows_absmax(TensorView<const half>(fake<half>(1), Shape{8, 64}, Strides{64, 2}, Device::cuda(0)),
-                                         q, s, kFakeWorkspace, nullptr),
-                    Contains("x.strides"));
+  CHECK_THROWS_WITH(
+      quantize_rows_absmax(x, q, s, {const_cast<void*>(static_cast<const void*>(fake<char>(3))), 16}, nullptr),
+      Contains("workspace = memory overlapping an output"));
+  CHECK_THROWS_WITH(
+      quantize_rows_absmax(TensorView<const half>(fake<half>(1), Shape{8, 64}, Strides{64, 2}, Device::cuda(0)), q, s,
+                           kFakeWorkspace, nullptr),
+      Contains("x.strides"));
 }
 
 // benchmarks/gpu/device-check.sh runs the "[sanitize]" cases under compute-sanitizer memcheck and racecheck: every
 // kernel path once, on problems of a few CTAs.
-TEST_CASE("cuda gemm_int8 sanitizer subset: each path on small tiles, large tiles and split K", "[gpu][sanitize]") {
-  for (const Int8GemmPath path : paths_here()) {
-    check_gemm<half>(Problem(33, 70, 80, true, true, true, 21), path, Activation::relu);                // small tiles
-    check_gemm<std::int8_t>(Problem(130, 129, 208, false, true, false, 22), path, Activation::none);    // large tiles
-    check_gemm<float>(Problem(1, 256, 4096, true, true, true, 23), path, Activation::gelu);             // K split
-    check_gemm<bfloat16>(Problem(130, 128, 2048, true, false, true, 24), path, Activation::silu);      // K split, large
+TEST_CASE("cuda linear_int8 sanitizer subset: each path on small tiles, large tiles and split K", "[gpu][sanitize]") {
+  for (const LinearInt8Path path : paths_here()) {
+    check_gemm<half>(Problem(33, 70, 80, true, true, true, 21), path, Activation::relu);              // small tiles
+    check_gemm<std::int8_t>(Problem(130, 129, 208, false, true, false, 22), path, Activation::none);  // large tiles
+    check_gemm<float>(Problem(1, 256, 4096, true, true, true, 23), path, Activation::gelu);           // K split
+    check_gemm<bfloat16>(Problem(130, 128, 2048, true, false, true, 24), path, Activation::silu);     // K split, large
   }
   check_quantize_rows<half>(5, 200, 208, 208, 25);
 }

@@ -1,11 +1,11 @@
-// Tests for shrink/cuda/gemm_weight_only.hpp (W8A16 / W4A16): [gpu] cases run every path, weight type (int8, int4
+// Tests for shrink/linear/weight_only_cuda.hpp (W8A16 / W4A16): [gpu] cases run every path, weight type (int8, int4
 // group 64 and 128), activation type and epilogue for M in {1, 2, 3, 5, 16, 33, 64} on shapes with odd N and K not a
 // multiple of 64, outputs poisoned with NaN, against the CPU twin (cpu::linear_weight_only) and an FP64 reference
 // (1e-3 relative, plus the output type's own rounding); split-K runs twice give the same bits; bad scales and biases
 // are reported. [host] cases check the bit-level conversions exhaustively, the mma.sync fragment order on an emulated
 // warp, can_implement's reasons and every host check, none of which touches the driver.
-#include <catch2/catch.hpp>
 #include <cuda_runtime_api.h>
+#include <catch2/catch.hpp>
 
 #include <cmath>
 #include <cstdint>
@@ -22,9 +22,9 @@
 #include "shrink/core/half.hpp"
 #include "shrink/core/int4.hpp"
 #include "shrink/core/view.hpp"
-#include "shrink/cuda/gemm_weight_only.hpp"
 #include "shrink/cuda/weight_only_bits.hpp"
 #include "shrink/linear/weight_only.hpp"
+#include "shrink/linear/weight_only_cuda.hpp"
 #include "shrink/quant/quantize.hpp"
 #include "support/activation_reference.hpp"
 #include "support/element_types.hpp"
@@ -38,7 +38,7 @@ using shrink::half;
 using shrink::Shape;
 using shrink::Strides;
 using shrink::TensorView;
-using shrink::cuda::GemmWeightOnlyArgs;
+using shrink::cuda::LinearWeightOnlyArgs;
 using shrink::cuda::WeightOnlyPath;
 using shrink::cuda::WeightOnlyWeight;
 using shrink::quant::QuantDtype;
@@ -111,9 +111,9 @@ HostWeight make_weight(WeightCase c, std::int64_t n, std::int64_t k, std::mt1993
   std::normal_distribution<float> normal(0.0f, 1.0f / std::sqrt(static_cast<float>(k)));
   std::vector<float> w(static_cast<std::size_t>(n * k));
   for (float& v : w) v = normal(rng);
-  const QuantScheme scheme = c == WeightCase::int8 ? QuantScheme::per_channel(QuantDtype::int8, Symmetry::symmetric, 0)
-                                                   : QuantScheme::per_group(QuantDtype::int4, Symmetry::symmetric, 1,
-                                                                            group_of(c));
+  const QuantScheme scheme = c == WeightCase::int8
+                                 ? QuantScheme::per_channel(QuantDtype::int8, Symmetry::symmetric, 0)
+                                 : QuantScheme::per_group(QuantDtype::int4, Symmetry::symmetric, 1, group_of(c));
   HostWeight h{shrink::quant::quantize(TensorView<const float>(w.data(), Shape{n, k}), scheme), {}};
   h.real.resize(w.size());
   for (std::int64_t r = 0; r < n; ++r)
@@ -147,9 +147,8 @@ struct DeviceProblem {
   // The weight [n, k] of case wc in `data` and `scales`.
   WeightOnlyWeight weight(WeightCase wc, std::int64_t n, std::int64_t k) const {
     if (wc == WeightCase::int8)
-      return WeightOnlyWeight::int8(
-          TensorView<const std::int8_t>(data.as<std::int8_t>(), Shape{n, k}, Device::cuda(0)),
-          TensorView<const float>(scales.as<float>(), Shape{n}, Device::cuda(0)));
+      return WeightOnlyWeight::int8(TensorView<const std::int8_t>(data.as<std::int8_t>(), Shape{n, k}, Device::cuda(0)),
+                                    TensorView<const float>(scales.as<float>(), Shape{n}, Device::cuda(0)));
     return WeightOnlyWeight::int4(
         TensorView<const std::uint8_t>(data.as<std::uint8_t>(), Shape{n, k / 2}, Device::cuda(0)),
         TensorView<const float>(scales.as<float>(), Shape{n, k / group_of(wc)}, Device::cuda(0)), group_of(wc));
@@ -166,17 +165,18 @@ struct Run {
 
 // One call on the device, out poisoned with NaN (all-ones bytes) first, kGuard elements past it checked after.
 template <class T>
-Run<T> run_on_device(DeviceProblem& d, const GemmWeightOnlyArgs<T>& args, std::int64_t m, std::int64_t n) {
+Run<T> run_on_device(DeviceProblem& d, const LinearWeightOnlyArgs<T>& args, std::int64_t m, std::int64_t n) {
   const std::size_t out_bytes = static_cast<std::size_t>(m * n + kGuard) * sizeof(T);
   CUDA_REQUIRE(cudaMemset(d.out.as<void>(), 0xFF, out_bytes));
-  const std::size_t workspace_bytes = shrink::cuda::gemm_weight_only_workspace_bytes(args);
+  const std::size_t workspace_bytes = shrink::cuda::linear_weight_only_workspace_bytes(args);
   DeviceBuffer workspace(workspace_bytes);
-  shrink::cuda::gemm_weight_only(args, workspace.workspace(), nullptr, shrink::cuda::Synchronize::yes);
+  shrink::cuda::linear_weight_only(args, workspace.workspace(), nullptr, shrink::cuda::Synchronize::yes);
   CUDA_REQUIRE(cudaDeviceSynchronize());
   Run<T> r;
   const std::vector<T> all = d.out.download<T>(static_cast<std::size_t>(m * n + kGuard));
   r.out.assign(all.begin(), all.begin() + m * n);
-  for (std::int64_t i = m * n; i < m * n + kGuard; ++i) r.guard_intact &= all[static_cast<std::size_t>(i)].to_bits() == 0xFFFFu;
+  for (std::int64_t i = m * n; i < m * n + kGuard; ++i)
+    r.guard_intact &= all[static_cast<std::size_t>(i)].to_bits() == 0xFFFFu;
   return r;
 }
 
@@ -202,11 +202,11 @@ void check_problem(WeightCase wc, std::int64_t m, Shapes shape, std::uint32_t se
   d.scales.upload(w.q.qparams.scale.data(), d.scales.bytes());
   d.bias.upload(bias.data(), d.bias.bytes());
 
-  GemmWeightOnlyArgs<T> args;
+  LinearWeightOnlyArgs<T> args;
   args.x = TensorView<const T>(d.x.as<T>(), Shape{m, k}, Device::cuda(0));
   args.w = d.weight(wc, n, k);
   args.out = TensorView<T>(d.out.as<T>(), Shape{m, n}, Device::cuda(0));
-  REQUIRE(shrink::cuda::can_implement_gemm_weight_only(args));
+  REQUIRE(shrink::cuda::can_implement_linear_weight_only(args));
 
   // Pre-activation FP64 reference and its scale: Σ_k x · q · s + bias, Σ_k |x · q · s|.
   std::vector<double> pre(static_cast<std::size_t>(m * n)), magnitude(pre.size());
@@ -307,28 +307,27 @@ T* fake_address(int slot, std::uintptr_t offset = 0) {
 }
 
 struct HostArgs {
-  GemmWeightOnlyArgs<half> a;
+  LinearWeightOnlyArgs<half> a;
   HostArgs(std::int64_t m = 4, std::int64_t n = 48, std::int64_t k = 128, std::int64_t group = 64) {
     a.x = TensorView<const half>(fake_address<const half>(1), Shape{m, k}, Device::cuda(0));
-    a.w = WeightOnlyWeight::int4(TensorView<const std::uint8_t>(fake_address<const std::uint8_t>(2), Shape{n, k / 2},
-                                                                Device::cuda(0)),
-                                 TensorView<const float>(fake_address<const float>(3), Shape{n, k / group},
-                                                         Device::cuda(0)),
-                                 group);
+    a.w = WeightOnlyWeight::int4(
+        TensorView<const std::uint8_t>(fake_address<const std::uint8_t>(2), Shape{n, k / 2}, Device::cuda(0)),
+        TensorView<const float>(fake_address<const float>(3), Shape{n, k / group}, Device::cuda(0)), group);
     a.epilogue.bias = TensorView<const float>(fake_address<const float>(4), Shape{n}, Device::cuda(0));
     a.out = TensorView<half>(fake_address<half>(5), Shape{m, n}, Device::cuda(0));
   }
 };
 
-void expect_refused(const GemmWeightOnlyArgs<half>& a, const std::string& argument, const std::string& fragment) {
-  const shrink::Support s = shrink::cuda::can_implement_gemm_weight_only(a);
+void expect_refused(const LinearWeightOnlyArgs<half>& a, const std::string& argument, const std::string& fragment) {
+  const shrink::Support s = shrink::cuda::can_implement_linear_weight_only(a);
   INFO("reason: " << s.reason());
   CHECK_FALSE(s);
   CHECK(s.argument == argument);
   CHECK_THAT(s.reason(), Contains(fragment));
   // The call itself refuses with the same words, before any CUDA call.
   const shrink::cuda::Workspace ws{shrink::test::fake_device_pointer(), std::size_t{1} << 40};
-  CHECK_THROWS_WITH(shrink::cuda::gemm_weight_only(a, ws, nullptr), Contains(fragment) && Contains("gemm_weight_only"));
+  CHECK_THROWS_WITH(shrink::cuda::linear_weight_only(a, ws, nullptr),
+                    Contains(fragment) && Contains("linear_weight_only"));
 }
 
 }  // namespace
@@ -350,7 +349,8 @@ TEST_CASE("weight-only bits: every int8 and int4 value converts exactly, at ever
   for (int value = -128; value < 128; ++value)
     for (int byte = 0; byte < 4; ++byte) {
       const std::uint32_t filler = 0x5A3C7E01u;  // other bytes: anything
-      const std::uint32_t word = (filler & ~(0xFFu << (8 * byte))) | (static_cast<std::uint32_t>(value & 0xFF) << (8 * byte));
+      const std::uint32_t word =
+          (filler & ~(0xFFu << (8 * byte))) | (static_cast<std::uint32_t>(value & 0xFF) << (8 * byte));
       const std::uint32_t flipped = bits::flip_int8_signs(word);
       INFO("value " << value << " byte " << byte);
       REQUIRE(bits::int8_byte_as_float(flipped, byte) == static_cast<float>(value));
@@ -363,8 +363,7 @@ TEST_CASE("weight-only bits: every int8 and int4 value converts exactly, at ever
   for (int value = -8; value < 8; ++value)
     for (int e = 0; e < 8; ++e) {
       const std::uint32_t filler = 0x9E3779B9u;
-      const std::uint32_t word =
-          (filler & ~(0xFu << (4 * e))) | (static_cast<std::uint32_t>(value & 0xF) << (4 * e));
+      const std::uint32_t word = (filler & ~(0xFu << (4 * e))) | (static_cast<std::uint32_t>(value & 0xF) << (4 * e));
       const std::uint32_t flipped = bits::flip_int4_signs(word);
       INFO("value " << value << " element " << e);
       REQUIRE(bits::int4_element_as_float(flipped, e) == static_cast<float>(value));
@@ -405,8 +404,9 @@ void check_fragment_order(bool int4, std::uint32_t seed) {
       const int g = lane / 4, t = lane % 4;
       std::uint32_t upper[8], lower[8];  // rows g and g + 8, k = 16t .. 16t + 15 as loaded
       for (int r = 0; r < 8; ++r) {
-        upper[r] = x[static_cast<std::size_t>(g * 64 + 16 * t + 2 * r)].to_bits() |
-                   (static_cast<std::uint32_t>(x[static_cast<std::size_t>(g * 64 + 16 * t + 2 * r + 1)].to_bits()) << 16);
+        upper[r] =
+            x[static_cast<std::size_t>(g * 64 + 16 * t + 2 * r)].to_bits() |
+            (static_cast<std::uint32_t>(x[static_cast<std::size_t>(g * 64 + 16 * t + 2 * r + 1)].to_bits()) << 16);
         lower[r] = x[static_cast<std::size_t>((g + 8) * 64 + 16 * t + 2 * r)].to_bits() |
                    (static_cast<std::uint32_t>(x[static_cast<std::size_t>((g + 8) * 64 + 16 * t + 2 * r + 1)].to_bits())
                     << 16);
@@ -446,7 +446,8 @@ void check_fragment_order(bool int4, std::uint32_t seed) {
     for (int col = 0; col < 8; ++col) {
       double expected = 0;
       for (int j = 0; j < 64; ++j)
-        expected += static_cast<double>(x[static_cast<std::size_t>(r * 64 + j)].to_float()) * q[static_cast<std::size_t>(col * 64 + j)];
+        expected += static_cast<double>(x[static_cast<std::size_t>(r * 64 + j)].to_float()) *
+                    q[static_cast<std::size_t>(col * 64 + j)];
       INFO("row " << r << " column " << col);
       CHECK(c[r][col] == expected);
     }
@@ -461,20 +462,20 @@ TEST_CASE("weight-only mma.sync fragments: every k meets its own activation once
   }
 }
 
-TEST_CASE("cuda can_implement_gemm_weight_only accepts good arguments and names the bad one", "[host]") {
-  CHECK(shrink::cuda::can_implement_gemm_weight_only(HostArgs().a));
-  CHECK(shrink::cuda::can_implement_gemm_weight_only(HostArgs(64, 1, 128, 128).a));
+TEST_CASE("cuda can_implement_linear_weight_only accepts good arguments and names the bad one", "[host]") {
+  CHECK(shrink::cuda::can_implement_linear_weight_only(HostArgs().a));
+  CHECK(shrink::cuda::can_implement_linear_weight_only(HostArgs(64, 1, 128, 128).a));
   {
     HostArgs h;
     h.a.epilogue.bias = TensorView<const float>();  // no bias
-    CHECK(shrink::cuda::can_implement_gemm_weight_only(h.a));
+    CHECK(shrink::cuda::can_implement_linear_weight_only(h.a));
   }
   {
     HostArgs h(3, 5, 48);
     h.a.w = WeightOnlyWeight::int8(
         TensorView<const std::int8_t>(fake_address<const std::int8_t>(2), Shape{5, 48}, Device::cuda(0)),
         TensorView<const float>(fake_address<const float>(3), Shape{5}, Device::cuda(0)));
-    CHECK(shrink::cuda::can_implement_gemm_weight_only(h.a));
+    CHECK(shrink::cuda::can_implement_linear_weight_only(h.a));
   }
 
   SECTION("x") {
@@ -571,57 +572,57 @@ TEST_CASE("cuda can_implement_gemm_weight_only accepts good arguments and names 
   }
 }
 
-TEST_CASE("cuda gemm_weight_only checks the workspace before any CUDA call; the path rule", "[host]") {
+TEST_CASE("cuda linear_weight_only checks the workspace before any CUDA call; the path rule", "[host]") {
   HostArgs h;
-  using shrink::cuda::gemm_weight_only;
-  CHECK_THROWS_WITH(gemm_weight_only(h.a, shrink::cuda::Workspace{nullptr, 1 << 20}, nullptr),
+  using shrink::cuda::linear_weight_only;
+  CHECK_THROWS_WITH(linear_weight_only(h.a, shrink::cuda::Workspace{nullptr, 1 << 20}, nullptr),
                     Contains("workspace.data"));
-  CHECK_THROWS_WITH(gemm_weight_only(h.a,
-                                     shrink::cuda::Workspace{static_cast<char*>(shrink::test::fake_device_pointer()) + 8,
-                                                             1 << 20},
-                                     nullptr),
-                    Contains("workspace.data") && Contains("16 bytes"));
-  CHECK_THROWS_WITH(gemm_weight_only(h.a, shrink::cuda::Workspace{shrink::test::fake_device_pointer(), 8}, nullptr),
+  CHECK_THROWS_WITH(
+      linear_weight_only(
+          h.a, shrink::cuda::Workspace{static_cast<char*>(shrink::test::fake_device_pointer()) + 8, 1 << 20}, nullptr),
+      Contains("workspace.data") && Contains("16 bytes"));
+  CHECK_THROWS_WITH(linear_weight_only(h.a, shrink::cuda::Workspace{shrink::test::fake_device_pointer(), 8}, nullptr),
                     Contains("workspace.bytes"));
   // Forced slices need no device to size the workspace: K = 128 in 2 slices of 64, 4 x 48 partials each.
   h.a.split_k = 2;
-  CHECK_THROWS_WITH(gemm_weight_only(h.a, shrink::cuda::Workspace{shrink::test::fake_device_pointer(), 1000}, nullptr),
-                    Contains("gemm_weight_only_workspace_bytes(args) = " + std::to_string(16 + 2 * 4 * 48 * 4)));
-  CHECK(shrink::cuda::gemm_weight_only_workspace_bytes(h.a) == 16 + 2 * 4 * 48 * 4);
+  CHECK_THROWS_WITH(
+      linear_weight_only(h.a, shrink::cuda::Workspace{shrink::test::fake_device_pointer(), 1000}, nullptr),
+      Contains("linear_weight_only_workspace_bytes(args) = " + std::to_string(16 + 2 * 4 * 48 * 4)));
+  CHECK(shrink::cuda::linear_weight_only_workspace_bytes(h.a) == 16 + 2 * 4 * 48 * 4);
   h.a.split_k = 1;
-  CHECK(shrink::cuda::gemm_weight_only_workspace_bytes(h.a) == 16);
+  CHECK(shrink::cuda::linear_weight_only_workspace_bytes(h.a) == 16);
   h.a.split_k = 5;  // at most 2 blocks of 64 k: 2 slices
-  CHECK(shrink::cuda::gemm_weight_only_workspace_bytes(h.a) == 16 + 2 * 4 * 48 * 4);
+  CHECK(shrink::cuda::linear_weight_only_workspace_bytes(h.a) == 16 + 2 * 4 * 48 * 4);
 
-  using shrink::cuda::gemm_weight_only_path;
-  CHECK(gemm_weight_only_path(HostArgs(2).a) == WeightOnlyPath::cuda_core);
-  CHECK(gemm_weight_only_path(HostArgs(3).a) == WeightOnlyPath::tensor_core);
+  using shrink::cuda::linear_weight_only_path;
+  CHECK(linear_weight_only_path(HostArgs(2).a) == WeightOnlyPath::cuda_core);
+  CHECK(linear_weight_only_path(HostArgs(3).a) == WeightOnlyPath::tensor_core);
   HostArgs forced(64);
   forced.a.path = WeightOnlyPath::cuda_core;
-  CHECK(gemm_weight_only_path(forced.a) == WeightOnlyPath::cuda_core);
+  CHECK(linear_weight_only_path(forced.a) == WeightOnlyPath::cuda_core);
   HostArgs i8(4, 48, 64);
   i8.a.w = WeightOnlyWeight::int8(
       TensorView<const std::int8_t>(fake_address<const std::int8_t>(2), Shape{48, 64}, Device::cuda(0)),
       TensorView<const float>(fake_address<const float>(3), Shape{48}, Device::cuda(0)));
-  CHECK(gemm_weight_only_path(i8.a) == WeightOnlyPath::cuda_core);
+  CHECK(linear_weight_only_path(i8.a) == WeightOnlyPath::cuda_core);
   HostArgs i8_5(5, 48, 64);
   i8_5.a.w = i8.a.w;
-  CHECK(gemm_weight_only_path(i8_5.a) == WeightOnlyPath::tensor_core);
+  CHECK(linear_weight_only_path(i8_5.a) == WeightOnlyPath::tensor_core);
   HostArgs bad(65);
-  CHECK_THROWS_WITH(gemm_weight_only_path(bad.a), Contains("dense or W8A8"));
+  CHECK_THROWS_WITH(linear_weight_only_path(bad.a), Contains("dense or W8A8"));
 }
 
 // ---- [gpu] ----------------------------------------------------------------------------------------------------------
 
-TEST_CASE("cuda gemm_weight_only matches the CPU twin and an FP64 reference: half activations", "[gpu]") {
+TEST_CASE("cuda linear_weight_only matches the CPU twin and an FP64 reference: half activations", "[gpu]") {
   check_all_problems<half>(100);
 }
 
-TEST_CASE("cuda gemm_weight_only matches the CPU twin and an FP64 reference: bfloat16 activations", "[gpu]") {
+TEST_CASE("cuda linear_weight_only matches the CPU twin and an FP64 reference: bfloat16 activations", "[gpu]") {
   check_all_problems<bfloat16>(500);
 }
 
-TEST_CASE("cuda gemm_weight_only: K slices give the same bits on every run, and agree with one slice", "[gpu]") {
+TEST_CASE("cuda linear_weight_only: K slices give the same bits on every run, and agree with one slice", "[gpu]") {
   for (const WeightCase wc : {WeightCase::int8, WeightCase::int4_g128})
     for (const WeightOnlyPath path : {WeightOnlyPath::cuda_core, WeightOnlyPath::tensor_core}) {
       const std::int64_t m = 7, n = 300, k = 2048;
@@ -633,7 +634,7 @@ TEST_CASE("cuda gemm_weight_only: K slices give the same bits on every run, and 
       d.x.upload(x.data(), d.x.bytes());
       d.data.upload(w.q.data.data(), d.data.bytes());
       d.scales.upload(w.q.qparams.scale.data(), d.scales.bytes());
-      GemmWeightOnlyArgs<half> args;
+      LinearWeightOnlyArgs<half> args;
       args.x = TensorView<const half>(d.x.as<half>(), Shape{m, k}, Device::cuda(0));
       args.w = d.weight(wc, n, k);
       args.out = TensorView<half>(d.out.as<half>(), Shape{m, n}, Device::cuda(0));
@@ -659,7 +660,7 @@ TEST_CASE("cuda gemm_weight_only: K slices give the same bits on every run, and 
     }
 }
 
-TEST_CASE("cuda gemm_weight_only reports bad scales and biases when asked to synchronise", "[gpu]") {
+TEST_CASE("cuda linear_weight_only reports bad scales and biases when asked to synchronise", "[gpu]") {
   for (const WeightCase wc : {WeightCase::int8, WeightCase::int4_g64})
     for (const WeightOnlyPath path : {WeightOnlyPath::cuda_core, WeightOnlyPath::tensor_core})
       for (const int slices : {1, 2}) {
@@ -673,40 +674,41 @@ TEST_CASE("cuda gemm_weight_only reports bad scales and biases when asked to syn
                         static_cast<std::size_t>(m * n + kGuard) * 2);
         d.x.upload(x.data(), d.x.bytes());
         d.data.upload(w.q.data.data(), d.data.bytes());
-        GemmWeightOnlyArgs<half> args;
+        LinearWeightOnlyArgs<half> args;
         args.x = TensorView<const half>(d.x.as<half>(), Shape{m, k}, Device::cuda(0));
         args.w = d.weight(wc, n, k);
         args.out = TensorView<half>(d.out.as<half>(), Shape{m, n}, Device::cuda(0));
         args.epilogue.bias = TensorView<const float>(d.bias.as<float>(), Shape{n}, Device::cuda(0));
         args.path = path;
         args.split_k = slices;
-        DeviceBuffer workspace(shrink::cuda::gemm_weight_only_workspace_bytes(args));
+        DeviceBuffer workspace(shrink::cuda::linear_weight_only_workspace_bytes(args));
 
         std::vector<float> scales = w.q.qparams.scale;
         scales[scales.size() / 2] = 0.0f;
         d.scales.upload(scales.data(), d.scales.bytes());
         d.bias.upload(bias.data(), d.bias.bytes());
-        CHECK_THROWS_WITH(shrink::cuda::gemm_weight_only(args, workspace.workspace(), nullptr,
-                                                         shrink::cuda::Synchronize::yes),
-                          Contains("scale is not finite and > 0"));
+        CHECK_THROWS_WITH(
+            shrink::cuda::linear_weight_only(args, workspace.workspace(), nullptr, shrink::cuda::Synchronize::yes),
+            Contains("scale is not finite and > 0"));
 
         d.scales.upload(w.q.qparams.scale.data(), d.scales.bytes());
         bias[7] = std::numeric_limits<float>::quiet_NaN();
         d.bias.upload(bias.data(), d.bias.bytes());
-        CHECK_THROWS_WITH(shrink::cuda::gemm_weight_only(args, workspace.workspace(), nullptr,
-                                                         shrink::cuda::Synchronize::yes),
-                          Contains("NaN or inf"));
+        CHECK_THROWS_WITH(
+            shrink::cuda::linear_weight_only(args, workspace.workspace(), nullptr, shrink::cuda::Synchronize::yes),
+            Contains("NaN or inf"));
 
         bias[7] = 0.5f;  // clean inputs: the status word is cleared by every call
         d.bias.upload(bias.data(), d.bias.bytes());
-        CHECK_NOTHROW(shrink::cuda::gemm_weight_only(args, workspace.workspace(), nullptr,
-                                                     shrink::cuda::Synchronize::yes));
+        CHECK_NOTHROW(
+            shrink::cuda::linear_weight_only(args, workspace.workspace(), nullptr, shrink::cuda::Synchronize::yes));
       }
 }
 
 // benchmarks/gpu/device-check.sh runs the "[sanitize]" cases under compute-sanitizer memcheck and racecheck: each
 // weight format through every path (check_problem), K slices included, on a few CTAs.
-TEST_CASE("cuda gemm_weight_only sanitizer subset: int8, int4 g64 and g128 (K slices), every path", "[gpu][sanitize]") {
+TEST_CASE("cuda linear_weight_only sanitizer subset: int8, int4 g64 and g128 (K slices), every path",
+          "[gpu][sanitize]") {
   check_problem<half>(WeightCase::int8, 5, {33, 272}, 41);
   check_problem<bfloat16>(WeightCase::int4_g64, 16, {33, 256}, 42);
   check_problem<half>(WeightCase::int4_g128, 3, {257, 1152}, 43);

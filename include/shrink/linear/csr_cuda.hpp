@@ -1,4 +1,4 @@
-// Host API of the CUDA CSR SpMM (compiled in cuda/spmm_csr.cu; plain C++, no CUDA headers): the sparse linear layer
+// Host API of the CUDA CSR SpMM (compiled in cuda/linear_csr.cu; plain C++, no CUDA headers): the sparse linear layer
 //
 //   out[m, n] = act(Σ_{stored k of row n} x[m, k] · w[n, k] + bias[n])         Y[M, N] = X[M, K] · W[N, K]ᵀ
 //
@@ -9,8 +9,8 @@
 // order. The device code (shrink/cuda/spmm_csr.cuh) computes Yᵀ = W · Xᵀ: X is transposed once into the workspace,
 // k-major, so the run Xᵀ[k, m0 .. m0 + tile) that each stored w[n, k] multiplies is contiguous (16-byte loads).
 //
-// Paths (SpmmPath). automatic: row_dots for M <= 16; above, staged while the weight keeps at least
-// kSpmmStagedMinDensity of its elements, nnz_split when sparser.
+// Paths (LinearCsrPath). automatic: row_dots for M <= 16; above, staged while the weight keeps at least
+// kCsrStagedMinDensity of its elements, nnz_split when sparser.
 //   row_dots   one warp per weight row, its lanes splitting the row's stored values, each lane accumulating all M
 //              outputs of the row; a fixed butterfly sums the lanes. For small M, where reading W is the cost.
 //   nnz_split  a CTA owns 16 consecutive weight rows and a tile of M of 32 lanes · 16 bytes (128 floats, 256 halves;
@@ -24,7 +24,7 @@
 //              rather than once per stored value, which pays while 32 rows share enough of each chunk.
 // Deterministic: no float atomics; every sum has a fixed order, so the same inputs give the same bits on every run.
 //
-// Checks. On the host, before any CUDA call (shrink::Error naming the argument; can_implement_spmm_csr answers the
+// Checks. On the host, before any CUDA call (shrink::Error naming the argument; can_implement_linear_csr answers the
 // same questions without throwing and without touching the device): views on the device, contiguous, aligned,
 // shapes consistent, nnz <= INT32_MAX, a path that can run the shape, out apart from every input, the workspace
 // large enough and apart from everything. On the device, into the status word (Synchronize::yes or check_status):
@@ -47,56 +47,56 @@
 
 namespace shrink::cuda {
 
-enum class SpmmPath : std::uint8_t { automatic, row_dots, row_split, nnz_split, staged };
+enum class LinearCsrPath : std::uint8_t { automatic, row_dots, row_split, nnz_split, staged };
 
-inline const char* to_string(SpmmPath p) {
+inline const char* to_string(LinearCsrPath p) {
   switch (p) {
-    case SpmmPath::automatic: return "automatic";
-    case SpmmPath::row_dots: return "row_dots";
-    case SpmmPath::row_split: return "row_split";
-    case SpmmPath::nnz_split: return "nnz_split";
-    case SpmmPath::staged: return "staged";
+    case LinearCsrPath::automatic: return "automatic";
+    case LinearCsrPath::row_dots: return "row_dots";
+    case LinearCsrPath::row_split: return "row_split";
+    case LinearCsrPath::nnz_split: return "nnz_split";
+    case LinearCsrPath::staged: return "staged";
   }
   return "?";
 }
 
 // The largest M the row_dots path holds in registers (and where automatic stops choosing it).
-inline constexpr std::int64_t kSpmmRowDotsMaxM = 16;
-// Above kSpmmRowDotsMaxM, automatic takes staged when nnz >= this fraction of N · K (sparsity <= 95%), nnz_split below:
+inline constexpr std::int64_t kCsrRowDotsMaxM = 16;
+// Above kCsrRowDotsMaxM, automatic takes staged when nnz >= this fraction of N · K (sparsity <= 95%), nnz_split below:
 // a staged chunk of Xᵀ then serves 32 rows · 5% = 1.6 products per element on average. A first guess from the
 // traffic model in benchmarks/notes/gpu_spmm.md, to be set from the benchmark's sweep.
-inline constexpr double kSpmmStagedMinDensity = 0.05;
+inline constexpr double kCsrStagedMinDensity = 0.05;
 
 // The operands of one product. T: float, half or bfloat16. All device views on the same device.
 template <class T>
-struct SpmmCsrArgs {
+struct LinearCsrArgs {
   TensorView<const T> x;                          // [M, K], contiguous
   TensorView<const std::int32_t> row_offsets;     // [N + 1]: 0, then the running count of stored values
   TensorView<const std::int32_t> column_indices;  // [nnz], in [0, K), strictly increasing within a row
   TensorView<const T> values;                     // [nnz]; nnz may be 0 (then both views may be empty)
   Epilogue epilogue;  // bias: [N] finite floats, or empty for none; no scales (float operands)
   TensorView<T> out;  // [M, N], contiguous
-  SpmmPath path = SpmmPath::automatic;
+  LinearCsrPath path = LinearCsrPath::automatic;
 };
 
 // Whether the operands can run and, when not, which argument is wrong, its value and what was expected. Host only:
-// no CUDA call (the current-device check is left to spmm_csr).
+// no CUDA call (the current-device check is left to linear_csr).
 template <class T>
-Support can_implement_spmm_csr(const SpmmCsrArgs<T>& args);
+Support can_implement_linear_csr(const LinearCsrArgs<T>& args);
 
 // The path `automatic` resolves to for these operands (a forced path is returned as given).
 template <class T>
-SpmmPath spmm_csr_path(const SpmmCsrArgs<T>& args);
+LinearCsrPath linear_csr_path(const LinearCsrArgs<T>& args);
 
-// Workspace for spmm_csr(args, ...): the status word and Xᵀ [K, round_up(M, 8)] of T (none for M = 1 on row_dots).
-// Throws shrink::Error when can_implement_spmm_csr(args) says no.
+// Workspace for linear_csr(args, ...): the status word and Xᵀ [K, round_up(M, 8)] of T (none for M = 1 on row_dots).
+// Throws shrink::Error when can_implement_linear_csr(args) says no.
 template <class T>
-std::size_t spmm_csr_workspace_bytes(const SpmmCsrArgs<T>& args);
+std::size_t linear_csr_workspace_bytes(const LinearCsrArgs<T>& args);
 
 // Enqueues out = act(X · Wᵀ + bias) on `stream`; allocates nothing; returns at once unless Synchronize::yes, which
 // waits and throws shrink::Error naming any failed device-side check.
 template <class T>
-void spmm_csr(const SpmmCsrArgs<T>& args, Workspace workspace, Stream stream,
-              Synchronize synchronize = Synchronize::no);
+void linear_csr(const LinearCsrArgs<T>& args, Workspace workspace, Stream stream,
+                Synchronize synchronize = Synchronize::no);
 
 }  // namespace shrink::cuda

@@ -1,4 +1,4 @@
-// Host-callable CSR SpMM (shrink/cuda/spmm_csr.hpp): the host checks, the path and workspace choice, then the
+// Host-callable CSR SpMM (shrink/linear/csr_cuda.hpp): the host checks, the path and workspace choice, then the
 // launches of shrink/cuda/spmm_csr.cuh, explicitly instantiated for float, half and bfloat16.
 #include <cuda_runtime_api.h>
 
@@ -15,7 +15,7 @@
 #include "shrink/core/overlap.hpp"
 #include "shrink/cuda/check.cuh"
 #include "shrink/cuda/spmm_csr.cuh"
-#include "shrink/cuda/spmm_csr.hpp"
+#include "shrink/linear/csr_cuda.hpp"
 
 namespace shrink::cuda {
 
@@ -54,25 +54,25 @@ std::pair<std::string, std::pair<std::uintptr_t, std::uintptr_t>> input_span(con
 }
 
 template <class T>
-std::vector<std::pair<std::string, std::pair<std::uintptr_t, std::uintptr_t>>> input_spans(const SpmmCsrArgs<T>& a) {
+std::vector<std::pair<std::string, std::pair<std::uintptr_t, std::uintptr_t>>> input_spans(const LinearCsrArgs<T>& a) {
   return {input_span("x", a.x), input_span("row_offsets", a.row_offsets),
           input_span("column_indices", a.column_indices), input_span("values", a.values),
           input_span("epilogue.bias", a.epilogue.bias)};
 }
 
 template <class T>
-SpmmPath resolve_path(const SpmmCsrArgs<T>& a) {
-  if (a.path != SpmmPath::automatic) return a.path;
-  if (a.x.size(0) <= kSpmmRowDotsMaxM) return SpmmPath::row_dots;
+LinearCsrPath resolve_path(const LinearCsrArgs<T>& a) {
+  if (a.path != LinearCsrPath::automatic) return a.path;
+  if (a.x.size(0) <= kCsrRowDotsMaxM) return LinearCsrPath::row_dots;
   const double elements = static_cast<double>(a.row_offsets.size(0) - 1) * static_cast<double>(a.x.size(1));
-  return static_cast<double>(a.values.size(0)) >= kSpmmStagedMinDensity * elements ? SpmmPath::staged
-                                                                                   : SpmmPath::nnz_split;
+  return static_cast<double>(a.values.size(0)) >= kCsrStagedMinDensity * elements ? LinearCsrPath::staged
+                                                                                  : LinearCsrPath::nnz_split;
 }
 
 // Xᵀ is needed by every path but row_dots with M = 1, which reads x itself.
 template <class T>
-bool needs_transpose(const SpmmCsrArgs<T>& a) {
-  return !(resolve_path(a) == SpmmPath::row_dots && a.x.size(0) == 1);
+bool needs_transpose(const LinearCsrArgs<T>& a) {
+  return !(resolve_path(a) == LinearCsrPath::row_dots && a.x.size(0) == 1);
 }
 
 std::size_t round_up_16(std::size_t bytes) { return (bytes + 15) / 16 * 16; }
@@ -80,7 +80,7 @@ std::size_t round_up_16(std::size_t bytes) { return (bytes + 15) / 16 * 16; }
 }  // namespace
 
 template <class T>
-Support can_implement_spmm_csr(const SpmmCsrArgs<T>& a) {
+Support can_implement_linear_csr(const LinearCsrArgs<T>& a) {
   Support s = check_device_view(a.x, "x", 2, false);
   if (!s) return s;
   const std::int64_t m = a.x.size(0), k = a.x.size(1);
@@ -133,13 +133,13 @@ Support can_implement_spmm_csr(const SpmmCsrArgs<T>& a) {
     if (p.used && p.device.index != device)
       return Support::no(p.name, "a view on CUDA device " + std::to_string(p.device.index),
                          "the device of x, CUDA device " + std::to_string(device));
-  if (a.path != SpmmPath::automatic && a.path != SpmmPath::row_dots && a.path != SpmmPath::row_split &&
-      a.path != SpmmPath::nnz_split && a.path != SpmmPath::staged)
+  if (a.path != LinearCsrPath::automatic && a.path != LinearCsrPath::row_dots && a.path != LinearCsrPath::row_split &&
+      a.path != LinearCsrPath::nnz_split && a.path != LinearCsrPath::staged)
     return Support::no("path", std::to_string(static_cast<int>(a.path)),
                        "automatic, row_dots, row_split, nnz_split or staged");
-  if (a.path == SpmmPath::row_dots && m > kSpmmRowDotsMaxM)
+  if (a.path == LinearCsrPath::row_dots && m > kCsrRowDotsMaxM)
     return Support::no("path", "row_dots with M = " + std::to_string(m),
-                       "M <= " + std::to_string(kSpmmRowDotsMaxM) + " for row_dots (or another path)");
+                       "M <= " + std::to_string(kCsrRowDotsMaxM) + " for row_dots (or another path)");
   const auto out_span = byte_span(a.out);
   for (const auto& [name, span] : input_spans(a))
     if (spans_overlap(out_span, span)) return Support::no("out", "memory overlapping " + name, "a separate output");
@@ -147,24 +147,24 @@ Support can_implement_spmm_csr(const SpmmCsrArgs<T>& a) {
 }
 
 template <class T>
-SpmmPath spmm_csr_path(const SpmmCsrArgs<T>& args) {
+LinearCsrPath linear_csr_path(const LinearCsrArgs<T>& args) {
   return resolve_path(args);
 }
 
 template <class T>
-std::size_t spmm_csr_workspace_bytes(const SpmmCsrArgs<T>& args) {
-  require_supported(can_implement_spmm_csr(args), "shrink::cuda::spmm_csr_workspace_bytes");
+std::size_t linear_csr_workspace_bytes(const LinearCsrArgs<T>& args) {
+  require_supported(can_implement_linear_csr(args), "shrink::cuda::linear_csr_workspace_bytes");
   if (!needs_transpose(args)) return kStatusBytes;
   const auto k = static_cast<std::size_t>(args.x.size(1));
   return kStatusBytes + round_up_16(k * static_cast<std::size_t>(spmm::padded_m(args.x.size(0))) * sizeof(T));
 }
 
 template <class T>
-void spmm_csr(const SpmmCsrArgs<T>& args, Workspace workspace, Stream stream, Synchronize synchronize) {
-  const char* fn = "shrink::cuda::spmm_csr";
-  require_supported(can_implement_spmm_csr(args), fn);
-  const std::size_t needed = spmm_csr_workspace_bytes(args);
-  host_checks::require_workspace(workspace, needed, "spmm_csr_workspace_bytes(args)", fn);
+void linear_csr(const LinearCsrArgs<T>& args, Workspace workspace, Stream stream, Synchronize synchronize) {
+  const char* fn = "shrink::cuda::linear_csr";
+  require_supported(can_implement_linear_csr(args), fn);
+  const std::size_t needed = linear_csr_workspace_bytes(args);
+  host_checks::require_workspace(workspace, needed, "linear_csr_workspace_bytes(args)", fn);
   const auto scratch = reinterpret_cast<std::uintptr_t>(workspace.data);
   const std::pair<std::uintptr_t, std::uintptr_t> workspace_span{scratch, scratch + needed};
   auto spans = input_spans(args);
@@ -198,19 +198,19 @@ void spmm_csr(const SpmmCsrArgs<T>& args, Workspace workspace, Stream stream, Sy
   SHRINK_CUDA_CHECK(cudaMemsetAsync(status, 0, sizeof(int), stream));
   if (transpose) spmm::transpose(args.x.data(), m, k, xt, ldxt, stream);
   switch (resolve_path(args)) {
-    case SpmmPath::row_dots: spmm::row_dots(operands, stream); break;
-    case SpmmPath::row_split: spmm::tile<T, false>(operands, stream); break;
-    case SpmmPath::staged: spmm::staged(operands, stream); break;
+    case LinearCsrPath::row_dots: spmm::row_dots(operands, stream); break;
+    case LinearCsrPath::row_split: spmm::tile<T, false>(operands, stream); break;
+    case LinearCsrPath::staged: spmm::staged(operands, stream); break;
     default: spmm::tile<T, true>(operands, stream); break;
   }
   if (synchronize == Synchronize::yes) check_status(workspace, stream, fn);
 }
 
-#define SHRINK_INSTANTIATE_SPMM_CSR(T)                                     \
-  template Support can_implement_spmm_csr<T>(const SpmmCsrArgs<T>&);       \
-  template SpmmPath spmm_csr_path<T>(const SpmmCsrArgs<T>&);               \
-  template std::size_t spmm_csr_workspace_bytes<T>(const SpmmCsrArgs<T>&); \
-  template void spmm_csr<T>(const SpmmCsrArgs<T>&, Workspace, Stream, Synchronize);
+#define SHRINK_INSTANTIATE_SPMM_CSR(T)                                         \
+  template Support can_implement_linear_csr<T>(const LinearCsrArgs<T>&);       \
+  template LinearCsrPath linear_csr_path<T>(const LinearCsrArgs<T>&);          \
+  template std::size_t linear_csr_workspace_bytes<T>(const LinearCsrArgs<T>&); \
+  template void linear_csr<T>(const LinearCsrArgs<T>&, Workspace, Stream, Synchronize);
 SHRINK_INSTANTIATE_SPMM_CSR(float)
 SHRINK_INSTANTIATE_SPMM_CSR(half)
 SHRINK_INSTANTIATE_SPMM_CSR(bfloat16)

@@ -1,4 +1,4 @@
-// Host-callable 2:4 sparse GEMM (shrink/cuda/gemm_sparse24.hpp): validation, the choice of block tile, the launch of
+// Host-callable 2:4 sparse GEMM (shrink/linear/nm_cuda.hpp): validation, the choice of block tile, the launch of
 // shrink/cuda/gemm_sparse24.cuh; instantiated for half -> half/float, bfloat16 -> bfloat16/float and int8 ->
 // float/half/bfloat16/int8.
 #include <cuda_runtime_api.h>
@@ -11,7 +11,7 @@
 #include "shrink/core/error.hpp"
 #include "shrink/cuda/check.cuh"
 #include "shrink/cuda/gemm_sparse24.cuh"
-#include "shrink/cuda/gemm_sparse24.hpp"
+#include "shrink/linear/nm_cuda.hpp"
 
 namespace shrink::cuda {
 
@@ -19,33 +19,33 @@ namespace {
 
 // automatic: decode-sized M gets the 32x16 tile; otherwise the 128x128 tile when its blocks fill every SM once,
 // else the 64x64 tile (more, smaller blocks for mid-sized M).
-Sparse24Path choose_path(Sparse24Path requested, std::int64_t m, std::int64_t n) {
-  if (requested != Sparse24Path::automatic) return requested;
-  if (m <= 16) return Sparse24Path::mma_sp_32x16;
+LinearNmPath choose_path(LinearNmPath requested, std::int64_t m, std::int64_t n) {
+  if (requested != LinearNmPath::automatic) return requested;
+  if (m <= 16) return LinearNmPath::mma_sp_32x16;
   int device = 0, multiprocessors = 0;
   SHRINK_CUDA_CHECK(cudaGetDevice(&device));
   SHRINK_CUDA_CHECK(cudaDeviceGetAttribute(&multiprocessors, cudaDevAttrMultiProcessorCount, device));
-  return sparse24::grid_size<sparse24::Tile128x128>(m, n) >= multiprocessors ? Sparse24Path::mma_sp_128x128
-                                                                             : Sparse24Path::mma_sp_64x64;
+  return sparse24::grid_size<sparse24::Tile128x128>(m, n) >= multiprocessors ? LinearNmPath::mma_sp_128x128
+                                                                             : LinearNmPath::mma_sp_64x64;
 }
 
 }  // namespace
 
 template <class T, class Out>
-std::size_t gemm_sparse24_workspace_bytes(const GemmSparse24Args<T, Out>&) {
+std::size_t linear_nm_workspace_bytes(const LinearNmArgs<T, Out>&) {
   return kStatusBytes;
 }
 
 template <class T, class Out>
-void gemm_sparse24(const GemmSparse24Args<T, Out>& args, Workspace workspace, Stream stream, Synchronize synchronize) {
-  const char* fn = "shrink::cuda::gemm_sparse24";
-  require_supported(can_implement_gemm_sparse24(args), fn);
+void linear_nm(const LinearNmArgs<T, Out>& args, Workspace workspace, Stream stream, Synchronize synchronize) {
+  const char* fn = "shrink::cuda::linear_nm";
+  require_supported(can_implement_linear_nm(args), fn);
   const std::int64_t m = args.x.size(0), n = args.w.rows, k = args.x.size(1);
   // The smallest tile has the most blocks; a 1-D grid holds 2^31 - 1.
   if (sparse24::grid_size<sparse24::Tile32x16>(m, n) > std::numeric_limits<std::int32_t>::max())
     fail(fn, "x.shape", to_string(args.x.shape()),
          "M, N with at most 2^31 - 1 blocks of 32 x 16 outputs (N = " + std::to_string(n) + ")");
-  host_checks::require_workspace(workspace, gemm_sparse24_workspace_bytes(args), "gemm_sparse24_workspace_bytes()", fn);
+  host_checks::require_workspace(workspace, linear_nm_workspace_bytes(args), "linear_nm_workspace_bytes()", fn);
   host_checks::require_current_device(args.x.device(), fn, "x");
 
   int* status = static_cast<int*>(workspace.data);
@@ -68,16 +68,16 @@ void gemm_sparse24(const GemmSparse24Args<T, Out>& args, Workspace workspace, St
                                    args.epilogue.activation,
                                    status};
   switch (choose_path(args.path, m, n)) {
-    case Sparse24Path::mma_sp_32x16: sparse24::launch<T, Out, sparse24::Tile32x16>(p, stream); break;
-    case Sparse24Path::mma_sp_64x64: sparse24::launch<T, Out, sparse24::Tile64x64>(p, stream); break;
+    case LinearNmPath::mma_sp_32x16: sparse24::launch<T, Out, sparse24::Tile32x16>(p, stream); break;
+    case LinearNmPath::mma_sp_64x64: sparse24::launch<T, Out, sparse24::Tile64x64>(p, stream); break;
     default: sparse24::launch<T, Out, sparse24::Tile128x128>(p, stream); break;
   }
   if (synchronize == Synchronize::yes) check_status(workspace, stream, fn);
 }
 
-#define SHRINK_INSTANTIATE_GEMM_SPARSE24(T, Out)                                               \
-  template std::size_t gemm_sparse24_workspace_bytes<T, Out>(const GemmSparse24Args<T, Out>&); \
-  template void gemm_sparse24<T, Out>(const GemmSparse24Args<T, Out>&, Workspace, Stream, Synchronize);
+#define SHRINK_INSTANTIATE_GEMM_SPARSE24(T, Out)                                       \
+  template std::size_t linear_nm_workspace_bytes<T, Out>(const LinearNmArgs<T, Out>&); \
+  template void linear_nm<T, Out>(const LinearNmArgs<T, Out>&, Workspace, Stream, Synchronize);
 SHRINK_INSTANTIATE_GEMM_SPARSE24(half, half)
 SHRINK_INSTANTIATE_GEMM_SPARSE24(half, float)
 SHRINK_INSTANTIATE_GEMM_SPARSE24(bfloat16, bfloat16)

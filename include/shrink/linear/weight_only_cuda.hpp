@@ -1,5 +1,5 @@
 // Host API of the weight-only GEMM on the GPU, W8A16 and W4A16, for small batches (compiled in
-// cuda/gemm_weight_only.cu; plain C++, no CUDA headers):
+// cuda/linear_weight_only.cu; plain C++, no CUDA headers):
 //
 //   out[m, n] = act(s[n] · Σ_k x[m, k] · q[n, k] + bias[n])                     int8, one scale per output row
 //   out[m, n] = act(Σ_g s[n, g] · Σ_{k in group g} x[m, k] · q[n, k] + bias[n])  int4, one scale per group of K
@@ -14,14 +14,14 @@
 //
 // Paths: cuda_core (CUDA-core FMA in float, a warp per 4 output rows, lanes along K; best for M <= 2-4) and
 // tensor_core (mma.sync m16n8k16, f16 or bf16 inputs with fp32 accumulation, the dequantized weights as the B
-// fragment); both run on sm_80 and sm_90 (and later). automatic picks by M (see gemm_weight_only_path). K is cut in
+// fragment); both run on sm_80 and sm_90 (and later). automatic picks by M (see linear_weight_only_path). K is cut in
 // slices across thread blocks when N alone cannot fill the device; the slices' float partials go to the workspace and
 // a second kernel adds them in a fixed order: results are deterministic, bit for bit, for a given device and plan.
 //
-// Two phases, as CUB: gemm_weight_only_workspace_bytes(args) (the status word and the partials; it reads the
-// current device's multiprocessor count), then gemm_weight_only(args, workspace, stream), which enqueues, allocates
+// Two phases, as CUB: linear_weight_only_workspace_bytes(args) (the status word and the partials; it reads the
+// current device's multiprocessor count), then linear_weight_only(args, workspace, stream), which enqueues, allocates
 // nothing and returns at once. Every argument is checked on the host before any CUDA call (shrink::Error naming it);
-// can_implement_gemm_weight_only(args) asks the same questions without throwing. Device-side checks go to the status
+// can_implement_linear_weight_only(args) asks the same questions without throwing. Device-side checks go to the status
 // word and are read with Synchronize::yes (or check_status): kBadScale (a scale not finite and > 0), kNonFinite (a
 // bias not finite). NaN and inf in x propagate as IEEE arithmetic does, as on the CPU.
 #pragma once
@@ -85,12 +85,12 @@ struct WeightOnlyWeight {
 
 // Everything one call needs. T: half or bfloat16, the type of x and out.
 template <class T>
-struct GemmWeightOnlyArgs {
-  TensorView<const T> x;           // [M, K] contiguous CUDA view, 16-byte aligned
-  WeightOnlyWeight w;              // [N, K], 16-byte aligned data
+struct LinearWeightOnlyArgs {
+  TensorView<const T> x;  // [M, K] contiguous CUDA view, 16-byte aligned
+  WeightOnlyWeight w;     // [N, K], 16-byte aligned data
   // bias: [N] contiguous CUDA view, or empty for none; the scales stay empty (w carries its own).
   Epilogue epilogue;
-  TensorView<T> out;               // [M, N] contiguous CUDA view, apart from every input
+  TensorView<T> out;  // [M, N] contiguous CUDA view, apart from every input
   WeightOnlyPath path = WeightOnlyPath::automatic;
   // K slices (thread blocks along K, their partials added by a second kernel); 0 lets the call choose from the shape
   // and the device. A request is an upper bound: slices hold whole blocks of 64 k.
@@ -98,23 +98,23 @@ struct GemmWeightOnlyArgs {
 };
 
 // Whether the call can run, and why not (the argument, its value, what was expected). No CUDA call is made: the
-// current device and its compute capability (8.0 or later) are checked by gemm_weight_only.
+// current device and its compute capability (8.0 or later) are checked by linear_weight_only.
 template <class T>
-Support can_implement_gemm_weight_only(const GemmWeightOnlyArgs<T>& args);
+Support can_implement_linear_weight_only(const LinearWeightOnlyArgs<T>& args);
 
 // The path automatic resolves to for these arguments: cuda_core for M <= 4 with int8 weights and M <= 2 with int4
 // ones, tensor_core above; a forced path is returned as it is.
 template <class T>
-WeightOnlyPath gemm_weight_only_path(const GemmWeightOnlyArgs<T>& args);
+WeightOnlyPath linear_weight_only_path(const LinearWeightOnlyArgs<T>& args);
 
 // Workspace bytes of the call: the status word and, when K is sliced, slices · M · N floats. Reads the current
 // device's multiprocessor count unless args.split_k is given. Throws shrink::Error when the call cannot run.
 template <class T>
-std::size_t gemm_weight_only_workspace_bytes(const GemmWeightOnlyArgs<T>& args);
+std::size_t linear_weight_only_workspace_bytes(const LinearWeightOnlyArgs<T>& args);
 
 // Enqueues out = act(x · dequantize(W)ᵀ + bias) on `stream`.
 template <class T>
-void gemm_weight_only(const GemmWeightOnlyArgs<T>& args, Workspace workspace, Stream stream,
-                      Synchronize synchronize = Synchronize::no);
+void linear_weight_only(const LinearWeightOnlyArgs<T>& args, Workspace workspace, Stream stream,
+                        Synchronize synchronize = Synchronize::no);
 
 }  // namespace shrink::cuda

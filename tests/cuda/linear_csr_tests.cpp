@@ -1,4 +1,4 @@
-// Tests for shrink/cuda/spmm_csr.hpp: [gpu] cases compare every path (row_dots, row_split, nnz_split, staged,
+// Tests for shrink/linear/csr_cuda.hpp: [gpu] cases compare every path (row_dots, row_split, nnz_split, staged,
 // automatic) for float, half and bfloat16 with each epilogue against a double product of the decompressed weight and
 // against the CPU twin cpu::linear_csr, on random non-zero inputs, non-uniform masks (rows and columns of different
 // densities), empty rows, one dense row, unaligned shapes and M = 1; each product runs twice, its output poisoned with
@@ -23,8 +23,8 @@
 #include "shrink/core/error.hpp"
 #include "shrink/core/half.hpp"
 #include "shrink/core/view.hpp"
-#include "shrink/cuda/spmm_csr.hpp"
 #include "shrink/linear/csr.hpp"
+#include "shrink/linear/csr_cuda.hpp"
 #include "shrink/sparse/csr.hpp"
 #include "support/activation_reference.hpp"
 #include "support/element_types.hpp"
@@ -38,8 +38,8 @@ using shrink::Device;
 using shrink::half;
 using shrink::Shape;
 using shrink::TensorView;
-using shrink::cuda::SpmmCsrArgs;
-using shrink::cuda::SpmmPath;
+using shrink::cuda::LinearCsrArgs;
+using shrink::cuda::LinearCsrPath;
 
 using namespace shrink::test;
 
@@ -152,10 +152,10 @@ struct DeviceProblem {
     bias.upload(p.bias.data(), bias.bytes());
   }
 
-  SpmmCsrArgs<T> args(const Problem<T>& p, bool with_bias, Activation activation, SpmmPath path) const {
+  LinearCsrArgs<T> args(const Problem<T>& p, bool with_bias, Activation activation, LinearCsrPath path) const {
     const Device d = Device::cuda(0);
     const std::int64_t nnz = p.csr.nnz();
-    SpmmCsrArgs<T> a;
+    LinearCsrArgs<T> a;
     a.x = TensorView<const T>(x.as<T>(), Shape{p.m, p.k}, d);
     a.row_offsets = TensorView<const std::int32_t>(offsets.as<std::int32_t>(), Shape{p.n + 1}, d);
     a.column_indices = TensorView<const std::int32_t>(nnz > 0 ? columns.as<std::int32_t>() : nullptr, Shape{nnz}, d);
@@ -170,11 +170,11 @@ struct DeviceProblem {
 
 // Runs the product with out and the workspace poisoned with `poison` bytes; returns out.
 template <class T>
-std::vector<T> run(const SpmmCsrArgs<T>& args, DeviceBuffer& out, unsigned char poison) {
-  DeviceBuffer workspace(shrink::cuda::spmm_csr_workspace_bytes(args));
+std::vector<T> run(const LinearCsrArgs<T>& args, DeviceBuffer& out, unsigned char poison) {
+  DeviceBuffer workspace(shrink::cuda::linear_csr_workspace_bytes(args));
   CUDA_REQUIRE(cudaMemset(workspace.as<void>(), poison, workspace.bytes()));
   CUDA_REQUIRE(cudaMemset(out.as<void>(), poison, out.bytes()));
-  shrink::cuda::spmm_csr(args, workspace.workspace(), nullptr, shrink::cuda::Synchronize::yes);
+  shrink::cuda::linear_csr(args, workspace.workspace(), nullptr, shrink::cuda::Synchronize::yes);
   return out.download<T>(static_cast<std::size_t>(args.out.numel()));
 }
 
@@ -183,12 +183,12 @@ std::vector<T> run(const SpmmCsrArgs<T>& args, DeviceBuffer& out, unsigned char 
 // against the CPU twin (twice that bound).
 template <class T>
 void check_product(const Problem<T>& p, DeviceProblem<T>& device, bool with_bias, Activation activation,
-                   SpmmPath path) {
+                   LinearCsrPath path) {
   INFO("M " << p.m << " N " << p.n << " K " << p.k << " nnz " << p.csr.nnz() << " type size " << sizeof(T) << " path "
             << shrink::cuda::to_string(path) << " activation " << shrink::to_string(activation)
             << (with_bias ? " bias" : ""));
-  const SpmmCsrArgs<T> args = device.args(p, with_bias, activation, path);
-  REQUIRE(shrink::cuda::can_implement_spmm_csr(args).reason() == "");
+  const LinearCsrArgs<T> args = device.args(p, with_bias, activation, path);
+  REQUIRE(shrink::cuda::can_implement_linear_csr(args).reason() == "");
   const std::vector<T> first = run(args, device.out, 0xA5);
   const std::vector<T> second = run(args, device.out, 0x5A);
   std::size_t differing = 0;
@@ -223,9 +223,10 @@ void check_product(const Problem<T>& p, DeviceProblem<T>& device, bool with_bias
 }
 
 template <class T>
-std::vector<SpmmPath> paths_for(std::int64_t m) {
-  std::vector<SpmmPath> paths = {SpmmPath::automatic, SpmmPath::row_split, SpmmPath::nnz_split, SpmmPath::staged};
-  if (m <= shrink::cuda::kSpmmRowDotsMaxM) paths.push_back(SpmmPath::row_dots);
+std::vector<LinearCsrPath> paths_for(std::int64_t m) {
+  std::vector<LinearCsrPath> paths = {LinearCsrPath::automatic, LinearCsrPath::row_split, LinearCsrPath::nnz_split,
+                                      LinearCsrPath::staged};
+  if (m <= shrink::cuda::kCsrRowDotsMaxM) paths.push_back(LinearCsrPath::row_dots);
   return paths;
 }
 
@@ -242,7 +243,7 @@ void check_shapes_and_sparsities(std::uint32_t seed) {
     for (double sparsity : {0.5, 0.7, 0.9, 0.99}) {
       const Problem<T> p = make_problem<T>(m, n, k, sparsity, MaskKind::nonuniform, seed++);
       DeviceProblem<T> device(p);
-      for (SpmmPath path : paths_for<T>(m)) {
+      for (LinearCsrPath path : paths_for<T>(m)) {
         const Activation activation = kActivations[config % 4];
         check_product(p, device, config % 3 != 0, activation, path);
         ++config;
@@ -255,7 +256,7 @@ void check_imbalanced(std::uint32_t seed) {
   for (std::int64_t m : {1, 7, 16, 40, 200}) {
     const Problem<T> p = make_problem<T>(m, 70, 257, 0.9, MaskKind::imbalanced, seed++);
     DeviceProblem<T> device(p);
-    for (SpmmPath path : paths_for<T>(m))
+    for (LinearCsrPath path : paths_for<T>(m))
       for (Activation activation : kActivations) check_product(p, device, true, activation, path);
   }
 }
@@ -267,41 +268,41 @@ void check_empty_weight() {
     const Problem<T> p = make_problem<T>(m, 20, 33, 1.0, MaskKind::nonuniform, 5);
     REQUIRE(p.csr.nnz() == 0);
     DeviceProblem<T> device(p);
-    for (SpmmPath path : paths_for<T>(m)) check_product(p, device, true, Activation::silu, path);
+    for (LinearCsrPath path : paths_for<T>(m)) check_product(p, device, true, Activation::silu, path);
   }
 }
 
 }  // namespace
 
-TEST_CASE("cuda spmm_csr matches the dense double product and the CPU twin: float", "[gpu]") {
+TEST_CASE("cuda linear_csr matches the dense double product and the CPU twin: float", "[gpu]") {
   check_shapes_and_sparsities<float>(100);
   check_imbalanced<float>(200);
   check_empty_weight<float>();
 }
 
-TEST_CASE("cuda spmm_csr matches the dense double product and the CPU twin: half", "[gpu]") {
+TEST_CASE("cuda linear_csr matches the dense double product and the CPU twin: half", "[gpu]") {
   check_shapes_and_sparsities<half>(300);
   check_imbalanced<half>(400);
   check_empty_weight<half>();
 }
 
-TEST_CASE("cuda spmm_csr matches the dense double product and the CPU twin: bfloat16", "[gpu]") {
+TEST_CASE("cuda linear_csr matches the dense double product and the CPU twin: bfloat16", "[gpu]") {
   check_shapes_and_sparsities<bfloat16>(500);
   check_imbalanced<bfloat16>(600);
   check_empty_weight<bfloat16>();
 }
 
-TEST_CASE("cuda spmm_csr on a layer that fills the device (many CTAs, several tiles of M)", "[gpu]") {
+TEST_CASE("cuda linear_csr on a layer that fills the device (many CTAs, several tiles of M)", "[gpu]") {
   const Problem<float> p = make_problem<float>(1000, 700, 1024, 0.9, MaskKind::imbalanced, 700);
   DeviceProblem<float> device(p);
-  for (SpmmPath path : {SpmmPath::row_split, SpmmPath::nnz_split, SpmmPath::staged})
+  for (LinearCsrPath path : {LinearCsrPath::row_split, LinearCsrPath::nnz_split, LinearCsrPath::staged})
     check_product(p, device, true, Activation::gelu, path);
   const Problem<half> q = make_problem<half>(16, 4096, 1000, 0.95, MaskKind::nonuniform, 701);
   DeviceProblem<half> device_q(q);
-  check_product(q, device_q, true, Activation::none, SpmmPath::row_dots);
+  check_product(q, device_q, true, Activation::none, LinearCsrPath::row_dots);
 }
 
-TEST_CASE("cuda spmm_csr flags bad CSR indices and a non-finite bias on the device", "[gpu]") {
+TEST_CASE("cuda linear_csr flags bad CSR indices and a non-finite bias on the device", "[gpu]") {
   const Problem<float> p = make_problem<float>(20, 40, 90, 0.8, MaskKind::nonuniform, 800);
   REQUIRE(p.csr.row_offsets[2] - p.csr.row_offsets[1] >= 2);
   // Each corruption, on every path; the call throws naming the check (and must not fault: memcheck runs this too).
@@ -313,12 +314,13 @@ TEST_CASE("cuda spmm_csr flags bad CSR indices and a non-finite bias on the devi
       shaped.m = m;
       shaped.x.resize(static_cast<std::size_t>(m * p.k));
       DeviceProblem<float> device(shaped);
-      for (SpmmPath path : paths_for<float>(m)) {
+      for (LinearCsrPath path : paths_for<float>(m)) {
         INFO("corruption '" << fragment << "' M " << m << " path " << shrink::cuda::to_string(path));
         const auto args = device.args(shaped, true, Activation::none, path);
-        DeviceBuffer workspace(shrink::cuda::spmm_csr_workspace_bytes(args));
-        CHECK_THROWS_WITH(shrink::cuda::spmm_csr(args, workspace.workspace(), nullptr, shrink::cuda::Synchronize::yes),
-                          Contains(fragment));
+        DeviceBuffer workspace(shrink::cuda::linear_csr_workspace_bytes(args));
+        CHECK_THROWS_WITH(
+            shrink::cuda::linear_csr(args, workspace.workspace(), nullptr, shrink::cuda::Synchronize::yes),
+            Contains(fragment));
       }
     }
   };
@@ -353,7 +355,7 @@ void* fake(int region) {
 }
 
 struct HostArgs {
-  SpmmCsrArgs<float> args;
+  LinearCsrArgs<float> args;
   HostArgs(std::int64_t m = 4, std::int64_t n = 6, std::int64_t k = 8, std::int64_t nnz = 10) {
     const Device d = Device::cuda(0);
     args.x = TensorView<const float>(static_cast<const float*>(fake(0)), Shape{m, k}, d);
@@ -365,11 +367,11 @@ struct HostArgs {
   }
 };
 
-std::string reason(const SpmmCsrArgs<float>& a) { return shrink::cuda::can_implement_spmm_csr(a).reason(); }
+std::string reason(const LinearCsrArgs<float>& a) { return shrink::cuda::can_implement_linear_csr(a).reason(); }
 
 }  // namespace
 
-TEST_CASE("cuda spmm_csr: can_implement names the argument at fault", "[host]") {
+TEST_CASE("cuda linear_csr: can_implement names the argument at fault", "[host]") {
   CHECK(reason(HostArgs().args) == "");
   {
     HostArgs h;
@@ -451,9 +453,9 @@ TEST_CASE("cuda spmm_csr: can_implement names the argument at fault", "[host]") 
   }
   {
     HostArgs h(17);
-    h.args.path = SpmmPath::row_dots;
+    h.args.path = LinearCsrPath::row_dots;
     CHECK_THAT(reason(h.args), Contains("path = row_dots with M = 17"));
-    h.args.path = SpmmPath::nnz_split;
+    h.args.path = LinearCsrPath::nnz_split;
     CHECK(reason(h.args) == "");
   }
   {
@@ -464,57 +466,58 @@ TEST_CASE("cuda spmm_csr: can_implement names the argument at fault", "[host]") 
   }
 }
 
-TEST_CASE("cuda spmm_csr: path choice and workspace sizes", "[host]") {
-  using shrink::cuda::spmm_csr_path;
-  using shrink::cuda::spmm_csr_workspace_bytes;
+TEST_CASE("cuda linear_csr: path choice and workspace sizes", "[host]") {
+  using shrink::cuda::linear_csr_path;
+  using shrink::cuda::linear_csr_workspace_bytes;
   HostArgs one(1, 6, 10), sixteen(16, 6, 10), seventeen(17, 6, 10);
-  CHECK(spmm_csr_path(one.args) == SpmmPath::row_dots);
-  CHECK(spmm_csr_path(sixteen.args) == SpmmPath::row_dots);
-  CHECK(spmm_csr_path(seventeen.args) == SpmmPath::staged);  // 10 of 60 elements stored: dense enough
+  CHECK(linear_csr_path(one.args) == LinearCsrPath::row_dots);
+  CHECK(linear_csr_path(sixteen.args) == LinearCsrPath::row_dots);
+  CHECK(linear_csr_path(seventeen.args) == LinearCsrPath::staged);  // 10 of 60 elements stored: dense enough
   seventeen.args.column_indices =
       TensorView<const std::int32_t>(static_cast<const std::int32_t*>(fake(2)), Shape{2}, Device::cuda(0));
   seventeen.args.values = TensorView<const float>(static_cast<const float*>(fake(3)), Shape{2}, Device::cuda(0));
-  CHECK(spmm_csr_path(seventeen.args) == SpmmPath::nnz_split);              // 2 of 60: below 5%
-  CHECK(spmm_csr_workspace_bytes(one.args) == shrink::cuda::kStatusBytes);  // x read directly
-  CHECK(spmm_csr_workspace_bytes(sixteen.args) == 16 + 10 * 16 * 4);
-  CHECK(spmm_csr_workspace_bytes(seventeen.args) == 16 + 10 * 24 * 4);
-  one.args.path = SpmmPath::row_split;
-  CHECK(spmm_csr_workspace_bytes(one.args) == 16 + 10 * 8 * 4);  // Xᵀ rows padded to 8 elements
-  SpmmCsrArgs<half> h;
+  CHECK(linear_csr_path(seventeen.args) == LinearCsrPath::nnz_split);         // 2 of 60: below 5%
+  CHECK(linear_csr_workspace_bytes(one.args) == shrink::cuda::kStatusBytes);  // x read directly
+  CHECK(linear_csr_workspace_bytes(sixteen.args) == 16 + 10 * 16 * 4);
+  CHECK(linear_csr_workspace_bytes(seventeen.args) == 16 + 10 * 24 * 4);
+  one.args.path = LinearCsrPath::row_split;
+  CHECK(linear_csr_workspace_bytes(one.args) == 16 + 10 * 8 * 4);  // Xᵀ rows padded to 8 elements
+  LinearCsrArgs<half> h;
   const Device d = Device::cuda(0);
   h.x = TensorView<const half>(static_cast<const half*>(fake(0)), Shape{3, 5}, d);
   h.row_offsets = TensorView<const std::int32_t>(static_cast<const std::int32_t*>(fake(1)), Shape{3}, d);
   h.column_indices = TensorView<const std::int32_t>(static_cast<const std::int32_t*>(fake(2)), Shape{4}, d);
   h.values = TensorView<const half>(static_cast<const half*>(fake(3)), Shape{4}, d);
   h.out = TensorView<half>(static_cast<half*>(fake(5)), Shape{3, 2}, d);
-  CHECK(spmm_csr_workspace_bytes(h) == 16 + 80);  // K 5 · 8 padded halves · 2 bytes
+  CHECK(linear_csr_workspace_bytes(h) == 16 + 80);  // K 5 · 8 padded halves · 2 bytes
   h.out = TensorView<half>(static_cast<half*>(fake(5)), Shape{3, 3}, d);
-  CHECK_THROWS_WITH(spmm_csr_workspace_bytes(h), Contains("out.shape = [3, 3]"));
+  CHECK_THROWS_WITH(linear_csr_workspace_bytes(h), Contains("out.shape = [3, 3]"));
 }
 
-TEST_CASE("cuda spmm_csr validates its arguments on the host before any CUDA call", "[host]") {
-  using shrink::cuda::spmm_csr;
+TEST_CASE("cuda linear_csr validates its arguments on the host before any CUDA call", "[host]") {
+  using shrink::cuda::linear_csr;
   const HostArgs h;
-  const std::size_t bytes = shrink::cuda::spmm_csr_workspace_bytes(h.args);
-  CHECK_THROWS_WITH(spmm_csr(h.args, {fake(6), bytes - 4}, nullptr), Contains("workspace.bytes"));
-  CHECK_THROWS_WITH(spmm_csr(h.args, {nullptr, bytes}, nullptr), Contains("workspace.data = a null pointer"));
-  CHECK_THROWS_WITH(spmm_csr(h.args, {static_cast<char*>(fake(6)) + 8, bytes}, nullptr),
+  const std::size_t bytes = shrink::cuda::linear_csr_workspace_bytes(h.args);
+  CHECK_THROWS_WITH(linear_csr(h.args, {fake(6), bytes - 4}, nullptr), Contains("workspace.bytes"));
+  CHECK_THROWS_WITH(linear_csr(h.args, {nullptr, bytes}, nullptr), Contains("workspace.data = a null pointer"));
+  CHECK_THROWS_WITH(linear_csr(h.args, {static_cast<char*>(fake(6)) + 8, bytes}, nullptr),
                     Contains("workspace.data = a misaligned pointer"));
-  CHECK_THROWS_WITH(spmm_csr(h.args, {fake(5), bytes}, nullptr), Contains("workspace.data = memory overlapping out"));
-  CHECK_THROWS_WITH(spmm_csr(h.args, {fake(2), bytes}, nullptr),
+  CHECK_THROWS_WITH(linear_csr(h.args, {fake(5), bytes}, nullptr), Contains("workspace.data = memory overlapping out"));
+  CHECK_THROWS_WITH(linear_csr(h.args, {fake(2), bytes}, nullptr),
                     Contains("workspace.data = memory overlapping column_indices"));
   HostArgs wrong;
   wrong.args.out = TensorView<float>(static_cast<float*>(fake(5)), Shape{3, 6}, Device::cuda(0));
-  CHECK_THROWS_WITH(spmm_csr(wrong.args, {fake(6), bytes}, nullptr),
-                    Contains("shrink::cuda::spmm_csr: out.shape = [3, 6]: expected [4, 6] ([M, N])"));
+  CHECK_THROWS_WITH(linear_csr(wrong.args, {fake(6), bytes}, nullptr),
+                    Contains("shrink::cuda::linear_csr: out.shape = [3, 6]: expected [4, 6] ([M, N])"));
 }
 
 // benchmarks/gpu/device-check.sh runs the "[sanitize]" cases under compute-sanitizer memcheck and racecheck: every
 // path (row_dots where M allows) on an imbalanced weight, at one M under a tile and one over.
-TEST_CASE("cuda spmm_csr sanitizer subset: every path at M 5 and 65", "[gpu][sanitize]") {
+TEST_CASE("cuda linear_csr sanitizer subset: every path at M 5 and 65", "[gpu][sanitize]") {
   for (const std::int64_t m : {5, 65}) {
-    const Problem<half> p = make_problem<half>(m, 130, 333, 0.9, MaskKind::imbalanced, static_cast<std::uint32_t>(800 + m));
+    const Problem<half> p =
+        make_problem<half>(m, 130, 333, 0.9, MaskKind::imbalanced, static_cast<std::uint32_t>(800 + m));
     DeviceProblem<half> device(p);
-    for (SpmmPath path : paths_for<half>(m)) check_product(p, device, true, Activation::relu, path);
+    for (LinearCsrPath path : paths_for<half>(m)) check_product(p, device, true, Activation::relu, path);
   }
 }

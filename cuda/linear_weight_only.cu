@@ -1,4 +1,4 @@
-// Host-callable weight-only GEMM (shrink/cuda/gemm_weight_only.hpp): the checks behind can_implement, the plan (path,
+// Host-callable weight-only GEMM (shrink/linear/weight_only_cuda.hpp): the checks behind can_implement, the plan (path,
 // K slices, workspace), then the launches of shrink/cuda/gemm_weight_only.cuh; instantiated for half and bfloat16.
 #include <cuda_runtime_api.h>
 
@@ -14,8 +14,8 @@
 #include "shrink/core/overlap.hpp"
 #include "shrink/cuda/check.cuh"
 #include "shrink/cuda/gemm_weight_only.cuh"
-#include "shrink/cuda/gemm_weight_only.hpp"
 #include "shrink/linear/check.hpp"
+#include "shrink/linear/weight_only_cuda.hpp"
 
 namespace shrink::cuda {
 
@@ -24,8 +24,8 @@ using weight_only::WeightKind;
 namespace {
 
 constexpr int kMaxSplitK = 1024;
-constexpr int kBlocksPerMultiprocessor = 4;   // 128-thread blocks resident per SM that the split aims for
-constexpr std::int64_t kMinSliceK = 512;      // automatic slices keep at least this many k: partials stay small
+constexpr int kBlocksPerMultiprocessor = 4;  // 128-thread blocks resident per SM that the split aims for
+constexpr std::int64_t kMinSliceK = 512;     // automatic slices keep at least this many k: partials stay small
 
 // A contiguous CUDA view of `rank` dimensions, not empty, aligned to `alignment` bytes.
 template <class V>
@@ -88,7 +88,7 @@ Support check_weight(const WeightOnlyWeight& w, const Shape& x_shape, const Devi
 }
 
 template <class T>
-Support check_args(const GemmWeightOnlyArgs<T>& a) {
+Support check_args(const LinearWeightOnlyArgs<T>& a) {
   Support s = check_device_view(a.x, "x", 2, 16);
   if (!s) return s;
   const std::int64_t m = a.x.size(0), k = a.x.size(1);
@@ -145,7 +145,7 @@ struct Plan {
 };
 
 template <class T>
-WeightOnlyPath resolve_path(const GemmWeightOnlyArgs<T>& a) {
+WeightOnlyPath resolve_path(const LinearWeightOnlyArgs<T>& a) {
   if (a.path != WeightOnlyPath::automatic) return a.path;
   const std::int64_t m = a.x.size(0);
   const std::int64_t most_cuda_core_rows = a.w.dtype == quant::QuantDtype::int8 ? 4 : 2;
@@ -154,15 +154,16 @@ WeightOnlyPath resolve_path(const GemmWeightOnlyArgs<T>& a) {
 
 // `multiprocessors` is read from the device only when a.split_k is 0.
 template <class T>
-Plan make_plan(const GemmWeightOnlyArgs<T>& a, int multiprocessors) {
+Plan make_plan(const LinearWeightOnlyArgs<T>& a, int multiprocessors) {
   Plan plan;
   plan.tensor_cores = resolve_path(a) == WeightOnlyPath::tensor_core;
   const std::int64_t m = a.x.size(0), k = a.x.size(1), n = a.w.rows();
   const std::int64_t rows_per_block =
       plan.tensor_cores ? weight_only::kMmaRowsPerBlock : weight_only::kCoreRowsPerBlock;
-  const std::int64_t m_blocks =
-      plan.tensor_cores ? 1 : (m + weight_only::cuda_core_rows_per_block(static_cast<int>(m)) - 1) /
-                                  weight_only::cuda_core_rows_per_block(static_cast<int>(m));
+  const std::int64_t m_blocks = plan.tensor_cores
+                                    ? 1
+                                    : (m + weight_only::cuda_core_rows_per_block(static_cast<int>(m)) - 1) /
+                                          weight_only::cuda_core_rows_per_block(static_cast<int>(m));
   const std::int64_t blocks = (n + rows_per_block - 1) / rows_per_block * m_blocks;
   const std::int64_t k_blocks = (k + weight_only::kBlockK - 1) / weight_only::kBlockK;
   std::int64_t wanted = a.split_k;
@@ -196,7 +197,7 @@ void require_compute_capability_80(const char* fn) {
 }
 
 template <class T>
-weight_only::Problem<T> make_problem(const GemmWeightOnlyArgs<T>& a, const Plan& plan, const Workspace& workspace) {
+weight_only::Problem<T> make_problem(const LinearWeightOnlyArgs<T>& a, const Plan& plan, const Workspace& workspace) {
   weight_only::Problem<T> p;
   p.x = a.x.data();
   p.w = a.w.data.data();
@@ -218,28 +219,29 @@ weight_only::Problem<T> make_problem(const GemmWeightOnlyArgs<T>& a, const Plan&
 }  // namespace
 
 template <class T>
-Support can_implement_gemm_weight_only(const GemmWeightOnlyArgs<T>& args) {
+Support can_implement_linear_weight_only(const LinearWeightOnlyArgs<T>& args) {
   return check_args(args);
 }
 
 template <class T>
-WeightOnlyPath gemm_weight_only_path(const GemmWeightOnlyArgs<T>& args) {
-  require_supported(check_args(args), "shrink::cuda::gemm_weight_only_path");
+WeightOnlyPath linear_weight_only_path(const LinearWeightOnlyArgs<T>& args) {
+  require_supported(check_args(args), "shrink::cuda::linear_weight_only_path");
   return resolve_path(args);
 }
 
 template <class T>
-std::size_t gemm_weight_only_workspace_bytes(const GemmWeightOnlyArgs<T>& args) {
-  require_supported(check_args(args), "shrink::cuda::gemm_weight_only_workspace_bytes");
+std::size_t linear_weight_only_workspace_bytes(const LinearWeightOnlyArgs<T>& args) {
+  require_supported(check_args(args), "shrink::cuda::linear_weight_only_workspace_bytes");
   return make_plan(args, args.split_k > 0 ? 0 : current_multiprocessors()).workspace;
 }
 
 template <class T>
-void gemm_weight_only(const GemmWeightOnlyArgs<T>& args, Workspace workspace, Stream stream, Synchronize synchronize) {
-  const char* fn = "shrink::cuda::gemm_weight_only";
+void linear_weight_only(const LinearWeightOnlyArgs<T>& args, Workspace workspace, Stream stream,
+                        Synchronize synchronize) {
+  const char* fn = "shrink::cuda::linear_weight_only";
   require_supported(check_args(args), fn);
   host_checks::require_pointer(workspace.data, 16, fn, "workspace.data");
-  const std::string query = "gemm_weight_only_workspace_bytes(args)";
+  const std::string query = "linear_weight_only_workspace_bytes(args)";
   if (args.split_k > 0)  // the plan needs no device: the workspace is checked before any CUDA call
     host_checks::require_workspace(workspace, make_plan(args, 0).workspace, query, fn);
   else
@@ -258,11 +260,11 @@ void gemm_weight_only(const GemmWeightOnlyArgs<T>& args, Workspace workspace, St
   if (synchronize == Synchronize::yes) check_status(workspace, stream, fn);
 }
 
-#define SHRINK_INSTANTIATE_GEMM_WEIGHT_ONLY(T)                                            \
-  template Support can_implement_gemm_weight_only<T>(const GemmWeightOnlyArgs<T>&);       \
-  template WeightOnlyPath gemm_weight_only_path<T>(const GemmWeightOnlyArgs<T>&);         \
-  template std::size_t gemm_weight_only_workspace_bytes<T>(const GemmWeightOnlyArgs<T>&); \
-  template void gemm_weight_only<T>(const GemmWeightOnlyArgs<T>&, Workspace, Stream, Synchronize);
+#define SHRINK_INSTANTIATE_GEMM_WEIGHT_ONLY(T)                                                \
+  template Support can_implement_linear_weight_only<T>(const LinearWeightOnlyArgs<T>&);       \
+  template WeightOnlyPath linear_weight_only_path<T>(const LinearWeightOnlyArgs<T>&);         \
+  template std::size_t linear_weight_only_workspace_bytes<T>(const LinearWeightOnlyArgs<T>&); \
+  template void linear_weight_only<T>(const LinearWeightOnlyArgs<T>&, Workspace, Stream, Synchronize);
 
 SHRINK_INSTANTIATE_GEMM_WEIGHT_ONLY(half)
 SHRINK_INSTANTIATE_GEMM_WEIGHT_ONLY(bfloat16)

@@ -1,6 +1,6 @@
-// Host-callable W8A8 GEMM, epilogue and per-token quantizer (shrink/cuda/gemm_int8.hpp): argument checks, the choice
+// Host-callable W8A8 GEMM, epilogue and per-token quantizer (shrink/linear/int8_cuda.hpp): argument checks, the choice
 // of path, tile configuration and K split, then the launches of shrink/cuda/gemm_int8_mma.cuh (here),
-// gemm_int8_wgmma.cuh (gemm_int8.sm90a.cu), gemm_int8_epilogue.cuh and quantize_rows.cuh.
+// gemm_int8_wgmma.cuh (linear_int8.sm90a.cu), gemm_int8_epilogue.cuh and quantize_rows.cuh.
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -13,15 +13,15 @@
 #include <utility>
 #include <variant>
 
-#include "gemm_int8_launch.hpp"
 #include "host_checks.hpp"
+#include "linear_int8_launch.hpp"
 #include "shrink/core/error.hpp"
 #include "shrink/core/overlap.hpp"
 #include "shrink/cuda/check.cuh"
-#include "shrink/cuda/gemm_int8.hpp"
 #include "shrink/cuda/gemm_int8_epilogue.cuh"
 #include "shrink/cuda/gemm_int8_mma.cuh"
 #include "shrink/cuda/quantize_rows.cuh"
+#include "shrink/linear/int8_cuda.hpp"
 
 #if !defined(SHRINK_CUDA_HAS_SM90A)
 #define SHRINK_CUDA_HAS_SM90A 0
@@ -31,11 +31,11 @@ namespace shrink::cuda {
 
 using int8_gemm::OutputKind;
 
-const char* to_string(Int8GemmPath path) {
+const char* to_string(LinearInt8Path path) {
   switch (path) {
-    case Int8GemmPath::automatic: return "automatic";
-    case Int8GemmPath::mma_sync: return "mma_sync";
-    case Int8GemmPath::wgmma: return "wgmma";
+    case LinearInt8Path::automatic: return "automatic";
+    case LinearInt8Path::mma_sync: return "mma_sync";
+    case LinearInt8Path::wgmma: return "wgmma";
   }
   return "?";
 }
@@ -52,7 +52,9 @@ Support no(const std::string& argument, const std::string& value, const std::str
   return Support::no(argument, value, expected);
 }
 
-bool aligned(const void* pointer, std::uintptr_t bytes) { return reinterpret_cast<std::uintptr_t>(pointer) % bytes == 0; }
+bool aligned(const void* pointer, std::uintptr_t bytes) {
+  return reinterpret_cast<std::uintptr_t>(pointer) % bytes == 0;
+}
 
 // A CUDA view on `device` (the ordinal of x, or of acc), rank `rank`, with elements and a pointer aligned for T.
 template <class T>
@@ -61,12 +63,12 @@ Support check_device_view(const TensorView<T>& v, const std::string& name, int r
   if (v.device().index != device)
     return no(name, "a view on CUDA device " + std::to_string(v.device().index),
               "memory on device " + std::to_string(device) + ", where the other operands live");
-  if (v.rank() != rank)
-    return no(name + ".shape", to_string(v.shape()), rank == 1 ? "a 1-D vector" : "a 2-D matrix");
+  if (v.rank() != rank) return no(name + ".shape", to_string(v.shape()), rank == 1 ? "a 1-D vector" : "a 2-D matrix");
   if (v.empty()) return no(name + ".shape", to_string(v.shape()), "at least one element");
   if (v.data() == nullptr) return no(name, "a null pointer", "a device pointer");
   if (!aligned(v.data(), alignof(std::remove_const_t<T>)))
-    return no(name, "a misaligned pointer", "alignment to " + std::to_string(alignof(std::remove_const_t<T>)) + " bytes");
+    return no(name, "a misaligned pointer",
+              "alignment to " + std::to_string(alignof(std::remove_const_t<T>)) + " bytes");
   return Support::yes();
 }
 
@@ -109,13 +111,17 @@ struct OutputView {
 
 template <class T>
 constexpr OutputKind kind_of() {
-  if constexpr (std::is_same<T, float>::value) return OutputKind::f32;
-  else if constexpr (std::is_same<T, half>::value) return OutputKind::f16;
-  else if constexpr (std::is_same<T, bfloat16>::value) return OutputKind::bf16;
-  else return OutputKind::s8;
+  if constexpr (std::is_same<T, float>::value)
+    return OutputKind::f32;
+  else if constexpr (std::is_same<T, half>::value)
+    return OutputKind::f16;
+  else if constexpr (std::is_same<T, bfloat16>::value)
+    return OutputKind::bf16;
+  else
+    return OutputKind::s8;
 }
 
-OutputView describe_output(const Int8GemmOutput& out, int device) {
+OutputView describe_output(const LinearInt8Output& out, int device) {
   return std::visit(
       [device](const auto& v) {
         using T = typename std::decay_t<decltype(v)>::element_type;
@@ -140,13 +146,14 @@ bool has_bias(const Epilogue& e) {
 }
 
 // Everything of the epilogue and the output for an [M, N] result, with the operands on `device`.
-Support check_epilogue(const Epilogue& e, const Int8GemmOutput& output, std::int64_t m, std::int64_t n, int device) {
+Support check_epilogue(const Epilogue& e, const LinearInt8Output& output, std::int64_t m, std::int64_t n, int device) {
   Support s = check_device_vector(e.x_scales, "epilogue.x_scales", m, true, device, "per token, or per tensor");
   if (!s) return s;
   s = check_device_vector(e.w_scales, "epilogue.w_scales", n, true, device, "per output channel, or per tensor");
   if (!s) return s;
   if (has_bias(e)) {
-    s = check_device_vector(e.bias, "epilogue.bias", n, false, device, "one bias per output feature N, or an empty view");
+    s = check_device_vector(e.bias, "epilogue.bias", n, false, device,
+                            "one bias per output feature N, or an empty view");
     if (!s) return s;
   }
   if (!is_known(e.activation))
@@ -169,10 +176,10 @@ Support check_epilogue(const Epilogue& e, const Int8GemmOutput& output, std::int
 
 // ---- plans --------------------------------------------------------------------------------------------------------
 
-constexpr std::int64_t kSmallM = 64;         // M up to this takes the small mma_sync tiles (and, automatic, mma_sync)
-constexpr std::int64_t kTargetCtas = 256;    // K is split while the tiles alone give fewer CTAs than this ...
+constexpr std::int64_t kSmallM = 64;       // M up to this takes the small mma_sync tiles (and, automatic, mma_sync)
+constexpr std::int64_t kTargetCtas = 256;  // K is split while the tiles alone give fewer CTAs than this ...
 constexpr std::int64_t kMinKTilesPerSplit = 4;  // ... into pieces of 4 k-tiles at least ...
-constexpr std::int64_t kMaxSplits = 16;          // ... 16 at most
+constexpr std::int64_t kMaxSplits = 16;         // ... 16 at most
 
 enum class Kernel { mma_small, mma_large, wgmma };
 
@@ -207,8 +214,9 @@ Plan make_plan(Kernel kernel, std::int64_t m, std::int64_t n, std::int64_t k) {
   std::int64_t splits = 1;
   // The partial sums cost 8 · M · N bytes a split (written, then read): at most half the weight's N · K bytes.
   if (tiles < kTargetCtas)
-    splits = std::min({(kTargetCtas + tiles - 1) / tiles, kMaxSplits, std::max<std::int64_t>(1, p.k_tiles / kMinKTilesPerSplit),
-                       std::max<std::int64_t>(1, k / (16 * m))});
+    splits =
+        std::min({(kTargetCtas + tiles - 1) / tiles, kMaxSplits,
+                  std::max<std::int64_t>(1, p.k_tiles / kMinKTilesPerSplit), std::max<std::int64_t>(1, k / (16 * m))});
   p.per_split = (p.k_tiles + splits - 1) / splits;
   p.splits = (p.k_tiles + p.per_split - 1) / p.per_split;  // no empty split
   if (p.splits > 1) p.partial_bytes = static_cast<std::size_t>(p.splits * m * n) * sizeof(std::int32_t);
@@ -218,10 +226,10 @@ Plan make_plan(Kernel kernel, std::int64_t m, std::int64_t n, std::int64_t k) {
 Kernel mma_kernel(std::int64_t m) { return m <= kSmallM ? Kernel::mma_small : Kernel::mma_large; }
 
 // The workspace every path `path` may take needs (automatic: the larger of its two candidates).
-std::size_t workspace_for(Int8GemmPath path, std::int64_t m, std::int64_t n, std::int64_t k) {
+std::size_t workspace_for(LinearInt8Path path, std::int64_t m, std::int64_t n, std::int64_t k) {
   std::size_t partial = 0;
-  if (path != Int8GemmPath::wgmma) partial = make_plan(mma_kernel(m), m, n, k).partial_bytes;
-  if (SHRINK_CUDA_HAS_SM90A && path != Int8GemmPath::mma_sync)
+  if (path != LinearInt8Path::wgmma) partial = make_plan(mma_kernel(m), m, n, k).partial_bytes;
+  if (SHRINK_CUDA_HAS_SM90A && path != LinearInt8Path::mma_sync)
     partial = std::max(partial, make_plan(Kernel::wgmma, m, n, k).partial_bytes);
   return kStatusBytes + partial;
 }
@@ -236,13 +244,13 @@ int compute_capability(int device) {
 }
 
 // The kernel the path takes on `device` (an error for a forced path the device or the build cannot run).
-Kernel choose_kernel(Int8GemmPath path, std::int64_t m, int device, const char* fn) {
+Kernel choose_kernel(LinearInt8Path path, std::int64_t m, int device, const char* fn) {
   const int cc = compute_capability(device);
   if (cc < 80)
     fail(fn, "device", "sm_" + std::to_string(cc), "a GPU of compute capability 8.0 or later (int8 mma.sync)");
   switch (path) {
-    case Int8GemmPath::mma_sync: return mma_kernel(m);
-    case Int8GemmPath::wgmma:
+    case LinearInt8Path::mma_sync: return mma_kernel(m);
+    case LinearInt8Path::wgmma:
       if (!SHRINK_CUDA_HAS_SM90A)
         fail(fn, "path", "wgmma",
              "a path this build has: shrink_cuda holds no sm_90a code (CMAKE_CUDA_ARCHITECTURES without 90)");
@@ -251,7 +259,7 @@ Kernel choose_kernel(Int8GemmPath path, std::int64_t m, int device, const char* 
              "a device of compute capability 9.0 (wgmma is sm_90a only; device " + std::to_string(device) + " is sm_" +
                  std::to_string(cc) + ")");
       return Kernel::wgmma;
-    case Int8GemmPath::automatic: break;
+    case LinearInt8Path::automatic: break;
   }
   return SHRINK_CUDA_HAS_SM90A && cc == 90 && m > kSmallM ? Kernel::wgmma : mma_kernel(m);
 }
@@ -268,7 +276,7 @@ void launch_mma(const int8_gemm::GemmParams& params, int splits, int device, cud
 }
 
 // The device form of a checked epilogue for an [M, N] result.
-int8_gemm::EpilogueParams epilogue_params(const Epilogue& e, const Int8GemmOutput& output, std::int64_t m,
+int8_gemm::EpilogueParams epilogue_params(const Epilogue& e, const LinearInt8Output& output, std::int64_t m,
                                           std::int64_t n, int* status) {
   const OutputView out = describe_output(output, e.x_scales.device().index);
   int8_gemm::EpilogueParams p;
@@ -307,7 +315,7 @@ std::pair<std::uintptr_t, std::uintptr_t> workspace_span(const Workspace& w) {
 
 // ---- GEMM ---------------------------------------------------------------------------------------------------------
 
-Support can_implement_gemm_int8(const Int8GemmArgs& args) {
+Support can_implement_linear_int8(const LinearInt8Args& args) {
   const int device = args.x.device().index;
   Support s = check_device_rows(args.x, "x", device);
   if (!s) return s;
@@ -317,9 +325,9 @@ Support can_implement_gemm_int8(const Int8GemmArgs& args) {
   if (args.w.size(1) != k)
     return no("w.shape", to_string(args.w.shape()), "[N, " + std::to_string(k) + "]: K equal to x's");
   if (k % 16 != 0)
-    return no("x.shape", to_string(args.x.shape()), "K a multiple of 16 (the kernels load 16 bytes of a row at a time)");
-  if (k > kMaxK)
-    return no("x.shape", to_string(args.x.shape()), "K ≤ 131071 (the int32 accumulation cannot overflow)");
+    return no("x.shape", to_string(args.x.shape()),
+              "K a multiple of 16 (the kernels load 16 bytes of a row at a time)");
+  if (k > kMaxK) return no("x.shape", to_string(args.x.shape()), "K ≤ 131071 (the int32 accumulation cannot overflow)");
   if ((m + 31) / 32 * ((n + 63) / 64) > std::numeric_limits<std::int32_t>::max())
     return no("x.shape", to_string(args.x.shape()),
               "fewer than 2^31 output tiles of 32 × 64 with N = " + std::to_string(n) + " (one CTA each)");
@@ -331,10 +339,12 @@ Support can_implement_gemm_int8(const Int8GemmArgs& args) {
       return no(std::string(name) + ".strides", to_string(view->strides()),
                 "a row stride that is a multiple of 16 bytes (cp.async 16-byte loads)");
   }
-  if (args.path != Int8GemmPath::automatic && args.path != Int8GemmPath::mma_sync && args.path != Int8GemmPath::wgmma)
+  if (args.path != LinearInt8Path::automatic && args.path != LinearInt8Path::mma_sync &&
+      args.path != LinearInt8Path::wgmma)
     return no("path", std::to_string(static_cast<int>(args.path)), "automatic, mma_sync or wgmma");
-  if (args.path == Int8GemmPath::wgmma && !SHRINK_CUDA_HAS_SM90A)
-    return no("path", "wgmma", "a path this build has: shrink_cuda holds no sm_90a code (CMAKE_CUDA_ARCHITECTURES without 90)");
+  if (args.path == LinearInt8Path::wgmma && !SHRINK_CUDA_HAS_SM90A)
+    return no("path", "wgmma",
+              "a path this build has: shrink_cuda holds no sm_90a code (CMAKE_CUDA_ARCHITECTURES without 90)");
   s = check_epilogue(args.epilogue, args.out, m, n, device);
   if (!s) return s;
   const OutputView out = describe_output(args.out, device);
@@ -343,16 +353,16 @@ Support can_implement_gemm_int8(const Int8GemmArgs& args) {
   return Support::yes();
 }
 
-std::size_t gemm_int8_workspace_bytes(const Int8GemmArgs& args) {
-  require_supported(can_implement_gemm_int8(args), "shrink::cuda::gemm_int8_workspace_bytes");
+std::size_t linear_int8_workspace_bytes(const LinearInt8Args& args) {
+  require_supported(can_implement_linear_int8(args), "shrink::cuda::linear_int8_workspace_bytes");
   return workspace_for(args.path, args.x.size(0), args.w.size(0), args.x.size(1));
 }
 
-void gemm_int8(const Int8GemmArgs& args, Workspace workspace, Stream stream, Synchronize synchronize) {
-  const char* fn = "shrink::cuda::gemm_int8";
-  require_supported(can_implement_gemm_int8(args), fn);
+void linear_int8(const LinearInt8Args& args, Workspace workspace, Stream stream, Synchronize synchronize) {
+  const char* fn = "shrink::cuda::linear_int8";
+  require_supported(can_implement_linear_int8(args), fn);
   const std::int64_t m = args.x.size(0), k = args.x.size(1), n = args.w.size(0);
-  host_checks::require_workspace(workspace, workspace_for(args.path, m, n, k), "gemm_int8_workspace_bytes(args)", fn);
+  host_checks::require_workspace(workspace, workspace_for(args.path, m, n, k), "linear_int8_workspace_bytes(args)", fn);
   const OutputView out = describe_output(args.out, args.x.device().index);
   if (spans_overlap(out.span, workspace_span(workspace)))
     fail(fn, "workspace", "memory overlapping out", "a separate workspace");
@@ -402,7 +412,7 @@ void gemm_int8(const Int8GemmArgs& args, Workspace workspace, Stream stream, Syn
 // ---- the epilogue alone -------------------------------------------------------------------------------------------
 
 Support can_implement_int8_epilogue(TensorView<const std::int32_t> acc, const Epilogue& epilogue,
-                                    const Int8GemmOutput& out) {
+                                    const LinearInt8Output& out) {
   const int device = acc.device().index;
   Support s = check_device_rows(acc, "acc", device);
   if (!s) return s;
@@ -415,7 +425,7 @@ Support can_implement_int8_epilogue(TensorView<const std::int32_t> acc, const Ep
 
 std::size_t int8_epilogue_workspace_bytes() { return kStatusBytes; }
 
-void apply_int8_epilogue(TensorView<const std::int32_t> acc, const Epilogue& epilogue, const Int8GemmOutput& out,
+void apply_int8_epilogue(TensorView<const std::int32_t> acc, const Epilogue& epilogue, const LinearInt8Output& out,
                          Workspace workspace, Stream stream, Synchronize synchronize) {
   const char* fn = "shrink::cuda::apply_int8_epilogue";
   require_supported(can_implement_int8_epilogue(acc, epilogue, out), fn);
@@ -471,13 +481,17 @@ void quantize_rows_absmax(TensorView<const T> x, TensorView<std::int8_t> q, Tens
   const dim3 grid(static_cast<unsigned>(m));
   using namespace quantize_rows;
   if (vec && staged)
-    quantize_rows_absmax_kernel<T, true, true><<<grid, kThreads, shared, s>>>(x.data(), ldx, k, q.data(), ldq, scales.data(), status);
+    quantize_rows_absmax_kernel<T, true, true>
+        <<<grid, kThreads, shared, s>>>(x.data(), ldx, k, q.data(), ldq, scales.data(), status);
   else if (vec)
-    quantize_rows_absmax_kernel<T, true, false><<<grid, kThreads, shared, s>>>(x.data(), ldx, k, q.data(), ldq, scales.data(), status);
+    quantize_rows_absmax_kernel<T, true, false>
+        <<<grid, kThreads, shared, s>>>(x.data(), ldx, k, q.data(), ldq, scales.data(), status);
   else if (staged)
-    quantize_rows_absmax_kernel<T, false, true><<<grid, kThreads, shared, s>>>(x.data(), ldx, k, q.data(), ldq, scales.data(), status);
+    quantize_rows_absmax_kernel<T, false, true>
+        <<<grid, kThreads, shared, s>>>(x.data(), ldx, k, q.data(), ldq, scales.data(), status);
   else
-    quantize_rows_absmax_kernel<T, false, false><<<grid, kThreads, shared, s>>>(x.data(), ldx, k, q.data(), ldq, scales.data(), status);
+    quantize_rows_absmax_kernel<T, false, false>
+        <<<grid, kThreads, shared, s>>>(x.data(), ldx, k, q.data(), ldq, scales.data(), status);
   SHRINK_CUDA_CHECK_LAUNCH(quantize_rows_absmax_kernel);
   if (synchronize == Synchronize::yes) check_status(workspace, stream, fn);
 }

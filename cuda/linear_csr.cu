@@ -15,6 +15,7 @@
 #include "shrink/core/overlap.hpp"
 #include "shrink/cuda/check.cuh"
 #include "shrink/cuda/spmm_csr.cuh"
+#include "shrink/cuda/view_checks.hpp"
 #include "shrink/linear/csr_cuda.hpp"
 
 namespace shrink::cuda {
@@ -22,25 +23,6 @@ namespace shrink::cuda {
 namespace {
 
 constexpr std::int64_t kMaxInt32 = std::numeric_limits<std::int32_t>::max();
-
-// A CUDA view of `rank` dimensions, contiguous, with a pointer aligned for its type (empty allowed when
-// `may_be_empty`).
-template <class V>
-Support check_device_view(const TensorView<V>& v, const std::string& name, int rank, bool may_be_empty) {
-  using Element = std::remove_const_t<V>;
-  if (!v.device().is_cuda()) return Support::no(name, "a view of host memory", "a CUDA view (Device::cuda(ordinal))");
-  if (v.rank() != rank)
-    return Support::no(name + ".shape", to_string(v.shape()), "a " + std::to_string(rank) + "-D tensor");
-  if (v.empty()) {
-    if (may_be_empty) return Support::yes();
-    return Support::no(name + ".shape", to_string(v.shape()), "at least one element");
-  }
-  if (!v.is_contiguous()) return Support::no(name + ".strides", to_string(v.strides()), "a contiguous row-major view");
-  if (v.data() == nullptr) return Support::no(name, "a null pointer", "a device pointer");
-  if (reinterpret_cast<std::uintptr_t>(v.data()) % alignof(Element) != 0)
-    return Support::no(name, "a misaligned pointer", "alignment to " + std::to_string(alignof(Element)) + " bytes");
-  return Support::yes();
-}
 
 template <class V>
 bool has_elements(const TensorView<V>& v) {
@@ -81,19 +63,19 @@ std::size_t round_up_16(std::size_t bytes) { return (bytes + 15) / 16 * 16; }
 
 template <class T>
 Support can_implement_linear_csr(const LinearCsrArgs<T>& a) {
-  Support s = check_device_view(a.x, "x", 2, false);
+  Support s = check_device_view(a.x, "x", DeviceViewRules{2, -1, 0, true, false});
   if (!s) return s;
   const std::int64_t m = a.x.size(0), k = a.x.size(1);
   if (k > kMaxInt32) return Support::no("x.shape", to_string(a.x.shape()), "K <= INT32_MAX (int32 column indices)");
-  s = check_device_view(a.row_offsets, "row_offsets", 1, false);
+  s = check_device_view(a.row_offsets, "row_offsets", DeviceViewRules{1, -1, 0, true, false});
   if (!s) return s;
   const std::int64_t n = a.row_offsets.size(0) - 1;
   if (n < 1 || n > kMaxInt32)
     return Support::no("row_offsets.shape", to_string(a.row_offsets.shape()),
                        "[N + 1] with 1 <= N <= INT32_MAX (the weight's rows)");
-  s = check_device_view(a.column_indices, "column_indices", 1, true);
+  s = check_device_view(a.column_indices, "column_indices", DeviceViewRules{1, -1, 0, true, true});
   if (!s) return s;
-  s = check_device_view(a.values, "values", 1, true);
+  s = check_device_view(a.values, "values", DeviceViewRules{1, -1, 0, true, true});
   if (!s) return s;
   if (a.column_indices.size(0) != a.values.size(0))
     return Support::no("column_indices.shape", to_string(a.column_indices.shape()),
@@ -105,7 +87,7 @@ Support can_implement_linear_csr(const LinearCsrArgs<T>& a) {
   const bool bias = !(a.epilogue.bias.rank() == 0 && a.epilogue.bias.data() == nullptr) &&
                     !(a.epilogue.bias.rank() == 1 && a.epilogue.bias.size(0) == 0);
   if (bias) {
-    s = check_device_view(a.epilogue.bias, "epilogue.bias", 1, false);
+    s = check_device_view(a.epilogue.bias, "epilogue.bias", DeviceViewRules{1, -1, 0, true, false});
     if (!s) return s;
     if (a.epilogue.bias.size(0) != n)
       return Support::no("epilogue.bias.shape", to_string(a.epilogue.bias.shape()),
@@ -114,7 +96,7 @@ Support can_implement_linear_csr(const LinearCsrArgs<T>& a) {
   if (!is_known(a.epilogue.activation))
     return Support::no("epilogue.activation", std::to_string(static_cast<int>(a.epilogue.activation)),
                        "none, relu, gelu or silu");
-  s = check_device_view(a.out, "out", 2, false);
+  s = check_device_view(a.out, "out", DeviceViewRules{2, -1, 0, true, false});
   if (!s) return s;
   if (a.out.size(0) != m || a.out.size(1) != n)
     return Support::no("out.shape", to_string(a.out.shape()), to_string(Shape{m, n}) + " ([M, N])");

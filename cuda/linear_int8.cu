@@ -21,6 +21,7 @@
 #include "shrink/cuda/gemm_int8_epilogue.cuh"
 #include "shrink/cuda/gemm_int8_mma.cuh"
 #include "shrink/cuda/quantize_rows.cuh"
+#include "shrink/cuda/view_checks.hpp"
 #include "shrink/linear/int8_cuda.hpp"
 
 #if !defined(SHRINK_CUDA_HAS_SM90A)
@@ -56,26 +57,10 @@ bool aligned(const void* pointer, std::uintptr_t bytes) {
   return reinterpret_cast<std::uintptr_t>(pointer) % bytes == 0;
 }
 
-// A CUDA view on `device` (the ordinal of x, or of acc), rank `rank`, with elements and a pointer aligned for T.
-template <class T>
-Support check_device_view(const TensorView<T>& v, const std::string& name, int rank, int device) {
-  if (!v.device().is_cuda()) return no(name, "a view of host memory", "a CUDA view (Device::cuda(ordinal))");
-  if (v.device().index != device)
-    return no(name, "a view on CUDA device " + std::to_string(v.device().index),
-              "memory on device " + std::to_string(device) + ", where the other operands live");
-  if (v.rank() != rank) return no(name + ".shape", to_string(v.shape()), rank == 1 ? "a 1-D vector" : "a 2-D matrix");
-  if (v.empty()) return no(name + ".shape", to_string(v.shape()), "at least one element");
-  if (v.data() == nullptr) return no(name, "a null pointer", "a device pointer");
-  if (!aligned(v.data(), alignof(std::remove_const_t<T>)))
-    return no(name, "a misaligned pointer",
-              "alignment to " + std::to_string(alignof(std::remove_const_t<T>)) + " bytes");
-  return Support::yes();
-}
-
 // A 2-D device matrix with contiguous rows that do not overlap (row stride ≥ columns).
 template <class T>
 Support check_device_rows(const TensorView<T>& v, const std::string& name, int device) {
-  Support s = check_device_view(v, name, 2, device);
+  Support s = check_device_view(v, name, DeviceViewRules{2, device, 0, false});
   if (!s) return s;
   if (v.size(1) > 1 && v.stride(1) != 1)
     return no(name + ".strides", to_string(v.strides()), "contiguous rows (stride 1 along the second dimension)");
@@ -90,7 +75,7 @@ Support check_device_rows(const TensorView<T>& v, const std::string& name, int d
 // A device vector of `expected` elements (or 1 when `or_one`), contiguous.
 Support check_device_vector(const TensorView<const float>& v, const std::string& name, std::int64_t expected,
                             bool or_one, int device, const std::string& meaning) {
-  Support s = check_device_view(v, name, 1, device);
+  Support s = check_device_view(v, name, DeviceViewRules{1, device, 0, false});
   if (!s) return s;
   if (v.size(0) != expected && !(or_one && v.size(0) == 1))
     return no(name + ".shape", to_string(v.shape()),
@@ -452,7 +437,7 @@ void quantize_rows_absmax(TensorView<const T> x, TensorView<std::int8_t> q, Tens
   const int device = x.device().index;
   require_supported(check_device_rows(x, "x", device), fn);
   require_supported(check_device_rows(q, "q", device), fn);
-  require_supported(check_device_view(scales, "scales", 1, device), fn);
+  require_supported(check_device_view(scales, "scales", DeviceViewRules{1, device, 0, false}), fn);
   const std::int64_t m = x.size(0), k = x.size(1);
   if (q.size(0) != m || q.size(1) != k) fail(fn, "q.shape", to_string(q.shape()), to_string(x.shape()) + " (x's)");
   if (scales.size(0) != m || (m > 1 && scales.stride(0) != 1))

@@ -14,7 +14,7 @@
 #include "shrink/core/overlap.hpp"
 #include "shrink/cuda/check.cuh"
 #include "shrink/cuda/gemm_weight_only.cuh"
-#include "shrink/linear/check.hpp"
+#include "shrink/cuda/view_checks.hpp"
 #include "shrink/linear/weight_only_cuda.hpp"
 
 namespace shrink::cuda {
@@ -26,28 +26,6 @@ namespace {
 constexpr int kMaxSplitK = 1024;
 constexpr int kBlocksPerMultiprocessor = 4;  // 128-thread blocks resident per SM that the split aims for
 constexpr std::int64_t kMinSliceK = 512;     // automatic slices keep at least this many k: partials stay small
-
-// A contiguous CUDA view of `rank` dimensions, not empty, aligned to `alignment` bytes.
-template <class V>
-Support check_device_view(const TensorView<V>& v, const std::string& name, int rank, std::size_t alignment) {
-  if (!v.device().is_cuda()) return Support::no(name, "a view of host memory", "a CUDA view (Device::cuda(ordinal))");
-  if (v.rank() != rank)
-    return Support::no(name + ".shape", to_string(v.shape()), rank == 2 ? "a 2-D tensor" : "a 1-D tensor");
-  if (v.empty()) return Support::no(name + ".shape", to_string(v.shape()), "at least one element");
-  if (!v.is_contiguous()) return Support::no(name + ".strides", to_string(v.strides()), "a contiguous row-major view");
-  if (v.data() == nullptr) return Support::no(name, "a null pointer", "a device pointer");
-  if (reinterpret_cast<std::uintptr_t>(v.data()) % alignment != 0)
-    return Support::no(name, "a misaligned pointer", "alignment to " + std::to_string(alignment) + " bytes");
-  return Support::yes();
-}
-
-template <class V>
-Support check_same_device(const TensorView<V>& v, const std::string& name, const Device& device) {
-  if (v.device().index != device.index)
-    return Support::no(name, "a view on CUDA device " + std::to_string(v.device().index),
-                       "the device of x (" + std::to_string(device.index) + ")");
-  return Support::yes();
-}
 
 bool has_bias(const TensorView<const float>& bias) {
   return !((bias.rank() == 0 && bias.data() == nullptr) || (bias.rank() == 1 && bias.size(0) == 0));
@@ -68,18 +46,16 @@ Support check_weight(const WeightOnlyWeight& w, const Shape& x_shape, const Devi
     return Support::no("x.shape", to_string(x_shape), "K a multiple of 16 (16-byte int8 weight rows)");
   if (int4 && k % w.group_size != 0)
     return Support::no("x.shape", to_string(x_shape), "K a multiple of w.group_size = " + std::to_string(w.group_size));
-  Support s = check_device_view(w.data, "w.data", 2, 16);
+  Support s = check_device_view(w.data, "w.data", DeviceViewRules{2, device.index, 16});
   if (!s) return s;
-  if (!(s = check_same_device(w.data, "w.data", device))) return s;
   const std::int64_t n = w.data.size(0);
   if (!int4 && w.data.size(1) != k)
     return Support::no("w.data.shape", to_string(w.data.shape()), "[N, " + std::to_string(k) + "]: K equal to x's");
   if (int4 && w.data.size(1) * 2 != k)
     return Support::no("w.data.shape", to_string(w.data.shape()),
                        "[N, " + std::to_string(k / 2) + "]: K / 2 bytes a row, two int4 a byte");
-  s = check_device_view(w.scales, "w.scales", int4 ? 2 : 1, alignof(float));
+  s = check_device_view(w.scales, "w.scales", DeviceViewRules{int4 ? 2 : 1, device.index, alignof(float)});
   if (!s) return s;
-  if (!(s = check_same_device(w.scales, "w.scales", device))) return s;
   const Shape expected = int4 ? Shape{n, k / w.group_size} : Shape{n};
   if (w.scales.shape() != expected)
     return Support::no("w.scales.shape", to_string(w.scales.shape()),
@@ -89,7 +65,7 @@ Support check_weight(const WeightOnlyWeight& w, const Shape& x_shape, const Devi
 
 template <class T>
 Support check_args(const LinearWeightOnlyArgs<T>& a) {
-  Support s = check_device_view(a.x, "x", 2, 16);
+  Support s = check_device_view(a.x, "x", DeviceViewRules{2, -1, 16});
   if (!s) return s;
   const std::int64_t m = a.x.size(0), k = a.x.size(1);
   const Device device = a.x.device();
@@ -101,14 +77,13 @@ Support check_args(const LinearWeightOnlyArgs<T>& a) {
   const std::int64_t n = a.w.rows();
   if (n >= (std::int64_t{1} << 30))
     return Support::no("w.data.shape", to_string(a.w.data.shape()), "fewer than 2^30 output rows N");
-  if (!(s = check_device_view(a.out, "out", 2, alignof(T)))) return s;
-  if (!(s = check_same_device(a.out, "out", device))) return s;
+  if (!(s = check_device_view(a.out, "out", DeviceViewRules{2, device.index, alignof(T)}))) return s;
   if (a.out.size(0) != m || a.out.size(1) != n)
     return Support::no("out.shape", to_string(a.out.shape()), to_string(Shape{m, n}) + " ([M, N])");
   if (!(s = check_no_scales(a.epilogue, "w carries its own scales"))) return s;
   if (has_bias(a.epilogue.bias)) {
-    if (!(s = check_device_view(a.epilogue.bias, "epilogue.bias", 1, alignof(float)))) return s;
-    if (!(s = check_same_device(a.epilogue.bias, "epilogue.bias", device))) return s;
+    if (!(s = check_device_view(a.epilogue.bias, "epilogue.bias", DeviceViewRules{1, device.index, alignof(float)})))
+      return s;
     if (a.epilogue.bias.size(0) != n)
       return Support::no("epilogue.bias.shape", to_string(a.epilogue.bias.shape()),
                          "[" + std::to_string(n) + "] (one per output row N) or an empty view");

@@ -537,7 +537,7 @@ TEST_CASE("cuda can_implement_linear_int8 names the argument at fault; linear_in
   }
   SECTION("x of rank 1") {
     a.x = TensorView<const std::int8_t>(fake<std::int8_t>(1), Shape{kK}, Device::cuda(0));
-    expect_refused(a, "x.shape = [128]: expected a 2-D matrix");
+    expect_refused(a, "x.shape = [128]: expected a 2-D tensor");
   }
   SECTION("empty x") {
     a.x = TensorView<const std::int8_t>(fake<std::int8_t>(1), Shape{0, kK}, Device::cuda(0));

@@ -39,6 +39,7 @@
 #include "shrink/core/support.hpp"
 #include "shrink/core/view.hpp"
 #include "shrink/cuda/launch.hpp"
+#include "shrink/cuda/view_checks.hpp"
 #include "shrink/prune/nm.hpp"
 
 namespace shrink::cuda {
@@ -119,28 +120,10 @@ inline bool pointer_aligned(const void* p, std::size_t bytes) {
   return reinterpret_cast<std::uintptr_t>(p) % bytes == 0;
 }
 
-// A non-empty contiguous 2-D (rank 2) or 1-D (rank 1) view of CUDA memory on `device`, aligned to `alignment`.
-template <class V>
-Support check_device_view(const TensorView<V>& v, const std::string& name, int rank, std::size_t alignment,
-                          int device) {
-  if (!v.device().is_cuda()) return Support::no(name, "a view of host memory", "a CUDA view");
-  if (v.device().index != device)
-    return Support::no(name + ".device", "CUDA " + std::to_string(v.device().index),
-                       "CUDA " + std::to_string(device) + ", where x lives");
-  if (v.rank() != rank)
-    return Support::no(name + ".shape", to_string(v.shape()), rank == 2 ? "a 2-D tensor" : "a 1-D vector");
-  if (v.empty()) return Support::no(name + ".shape", to_string(v.shape()), "at least one element");
-  if (!v.is_contiguous()) return Support::no(name + ".strides", to_string(v.strides()), "contiguous row-major memory");
-  if (v.data() == nullptr) return Support::no(name, "a null pointer", "a device pointer");
-  if (!pointer_aligned(v.data(), alignment))
-    return Support::no(name, "a misaligned pointer", "alignment to " + std::to_string(alignment) + " bytes");
-  return Support::yes();
-}
-
 // Scales of int8 operands: [count] (one per row) or [1] (one for the tensor).
 inline Support check_scales(const TensorView<const float>& s, const char* name, std::int64_t count, const char* per,
                             int device) {
-  Support r = check_device_view(s, name, 1, alignof(float), device);
+  Support r = check_device_view(s, name, DeviceViewRules{1, device, alignof(float)});
   if (!r) return r;
   if (s.size(0) != count && s.size(0) != 1)
     return Support::no(std::string(name) + ".shape", to_string(s.shape()),
@@ -153,7 +136,6 @@ inline Support check_scales(const TensorView<const float>& s, const char* name, 
 // Whether linear_nm can run these arguments, and when not, which argument is at fault and why. Touches no device.
 template <class T, class Out>
 Support can_implement_linear_nm(const LinearNmArgs<T, Out>& a) {
-  using detail::check_device_view;
   if (!is_linear_nm_type_pair<T, Out>())
     return Support::no("x, out", std::string(element_type_name<T>()) + " -> " + element_type_name<Out>(),
                        "half -> half or float, bfloat16 -> bfloat16 or float, int8 -> float, half, bfloat16 or "
@@ -165,7 +147,7 @@ Support can_implement_linear_nm(const LinearNmArgs<T, Out>& a) {
   // 16-byte rows and pointers: the kernel copies 16 bytes at a time (cp.async).
   if (!a.x.device().is_cuda()) return Support::no("x", "a view of host memory", "a CUDA view");
   const int device = a.x.device().index;
-  Support s = check_device_view(a.x, "x", 2, 16, device);
+  Support s = check_device_view(a.x, "x", DeviceViewRules{2, device, 16});
   if (!s) return s;
   const std::int64_t m = a.x.size(0), k = a.x.size(1);
   const prune::NmPattern pattern = a.w.pattern;
@@ -193,7 +175,7 @@ Support can_implement_linear_nm(const LinearNmArgs<T, Out>& a) {
   if (!detail::pointer_aligned(a.w.metadata, 16))
     return Support::no("w.metadata", "a misaligned pointer", "alignment to 16 bytes");
   const std::int64_t n = a.w.rows;
-  s = check_device_view(a.out, "out", 2, alignof(Out), device);
+  s = check_device_view(a.out, "out", DeviceViewRules{2, device, alignof(Out)});
   if (!s) return s;
   if (a.out.size(0) != m || a.out.size(1) != n)
     return Support::no("out.shape", to_string(a.out.shape()), to_string(Shape{m, n}) + " ([M, N])");
@@ -212,7 +194,7 @@ Support can_implement_linear_nm(const LinearNmArgs<T, Out>& a) {
   }
   const bool has_bias = !detail::is_empty_vector(a.epilogue.bias);
   if (has_bias) {
-    s = check_device_view(a.epilogue.bias, "epilogue.bias", 1, alignof(float), device);
+    s = check_device_view(a.epilogue.bias, "epilogue.bias", DeviceViewRules{1, device, alignof(float)});
     if (!s) return s;
     if (a.epilogue.bias.size(0) != n)
       return Support::no("epilogue.bias.shape", to_string(a.epilogue.bias.shape()),

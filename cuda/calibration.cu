@@ -1,5 +1,5 @@
 // Host-callable calibration statistics (shrink/cuda/calibration.hpp): validation, then the kernels of
-// shrink/cuda/calibration.cuh.
+// shrink/cuda/kernels/calibration.cuh.
 #include <cuda_runtime_api.h>
 
 #include <cmath>
@@ -8,11 +8,11 @@
 
 #include "shrink/core/axis.hpp"
 #include "shrink/core/error.hpp"
-#include "shrink/cuda/calibration.cuh"
+#include "shrink/cuda/kernels/calibration.cuh"
 #include "shrink/cuda/calibration.hpp"
 #include "host_checks.hpp"
-#include "shrink/cuda/check.cuh"
-#include "shrink/cuda/launch.cuh"
+#include "shrink/cuda/kernels/common/check.cuh"
+#include "shrink/cuda/kernels/common/launch.cuh"
 
 namespace shrink::cuda {
 

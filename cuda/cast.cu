@@ -1,4 +1,4 @@
-// Host-callable casts (shrink/cuda/cast.hpp): validation, then the kernels of shrink/cuda/cast.cuh.
+// Host-callable casts (shrink/cuda/cast.hpp): validation, then the kernels of shrink/cuda/kernels/cast.cuh.
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
@@ -7,11 +7,11 @@
 
 #include "shrink/core/axis.hpp"
 #include "shrink/core/error.hpp"
-#include "shrink/cuda/cast.cuh"
+#include "shrink/cuda/kernels/cast.cuh"
 #include "shrink/cuda/cast.hpp"
 #include "host_checks.hpp"
-#include "shrink/cuda/check.cuh"
-#include "shrink/cuda/launch.cuh"
+#include "shrink/cuda/kernels/common/check.cuh"
+#include "shrink/cuda/kernels/common/launch.cuh"
 
 namespace shrink::cuda {
 

@@ -1,5 +1,5 @@
 // Host-callable cross-entropy (shrink/cuda/cross_entropy.hpp): validation, then the kept-row count, the row kernel
-// of shrink/cuda/cross_entropy.cuh and the fixed-order reduction, for float, half and bfloat16 logits and int32 or
+// of shrink/cuda/kernels/cross_entropy.cuh and the fixed-order reduction, for float, half and bfloat16 logits and int32 or
 // int64 labels.
 #include <cuda_runtime_api.h>
 
@@ -8,10 +8,10 @@
 
 #include "host_checks.hpp"
 #include "shrink/core/error.hpp"
-#include "shrink/cuda/check.cuh"
-#include "shrink/cuda/cross_entropy.cuh"
+#include "shrink/cuda/kernels/common/check.cuh"
+#include "shrink/cuda/kernels/cross_entropy.cuh"
 #include "shrink/cuda/cross_entropy.hpp"
-#include "shrink/cuda/loss_reduce.cuh"
+#include "shrink/cuda/kernels/common/loss_reduce.cuh"
 
 namespace shrink::cuda {
 

@@ -1,4 +1,4 @@
-// Host-callable CSR conversion (shrink/cuda/csr.hpp): validation, then the kernels of shrink/cuda/csr.cuh,
+// Host-callable CSR conversion (shrink/cuda/csr.hpp): validation, then the kernels of shrink/cuda/kernels/csr.cuh,
 // instantiated for float, half and bfloat16.
 #include <cuda_runtime_api.h>
 
@@ -8,8 +8,8 @@
 
 #include "host_checks.hpp"
 #include "shrink/core/error.hpp"
-#include "shrink/cuda/check.cuh"
-#include "shrink/cuda/csr.cuh"
+#include "shrink/cuda/kernels/common/check.cuh"
+#include "shrink/cuda/kernels/csr.cuh"
 #include "shrink/cuda/csr.hpp"
 #include "shrink/sparse/csr.hpp"
 

@@ -4,7 +4,7 @@
 #include <string>
 
 #include "shrink/core/error.hpp"
-#include "shrink/cuda/check.cuh"
+#include "shrink/cuda/kernels/common/check.cuh"
 #include "shrink/cuda/device.hpp"
 
 namespace shrink::cuda {

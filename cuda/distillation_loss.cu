@@ -12,10 +12,10 @@
 
 #include "host_checks.hpp"
 #include "shrink/core/error.hpp"
-#include "shrink/cuda/check.cuh"
+#include "shrink/cuda/kernels/common/check.cuh"
 #include "shrink/cuda/cross_entropy.hpp"
 #include "shrink/cuda/distillation_loss.hpp"
-#include "shrink/cuda/launch.cuh"
+#include "shrink/cuda/kernels/common/launch.cuh"
 #include "shrink/cuda/soft_target.hpp"
 #include "shrink/cuda/topk_teacher.hpp"
 #include "shrink/distill/logit_rows.hpp"

@@ -1,5 +1,5 @@
 // Host-callable feature losses (shrink/cuda/feature_losses.hpp): validation, then the kept-row count, the kernels of
-// shrink/cuda/feature_losses.cuh and the fixed-order reduction, for float, half and bfloat16 features.
+// shrink/cuda/kernels/feature_losses.cuh and the fixed-order reduction, for float, half and bfloat16 features.
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
@@ -7,10 +7,10 @@
 
 #include "host_checks.hpp"
 #include "shrink/core/error.hpp"
-#include "shrink/cuda/check.cuh"
-#include "shrink/cuda/feature_losses.cuh"
+#include "shrink/cuda/kernels/common/check.cuh"
+#include "shrink/cuda/kernels/feature_losses.cuh"
 #include "shrink/cuda/feature_losses.hpp"
-#include "shrink/cuda/loss_reduce.cuh"
+#include "shrink/cuda/kernels/common/loss_reduce.cuh"
 #include "shrink/distill/attention_transfer.hpp"
 
 namespace shrink::cuda {

@@ -11,7 +11,7 @@
 
 #include "shrink/core/error.hpp"
 #include "shrink/core/view.hpp"
-#include "shrink/cuda/check.cuh"
+#include "shrink/cuda/kernels/common/check.cuh"
 #include "shrink/cuda/launch.hpp"
 
 namespace shrink::cuda::host_checks {

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "shrink/core/error.hpp"
-#include "shrink/cuda/check.cuh"
+#include "shrink/cuda/kernels/common/check.cuh"
 #include "shrink/cuda/launch.hpp"
 
 namespace shrink::cuda {

@@ -1,5 +1,5 @@
 // Host-callable CSR SpMM (shrink/linear/csr_cuda.hpp): the host checks, the path and workspace choice, then the
-// launches of shrink/cuda/spmm_csr.cuh, explicitly instantiated for float, half and bfloat16.
+// launches of shrink/cuda/kernels/linear_csr.cuh, explicitly instantiated for float, half and bfloat16.
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
@@ -13,8 +13,8 @@
 #include "host_checks.hpp"
 #include "shrink/core/error.hpp"
 #include "shrink/core/overlap.hpp"
-#include "shrink/cuda/check.cuh"
-#include "shrink/cuda/spmm_csr.cuh"
+#include "shrink/cuda/kernels/common/check.cuh"
+#include "shrink/cuda/kernels/linear_csr.cuh"
 #include "shrink/cuda/view_checks.hpp"
 #include "shrink/linear/csr_cuda.hpp"
 

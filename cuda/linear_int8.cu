@@ -1,5 +1,5 @@
 // Host-callable W8A8 GEMM, epilogue and per-token quantizer (shrink/linear/int8_cuda.hpp): argument checks, the choice
-// of path, tile configuration and K split, then the launches of shrink/cuda/gemm_int8_mma.cuh (here),
+// of path, tile configuration and K split, then the launches of shrink/cuda/kernels/linear_int8_mma.cuh (here),
 // gemm_int8_wgmma.cuh (linear_int8.sm90a.cu), gemm_int8_epilogue.cuh and quantize_rows.cuh.
 #include <cuda_runtime_api.h>
 
@@ -17,10 +17,10 @@
 #include "linear_int8_launch.hpp"
 #include "shrink/core/error.hpp"
 #include "shrink/core/overlap.hpp"
-#include "shrink/cuda/check.cuh"
-#include "shrink/cuda/gemm_int8_epilogue.cuh"
-#include "shrink/cuda/gemm_int8_mma.cuh"
-#include "shrink/cuda/quantize_rows.cuh"
+#include "shrink/cuda/kernels/common/check.cuh"
+#include "shrink/cuda/kernels/linear_int8_epilogue.cuh"
+#include "shrink/cuda/kernels/linear_int8_mma.cuh"
+#include "shrink/cuda/kernels/quantize_rows.cuh"
 #include "shrink/cuda/view_checks.hpp"
 #include "shrink/linear/int8_cuda.hpp"
 

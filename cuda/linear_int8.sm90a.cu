@@ -1,4 +1,4 @@
-// The sm_90a part of the W8A8 GEMM: the wgmma kernel's launcher (shrink/cuda/gemm_int8_wgmma.cuh). This file alone is
+// The sm_90a part of the W8A8 GEMM: the wgmma kernel's launcher (shrink/cuda/kernels/linear_int8_wgmma.cuh). This file alone is
 // compiled with -gencode arch=compute_90a,code=sm_90a (cuda/CMakeLists.txt); gemm_int8.cu calls it only on a device
 // of compute capability 9.0.
 #include <cuda_runtime_api.h>
@@ -7,8 +7,8 @@
 #include <cstdint>
 
 #include "linear_int8_launch.hpp"
-#include "shrink/cuda/check.cuh"
-#include "shrink/cuda/gemm_int8_wgmma.cuh"
+#include "shrink/cuda/kernels/common/check.cuh"
+#include "shrink/cuda/kernels/linear_int8_wgmma.cuh"
 
 namespace shrink::cuda::int8_gemm {
 

@@ -7,8 +7,8 @@
 #include <atomic>
 #include <cstdint>
 
-#include "shrink/cuda/check.cuh"
-#include "shrink/cuda/gemm_int8_mma.cuh"  // GemmParams
+#include "shrink/cuda/kernels/common/check.cuh"
+#include "shrink/cuda/kernels/linear_int8_mma.cuh"  // GemmParams
 
 namespace shrink::cuda::int8_gemm {
 

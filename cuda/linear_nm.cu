@@ -1,5 +1,5 @@
 // Host-callable 2:4 sparse GEMM (shrink/linear/nm_cuda.hpp): validation, the choice of block tile, the launch of
-// shrink/cuda/gemm_sparse24.cuh; instantiated for half -> half/float, bfloat16 -> bfloat16/float and int8 ->
+// shrink/cuda/kernels/linear_nm.cuh; instantiated for half -> half/float, bfloat16 -> bfloat16/float and int8 ->
 // float/half/bfloat16/int8.
 #include <cuda_runtime_api.h>
 
@@ -9,8 +9,8 @@
 
 #include "host_checks.hpp"
 #include "shrink/core/error.hpp"
-#include "shrink/cuda/check.cuh"
-#include "shrink/cuda/gemm_sparse24.cuh"
+#include "shrink/cuda/kernels/common/check.cuh"
+#include "shrink/cuda/kernels/linear_nm.cuh"
 #include "shrink/linear/nm_cuda.hpp"
 
 namespace shrink::cuda {

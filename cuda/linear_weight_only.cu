@@ -1,5 +1,5 @@
 // Host-callable weight-only GEMM (shrink/linear/weight_only_cuda.hpp): the checks behind can_implement, the plan (path,
-// K slices, workspace), then the launches of shrink/cuda/gemm_weight_only.cuh; instantiated for half and bfloat16.
+// K slices, workspace), then the launches of shrink/cuda/kernels/linear_weight_only.cuh; instantiated for half and bfloat16.
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -12,8 +12,8 @@
 #include "shrink/core/error.hpp"
 #include "shrink/core/half.hpp"
 #include "shrink/core/overlap.hpp"
-#include "shrink/cuda/check.cuh"
-#include "shrink/cuda/gemm_weight_only.cuh"
+#include "shrink/cuda/kernels/common/check.cuh"
+#include "shrink/cuda/kernels/linear_weight_only.cuh"
 #include "shrink/cuda/view_checks.hpp"
 #include "shrink/linear/weight_only_cuda.hpp"
 

@@ -1,4 +1,4 @@
-// Host-callable N:M masks and compression (shrink/cuda/nm.hpp): validation, then the launchers of shrink/cuda/nm.cuh,
+// Host-callable N:M masks and compression (shrink/cuda/nm.hpp): validation, then the launchers of shrink/cuda/kernels/nm.cuh,
 // explicitly instantiated here for float, half, bfloat16 (masks) and int8 / uint8 too (compression).
 #include <cuda_runtime_api.h>
 
@@ -8,8 +8,8 @@
 
 #include "shrink/core/error.hpp"
 #include "host_checks.hpp"
-#include "shrink/cuda/check.cuh"
-#include "shrink/cuda/nm.cuh"
+#include "shrink/cuda/kernels/common/check.cuh"
+#include "shrink/cuda/kernels/nm.cuh"
 #include "shrink/cuda/nm.hpp"
 #include "shrink/sparse/nm_compressed.hpp"
 

@@ -1,4 +1,4 @@
-// Host-callable slice and block norms (shrink/cuda/norms.hpp): validation, then the kernels of shrink/cuda/norms.cuh,
+// Host-callable slice and block norms (shrink/cuda/norms.hpp): validation, then the kernels of shrink/cuda/kernels/norms.cuh,
 // instantiated for float, half and bfloat16.
 #include <cuda_runtime_api.h>
 
@@ -8,8 +8,8 @@
 #include "host_checks.hpp"
 #include "shrink/core/axis.hpp"
 #include "shrink/core/error.hpp"
-#include "shrink/cuda/check.cuh"
-#include "shrink/cuda/norms.cuh"
+#include "shrink/cuda/kernels/common/check.cuh"
+#include "shrink/cuda/kernels/norms.cuh"
 #include "shrink/cuda/norms.hpp"
 #include "shrink/prune/norm.hpp"
 

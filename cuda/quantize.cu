@@ -1,5 +1,5 @@
 // Host-callable quantize / dequantize / fake-quantize (shrink/cuda/quantize.hpp): validation, then the launchers of
-// shrink/cuda/quantize.cuh, explicitly instantiated here for every integer type.
+// shrink/cuda/kernels/quantize.cuh, explicitly instantiated here for every integer type.
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
@@ -9,8 +9,8 @@
 #include "shrink/core/axis.hpp"
 #include "shrink/core/error.hpp"
 #include "host_checks.hpp"
-#include "shrink/cuda/check.cuh"
-#include "shrink/cuda/quantize.cuh"
+#include "shrink/cuda/kernels/common/check.cuh"
+#include "shrink/cuda/kernels/quantize.cuh"
 #include "shrink/cuda/quantize.hpp"
 #include "shrink/quant/scheme.hpp"
 

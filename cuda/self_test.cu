@@ -8,7 +8,7 @@
 
 #include "shrink/core/config.hpp"
 #include "shrink/core/error.hpp"
-#include "shrink/cuda/check.cuh"
+#include "shrink/cuda/kernels/common/check.cuh"
 #include "shrink/cuda/device.hpp"
 
 namespace shrink::cuda {

@@ -1,5 +1,5 @@
 // Host-callable soft-target losses (shrink/cuda/soft_target.hpp): validation, the choice of row path, then the kernels
-// of shrink/cuda/soft_target.cuh, instantiated for float, half and bfloat16.
+// of shrink/cuda/kernels/soft_target.cuh, instantiated for float, half and bfloat16.
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -12,8 +12,8 @@
 
 #include "host_checks.hpp"
 #include "shrink/core/error.hpp"
-#include "shrink/cuda/check.cuh"
-#include "shrink/cuda/soft_target.cuh"
+#include "shrink/cuda/kernels/common/check.cuh"
+#include "shrink/cuda/kernels/soft_target.cuh"
 #include "shrink/cuda/soft_target.hpp"
 #include "shrink/distill/logit_rows.hpp"
 

@@ -1,5 +1,5 @@
 // Host-callable magnitude threshold selection (shrink/cuda/threshold.hpp): validation, then the radix-select passes
-// of shrink/cuda/threshold.cuh (one launch a pass for every kListCapacity tensors of the list), instantiated for
+// of shrink/cuda/kernels/threshold.cuh (one launch a pass for every kListCapacity tensors of the list), instantiated for
 // float, half and bfloat16.
 #include <cuda_runtime_api.h>
 
@@ -9,8 +9,8 @@
 
 #include "shrink/core/error.hpp"
 #include "host_checks.hpp"
-#include "shrink/cuda/check.cuh"
-#include "shrink/cuda/threshold.cuh"
+#include "shrink/cuda/kernels/common/check.cuh"
+#include "shrink/cuda/kernels/threshold.cuh"
 #include "shrink/cuda/threshold.hpp"
 
 namespace shrink::cuda {

@@ -1,5 +1,5 @@
 // Host-callable top-k teacher losses (shrink/cuda/topk_teacher.hpp): validation, then the kept-row count, the row
-// kernel of shrink/cuda/topk_teacher.cuh and the fixed-order reduction, for float, half and bfloat16 logits and int32
+// kernel of shrink/cuda/kernels/topk_teacher.cuh and the fixed-order reduction, for float, half and bfloat16 logits and int32
 // or int64 indices.
 #include <cuda_runtime_api.h>
 
@@ -9,9 +9,9 @@
 
 #include "host_checks.hpp"
 #include "shrink/core/error.hpp"
-#include "shrink/cuda/check.cuh"
-#include "shrink/cuda/loss_reduce.cuh"
-#include "shrink/cuda/topk_teacher.cuh"
+#include "shrink/cuda/kernels/common/check.cuh"
+#include "shrink/cuda/kernels/common/loss_reduce.cuh"
+#include "shrink/cuda/kernels/topk_teacher.cuh"
 #include "shrink/cuda/topk_teacher.hpp"
 
 namespace shrink::cuda {

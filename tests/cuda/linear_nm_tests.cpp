@@ -23,7 +23,7 @@
 #include "shrink/core/error.hpp"
 #include "shrink/core/half.hpp"
 #include "shrink/core/view.hpp"
-#include "shrink/cuda/gemm_sparse24_layout.hpp"
+#include "shrink/cuda/kernels/linear_nm_layout.hpp"
 #include "shrink/linear/nm.hpp"
 #include "shrink/linear/nm_cuda.hpp"
 #include "shrink/prune/mask.hpp"
@@ -377,7 +377,7 @@ namespace {
 
 // ---------------------------------------------------------------------------------------------------------------
 // The kernel replayed on the host: its copies, ldmatrix addresses, metadata slots and accumulator placement
-// (shrink/cuda/gemm_sparse24_layout.hpp, the functions the kernel calls), with ldmatrix and mma.sp modelled from the
+// (shrink/cuda/kernels/linear_nm_layout.hpp, the functions the kernel calls), with ldmatrix and mma.sp modelled from the
 // PTX ISA's rules, written out here independently of the layout header:
 //   ldmatrix.x4: lanes 8q .. 8q + 7 give the row addresses of matrix q; lane 4g + t receives, in register q, bytes
 //                4t .. 4t + 3 of row g of matrix q.

@@ -22,7 +22,7 @@
 #include "shrink/core/half.hpp"
 #include "shrink/core/int4.hpp"
 #include "shrink/core/view.hpp"
-#include "shrink/cuda/weight_only_bits.hpp"
+#include "shrink/cuda/kernels/linear_weight_only_bits.hpp"
 #include "shrink/linear/weight_only.hpp"
 #include "shrink/linear/weight_only_cuda.hpp"
 #include "shrink/quant/quantize.hpp"

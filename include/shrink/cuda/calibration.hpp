@@ -1,7 +1,7 @@
 // Host API of the CUDA calibration statistics (compiled in cuda/calibration.cu; plain C++, no CUDA headers):
 // per-tensor and per-channel min/max, the moving-average update, and histogram counts under the CPU's bin rules.
 //
-// Results equal the CPU's bit for bit (device code: shrink/cuda/calibration.cuh):
+// Results equal the CPU's bit for bit (device code: shrink/cuda/kernels/calibration.cuh):
 //   - minmax_*: the finite min and max of each entry, as cpu::finite_range / quant::MinMaxObserver; an entry with no
 //     finite element gets min = +inf, max = -inf (min > max: "nothing seen"), as cpu::FiniteRange. With
 //     Accumulate::yes the batch is folded into the values already in `min` / `max` (min = fmin(min, batch min)),

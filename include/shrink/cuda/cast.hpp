@@ -1,7 +1,7 @@
 // Host API of the CUDA casts (compiled in cuda/cast.cu; plain C++, no CUDA headers): float to half / bfloat16 and
 // back, and scaled FP8 (E4M3, E5M2) quantize / dequantize with per-tensor or per-channel scales.
 //
-// Same element rules and results as quant/cast.hpp, bit for bit (device code: shrink/cuda/cast.cuh, which runs
+// Same element rules and results as quant/cast.hpp, bit for bit (device code: shrink/cuda/kernels/cast.cuh, which runs
 // core/half.hpp's and core/fp8.hpp's own SHRINK_HOST_DEVICE encoders):
 //   half / bfloat16: round to nearest even; inf -> inf, NaN -> quiet NaN keeping its payload's top bits, finite
 //                    overflow -> inf (IEEE; not an error, so these calls need no workspace). Back to float: exact.

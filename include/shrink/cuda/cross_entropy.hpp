@@ -3,7 +3,7 @@
 //
 // The same function as distill/cross_entropy.hpp (F.cross_entropy with ignore_index and label smoothing): the same
 // options (distill::CrossEntropyOptions, its row mask a CUDA view), values, -inf semantics, reductions, grad_scale and
-// accumulate. Device code: shrink/cuda/cross_entropy.cuh (one block per row: an online-softmax pass, then the
+// accumulate. Device code: shrink/cuda/kernels/cross_entropy.cuh (one block per row: an online-softmax pass, then the
 // gradient pass; extra memory one double per row).
 //
 // Two phases, as CUB: cross_entropy_workspace_bytes(rows), then the call, which enqueues on `stream`, allocates

@@ -20,7 +20,7 @@
 // bounds; csr_to_dense checks the CSR as sparse::validate_csr does (offsets from 0 to nnz, non-decreasing; columns in
 // range and increasing in a row), flags kBadIndex and writes only in-range positions.
 //
-// Device code (shrink/cuda/csr.cuh): one warp a row counts its kept elements; an exclusive scan of the counts in int64
+// Device code (shrink/cuda/kernels/csr.cuh): one warp a row counts its kept elements; an exclusive scan of the counts in int64
 // (tile sums, one block scanning them, then each tile) gives the offsets with no host round trip; one warp a row fills
 // 32 columns a step, each kept lane writing at the row offset plus the kept lanes before it (a ballot), so each row's
 // elements land in column order.

@@ -5,7 +5,7 @@
 // (distill::FeatureLossOptions, distill::CosineEmbeddingOptions; row masks and targets as CUDA views), values,
 // reductions, grad_scale and accumulate, the same layouts ([..., D] rows with a contiguous last dimension and one row
 // stride; [B, C, spatial...] samples with contiguous spatial dimensions, any sample and channel strides, student and
-// teacher channel counts free). Device code: shrink/cuda/feature_losses.cuh, one block per row (sample).
+// teacher channel counts free). Device code: shrink/cuda/kernels/feature_losses.cuh, one block per row (sample).
 //
 // Two phases, as CUB: the workspace query, then the call, which enqueues on `stream`, allocates nothing and returns at
 // once; the loss lands in device memory (DeviceLoss). Host checks throw shrink::Error before any CUDA call (shapes,

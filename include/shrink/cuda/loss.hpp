@@ -4,7 +4,7 @@
 //
 // A loss sees its inputs as rows, as distill/reduction.hpp says: [..., V] flattens to rows of V, the last dimension
 // contiguous and the leading ones collapsing into one row stride (a padded row pitch is fine). Each kernel writes one
-// double per row into the workspace; one block then sums them in a fixed order (shrink/cuda/loss_reduce.cuh), so a
+// double per row into the workspace; one block then sums them in a fixed order (shrink/cuda/kernels/common/loss_reduce.cuh), so a
 // loss gives the same bits on every run. Device-side data checks (NaN, labels, indices) go to the status word
 // (shrink/cuda/launch.hpp); after a failed one the outputs are meaningless (the CPU, which throws, writes nothing).
 #pragma once

@@ -2,7 +2,7 @@
 //
 // Same rules and bytes as the CPU's prune/nm.hpp (nm_mask) and sparse/nm_compressed.hpp (compress_nm): the device
 // writes the words of prune::Mask(shape) and the values / positions / mma.sp metadata of sparse::NmCompressed, equal
-// bit for bit to what the CPU returns (the device code is shrink/cuda/nm.cuh).
+// bit for bit to what the CPU returns (the device code is shrink/cuda/kernels/nm.cuh).
 //
 // Two phases, as CUB: ask nm_workspace_bytes(), give that much device memory (16-byte aligned) to every call. Calls
 // enqueue on `stream`, allocate nothing and return at once. Inputs and outputs are contiguous row-major device memory

@@ -7,7 +7,7 @@
 // Weights are float, half or bfloat16 (16-bit values widen exactly to float, then to double, so they give the CPU's
 // norms of the same values as float); norms are doubles written to device memory.
 //
-// Numbers (device code: shrink/cuda/norms.cuh), against the CPU on the same values:
+// Numbers (device code: shrink/cuda/kernels/norms.cuh), against the CPU on the same values:
 //   - NormOrder::inf: exactly (a max does not depend on the order).
 //   - block_norms with blocks of fewer than kExactBlockElements elements: exactly, every order (one thread sums a
 //     block in the CPU's row-major order).

@@ -1,7 +1,7 @@
 // Host API of the CUDA quantize / dequantize / fake-quantize (compiled in cuda/quantize.cu; plain C++, no CUDA headers).
 //
 // Same schemes, formulas and results as the CPU's quant/quantize.hpp and quant/fake_quantize.hpp (bit for bit; the
-// device code is shrink/cuda/quantize.cuh). Two phases, as CUB: ask workspace_bytes(shape, scheme), give that much
+// device code is shrink/cuda/kernels/quantize.cuh). Two phases, as CUB: ask workspace_bytes(shape, scheme), give that much
 // device memory (16-byte aligned) to every call. Calls enqueue on `stream`, allocate nothing and return at once.
 //
 // Validation: shapes, scheme, pointers and workspace are checked on the host before any CUDA call (shrink::Error).

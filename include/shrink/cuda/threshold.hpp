@@ -4,7 +4,7 @@
 // among the candidates of one tensor or of a list (global pruning; list order, then row-major), how many candidates
 // lie below it and at it, and how many of those at it are pruned. Candidates are every element, or those a current
 // device mask keeps (prune::Mask's words). k is a count (torch's round(amount * n) is the caller's, as on the CPU).
-// The device code (shrink/cuda/threshold.cuh) is a radix select over the bits of |w|, no sort: for float a histogram
+// The device code (shrink/cuda/kernels/threshold.cuh) is a radix select over the bits of |w|, no sort: for float a histogram
 // of the top 15 bits of its float bits (bit 31 is clear), then of the low 16 within the chosen bucket, two reads of
 // the weights; for half and bfloat16 one histogram of their own 15 magnitude bits, one read. Every pass and bucket
 // choice runs on the device, so the whole select enqueues without a host round trip.

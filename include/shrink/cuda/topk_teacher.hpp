@@ -4,7 +4,7 @@
 // The same functions as distill/topk_teacher.hpp: the k + 1 coarsened classes (the k stored entries and the rest),
 // kl_div, reverse_kl_div and jensen_shannon between them times T^2, the same teacher (distill::TopKTeacher, its views
 // on the device), options (distill::SoftTargetOptions, its row mask a CUDA view; validate_first has no effect here,
-// see below), values, reductions, grad_scale and accumulate. Device code: shrink/cuda/topk_teacher.cuh (one block
+// see below), values, reductions, grad_scale and accumulate. Device code: shrink/cuda/kernels/topk_teacher.cuh (one block
 // per row; extra memory one double per row; a bitmap of (V + 31) / 32 words in shared memory, which bounds V by the
 // device's shared memory: about 1.8 million on sm_80 and sm_90).
 //

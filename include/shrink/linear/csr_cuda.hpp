@@ -6,7 +6,7 @@
 // values), x, the values and out all float, half or bfloat16, float accumulation, a float bias and the activations of
 // core/activation.hpp (none, relu, gelu with erf, silu); half and bfloat16 outputs are rounded to nearest even
 // once, at the end. The CPU twin is cpu::linear_csr (linear/csr.hpp), which computes the same sums in another
-// order. The device code (shrink/cuda/spmm_csr.cuh) computes Yᵀ = W · Xᵀ: X is transposed once into the workspace,
+// order. The device code (shrink/cuda/kernels/linear_csr.cuh) computes Yᵀ = W · Xᵀ: X is transposed once into the workspace,
 // k-major, so the run Xᵀ[k, m0 .. m0 + tile) that each stored w[n, k] multiplies is contiguous (16-byte loads).
 //
 // Paths (LinearCsrPath). automatic: row_dots for M <= 16; above, staged while the weight keeps at least

@@ -26,7 +26,7 @@
 // L % 4 >= 2 are ignored by the instruction (a kernel alternating selectors 0 and 1 over two k-steps gives those
 // lanes the next tile's words, 16 further on). m16n8k64 (8-bit): not one word per lane. Lane 4q + t holds row
 // q + 8 (t & 1), columns 32 (t >> 1) .. +31, i.e. the low (t even) or high (t odd) halves of words 4q + 2 (t >> 1) and
-// 4q + 2 (t >> 1) + 1 — the mapping Triton's dot_sparse reports measured on hardware; cuda/gemm_sparse24_layout.hpp
+// 4q + 2 (t >> 1) + 1 — the mapping Triton's dot_sparse reports measured on hardware; cuda/kernels/linear_nm_layout.hpp
 // composes it (Operand<int8>::metadata_register).
 // Padding: rows are padded to a multiple of 16 and columns to a multiple of tile_k; padded groups hold 0b0100
 // (positions 0 and 1), a valid pattern whose values a kernel zero-fills. `values` is not padded.

@@ -4,7 +4,7 @@
 //
 // CTA: 2 warpgroups (256 threads), a 128 × 128 output tile; warpgroup g owns rows 64g .. 64g + 63 and all 128
 // columns (64 int32 accumulators a thread). Stage: x tile 128 rows × 128 bytes of K, w tile 128 rows × 128 bytes,
-// both K-major with the 128-byte swizzle (cuda/gemm_int8_tile.cuh), 1024-byte aligned; 3 stages (96 KiB), two CTAs per
+// both K-major with the 128-byte swizzle (cuda/kernels/linear_int8_tile.cuh), 1024-byte aligned; 3 stages (96 KiB), two CTAs per
 // SM. Per k-tile each warpgroup issues 4 wgmma (k32 each), advancing both descriptors' start address by 32 bytes
 // inside the swizzle atom (the hardware applies the XOR to the final address, so the tile base stays aligned).
 //
@@ -24,9 +24,9 @@
 
 #include <cstdint>
 
-#include "shrink/cuda/gemm_int8_epilogue.cuh"
-#include "shrink/cuda/gemm_int8_mma.cuh"
-#include "shrink/cuda/gemm_int8_tile.cuh"
+#include "shrink/cuda/kernels/linear_int8_epilogue.cuh"
+#include "shrink/cuda/kernels/linear_int8_mma.cuh"
+#include "shrink/cuda/kernels/linear_int8_tile.cuh"
 
 namespace shrink::cuda::int8_gemm {
 

@@ -15,7 +15,7 @@
 #include "shrink/core/epilogue.hpp"
 #include "shrink/core/half.hpp"
 #include "shrink/cuda/launch.hpp"
-#include "shrink/cuda/weight_only_bits.hpp"
+#include "shrink/cuda/kernels/linear_weight_only_bits.hpp"
 
 namespace shrink::cuda::weight_only {
 

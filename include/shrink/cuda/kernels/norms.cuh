@@ -21,8 +21,8 @@
 
 #include "shrink/core/axis.hpp"
 #include "shrink/core/half.hpp"
-#include "shrink/cuda/check.cuh"
-#include "shrink/cuda/launch.cuh"
+#include "shrink/cuda/kernels/common/check.cuh"
+#include "shrink/cuda/kernels/common/launch.cuh"
 #include "shrink/cuda/launch.hpp"
 #include "shrink/cuda/norms.hpp"
 #include "shrink/prune/norm.hpp"

@@ -23,10 +23,10 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "shrink/cuda/check.cuh"
+#include "shrink/cuda/kernels/common/check.cuh"
 #include "shrink/cuda/launch.hpp"
-#include "shrink/cuda/loss_reduce.cuh"
-#include "shrink/cuda/row_access.cuh"
+#include "shrink/cuda/kernels/common/loss_reduce.cuh"
+#include "shrink/cuda/kernels/common/row_access.cuh"
 #include "shrink/distill/reduction.hpp"
 #include "shrink/distill/soft_target.hpp"
 

@@ -15,8 +15,8 @@
 #include <cstdint>
 
 #include "shrink/core/half.hpp"
-#include "shrink/cuda/check.cuh"
-#include "shrink/cuda/launch.cuh"
+#include "shrink/cuda/kernels/common/check.cuh"
+#include "shrink/cuda/kernels/common/launch.cuh"
 #include "shrink/cuda/launch.hpp"
 #include "shrink/cuda/nm.hpp"
 

@@ -1,6 +1,6 @@
 // Device code of the 2:4 sparse GEMM (nvcc only; host API in shrink/linear/nm_cuda.hpp): one kernel template,
 // Yᵀ = W · Xᵀ on mma.sp::ordered_metadata over a cp.async pipeline, with the host API's epilogue fused. The index
-// arithmetic (tiles, stage layout, fragment lanes, operand roles) lives in shrink/cuda/gemm_sparse24_layout.hpp.
+// arithmetic (tiles, stage layout, fragment lanes, operand roles) lives in shrink/cuda/kernels/linear_nm_layout.hpp.
 //
 // Per block: BlockW rows of W x BlockX rows of X, a loop over stages of 2 k-steps. Each stage copies, 16 bytes at a
 // time with cp.async, the block's compressed W values [BlockW][64 bytes], X [BlockX][128 bytes] (both XOR-swizzled)
@@ -18,8 +18,8 @@
 
 #include "shrink/core/epilogue.hpp"
 #include "shrink/core/half.hpp"
-#include "shrink/cuda/gemm_sparse24_layout.hpp"
-#include "shrink/cuda/launch.cuh"
+#include "shrink/cuda/kernels/linear_nm_layout.hpp"
+#include "shrink/cuda/kernels/common/launch.cuh"
 #include "shrink/cuda/launch.hpp"
 
 namespace shrink::cuda::sparse24 {

@@ -13,7 +13,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "shrink/cuda/check.cuh"
+#include "shrink/cuda/kernels/common/check.cuh"
 #include "shrink/cuda/launch.hpp"
 #include "shrink/cuda/loss.hpp"
 #include "shrink/distill/reduction.hpp"

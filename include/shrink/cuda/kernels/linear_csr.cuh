@@ -17,8 +17,8 @@
 
 #include "shrink/core/epilogue.hpp"
 #include "shrink/core/half.hpp"
-#include "shrink/cuda/check.cuh"
-#include "shrink/cuda/launch.cuh"
+#include "shrink/cuda/kernels/common/check.cuh"
+#include "shrink/cuda/kernels/common/launch.cuh"
 #include "shrink/cuda/launch.hpp"
 
 namespace shrink::cuda {

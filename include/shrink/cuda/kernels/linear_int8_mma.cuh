@@ -1,9 +1,9 @@
 // The sm_80 int8 GEMM kernel (nvcc only): mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 fed by ldmatrix from a
-// multi-stage cp.async pipeline, the epilogue fused in registers (cuda/gemm_int8_epilogue.cuh). Runs on every GPU
-// from sm_80 on; the Hopper path is cuda/gemm_int8_wgmma.cuh.
+// multi-stage cp.async pipeline, the epilogue fused in registers (cuda/kernels/linear_int8_epilogue.cuh). Runs on every GPU
+// from sm_80 on; the Hopper path is cuda/kernels/linear_int8_wgmma.cuh.
 //
 // x [M, K] is the row-major A of the mma ("row"), w [N, K] row-major is its column-major B ("col"): both are read
-// along K, 16 bytes at a time, into tiles of 64-byte rows (cuda/gemm_int8_tile.cuh). A CTA computes a BM × BN tile of
+// along K, 16 bytes at a time, into tiles of 64-byte rows (cuda/kernels/linear_int8_tile.cuh). A CTA computes a BM × BN tile of
 // one K range (all of K, or one split); its warps form WarpsM × WarpsN, each owning a (BM / WarpsM) × (BN / WarpsN)
 // block of m16n8 accumulators. Per k-tile of 64 bytes a warp does two k32 steps: ldmatrix.x4 brings one m16 × k32 A
 // fragment (matrices: rows 0-7 / 8-15 × bytes 0-15 / 16-31) or two n8 × k32 B fragments, then one mma per pair.
@@ -13,8 +13,8 @@
 
 #include <cstdint>
 
-#include "shrink/cuda/gemm_int8_epilogue.cuh"
-#include "shrink/cuda/gemm_int8_tile.cuh"
+#include "shrink/cuda/kernels/linear_int8_epilogue.cuh"
+#include "shrink/cuda/kernels/linear_int8_tile.cuh"
 
 namespace shrink::cuda::int8_gemm {
 

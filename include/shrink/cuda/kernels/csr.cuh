@@ -12,9 +12,9 @@
 #include <cstdint>
 
 #include "shrink/core/half.hpp"
-#include "shrink/cuda/check.cuh"
+#include "shrink/cuda/kernels/common/check.cuh"
 #include "shrink/cuda/csr.hpp"
-#include "shrink/cuda/launch.cuh"
+#include "shrink/cuda/kernels/common/launch.cuh"
 #include "shrink/cuda/launch.hpp"
 
 namespace shrink::cuda {

@@ -1,4 +1,4 @@
-// Index arithmetic of the 2:4 sparse GEMM kernel (shrink/cuda/gemm_sparse24.cuh), host and device: block tiles, the
+// Index arithmetic of the 2:4 sparse GEMM kernel (shrink/cuda/kernels/linear_nm.cuh), host and device: block tiles, the
 // shared-memory stage layout, which rows ldmatrix lanes address, the metadata register a lane hands to mma.sp, where
 // an accumulator element lands. Plain C++ so that a host test can replay the kernel's data movement with the PTX ISA's
 // fragment rules (tests/cuda/linear_nm_tests.cpp) — the part of the kernel a machine without a GPU can check.

@@ -15,10 +15,10 @@
 
 #include <cstdint>
 
-#include "shrink/cuda/check.cuh"
+#include "shrink/cuda/kernels/common/check.cuh"
 #include "shrink/cuda/launch.hpp"
-#include "shrink/cuda/loss_reduce.cuh"
-#include "shrink/cuda/row_access.cuh"
+#include "shrink/cuda/kernels/common/loss_reduce.cuh"
+#include "shrink/cuda/kernels/common/row_access.cuh"
 #include "shrink/distill/reduction.hpp"
 
 namespace shrink::cuda::cross_entropy_kernels {

@@ -14,8 +14,8 @@
 
 #include "shrink/core/affine.hpp"
 #include "shrink/core/int4.hpp"
-#include "shrink/cuda/check.cuh"
-#include "shrink/cuda/launch.cuh"
+#include "shrink/cuda/kernels/common/check.cuh"
+#include "shrink/cuda/kernels/common/launch.cuh"
 #include "shrink/cuda/launch.hpp"
 
 namespace shrink::cuda {

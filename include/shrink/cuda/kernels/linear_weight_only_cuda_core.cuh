@@ -13,8 +13,8 @@
 
 #include <cstdint>
 
-#include "shrink/cuda/gemm_weight_only_common.cuh"
-#include "shrink/cuda/weight_only_bits.hpp"
+#include "shrink/cuda/kernels/linear_weight_only_common.cuh"
+#include "shrink/cuda/kernels/linear_weight_only_bits.hpp"
 
 namespace shrink::cuda::weight_only {
 

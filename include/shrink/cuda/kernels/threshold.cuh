@@ -25,8 +25,8 @@
 
 #include "shrink/core/error.hpp"
 #include "shrink/core/half.hpp"
-#include "shrink/cuda/check.cuh"
-#include "shrink/cuda/launch.cuh"
+#include "shrink/cuda/kernels/common/check.cuh"
+#include "shrink/cuda/kernels/common/launch.cuh"
 #include "shrink/cuda/launch.hpp"
 #include "shrink/cuda/threshold.hpp"
 #include "shrink/prune/threshold.hpp"

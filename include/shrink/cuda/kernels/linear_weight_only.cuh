@@ -10,11 +10,11 @@
 
 #include <cstdint>
 
-#include "shrink/cuda/check.cuh"
-#include "shrink/cuda/gemm_weight_only_common.cuh"
-#include "shrink/cuda/gemm_weight_only_cuda_core.cuh"
-#include "shrink/cuda/gemm_weight_only_tensor_core.cuh"
-#include "shrink/cuda/launch.cuh"
+#include "shrink/cuda/kernels/common/check.cuh"
+#include "shrink/cuda/kernels/linear_weight_only_common.cuh"
+#include "shrink/cuda/kernels/linear_weight_only_cuda_core.cuh"
+#include "shrink/cuda/kernels/linear_weight_only_tensor_core.cuh"
+#include "shrink/cuda/kernels/common/launch.cuh"
 
 namespace shrink::cuda::weight_only {
 

@@ -5,7 +5,7 @@
 
 #include <cstdint>
 
-#include "shrink/cuda/check.cuh"
+#include "shrink/cuda/kernels/common/check.cuh"
 #include "shrink/cuda/launch.hpp"
 
 namespace shrink::cuda {

@@ -20,7 +20,7 @@
 #include <cfloat>
 #include <cstdint>
 
-#include "shrink/cuda/check.cuh"
+#include "shrink/cuda/kernels/common/check.cuh"
 #include "shrink/cuda/launch.hpp"
 
 namespace shrink::cuda {

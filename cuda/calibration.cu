@@ -16,7 +16,7 @@
 
 namespace shrink::cuda {
 
-using namespace host_checks;
+using namespace detail;
 namespace {
 
 constexpr int kThreads = 256;
@@ -27,15 +27,15 @@ constexpr std::int64_t kColumnInner = 32;  // runs shorter than a warp take minm
 
 
 void require_workspace(const Workspace& workspace, std::int64_t entries, const char* fn) {
-  host_checks::require_workspace(workspace, calibration_workspace_bytes(entries),
-                                 "calibration_workspace_bytes(" + std::to_string(entries) + ")", fn);
+  detail::require_workspace(workspace, calibration_workspace_bytes(entries),
+                            "calibration_workspace_bytes(" + std::to_string(entries) + ")", fn);
 }
 
 
 int* status_word(const Workspace& workspace) { return static_cast<int*>(workspace.data); }
 
 // Blocks of a 1-D grid-stride loop: at least one.
-unsigned blocks_for(std::int64_t work) { return grid_blocks(work, kThreads); }
+unsigned blocks_for(std::int64_t work) { return kernels::grid_blocks(work, kThreads); }
 
 void minmax(TensorView<const float> x, const AxisSplit& split, float* min, float* max, Workspace workspace,
             Stream stream, Accumulate accumulate, NonFinite nonfinite, Synchronize synchronize, const char* fn) {
@@ -49,7 +49,7 @@ void minmax(TensorView<const float> x, const AxisSplit& split, float* min, float
   int* keys_min = reinterpret_cast<int*>(static_cast<char*>(workspace.data) + kStatusBytes);
   int* keys_max = keys_min + entries;
   SHRINK_CUDA_CHECK(cudaMemsetAsync(status, 0, sizeof(int), stream));
-  calibration::init_keys_kernel<<<blocks_for(entries), kThreads, 0, stream>>>(
+  kernels::calibration::init_keys_kernel<<<blocks_for(entries), kThreads, 0, stream>>>(
       min, max, entries, accumulate == Accumulate::yes, keys_min, keys_max);
   SHRINK_CUDA_CHECK_LAUNCH(init_keys_kernel);
 
@@ -65,14 +65,13 @@ void minmax(TensorView<const float> x, const AxisSplit& split, float* min, float
     const std::int64_t rows_per_group = (split.outer + groups - 1) / groups;
     groups = (split.outer + rows_per_group - 1) / rows_per_group;
     const dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>(groups));
-    calibration::minmax_columns_kernel<<<grid, kThreads, 0, stream>>>(x.data(), split.outer, length, split.inner,
-                                                                      rows_per_group, reject, keys_min, keys_max,
-                                                                      status);
+    kernels::calibration::minmax_columns_kernel<<<grid, kThreads, 0, stream>>>(
+        x.data(), split.outer, length, split.inner, rows_per_group, reject, keys_min, keys_max, status);
     SHRINK_CUDA_CHECK_LAUNCH(minmax_columns_kernel);
   } else {
     // Enough blocks to fill the device, split between channels (grid y) and slices of a channel (grid x); float4
     // loads when every run starts 16-byte aligned.
-    const bool vectors = split.inner % 4 == 0 && aligned_to(x.data(), 16);
+    const bool vectors = split.inner % 4 == 0 && kernels::aligned_to(x.data(), 16);
     const std::int64_t per_channel = split.outer * split.inner / (vectors ? 4 : 1);
     const std::int64_t y = entries < 65535 ? entries : 65535;
     std::int64_t bx = (target + y - 1) / y;
@@ -85,13 +84,18 @@ void minmax(TensorView<const float> x, const AxisSplit& split, float* min, float
                                             keys_max, status);
     };
     const bool one_run = split.outer == 1;
-    if (vectors && one_run) launch(calibration::minmax_kernel<4, true>);
-    else if (vectors) launch(calibration::minmax_kernel<4, false>);
-    else if (one_run) launch(calibration::minmax_kernel<1, true>);
-    else launch(calibration::minmax_kernel<1, false>);
+    if (vectors && one_run)
+      launch(kernels::calibration::minmax_kernel<4, true>);
+    else if (vectors)
+      launch(kernels::calibration::minmax_kernel<4, false>);
+    else if (one_run)
+      launch(kernels::calibration::minmax_kernel<1, true>);
+    else
+      launch(kernels::calibration::minmax_kernel<1, false>);
     SHRINK_CUDA_CHECK_LAUNCH(minmax_kernel);
   }
-  calibration::finish_keys_kernel<<<blocks_for(entries), kThreads, 0, stream>>>(keys_min, keys_max, entries, min, max);
+  kernels::calibration::finish_keys_kernel<<<blocks_for(entries), kThreads, 0, stream>>>(keys_min, keys_max, entries,
+                                                                                         min, max);
   SHRINK_CUDA_CHECK_LAUNCH(finish_keys_kernel);
   if (synchronize == Synchronize::yes) check_status(workspace, stream, fn);
 }
@@ -112,20 +116,20 @@ void count(TensorView<const float> x, const Rule& rule, std::int64_t* counts, Wo
   // time, or with float4 loads at most 4 more (a partial step) plus one of the tail.
   const bool fits = rule.bins <= kMaxSharedBins &&
                     (n / (static_cast<std::int64_t>(blocks) * kThreads) + 6) * kThreads < (std::int64_t{1} << 32);
-  const bool vectors = aligned_to(x.data(), 16);
+  const bool vectors = kernels::aligned_to(x.data(), 16);
   const std::size_t shared = fits ? static_cast<std::size_t>(rule.bins) * sizeof(unsigned int) : 0;
   if (fits && vectors)
-    calibration::histogram_kernel<Rule, true, true><<<blocks, kThreads, shared, stream>>>(x.data(), n, rule, reject,
-                                                                                           out, status);
+    kernels::calibration::histogram_kernel<Rule, true, true>
+        <<<blocks, kThreads, shared, stream>>>(x.data(), n, rule, reject, out, status);
   else if (fits)
-    calibration::histogram_kernel<Rule, true, false><<<blocks, kThreads, shared, stream>>>(x.data(), n, rule, reject,
-                                                                                            out, status);
+    kernels::calibration::histogram_kernel<Rule, true, false>
+        <<<blocks, kThreads, shared, stream>>>(x.data(), n, rule, reject, out, status);
   else if (vectors)
-    calibration::histogram_kernel<Rule, false, true><<<blocks, kThreads, 0, stream>>>(x.data(), n, rule, reject, out,
-                                                                                       status);
+    kernels::calibration::histogram_kernel<Rule, false, true>
+        <<<blocks, kThreads, 0, stream>>>(x.data(), n, rule, reject, out, status);
   else
-    calibration::histogram_kernel<Rule, false, false><<<blocks, kThreads, 0, stream>>>(x.data(), n, rule, reject,
-                                                                                        out, status);
+    kernels::calibration::histogram_kernel<Rule, false, false>
+        <<<blocks, kThreads, 0, stream>>>(x.data(), n, rule, reject, out, status);
   SHRINK_CUDA_CHECK_LAUNCH(histogram_kernel);
   if (synchronize == Synchronize::yes) check_status(workspace, stream, fn);
 }
@@ -173,7 +177,7 @@ void moving_average_update(const float* batch_min, const float* batch_max, std::
   require_pointer(batch_max, alignof(float), fn, "batch_max");
   require_pointer(running_min, alignof(float), fn, "running_min");
   require_pointer(running_max, alignof(float), fn, "running_max");
-  calibration::moving_average_kernel<<<blocks_for(entries), kThreads, 0, stream>>>(
+  kernels::calibration::moving_average_kernel<<<blocks_for(entries), kThreads, 0, stream>>>(
       batch_min, batch_max, entries, averaging_constant, running_min, running_max);
   SHRINK_CUDA_CHECK_LAUNCH(moving_average_kernel);
 }
@@ -185,7 +189,7 @@ void histogram(TensorView<const float> x, HistcBins binning, std::int64_t* count
   if (!std::isfinite(binning.lo) || !std::isfinite(binning.hi) || !(binning.lo <= binning.hi))
     fail(fn, "binning", "[" + std::to_string(binning.lo) + ", " + std::to_string(binning.hi) + "]",
          "finite lo <= hi");
-  calibration::HistcRule rule;
+  kernels::calibration::HistcRule rule;
   rule.lo = binning.lo;
   rule.hi = binning.hi;
   rule.range = binning.hi - binning.lo;
@@ -201,7 +205,7 @@ void histogram(TensorView<const float> x, MagnitudeBins binning, std::int64_t* c
   require_histogram_args(x, binning.bins, counts, workspace, fn);
   if (!(binning.inv_width > 0.0) || !std::isfinite(binning.inv_width))
     fail(fn, "binning.inv_width", binning.inv_width, "a finite value > 0");
-  calibration::MagnitudeRule rule;
+  kernels::calibration::MagnitudeRule rule;
   rule.inv_width = binning.inv_width;
   rule.last_double = static_cast<double>(binning.bins - 1);
   rule.inv_width_float = static_cast<float>(binning.inv_width);

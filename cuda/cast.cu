@@ -15,7 +15,7 @@
 
 namespace shrink::cuda {
 
-using namespace host_checks;
+using namespace detail;
 namespace {
 
 constexpr int kThreads = 256;
@@ -24,7 +24,7 @@ constexpr int kThreads = 256;
 
 
 void require_workspace(const Workspace& workspace, const char* fn) {
-  host_checks::require_workspace(workspace, fp8_workspace_bytes(), "fp8_workspace_bytes()", fn);
+  detail::require_workspace(workspace, fp8_workspace_bytes(), "fp8_workspace_bytes()", fn);
 }
 
 void require_format(Fp8Format format, const char* fn) {
@@ -34,7 +34,7 @@ void require_format(Fp8Format format, const char* fn) {
 
 // Where the scales apply, after the CPU's checks of the axis; scale_count is 1 or shape[axis].
 struct ScalePlan {
-  cast::ScaleIndex index;
+  kernels::cast::ScaleIndex index;
   std::int64_t scale_count = 1;
 };
 
@@ -52,14 +52,15 @@ ScalePlan plan_scales(const Shape& shape, const Fp8Scales& scales, const char* f
 
 template <class From, class To>
 void convert(const From* x, To* out, std::int64_t n, Stream stream) {
-  cast::convert_kernel<From, To><<<grid_blocks(n, kThreads), kThreads, 0, stream>>>(x, out, n);
+  kernels::cast::convert_kernel<From, To><<<kernels::grid_blocks(n, kThreads), kThreads, 0, stream>>>(x, out, n);
   SHRINK_CUDA_CHECK_LAUNCH(convert_kernel);
 }
 
 void start_checks(const Workspace& workspace, const float* scales, std::int64_t count, Stream stream) {
   int* status = static_cast<int*>(workspace.data);
   SHRINK_CUDA_CHECK(cudaMemsetAsync(status, 0, sizeof(int), stream));
-  cast::check_scales_kernel<<<grid_blocks(count, kThreads), kThreads, 0, stream>>>(scales, count, status);
+  kernels::cast::check_scales_kernel<<<kernels::grid_blocks(count, kThreads), kThreads, 0, stream>>>(scales, count,
+                                                                                                     status);
   SHRINK_CUDA_CHECK_LAUNCH(check_scales_kernel);
 }
 
@@ -112,12 +113,12 @@ void quantize_fp8(TensorView<const float> x, Fp8Format format, Fp8Scales scales,
   start_checks(workspace, scales.data, plan.scale_count, stream);
   int* status = static_cast<int*>(workspace.data);
   const std::int64_t n = x.numel();
-  const unsigned blocks = grid_blocks(n, kThreads);
+  const unsigned blocks = kernels::grid_blocks(n, kThreads);
   if (format == Fp8Format::e4m3)
-    cast::quantize_fp8_kernel<Fp8Format::e4m3><<<blocks, kThreads, 0, stream>>>(
+    kernels::cast::quantize_fp8_kernel<Fp8Format::e4m3><<<blocks, kThreads, 0, stream>>>(
         x.data(), scales.data, plan.index, n, options.saturate, !options.allow_nonfinite, codes, status);
   else
-    cast::quantize_fp8_kernel<Fp8Format::e5m2><<<blocks, kThreads, 0, stream>>>(
+    kernels::cast::quantize_fp8_kernel<Fp8Format::e5m2><<<blocks, kThreads, 0, stream>>>(
         x.data(), scales.data, plan.index, n, options.saturate, !options.allow_nonfinite, codes, status);
   SHRINK_CUDA_CHECK_LAUNCH(quantize_fp8_kernel);
   if (synchronize == Synchronize::yes) check_status(workspace, stream, fn);
@@ -135,13 +136,13 @@ void dequantize_fp8(const std::uint8_t* codes, Fp8Format format, Fp8Scales scale
 
   start_checks(workspace, scales.data, plan.scale_count, stream);
   const std::int64_t n = out.numel();
-  const unsigned blocks = grid_blocks(n, kThreads);
+  const unsigned blocks = kernels::grid_blocks(n, kThreads);
   if (format == Fp8Format::e4m3)
-    cast::dequantize_fp8_kernel<Fp8Format::e4m3><<<blocks, kThreads, 0, stream>>>(codes, scales.data, plan.index, n,
-                                                                                   out.data());
+    kernels::cast::dequantize_fp8_kernel<Fp8Format::e4m3>
+        <<<blocks, kThreads, 0, stream>>>(codes, scales.data, plan.index, n, out.data());
   else
-    cast::dequantize_fp8_kernel<Fp8Format::e5m2><<<blocks, kThreads, 0, stream>>>(codes, scales.data, plan.index, n,
-                                                                                   out.data());
+    kernels::cast::dequantize_fp8_kernel<Fp8Format::e5m2>
+        <<<blocks, kThreads, 0, stream>>>(codes, scales.data, plan.index, n, out.data());
   SHRINK_CUDA_CHECK_LAUNCH(dequantize_fp8_kernel);
   if (synchronize == Synchronize::yes) check_status(workspace, stream, fn);
 }

@@ -16,10 +16,10 @@
 namespace shrink::cuda {
 
 std::size_t cross_entropy_workspace_bytes(std::int64_t rows) {
-  return loss_detail::workspace_bytes(rows, 0, "shrink::cuda::cross_entropy_workspace_bytes");
+  return detail::workspace_bytes(rows, 0, "shrink::cuda::cross_entropy_workspace_bytes");
 }
 
-namespace loss_detail {
+namespace detail {
 
 template <class T, class Label>
 void cross_entropy(TensorView<const T> logits, TensorView<const Label> labels, const TensorView<T>* grad,
@@ -40,16 +40,16 @@ void cross_entropy(TensorView<const T> logits, TensorView<const Label> labels, c
   require_reduction(options.reduction, fn);
   require_grad_scale(options.grad_scale, fn);
   require_device_loss(out, options.reduction, fn);
-  host_checks::require_workspace(workspace, cross_entropy_workspace_bytes(z.rows),
-                                 "cross_entropy_workspace_bytes(rows)", fn);
-  host_checks::require_current_device(logits.device(), fn, "logits");
-  host_checks::require_current_device(labels.device(), fn, "labels");
-  if (grad != nullptr) host_checks::require_current_device(grad->device(), fn, "grad_logits");
-  if (mask != nullptr) host_checks::require_current_device(options.row_mask.device(), fn, "options.row_mask");
+  detail::require_workspace(workspace, cross_entropy_workspace_bytes(z.rows), "cross_entropy_workspace_bytes(rows)",
+                            fn);
+  detail::require_current_device(logits.device(), fn, "logits");
+  detail::require_current_device(labels.device(), fn, "labels");
+  if (grad != nullptr) detail::require_current_device(grad->device(), fn, "grad_logits");
+  if (mask != nullptr) detail::require_current_device(options.row_mask.device(), fn, "options.row_mask");
 
-  const loss::LossWorkspace ws = loss::split_workspace(workspace.data, z.rows);
-  loss::start(ws, z.rows, mask, y, options.ignore_index, z.cols, stream);
-  cross_entropy_kernels::Args<T, Label> a;
+  const kernels::LossWorkspace ws = kernels::split_workspace(workspace.data, z.rows);
+  kernels::start(ws, z.rows, mask, y, options.ignore_index, z.cols, stream);
+  kernels::cross_entropy::Args<T, Label> a;
   a.logits = logits.data();
   a.rows = z.rows;
   a.cols = z.cols;
@@ -64,8 +64,8 @@ void cross_entropy(TensorView<const T> logits, TensorView<const Label> labels, c
   a.grad = grad != nullptr ? grad->data() : nullptr;
   a.grad_stride = g.row_stride;
   a.ws = ws;
-  cross_entropy_kernels::launch(a, stream);
-  loss::finish(ws, z.rows, options.reduction, 1, out, stream);
+  kernels::cross_entropy::launch(a, stream);
+  kernels::finish(ws, z.rows, options.reduction, 1, out, stream);
   if (synchronize == Synchronize::yes) check_status(workspace, stream, fn);
 }
 
@@ -81,5 +81,5 @@ SHRINK_INSTANTIATE_CROSS_ENTROPY(bfloat16, std::int32_t)
 SHRINK_INSTANTIATE_CROSS_ENTROPY(bfloat16, std::int64_t)
 #undef SHRINK_INSTANTIATE_CROSS_ENTROPY
 
-}  // namespace loss_detail
+}  // namespace detail
 }  // namespace shrink::cuda

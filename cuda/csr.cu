@@ -15,7 +15,7 @@
 
 namespace shrink::cuda {
 
-using namespace host_checks;
+using namespace detail;
 
 namespace {
 
@@ -57,7 +57,7 @@ char* zeroed_status(const Workspace& workspace, Stream stream) {
 
 std::size_t csr_workspace_bytes(std::int64_t rows) {
   if (rows < 1) fail("shrink::cuda::csr_workspace_bytes", "rows", rows, "at least one row");
-  return csr::workspace_bytes(rows);
+  return kernels::csr::workspace_bytes(rows);
 }
 
 std::size_t csr_to_dense_workspace_bytes() { return kStatusBytes; }
@@ -74,8 +74,8 @@ void csr_count(TensorView<const T> dense, const std::uint64_t* mask, std::int32_
   require_current_device(dense.device(), fn, "dense");
 
   char* ws = zeroed_status(workspace, stream);
-  csr::count_and_scan(dense.data(), dense.size(0), dense.size(1), mask, kNoCapacity, row_offsets,
-                      reinterpret_cast<long long*>(nnz), ws, stream);
+  kernels::csr::count_and_scan(dense.data(), dense.size(0), dense.size(1), mask, kNoCapacity, row_offsets,
+                               reinterpret_cast<long long*>(nnz), ws, stream);
   if (synchronize == Synchronize::yes) check_status(workspace, stream, fn);
 }
 
@@ -90,8 +90,8 @@ void csr_fill(TensorView<const T> dense, const std::uint64_t* mask, DeviceCsr<T>
   require_current_device(dense.device(), fn, "dense");
 
   char* ws = zeroed_status(workspace, stream);
-  csr::fill(dense.data(), dense.size(0), dense.size(1), mask, csr.row_offsets, csr.capacity, csr.column_indices,
-            csr.values, ws, stream);
+  kernels::csr::fill(dense.data(), dense.size(0), dense.size(1), mask, csr.row_offsets, csr.capacity,
+                     csr.column_indices, csr.values, ws, stream);
   if (synchronize == Synchronize::yes) check_status(workspace, stream, fn);
 }
 
@@ -107,10 +107,10 @@ void to_csr(TensorView<const T> dense, const std::uint64_t* mask, DeviceCsr<T> c
   require_current_device(dense.device(), fn, "dense");
 
   char* ws = zeroed_status(workspace, stream);
-  csr::count_and_scan(dense.data(), dense.size(0), dense.size(1), mask, csr.capacity, csr.row_offsets,
-                      reinterpret_cast<long long*>(nnz), ws, stream);
-  csr::fill(dense.data(), dense.size(0), dense.size(1), mask, csr.row_offsets, csr.capacity, csr.column_indices,
-            csr.values, ws, stream);
+  kernels::csr::count_and_scan(dense.data(), dense.size(0), dense.size(1), mask, csr.capacity, csr.row_offsets,
+                               reinterpret_cast<long long*>(nnz), ws, stream);
+  kernels::csr::fill(dense.data(), dense.size(0), dense.size(1), mask, csr.row_offsets, csr.capacity,
+                     csr.column_indices, csr.values, ws, stream);
   if (synchronize == Synchronize::yes) check_status(workspace, stream, fn);
 }
 
@@ -130,7 +130,8 @@ void csr_to_dense(const std::int32_t* row_offsets, const std::int32_t* column_in
   require_current_device(out.device(), fn, "out");
 
   int* status = reinterpret_cast<int*>(zeroed_status(workspace, stream));
-  csr::to_dense(row_offsets, column_indices, values, nnz, out.size(0), out.size(1), out.data(), status, stream);
+  kernels::csr::to_dense(row_offsets, column_indices, values, nnz, out.size(0), out.size(1), out.data(), status,
+                         stream);
   if (synchronize == Synchronize::yes) check_status(workspace, stream, fn);
 }
 

@@ -15,7 +15,7 @@ int device_attribute(cudaDeviceAttr attribute, const char* attribute_name, int o
   int value = 0;
   const std::string call =
       std::string("cudaDeviceGetAttribute(&value, ") + attribute_name + ", " + std::to_string(ordinal) + ")";
-  check(cudaDeviceGetAttribute(&value, attribute, ordinal), call.c_str(), __FILE__, __LINE__);
+  kernels::check(cudaDeviceGetAttribute(&value, attribute, ordinal), call.c_str(), __FILE__, __LINE__);
   return value;
 }
 
@@ -42,7 +42,7 @@ int device_count() {
     (void)cudaGetLastError();  // clear it so the next checked call does not report it
     return 0;
   }
-  check(status, "cudaGetDeviceCount(&count)", __FILE__, __LINE__);
+  kernels::check(status, "cudaGetDeviceCount(&count)", __FILE__, __LINE__);
   return count;
 }
 

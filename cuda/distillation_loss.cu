@@ -96,20 +96,20 @@ U* at(const Workspace& w, std::size_t offset) {
 
 // The KD part's host checks, as soft_target.cu (full logits) and topk_teacher.cu (top-k) make them.
 template <class T>
-void check_teacher(const TensorView<const T>& student, const loss_detail::RowLayout& s,
-                   const TensorView<const T>& teacher, const char* fn) {
+void check_teacher(const TensorView<const T>& student, const detail::RowLayout& s, const TensorView<const T>& teacher,
+                   const char* fn) {
   if (s.cols > kMaxSoftTargetColumns)
     fail(fn, "student.shape", to_string(student.shape()),
          "a last dimension V of at most kMaxSoftTargetColumns = " + std::to_string(kMaxSoftTargetColumns));
-  loss_detail::device_rows(teacher, fn, "teacher");
+  detail::device_rows(teacher, fn, "teacher");
   distill::detail::flatten_rows(teacher, fn, "teacher");
   distill::detail::require_same_shape(student, teacher, fn, "teacher", "student");
 }
 
 template <class T, class Index>
-void check_teacher(const TensorView<const T>&, const loss_detail::RowLayout& s,
+void check_teacher(const TensorView<const T>&, const detail::RowLayout& s,
                    const distill::TopKTeacher<T, Index>& teacher, const char* fn) {
-  using namespace loss_detail;
+  using namespace detail;
   const RowLayout tl = device_rows(teacher.logits, fn, "teacher.logits");
   const RowLayout ti = device_rows(teacher.indices, fn, "teacher.indices");
   if (tl.rows != s.rows)
@@ -133,15 +133,15 @@ void check_gradient_shape(const TensorView<const T>&, const distill::TopKTeacher
 
 template <class T>
 void require_teacher_device(const TensorView<const T>& teacher, const char* fn) {
-  host_checks::require_current_device(teacher.device(), fn, "teacher");
+  detail::require_current_device(teacher.device(), fn, "teacher");
 }
 
 template <class T, class Index>
 void require_teacher_device(const distill::TopKTeacher<T, Index>& teacher, const char* fn) {
-  host_checks::require_current_device(teacher.logits.device(), fn, "teacher.logits");
-  host_checks::require_current_device(teacher.indices.device(), fn, "teacher.indices");
+  detail::require_current_device(teacher.logits.device(), fn, "teacher.logits");
+  detail::require_current_device(teacher.indices.device(), fn, "teacher.indices");
   if (teacher.tail_mass.data() != nullptr)
-    host_checks::require_current_device(teacher.tail_mass.device(), fn, "teacher.tail_mass");
+    detail::require_current_device(teacher.tail_mass.device(), fn, "teacher.tail_mass");
 }
 
 // The KD part on its slice of the workspace.
@@ -169,7 +169,7 @@ void run_kd(const TensorView<const T>& student, const distill::TopKTeacher<T, In
 
 // grad = 0 over its rows: one memset when they are contiguous, else a kernel that leaves the padding alone.
 template <class T>
-void zero_gradient(const TensorView<T>& grad, const loss_detail::RowLayout& g, Stream stream) {
+void zero_gradient(const TensorView<T>& grad, const detail::RowLayout& g, Stream stream) {
   if (g.rows == 1 || g.row_stride == g.cols) {
     SHRINK_CUDA_CHECK(cudaMemsetAsync(grad.data(), 0, static_cast<std::size_t>(g.rows * g.cols) * sizeof(T), stream));
     return;
@@ -177,7 +177,7 @@ void zero_gradient(const TensorView<T>& grad, const loss_detail::RowLayout& g, S
   using Word = std::conditional_t<sizeof(T) == 4, std::uint32_t, std::uint16_t>;
   static_assert(sizeof(Word) == sizeof(T), "logits are 2 or 4 bytes");
   constexpr int threads = 256;
-  zero_rows_kernel<Word><<<grid_blocks(g.rows * g.cols, threads), threads, 0, stream>>>(
+  zero_rows_kernel<Word><<<kernels::grid_blocks(g.rows * g.cols, threads), threads, 0, stream>>>(
       reinterpret_cast<Word*>(grad.data()), g.rows, g.cols, g.row_stride);
   SHRINK_CUDA_CHECK_LAUNCH(zero_rows_kernel);
 }
@@ -189,7 +189,7 @@ std::size_t distillation_loss_workspace_bytes(std::int64_t rows) {
   return layout_of(rows).total;
 }
 
-namespace loss_detail {
+namespace detail {
 
 template <class T, class Teacher, class Label>
 void distillation_loss(TensorView<const T> student, const Teacher& teacher, TensorView<const Label> labels,
@@ -223,12 +223,12 @@ void distillation_loss(TensorView<const T> student, const Teacher& teacher, Tens
   }
   require_device_loss(out, o.kd_reduction, fn);
   const Layout l = layout_of(z.rows);
-  host_checks::require_workspace(workspace, l.total, "distillation_loss_workspace_bytes(rows)", fn);
-  host_checks::require_current_device(student.device(), fn, "student");
+  detail::require_workspace(workspace, l.total, "distillation_loss_workspace_bytes(rows)", fn);
+  detail::require_current_device(student.device(), fn, "student");
   require_teacher_device(teacher, fn);
-  host_checks::require_current_device(labels.device(), fn, "labels");
-  if (grad != nullptr) host_checks::require_current_device(grad->device(), fn, "grad_student");
-  if (mask != nullptr) host_checks::require_current_device(o.row_mask.device(), fn, "options.row_mask");
+  detail::require_current_device(labels.device(), fn, "labels");
+  if (grad != nullptr) detail::require_current_device(grad->device(), fn, "grad_student");
+  if (mask != nullptr) detail::require_current_device(o.row_mask.device(), fn, "options.row_mask");
 
   const double alpha = o.alpha;
   const bool with_kd = alpha > 0.0, with_ce = alpha < 1.0;
@@ -261,7 +261,7 @@ void distillation_loss(TensorView<const T> student, const Teacher& teacher, Tens
   a.value = out.value;
   a.per_row = out.per_row;
   a.status = at<int>(workspace, 0);
-  mix_kernel<<<rows_out ? grid_blocks(z.rows, kMixThreads) : 1u, kMixThreads, 0, stream>>>(a);
+  mix_kernel<<<rows_out ? kernels::grid_blocks(z.rows, kMixThreads) : 1u, kMixThreads, 0, stream>>>(a);
   SHRINK_CUDA_CHECK_LAUNCH(mix_kernel);
   if (synchronize == Synchronize::yes) check_status(workspace, stream, fn);
 }
@@ -284,5 +284,5 @@ SHRINK_INSTANTIATE_DISTILLATION_TEACHERS(bfloat16, std::int64_t)
 #undef SHRINK_INSTANTIATE_DISTILLATION_TEACHERS
 #undef SHRINK_INSTANTIATE_DISTILLATION
 
-}  // namespace loss_detail
+}  // namespace detail
 }  // namespace shrink::cuda

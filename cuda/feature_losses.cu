@@ -16,17 +16,17 @@
 namespace shrink::cuda {
 
 std::size_t feature_loss_workspace_bytes(std::int64_t rows) {
-  return loss_detail::workspace_bytes(rows, 0, "shrink::cuda::feature_loss_workspace_bytes");
+  return detail::workspace_bytes(rows, 0, "shrink::cuda::feature_loss_workspace_bytes");
 }
 
 std::size_t attention_transfer_workspace_bytes(std::int64_t samples, std::int64_t positions) {
   const char* fn = "shrink::cuda::attention_transfer_workspace_bytes";
   if (positions < 1) fail(fn, "positions", positions, "at least one position");
   if (samples < 1) fail(fn, "samples", samples, "at least one sample");
-  return loss_detail::workspace_bytes(samples, 2 * static_cast<std::size_t>(samples * positions) * sizeof(double), fn);
+  return detail::workspace_bytes(samples, 2 * static_cast<std::size_t>(samples * positions) * sizeof(double), fn);
 }
 
-namespace loss_detail {
+namespace detail {
 namespace {
 
 // An optional view is absent when it holds no memory (TensorView{}), as distill's feature losses say.
@@ -60,11 +60,11 @@ template <class T>
 void require_current_devices(const TensorView<const T>& student, const TensorView<const T>& teacher,
                              const TensorView<T>* grad_student, const TensorView<T>* grad_teacher,
                              const distill::FeatureLossOptions& options, bool masked, const char* fn) {
-  host_checks::require_current_device(student.device(), fn, "student");
-  host_checks::require_current_device(teacher.device(), fn, "teacher");
-  if (grad_student != nullptr) host_checks::require_current_device(grad_student->device(), fn, "grad_student");
-  if (grad_teacher != nullptr) host_checks::require_current_device(grad_teacher->device(), fn, "grad_teacher");
-  if (masked) host_checks::require_current_device(options.row_mask.device(), fn, "options.row_mask");
+  detail::require_current_device(student.device(), fn, "student");
+  detail::require_current_device(teacher.device(), fn, "teacher");
+  if (grad_student != nullptr) detail::require_current_device(grad_student->device(), fn, "grad_student");
+  if (grad_teacher != nullptr) detail::require_current_device(grad_teacher->device(), fn, "grad_teacher");
+  if (masked) detail::require_current_device(options.row_mask.device(), fn, "options.row_mask");
 }
 
 enum class PairLoss { mse, cosine };
@@ -98,14 +98,13 @@ void pair_loss(PairLoss kind, const TensorView<const T>& student, const TensorVi
     if (!(margin >= -1.0 && margin <= 1.0)) fail(fn, "options.margin", margin, "a margin in [-1, 1]");
   }
   require_device_loss(out, options.reduction, fn);
-  host_checks::require_workspace(workspace, feature_loss_workspace_bytes(s.rows), "feature_loss_workspace_bytes(rows)",
-                                 fn);
+  detail::require_workspace(workspace, feature_loss_workspace_bytes(s.rows), "feature_loss_workspace_bytes(rows)", fn);
   require_current_devices(student, teacher, grad_student, grad_teacher, options, mask != nullptr, fn);
-  if (y != nullptr) host_checks::require_current_device(target.device(), fn, "target");
+  if (y != nullptr) detail::require_current_device(target.device(), fn, "target");
 
-  const loss::LossWorkspace ws = loss::split_workspace(workspace.data, s.rows);
-  loss::start<std::int32_t>(ws, s.rows, mask, nullptr, 0, 0, stream);
-  feature_kernels::PairArgs<T> a;
+  const kernels::LossWorkspace ws = kernels::split_workspace(workspace.data, s.rows);
+  kernels::start<std::int32_t>(ws, s.rows, mask, nullptr, 0, 0, stream);
+  kernels::feature_losses::PairArgs<T> a;
   a.student = student.data();
   a.teacher = teacher.data();
   a.rows = s.rows;
@@ -124,11 +123,11 @@ void pair_loss(PairLoss kind, const TensorView<const T>& student, const TensorVi
   a.margin = margin;
   a.ws = ws;
   if (kind == PairLoss::mse) {
-    feature_kernels::launch_mse(a, stream);
-    loss::finish(ws, s.rows, options.reduction, s.cols, out, stream);
+    kernels::feature_losses::launch_mse(a, stream);
+    kernels::finish(ws, s.rows, options.reduction, s.cols, out, stream);
   } else {
-    feature_kernels::launch_cosine(a, stream);
-    loss::finish(ws, s.rows, options.reduction, 1, out, stream);
+    kernels::feature_losses::launch_cosine(a, stream);
+    kernels::finish(ws, s.rows, options.reduction, 1, out, stream);
   }
   if (synchronize == Synchronize::yes) check_status(workspace, stream, fn);
 }
@@ -159,13 +158,13 @@ void attention_loss(const TensorView<const T>& student, const TensorView<const T
   const std::uint8_t* mask = per_row_view(options.row_mask, s.count, fn, "options.row_mask", &samples_shape);
   require_feature_options(options, fn);
   require_device_loss(out, options.reduction, fn);
-  host_checks::require_workspace(workspace, attention_transfer_workspace_bytes(s.count, s.positions),
-                                 "attention_transfer_workspace_bytes(samples, positions)", fn);
+  detail::require_workspace(workspace, attention_transfer_workspace_bytes(s.count, s.positions),
+                            "attention_transfer_workspace_bytes(samples, positions)", fn);
   require_current_devices(student, teacher, grad_student, grad_teacher, options, mask != nullptr, fn);
 
-  const loss::LossWorkspace ws = loss::split_workspace(workspace.data, s.count);
-  loss::start<std::int32_t>(ws, s.count, mask, nullptr, 0, 0, stream);
-  feature_kernels::AttentionArgs<T> a;
+  const kernels::LossWorkspace ws = kernels::split_workspace(workspace.data, s.count);
+  kernels::start<std::int32_t>(ws, s.count, mask, nullptr, 0, 0, stream);
+  kernels::feature_losses::AttentionArgs<T> a;
   a.student = {student.data(),
                s.channels,
                s.sample_stride,
@@ -187,36 +186,36 @@ void attention_loss(const TensorView<const T>& student, const TensorView<const T
   a.grad_scale = options.grad_scale;
   a.accumulate = options.accumulate;
   a.ws = ws;
-  feature_kernels::launch_attention(a, stream);
-  loss::finish(ws, s.count, options.reduction, s.positions, out, stream);
+  kernels::feature_losses::launch_attention(a, stream);
+  kernels::finish(ws, s.count, options.reduction, s.positions, out, stream);
   if (synchronize == Synchronize::yes) check_status(workspace, stream, fn);
 }
 
 }  // namespace
-}  // namespace loss_detail
+}  // namespace detail
 
 template <class T>
 void mse_loss(TensorView<const T> student, TensorView<const T> teacher, DeviceLoss out, Workspace workspace,
               Stream stream, const distill::FeatureLossOptions& options, Synchronize synchronize) {
-  loss_detail::pair_loss<T>(loss_detail::PairLoss::mse, student, teacher, {}, nullptr, nullptr, out, workspace, stream,
-                            options, 0.0, synchronize, "shrink::cuda::mse_loss");
+  detail::pair_loss<T>(detail::PairLoss::mse, student, teacher, {}, nullptr, nullptr, out, workspace, stream, options,
+                       0.0, synchronize, "shrink::cuda::mse_loss");
 }
 
 template <class T>
 void mse_loss_with_grad(distill::feature_detail::input_view<T> student, distill::feature_detail::input_view<T> teacher,
                         TensorView<T> grad_student, TensorView<T> grad_teacher, DeviceLoss out, Workspace workspace,
                         Stream stream, const distill::FeatureLossOptions& options, Synchronize synchronize) {
-  loss_detail::pair_loss<T>(loss_detail::PairLoss::mse, student, teacher, {}, loss_detail::wanted(grad_student),
-                            loss_detail::wanted(grad_teacher), out, workspace, stream, options, 0.0, synchronize,
-                            "shrink::cuda::mse_loss_with_grad");
+  detail::pair_loss<T>(detail::PairLoss::mse, student, teacher, {}, detail::wanted(grad_student),
+                       detail::wanted(grad_teacher), out, workspace, stream, options, 0.0, synchronize,
+                       "shrink::cuda::mse_loss_with_grad");
 }
 
 template <class T>
 void cosine_embedding_loss(TensorView<const T> student, TensorView<const T> teacher,
                            TensorView<const std::int8_t> target, DeviceLoss out, Workspace workspace, Stream stream,
                            const distill::CosineEmbeddingOptions& options, Synchronize synchronize) {
-  loss_detail::pair_loss<T>(loss_detail::PairLoss::cosine, student, teacher, target, nullptr, nullptr, out, workspace,
-                            stream, options, options.margin, synchronize, "shrink::cuda::cosine_embedding_loss");
+  detail::pair_loss<T>(detail::PairLoss::cosine, student, teacher, target, nullptr, nullptr, out, workspace, stream,
+                       options, options.margin, synchronize, "shrink::cuda::cosine_embedding_loss");
 }
 
 template <class T>
@@ -225,17 +224,17 @@ void cosine_embedding_loss_with_grad(distill::feature_detail::input_view<T> stud
                                      TensorView<const std::int8_t> target, TensorView<T> grad_student,
                                      TensorView<T> grad_teacher, DeviceLoss out, Workspace workspace, Stream stream,
                                      const distill::CosineEmbeddingOptions& options, Synchronize synchronize) {
-  loss_detail::pair_loss<T>(loss_detail::PairLoss::cosine, student, teacher, target, loss_detail::wanted(grad_student),
-                            loss_detail::wanted(grad_teacher), out, workspace, stream, options, options.margin,
-                            synchronize, "shrink::cuda::cosine_embedding_loss_with_grad");
+  detail::pair_loss<T>(detail::PairLoss::cosine, student, teacher, target, detail::wanted(grad_student),
+                       detail::wanted(grad_teacher), out, workspace, stream, options, options.margin, synchronize,
+                       "shrink::cuda::cosine_embedding_loss_with_grad");
 }
 
 template <class T>
 void attention_transfer_loss(TensorView<const T> student, TensorView<const T> teacher, DeviceLoss out,
                              Workspace workspace, Stream stream, const distill::FeatureLossOptions& options,
                              Synchronize synchronize) {
-  loss_detail::attention_loss<T>(student, teacher, nullptr, nullptr, out, workspace, stream, options, synchronize,
-                                 "shrink::cuda::attention_transfer_loss");
+  detail::attention_loss<T>(student, teacher, nullptr, nullptr, out, workspace, stream, options, synchronize,
+                            "shrink::cuda::attention_transfer_loss");
 }
 
 template <class T>
@@ -243,9 +242,8 @@ void attention_transfer_loss_with_grad(distill::feature_detail::input_view<T> st
                                        distill::feature_detail::input_view<T> teacher, TensorView<T> grad_student,
                                        TensorView<T> grad_teacher, DeviceLoss out, Workspace workspace, Stream stream,
                                        const distill::FeatureLossOptions& options, Synchronize synchronize) {
-  loss_detail::attention_loss<T>(student, teacher, loss_detail::wanted(grad_student), loss_detail::wanted(grad_teacher),
-                                 out, workspace, stream, options, synchronize,
-                                 "shrink::cuda::attention_transfer_loss_with_grad");
+  detail::attention_loss<T>(student, teacher, detail::wanted(grad_student), detail::wanted(grad_teacher), out,
+                            workspace, stream, options, synchronize, "shrink::cuda::attention_transfer_loss_with_grad");
 }
 
 #define SHRINK_INSTANTIATE_FEATURE_LOSSES(T)                                                                           \

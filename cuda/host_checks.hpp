@@ -14,7 +14,7 @@
 #include "shrink/cuda/kernels/common/check.cuh"
 #include "shrink/cuda/launch.hpp"
 
-namespace shrink::cuda::host_checks {
+namespace shrink::cuda::detail {
 
 inline void require_pointer(const void* pointer, std::uintptr_t alignment, const char* fn, const char* argument) {
   if (pointer == nullptr) fail(fn, argument, "a null pointer", "a device pointer");
@@ -48,4 +48,4 @@ inline void require_workspace(const Workspace& workspace, std::size_t needed, co
     fail(fn, "workspace.bytes", workspace.bytes, "at least " + query + " = " + std::to_string(needed));
 }
 
-}  // namespace shrink::cuda::host_checks
+}  // namespace shrink::cuda::detail

@@ -138,7 +138,8 @@ std::size_t linear_csr_workspace_bytes(const LinearCsrArgs<T>& args) {
   require_supported(can_implement_linear_csr(args), "shrink::cuda::linear_csr_workspace_bytes");
   if (!needs_transpose(args)) return kStatusBytes;
   const auto k = static_cast<std::size_t>(args.x.size(1));
-  return kStatusBytes + round_up_16(k * static_cast<std::size_t>(spmm::padded_m(args.x.size(0))) * sizeof(T));
+  return kStatusBytes +
+         round_up_16(k * static_cast<std::size_t>(kernels::linear_csr::padded_m(args.x.size(0))) * sizeof(T));
 }
 
 template <class T>
@@ -146,7 +147,7 @@ void linear_csr(const LinearCsrArgs<T>& args, Workspace workspace, Stream stream
   const char* fn = "shrink::cuda::linear_csr";
   require_supported(can_implement_linear_csr(args), fn);
   const std::size_t needed = linear_csr_workspace_bytes(args);
-  host_checks::require_workspace(workspace, needed, "linear_csr_workspace_bytes(args)", fn);
+  detail::require_workspace(workspace, needed, "linear_csr_workspace_bytes(args)", fn);
   const auto scratch = reinterpret_cast<std::uintptr_t>(workspace.data);
   const std::pair<std::uintptr_t, std::uintptr_t> workspace_span{scratch, scratch + needed};
   auto spans = input_spans(args);
@@ -154,36 +155,36 @@ void linear_csr(const LinearCsrArgs<T>& args, Workspace workspace, Stream stream
   for (const auto& [name, span] : spans)
     if (spans_overlap(workspace_span, span))
       fail(fn, "workspace.data", "memory overlapping " + name, "a separate scratch buffer");
-  host_checks::require_current_device(args.x.device(), fn, "x");
+  detail::require_current_device(args.x.device(), fn, "x");
 
   const std::int64_t m = args.x.size(0), k = args.x.size(1), n = args.row_offsets.size(0) - 1;
   char* base = static_cast<char*>(workspace.data);
   int* status = reinterpret_cast<int*>(base);
   const bool transpose = needs_transpose(args);
-  const std::int64_t ldxt = transpose ? spmm::padded_m(m) : 1;
+  const std::int64_t ldxt = transpose ? kernels::linear_csr::padded_m(m) : 1;
   T* xt = transpose ? reinterpret_cast<T*>(base + kStatusBytes) : nullptr;
   const bool bias = has_elements(args.epilogue.bias);
-  const spmm::Operands<T> operands{transpose ? xt : args.x.data(),
-                                   ldxt,
-                                   m,
-                                   k,
-                                   n,
-                                   args.row_offsets.data(),
-                                   args.column_indices.data(),
-                                   args.values.data(),
-                                   args.values.size(0),
-                                   bias ? args.epilogue.bias.data() : nullptr,
-                                   args.epilogue.activation,
-                                   args.out.data(),
-                                   status};
+  const kernels::linear_csr::Operands<T> operands{transpose ? xt : args.x.data(),
+                                                  ldxt,
+                                                  m,
+                                                  k,
+                                                  n,
+                                                  args.row_offsets.data(),
+                                                  args.column_indices.data(),
+                                                  args.values.data(),
+                                                  args.values.size(0),
+                                                  bias ? args.epilogue.bias.data() : nullptr,
+                                                  args.epilogue.activation,
+                                                  args.out.data(),
+                                                  status};
 
   SHRINK_CUDA_CHECK(cudaMemsetAsync(status, 0, sizeof(int), stream));
-  if (transpose) spmm::transpose(args.x.data(), m, k, xt, ldxt, stream);
+  if (transpose) kernels::linear_csr::transpose(args.x.data(), m, k, xt, ldxt, stream);
   switch (resolve_path(args)) {
-    case LinearCsrPath::row_dots: spmm::row_dots(operands, stream); break;
-    case LinearCsrPath::row_split: spmm::tile<T, false>(operands, stream); break;
-    case LinearCsrPath::staged: spmm::staged(operands, stream); break;
-    default: spmm::tile<T, true>(operands, stream); break;
+    case LinearCsrPath::row_dots: kernels::linear_csr::row_dots(operands, stream); break;
+    case LinearCsrPath::row_split: kernels::linear_csr::tile<T, false>(operands, stream); break;
+    case LinearCsrPath::staged: kernels::linear_csr::staged(operands, stream); break;
+    default: kernels::linear_csr::tile<T, true>(operands, stream); break;
   }
   if (synchronize == Synchronize::yes) check_status(workspace, stream, fn);
 }

@@ -30,7 +30,7 @@
 
 namespace shrink::cuda {
 
-using int8_gemm::OutputKind;
+using kernels::linear_int8::OutputKind;
 
 const char* to_string(LinearInt8Path path) {
   switch (path) {
@@ -174,11 +174,15 @@ struct Tiling {
 
 Tiling tiling(Kernel kernel) {
   switch (kernel) {
-    case Kernel::mma_small: return {int8_gemm::MmaSmall::kBM, int8_gemm::MmaSmall::kBN, int8_gemm::MmaSmall::kBK};
-    case Kernel::mma_large: return {int8_gemm::MmaLarge::kBM, int8_gemm::MmaLarge::kBN, int8_gemm::MmaLarge::kBK};
+    case Kernel::mma_small:
+      return {kernels::linear_int8::MmaSmall::kBM, kernels::linear_int8::MmaSmall::kBN,
+              kernels::linear_int8::MmaSmall::kBK};
+    case Kernel::mma_large:
+      return {kernels::linear_int8::MmaLarge::kBM, kernels::linear_int8::MmaLarge::kBN,
+              kernels::linear_int8::MmaLarge::kBK};
     case Kernel::wgmma: break;
   }
-  return {128, 128, 128};  // int8_gemm::WgmmaConfig, whose header only the sm_90a source includes
+  return {128, 128, 128};  // kernels::linear_int8::WgmmaConfig, whose header only the sm_90a source includes
 }
 
 struct Plan {
@@ -250,10 +254,10 @@ Kernel choose_kernel(LinearInt8Path path, std::int64_t m, int device, const char
 }
 
 template <class C>
-void launch_mma(const int8_gemm::GemmParams& params, int splits, int device, cudaStream_t stream) {
-  const auto kernel = int8_gemm::gemm_int8_mma_kernel<C>;
+void launch_mma(const kernels::linear_int8::GemmParams& params, int splits, int device, cudaStream_t stream) {
+  const auto kernel = kernels::linear_int8::gemm_int8_mma_kernel<C>;
   static std::atomic<std::uint64_t> configured{0};
-  int8_gemm::allow_shared_memory(kernel, C::kSharedBytes, device, configured);
+  kernels::linear_int8::allow_shared_memory(kernel, C::kSharedBytes, device, configured);
   const dim3 grid(static_cast<unsigned>(params.tiles_m) * static_cast<unsigned>(params.tiles_n), 1,
                   static_cast<unsigned>(splits));
   kernel<<<grid, C::kThreads, C::kSharedBytes, stream>>>(params);
@@ -261,10 +265,10 @@ void launch_mma(const int8_gemm::GemmParams& params, int splits, int device, cud
 }
 
 // The device form of a checked epilogue for an [M, N] result.
-int8_gemm::EpilogueParams epilogue_params(const Epilogue& e, const LinearInt8Output& output, std::int64_t m,
-                                          std::int64_t n, int* status) {
+kernels::linear_int8::EpilogueParams epilogue_params(const Epilogue& e, const LinearInt8Output& output, std::int64_t m,
+                                                     std::int64_t n, int* status) {
   const OutputView out = describe_output(output, e.x_scales.device().index);
-  int8_gemm::EpilogueParams p;
+  kernels::linear_int8::EpilogueParams p;
   p.x_scales = e.x_scales.data();
   p.x_per_token = e.x_scales.size(0) == m && m > 1;
   p.w_scales = e.w_scales.data();
@@ -284,10 +288,10 @@ int8_gemm::EpilogueParams epilogue_params(const Epilogue& e, const LinearInt8Out
 }
 
 void launch_epilogue(const std::int32_t* acc, std::int64_t ld_acc, std::int64_t split_stride, int splits,
-                     const int8_gemm::EpilogueParams& p, cudaStream_t stream) {
+                     const kernels::linear_int8::EpilogueParams& p, cudaStream_t stream) {
   constexpr int kThreads = 256;
   const dim3 grid(static_cast<unsigned>((p.n + kThreads - 1) / kThreads), static_cast<unsigned>(std::min(p.m, 65535)));
-  int8_gemm::int8_epilogue_kernel<<<grid, kThreads, 0, stream>>>(acc, ld_acc, split_stride, splits, p);
+  kernels::linear_int8::int8_epilogue_kernel<<<grid, kThreads, 0, stream>>>(acc, ld_acc, split_stride, splits, p);
   SHRINK_CUDA_CHECK_LAUNCH(int8_epilogue_kernel);
 }
 
@@ -347,18 +351,18 @@ void linear_int8(const LinearInt8Args& args, Workspace workspace, Stream stream,
   const char* fn = "shrink::cuda::linear_int8";
   require_supported(can_implement_linear_int8(args), fn);
   const std::int64_t m = args.x.size(0), k = args.x.size(1), n = args.w.size(0);
-  host_checks::require_workspace(workspace, workspace_for(args.path, m, n, k), "linear_int8_workspace_bytes(args)", fn);
+  detail::require_workspace(workspace, workspace_for(args.path, m, n, k), "linear_int8_workspace_bytes(args)", fn);
   const OutputView out = describe_output(args.out, args.x.device().index);
   if (spans_overlap(out.span, workspace_span(workspace)))
     fail(fn, "workspace", "memory overlapping out", "a separate workspace");
-  host_checks::require_current_device(args.x.device(), fn, "x");
+  detail::require_current_device(args.x.device(), fn, "x");
 
   const int device = args.x.device().index;
   const Plan plan = make_plan(choose_kernel(args.path, m, device, fn), m, n, k);
   int* status = static_cast<int*>(workspace.data);
   SHRINK_CUDA_CHECK(cudaMemsetAsync(status, 0, sizeof(int), stream));
 
-  int8_gemm::GemmParams p;
+  kernels::linear_int8::GemmParams p;
   p.x = args.x.data();
   p.ldx = m > 1 ? args.x.stride(0) : k;
   p.w = args.w.data();
@@ -371,7 +375,7 @@ void linear_int8(const LinearInt8Args& args, Workspace workspace, Stream stream,
   p.k_tiles_per_split = static_cast<int>(plan.per_split);
   p.epilogue = epilogue_params(args.epilogue, args.out, m, n, status);
   auto* partials = reinterpret_cast<std::int32_t*>(static_cast<char*>(workspace.data) + kStatusBytes);
-  const int8_gemm::EpilogueParams finish = p.epilogue;
+  const kernels::linear_int8::EpilogueParams finish = p.epilogue;
   if (plan.splits > 1) {  // each split writes its int32 partial tile; the epilogue kernel sums and finishes them
     p.split_stride = m * n;
     p.epilogue.kind = OutputKind::s32;
@@ -382,11 +386,11 @@ void linear_int8(const LinearInt8Args& args, Workspace workspace, Stream stream,
   const int splits = static_cast<int>(plan.splits);
   const auto s = static_cast<cudaStream_t>(stream);
   switch (plan.kernel) {
-    case Kernel::mma_small: launch_mma<int8_gemm::MmaSmall>(p, splits, device, s); break;
-    case Kernel::mma_large: launch_mma<int8_gemm::MmaLarge>(p, splits, device, s); break;
+    case Kernel::mma_small: launch_mma<kernels::linear_int8::MmaSmall>(p, splits, device, s); break;
+    case Kernel::mma_large: launch_mma<kernels::linear_int8::MmaLarge>(p, splits, device, s); break;
     case Kernel::wgmma:
 #if SHRINK_CUDA_HAS_SM90A
-      int8_gemm::launch_wgmma(p, splits, device, s);
+      kernels::linear_int8::launch_wgmma(p, splits, device, s);
 #endif
       break;
   }
@@ -414,10 +418,10 @@ void apply_int8_epilogue(TensorView<const std::int32_t> acc, const Epilogue& epi
                          Workspace workspace, Stream stream, Synchronize synchronize) {
   const char* fn = "shrink::cuda::apply_int8_epilogue";
   require_supported(can_implement_int8_epilogue(acc, epilogue, out), fn);
-  host_checks::require_workspace(workspace, int8_epilogue_workspace_bytes(), "int8_epilogue_workspace_bytes()", fn);
+  detail::require_workspace(workspace, int8_epilogue_workspace_bytes(), "int8_epilogue_workspace_bytes()", fn);
   if (spans_overlap(describe_output(out, acc.device().index).span, workspace_span(workspace)))
     fail(fn, "workspace", "memory overlapping out", "a separate workspace");
-  host_checks::require_current_device(acc.device(), fn, "acc");
+  detail::require_current_device(acc.device(), fn, "acc");
   const std::int64_t m = acc.size(0), n = acc.size(1);
   int* status = static_cast<int*>(workspace.data);
   SHRINK_CUDA_CHECK(cudaMemsetAsync(status, 0, sizeof(int), stream));
@@ -446,25 +450,25 @@ void quantize_rows_absmax(TensorView<const T> x, TensorView<std::int8_t> q, Tens
   if (spans_overlap(byte_span(q), byte_span(x))) fail(fn, "q", "memory overlapping x", "a separate output");
   if (spans_overlap(byte_span(scales), byte_span(x))) fail(fn, "scales", "memory overlapping x", "a separate output");
   if (spans_overlap(byte_span(scales), byte_span(q))) fail(fn, "scales", "memory overlapping q", "a separate output");
-  host_checks::require_workspace(workspace, quantize_rows_absmax_workspace_bytes(),
-                                 "quantize_rows_absmax_workspace_bytes()", fn);
+  detail::require_workspace(workspace, quantize_rows_absmax_workspace_bytes(), "quantize_rows_absmax_workspace_bytes()",
+                            fn);
   for (const auto& span : {byte_span(q), byte_span(scales)})
     if (spans_overlap(span, workspace_span(workspace)))
       fail(fn, "workspace", "memory overlapping an output", "a separate workspace");
-  host_checks::require_current_device(x.device(), fn, "x");
+  detail::require_current_device(x.device(), fn, "x");
 
-  constexpr int V = quantize_rows::kVector<T>;
+  constexpr int V = kernels::quantize_rows::kVector<T>;
   const std::int64_t ldx = m > 1 ? x.stride(0) : k, ldq = m > 1 ? q.stride(0) : k;
   const bool vec = k % V == 0 && aligned(x.data(), 16) && (ldx * static_cast<std::int64_t>(sizeof(T))) % 16 == 0 &&
                    aligned(q.data(), V) && ldq % V == 0;
   const std::int64_t row_bytes = k * static_cast<std::int64_t>(sizeof(T));
-  const bool staged = row_bytes <= quantize_rows::kStagedBytes;
+  const bool staged = row_bytes <= kernels::quantize_rows::kStagedBytes;
   const int shared = staged ? static_cast<int>(row_bytes) : 0;
   int* status = static_cast<int*>(workspace.data);
   const auto s = static_cast<cudaStream_t>(stream);
   SHRINK_CUDA_CHECK(cudaMemsetAsync(status, 0, sizeof(int), s));
   const dim3 grid(static_cast<unsigned>(m));
-  using namespace quantize_rows;
+  using namespace kernels::quantize_rows;
   if (vec && staged)
     quantize_rows_absmax_kernel<T, true, true>
         <<<grid, kThreads, shared, s>>>(x.data(), ldx, k, q.data(), ldq, scales.data(), status);

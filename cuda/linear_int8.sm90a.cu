@@ -10,7 +10,7 @@
 #include "shrink/cuda/kernels/common/check.cuh"
 #include "shrink/cuda/kernels/linear_int8_wgmma.cuh"
 
-namespace shrink::cuda::int8_gemm {
+namespace shrink::cuda::kernels::linear_int8 {
 
 static_assert(WgmmaConfig::kBM == 128 && WgmmaConfig::kBN == 128 && WgmmaConfig::kBK == 128,
               "gemm_int8.cu plans wgmma launches (tiles, K splits, workspace) for 128 x 128 x 128 tiles");
@@ -25,4 +25,4 @@ void launch_wgmma(const GemmParams& params, int splits, int device, cudaStream_t
   SHRINK_CUDA_CHECK_LAUNCH(gemm_int8_wgmma_kernel);
 }
 
-}  // namespace shrink::cuda::int8_gemm
+}  // namespace shrink::cuda::kernels::linear_int8

@@ -10,7 +10,7 @@
 #include "shrink/cuda/kernels/common/check.cuh"
 #include "shrink/cuda/kernels/linear_int8_mma.cuh"  // GemmParams
 
-namespace shrink::cuda::int8_gemm {
+namespace shrink::cuda::kernels::linear_int8 {
 
 // Lets `kernel` use `bytes` of dynamic shared memory on `device`, once per kernel and device (`done` holds a bit per
 // device below 64): a driver call on every launch would add to the latency of every small GEMM.
@@ -26,4 +26,4 @@ void allow_shared_memory(Kernel kernel, int bytes, int device, std::atomic<std::
 // current device, `device`).
 void launch_wgmma(const GemmParams& params, int splits, int device, cudaStream_t stream);
 
-}  // namespace shrink::cuda::int8_gemm
+}  // namespace shrink::cuda::kernels::linear_int8

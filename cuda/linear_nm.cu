@@ -25,8 +25,9 @@ LinearNmPath choose_path(LinearNmPath requested, std::int64_t m, std::int64_t n)
   int device = 0, multiprocessors = 0;
   SHRINK_CUDA_CHECK(cudaGetDevice(&device));
   SHRINK_CUDA_CHECK(cudaDeviceGetAttribute(&multiprocessors, cudaDevAttrMultiProcessorCount, device));
-  return sparse24::grid_size<sparse24::Tile128x128>(m, n) >= multiprocessors ? LinearNmPath::mma_sp_128x128
-                                                                             : LinearNmPath::mma_sp_64x64;
+  return kernels::linear_nm::grid_size<kernels::linear_nm::Tile128x128>(m, n) >= multiprocessors
+             ? LinearNmPath::mma_sp_128x128
+             : LinearNmPath::mma_sp_64x64;
 }
 
 }  // namespace
@@ -42,35 +43,39 @@ void linear_nm(const LinearNmArgs<T, Out>& args, Workspace workspace, Stream str
   require_supported(can_implement_linear_nm(args), fn);
   const std::int64_t m = args.x.size(0), n = args.w.rows, k = args.x.size(1);
   // The smallest tile has the most blocks; a 1-D grid holds 2^31 - 1.
-  if (sparse24::grid_size<sparse24::Tile32x16>(m, n) > std::numeric_limits<std::int32_t>::max())
+  if (kernels::linear_nm::grid_size<kernels::linear_nm::Tile32x16>(m, n) > std::numeric_limits<std::int32_t>::max())
     fail(fn, "x.shape", to_string(args.x.shape()),
          "M, N with at most 2^31 - 1 blocks of 32 x 16 outputs (N = " + std::to_string(n) + ")");
-  host_checks::require_workspace(workspace, linear_nm_workspace_bytes(args), "linear_nm_workspace_bytes()", fn);
-  host_checks::require_current_device(args.x.device(), fn, "x");
+  detail::require_workspace(workspace, linear_nm_workspace_bytes(args), "linear_nm_workspace_bytes()", fn);
+  detail::require_current_device(args.x.device(), fn, "x");
 
   int* status = static_cast<int*>(workspace.data);
   SHRINK_CUDA_CHECK(cudaMemsetAsync(status, 0, sizeof(int), stream));
-  const bool scaled = !detail::is_empty_vector(args.epilogue.x_scales);
-  const bool has_bias = !detail::is_empty_vector(args.epilogue.bias);
-  const sparse24::Params<T, Out> p{args.x.data(),
-                                   args.w.values,
-                                   args.w.metadata,
-                                   scaled ? args.epilogue.x_scales.data() : nullptr,
-                                   scaled ? args.epilogue.w_scales.data() : nullptr,
-                                   has_bias ? args.epilogue.bias.data() : nullptr,
-                                   args.out.data(),
-                                   m,
-                                   n,
-                                   k,
-                                   scaled && args.epilogue.x_scales.size(0) > 1 ? 1 : 0,
-                                   scaled && args.epilogue.w_scales.size(0) > 1 ? 1 : 0,
-                                   args.epilogue.out_scale,
-                                   args.epilogue.activation,
-                                   status};
+  const bool scaled = !is_empty_view(args.epilogue.x_scales);
+  const bool has_bias = !is_empty_view(args.epilogue.bias);
+  const kernels::linear_nm::Params<T, Out> p{args.x.data(),
+                                             args.w.values,
+                                             args.w.metadata,
+                                             scaled ? args.epilogue.x_scales.data() : nullptr,
+                                             scaled ? args.epilogue.w_scales.data() : nullptr,
+                                             has_bias ? args.epilogue.bias.data() : nullptr,
+                                             args.out.data(),
+                                             m,
+                                             n,
+                                             k,
+                                             scaled && args.epilogue.x_scales.size(0) > 1 ? 1 : 0,
+                                             scaled && args.epilogue.w_scales.size(0) > 1 ? 1 : 0,
+                                             args.epilogue.out_scale,
+                                             args.epilogue.activation,
+                                             status};
   switch (choose_path(args.path, m, n)) {
-    case LinearNmPath::mma_sp_32x16: sparse24::launch<T, Out, sparse24::Tile32x16>(p, stream); break;
-    case LinearNmPath::mma_sp_64x64: sparse24::launch<T, Out, sparse24::Tile64x64>(p, stream); break;
-    default: sparse24::launch<T, Out, sparse24::Tile128x128>(p, stream); break;
+    case LinearNmPath::mma_sp_32x16:
+      kernels::linear_nm::launch<T, Out, kernels::linear_nm::Tile32x16>(p, stream);
+      break;
+    case LinearNmPath::mma_sp_64x64:
+      kernels::linear_nm::launch<T, Out, kernels::linear_nm::Tile64x64>(p, stream);
+      break;
+    default: kernels::linear_nm::launch<T, Out, kernels::linear_nm::Tile128x128>(p, stream); break;
   }
   if (synchronize == Synchronize::yes) check_status(workspace, stream, fn);
 }

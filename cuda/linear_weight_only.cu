@@ -19,7 +19,7 @@
 
 namespace shrink::cuda {
 
-using weight_only::WeightKind;
+using kernels::linear_weight_only::WeightKind;
 
 namespace {
 
@@ -133,21 +133,21 @@ Plan make_plan(const LinearWeightOnlyArgs<T>& a, int multiprocessors) {
   Plan plan;
   plan.tensor_cores = resolve_path(a) == WeightOnlyPath::tensor_core;
   const std::int64_t m = a.x.size(0), k = a.x.size(1), n = a.w.rows();
-  const std::int64_t rows_per_block =
-      plan.tensor_cores ? weight_only::kMmaRowsPerBlock : weight_only::kCoreRowsPerBlock;
-  const std::int64_t m_blocks = plan.tensor_cores
-                                    ? 1
-                                    : (m + weight_only::cuda_core_rows_per_block(static_cast<int>(m)) - 1) /
-                                          weight_only::cuda_core_rows_per_block(static_cast<int>(m));
+  const std::int64_t rows_per_block = plan.tensor_cores ? kernels::linear_weight_only::kMmaRowsPerBlock
+                                                        : kernels::linear_weight_only::kCoreRowsPerBlock;
+  const std::int64_t m_blocks =
+      plan.tensor_cores ? 1
+                        : (m + kernels::linear_weight_only::cuda_core_rows_per_block(static_cast<int>(m)) - 1) /
+                              kernels::linear_weight_only::cuda_core_rows_per_block(static_cast<int>(m));
   const std::int64_t blocks = (n + rows_per_block - 1) / rows_per_block * m_blocks;
-  const std::int64_t k_blocks = (k + weight_only::kBlockK - 1) / weight_only::kBlockK;
+  const std::int64_t k_blocks = (k + kernels::linear_weight_only::kBlockK - 1) / kernels::linear_weight_only::kBlockK;
   std::int64_t wanted = a.split_k;
   if (wanted == 0) {  // enough blocks to fill the device, slices of at least kMinSliceK
     const std::int64_t target = static_cast<std::int64_t>(kBlocksPerMultiprocessor) * multiprocessors;
     wanted = std::max<std::int64_t>(1, std::min((target + blocks - 1) / blocks, k / kMinSliceK));
   }
   wanted = std::min(wanted, k_blocks);
-  plan.k_slice = (k_blocks + wanted - 1) / wanted * weight_only::kBlockK;
+  plan.k_slice = (k_blocks + wanted - 1) / wanted * kernels::linear_weight_only::kBlockK;
   plan.slices = static_cast<int>((k + plan.k_slice - 1) / plan.k_slice);
   if (plan.slices > 1)
     plan.workspace += static_cast<std::size_t>(plan.slices) * static_cast<std::size_t>(m * n) * sizeof(float);
@@ -172,8 +172,9 @@ void require_compute_capability_80(const char* fn) {
 }
 
 template <class T>
-weight_only::Problem<T> make_problem(const LinearWeightOnlyArgs<T>& a, const Plan& plan, const Workspace& workspace) {
-  weight_only::Problem<T> p;
+kernels::linear_weight_only::Problem<T> make_problem(const LinearWeightOnlyArgs<T>& a, const Plan& plan,
+                                                     const Workspace& workspace) {
+  kernels::linear_weight_only::Problem<T> p;
   p.x = a.x.data();
   p.w = a.w.data.data();
   p.scales = a.w.scales.data();
@@ -215,23 +216,23 @@ void linear_weight_only(const LinearWeightOnlyArgs<T>& args, Workspace workspace
                         Synchronize synchronize) {
   const char* fn = "shrink::cuda::linear_weight_only";
   require_supported(check_args(args), fn);
-  host_checks::require_pointer(workspace.data, 16, fn, "workspace.data");
+  detail::require_pointer(workspace.data, 16, fn, "workspace.data");
   const std::string query = "linear_weight_only_workspace_bytes(args)";
   if (args.split_k > 0)  // the plan needs no device: the workspace is checked before any CUDA call
-    host_checks::require_workspace(workspace, make_plan(args, 0).workspace, query, fn);
+    detail::require_workspace(workspace, make_plan(args, 0).workspace, query, fn);
   else
-    host_checks::require_workspace(workspace, kStatusBytes, query, fn);
-  host_checks::require_current_device(args.x.device(), fn, "x");
+    detail::require_workspace(workspace, kStatusBytes, query, fn);
+  detail::require_current_device(args.x.device(), fn, "x");
   require_compute_capability_80(fn);
   const Plan plan = make_plan(args, args.split_k > 0 ? 0 : current_multiprocessors());
-  host_checks::require_workspace(workspace, plan.workspace, query, fn);
+  detail::require_workspace(workspace, plan.workspace, query, fn);
 
-  const weight_only::Problem<T> p = make_problem(args, plan, workspace);
+  const kernels::linear_weight_only::Problem<T> p = make_problem(args, plan, workspace);
   SHRINK_CUDA_CHECK(cudaMemsetAsync(workspace.data, 0, sizeof(int), stream));
   if (args.w.dtype == quant::QuantDtype::int8)
-    weight_only::launch<T, WeightKind::int8>(p, plan.tensor_cores, stream);
+    kernels::linear_weight_only::launch<T, WeightKind::int8>(p, plan.tensor_cores, stream);
   else
-    weight_only::launch<T, WeightKind::int4>(p, plan.tensor_cores, stream);
+    kernels::linear_weight_only::launch<T, WeightKind::int4>(p, plan.tensor_cores, stream);
   if (synchronize == Synchronize::yes) check_status(workspace, stream, fn);
 }
 

@@ -15,14 +15,14 @@
 
 namespace shrink::cuda {
 
-using namespace host_checks;
+using namespace detail;
 
 namespace {
 
 
 
 void require_workspace(const Workspace& workspace, const char* fn) {
-  host_checks::require_workspace(workspace, nm_workspace_bytes(), "nm_workspace_bytes()", fn);
+  detail::require_workspace(workspace, nm_workspace_bytes(), "nm_workspace_bytes()", fn);
 }
 
 
@@ -53,7 +53,7 @@ void nm_mask_impl(const TensorView<const T>& x, prune::NmPattern pattern, std::u
   require_current_device(x.device(), fn, "importance");
 
   int* status = zeroed_status(workspace, stream);
-  nm::mask(x.data(), x.numel() / length, length, pattern.n, pattern.m, mask_words, status, stream);
+  kernels::nm::mask(x.data(), x.numel() / length, length, pattern.n, pattern.m, mask_words, status, stream);
   finish(workspace, stream, synchronize, fn);
 }
 
@@ -104,8 +104,8 @@ void compress_nm(TensorView<const T> dense, const std::uint64_t* mask_words, pru
 
   int* status = zeroed_status(workspace, stream);
   const int tile_k = sizeof(T) == 2 ? 32 : 64;
-  nm::compress(dense.data(), rows, cols, mask_words, pattern.n, pattern.m, out.values, out.positions,
-               metadata_words > 0 ? out.metadata : nullptr, tile_k, status, stream);
+  kernels::nm::compress(dense.data(), rows, cols, mask_words, pattern.n, pattern.m, out.values, out.positions,
+                        metadata_words > 0 ? out.metadata : nullptr, tile_k, status, stream);
   finish(workspace, stream, synchronize, fn);
 }
 

@@ -15,7 +15,7 @@
 
 namespace shrink::cuda {
 
-using namespace host_checks;
+using namespace detail;
 
 namespace {
 
@@ -31,29 +31,33 @@ double* partials_of(const Workspace& workspace) {
 }
 
 template <class T>
-void slice_norms_for(const T* x, const std::uint64_t* current, prune::NormOrder n, const norms::SlicePlan& plan,
-                     double* partials, double* out, int* status, Stream stream) {
+void slice_norms_for(const T* x, const std::uint64_t* current, prune::NormOrder n,
+                     const kernels::norms::SlicePlan& plan, double* partials, double* out, int* status, Stream stream) {
   switch (n) {
     case prune::NormOrder::l1:
-      norms::slice_norms<T, prune::NormOrder::l1>(x, current, plan, partials, out, status, stream);
+      kernels::norms::slice_norms<T, prune::NormOrder::l1>(x, current, plan, partials, out, status, stream);
       break;
     case prune::NormOrder::l2:
-      norms::slice_norms<T, prune::NormOrder::l2>(x, current, plan, partials, out, status, stream);
+      kernels::norms::slice_norms<T, prune::NormOrder::l2>(x, current, plan, partials, out, status, stream);
       break;
     case prune::NormOrder::inf:
-      norms::slice_norms<T, prune::NormOrder::inf>(x, current, plan, partials, out, status, stream);
+      kernels::norms::slice_norms<T, prune::NormOrder::inf>(x, current, plan, partials, out, status, stream);
       break;
   }
 }
 
 template <class T>
-void block_norms_for(const T* x, const std::uint64_t* current, prune::NormOrder n, const norms::BlockGrid& grid,
-                     double* out, int* status, Stream stream) {
+void block_norms_for(const T* x, const std::uint64_t* current, prune::NormOrder n,
+                     const kernels::norms::BlockGrid& grid, double* out, int* status, Stream stream) {
   switch (n) {
-    case prune::NormOrder::l1: norms::block_norms<T, prune::NormOrder::l1>(x, current, grid, out, status, stream); break;
-    case prune::NormOrder::l2: norms::block_norms<T, prune::NormOrder::l2>(x, current, grid, out, status, stream); break;
+    case prune::NormOrder::l1:
+      kernels::norms::block_norms<T, prune::NormOrder::l1>(x, current, grid, out, status, stream);
+      break;
+    case prune::NormOrder::l2:
+      kernels::norms::block_norms<T, prune::NormOrder::l2>(x, current, grid, out, status, stream);
+      break;
     case prune::NormOrder::inf:
-      norms::block_norms<T, prune::NormOrder::inf>(x, current, grid, out, status, stream);
+      kernels::norms::block_norms<T, prune::NormOrder::inf>(x, current, grid, out, status, stream);
       break;
   }
 }
@@ -65,7 +69,7 @@ std::size_t slice_norms_workspace_bytes(const Shape& shape, int dim) {
   const int axis = normalize_axis(dim, shape.rank, fn, "dim");
   for (int d = 0; d < shape.rank; ++d)
     if (shape[d] < 1) fail(fn, "shape", to_string(shape), "a shape of sizes >= 1 (a non-empty tensor)");
-  const norms::SlicePlan plan = norms::plan_slices(split_at_axis(shape, axis));
+  const kernels::norms::SlicePlan plan = kernels::norms::plan_slices(split_at_axis(shape, axis));
   return kStatusBytes + static_cast<std::size_t>(plan.partials()) * sizeof(double);
 }
 
@@ -84,7 +88,7 @@ void slice_norms(TensorView<const T> weights, const std::uint64_t* current, prun
                     "slice_norms_workspace_bytes(weights.shape(), dim)", fn);
   require_current_device(weights.device(), fn, "weights");
 
-  const norms::SlicePlan plan = norms::plan_slices(split_at_axis(weights.shape(), axis));
+  const kernels::norms::SlicePlan plan = kernels::norms::plan_slices(split_at_axis(weights.shape(), axis));
   int* status = zeroed_status(workspace, stream);
   slice_norms_for(weights.data(), current, n, plan, partials_of(workspace), norms, status, stream);
   if (synchronize == Synchronize::yes) check_status(workspace, stream, fn);
@@ -103,7 +107,7 @@ void block_norms(TensorView<const T> weights, const std::uint64_t* current, std:
   require_workspace(workspace, block_norms_workspace_bytes(), "block_norms_workspace_bytes()", fn);
   require_current_device(weights.device(), fn, "weights");
 
-  norms::BlockGrid grid;
+  kernels::norms::BlockGrid grid;
   grid.rows = weights.size(weights.rank() - 2);
   grid.cols = weights.size(weights.rank() - 1);
   grid.block_rows = block_rows;

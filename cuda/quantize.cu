@@ -16,29 +16,29 @@
 
 namespace shrink::cuda {
 
-using namespace host_checks;
+using namespace detail;
 
-namespace launch {
-template void quantize_bytes<std::int8_t>(const float*, std::int8_t*, std::int64_t, ParamMode, const DeviceAffine&,
-                                          int*, cudaStream_t);
-template void quantize_bytes<std::uint8_t>(const float*, std::uint8_t*, std::int64_t, ParamMode, const DeviceAffine&,
-                                           int*, cudaStream_t);
-template void dequantize_bytes<std::int8_t>(const std::int8_t*, float*, std::int64_t, ParamMode, const DeviceAffine&,
-                                            cudaStream_t);
-template void dequantize_bytes<std::uint8_t>(const std::uint8_t*, float*, std::int64_t, ParamMode, const DeviceAffine&,
-                                             cudaStream_t);
-template void dequantize_int4<true>(const std::uint8_t*, float*, std::int64_t, std::int64_t, ParamMode,
-                                    const DeviceAffine&, cudaStream_t);
-template void dequantize_int4<false>(const std::uint8_t*, float*, std::int64_t, std::int64_t, ParamMode,
-                                     const DeviceAffine&, cudaStream_t);
-}  // namespace launch
+namespace kernels::quantize {
+template void quantize_bytes<std::int8_t>(const float*, std::int8_t*, std::int64_t, kernels::ParamMode,
+                                          const kernels::DeviceAffine&, int*, cudaStream_t);
+template void quantize_bytes<std::uint8_t>(const float*, std::uint8_t*, std::int64_t, kernels::ParamMode,
+                                           const kernels::DeviceAffine&, int*, cudaStream_t);
+template void dequantize_bytes<std::int8_t>(const std::int8_t*, float*, std::int64_t, kernels::ParamMode,
+                                            const kernels::DeviceAffine&, cudaStream_t);
+template void dequantize_bytes<std::uint8_t>(const std::uint8_t*, float*, std::int64_t, kernels::ParamMode,
+                                             const kernels::DeviceAffine&, cudaStream_t);
+template void dequantize_int4<true>(const std::uint8_t*, float*, std::int64_t, std::int64_t, kernels::ParamMode,
+                                    const kernels::DeviceAffine&, cudaStream_t);
+template void dequantize_int4<false>(const std::uint8_t*, float*, std::int64_t, std::int64_t, kernels::ParamMode,
+                                     const kernels::DeviceAffine&, cudaStream_t);
+}  // namespace kernels::quantize
 
 namespace {
 
 // Everything a launch needs, derived on the host from the shape and the scheme.
 struct Plan {
   AxisSplit split;
-  ParamMode mode = ParamMode::per_tensor;
+  kernels::ParamMode mode = kernels::ParamMode::per_tensor;
   std::int64_t group = 1;
   std::int64_t params = 1;
   std::int64_t numel = 0;
@@ -58,10 +58,10 @@ Plan make_plan(const Shape& shape, const quant::QuantScheme& scheme, const char*
   plan.split = quant::scheme_split(scheme, shape, fn);  // the CPU's checks of axis and group size
   plan.params = quant::qparams_shape(scheme, shape, fn).product();
   switch (scheme.granularity) {
-    case quant::Granularity::per_tensor: plan.mode = ParamMode::per_tensor; break;
-    case quant::Granularity::per_channel: plan.mode = ParamMode::per_channel; break;
+    case quant::Granularity::per_tensor: plan.mode = kernels::ParamMode::per_tensor; break;
+    case quant::Granularity::per_channel: plan.mode = kernels::ParamMode::per_channel; break;
     case quant::Granularity::per_group:
-      plan.mode = ParamMode::per_group;
+      plan.mode = kernels::ParamMode::per_group;
       plan.group = scheme.group_size;
       break;
     default: fail(fn, "scheme.granularity", static_cast<int>(scheme.granularity), "per_tensor, per_channel or per_group");
@@ -75,7 +75,7 @@ Plan make_plan(const Shape& shape, const quant::QuantScheme& scheme, const char*
 
 
 void require_workspace(const Workspace& workspace, const Plan& plan, const char* fn) {
-  host_checks::require_workspace(workspace, plan.workspace, "workspace_bytes(shape, scheme)", fn);
+  detail::require_workspace(workspace, plan.workspace, "workspace_bytes(shape, scheme)", fn);
 }
 
 void require_qparams(const DeviceQParams& qparams, const char* fn) {
@@ -85,15 +85,15 @@ void require_qparams(const DeviceQParams& qparams, const char* fn) {
 
 
 // Zeroes the status word and fills the inverse scales (checking the parameters on the way).
-DeviceAffine prepare(const quant::QuantScheme& scheme, const DeviceQParams& qparams, const Plan& plan,
-                     const Workspace& workspace, Stream stream) {
+kernels::DeviceAffine prepare(const quant::QuantScheme& scheme, const DeviceQParams& qparams, const Plan& plan,
+                              const Workspace& workspace, Stream stream) {
   int* status = static_cast<int*>(workspace.data);
   float* inv_scale = reinterpret_cast<float*>(static_cast<char*>(workspace.data) + kStatusBytes);
   const quant::QuantRange range = quant::quant_range(scheme);
   SHRINK_CUDA_CHECK(cudaMemsetAsync(status, 0, sizeof(int), stream));
-  launch::prepare_affine(qparams.scale, qparams.zero_point, plan.params, range.qmin, range.qmax, inv_scale, status,
-                         stream);
-  DeviceAffine p;
+  kernels::quantize::prepare_affine(qparams.scale, qparams.zero_point, plan.params, range.qmin, range.qmax, inv_scale,
+                                    status, stream);
+  kernels::DeviceAffine p;
   p.scale = qparams.scale;
   p.inv_scale = inv_scale;
   p.zero_point = qparams.zero_point;
@@ -123,19 +123,21 @@ void quantize(TensorView<const float> x, const quant::QuantScheme& scheme, Devic
   require_workspace(workspace, plan, fn);
   require_current_device(x.device(), fn, "x");
 
-  const DeviceAffine p = prepare(scheme, qparams, plan, workspace, stream);
+  const kernels::DeviceAffine p = prepare(scheme, qparams, plan, workspace, stream);
   int* status = status_word(workspace);
   switch (scheme.dtype) {
     case quant::QuantDtype::int8:
-      launch::quantize_bytes(x.data(), static_cast<std::int8_t*>(out), plan.numel, plan.mode, p, status, stream);
+      kernels::quantize::quantize_bytes(x.data(), static_cast<std::int8_t*>(out), plan.numel, plan.mode, p, status,
+                                        stream);
       break;
     case quant::QuantDtype::uint8:
-      launch::quantize_bytes(x.data(), static_cast<std::uint8_t*>(out), plan.numel, plan.mode, p, status, stream);
+      kernels::quantize::quantize_bytes(x.data(), static_cast<std::uint8_t*>(out), plan.numel, plan.mode, p, status,
+                                        stream);
       break;
     case quant::QuantDtype::int4:
     case quant::QuantDtype::uint4:  // clamped values already lie in the nibble's range, signed or not
-      launch::quantize_int4(x.data(), static_cast<std::uint8_t*>(out), plan.numel / plan.row_length, plan.row_length,
-                            plan.mode, p, status, stream);
+      kernels::quantize::quantize_int4(x.data(), static_cast<std::uint8_t*>(out), plan.numel / plan.row_length,
+                                       plan.row_length, plan.mode, p, status, stream);
       break;
   }
   if (synchronize == Synchronize::yes) check_status(workspace, stream, fn);
@@ -151,22 +153,24 @@ void dequantize(const void* q, const quant::QuantScheme& scheme, DeviceQParams q
   require_workspace(workspace, plan, fn);
   require_current_device(out.device(), fn, "out");
 
-  const DeviceAffine p = prepare(scheme, qparams, plan, workspace, stream);
+  const kernels::DeviceAffine p = prepare(scheme, qparams, plan, workspace, stream);
   const std::int64_t rows = plan.numel / plan.row_length;
   switch (scheme.dtype) {
     case quant::QuantDtype::int8:
-      launch::dequantize_bytes(static_cast<const std::int8_t*>(q), out.data(), plan.numel, plan.mode, p, stream);
+      kernels::quantize::dequantize_bytes(static_cast<const std::int8_t*>(q), out.data(), plan.numel, plan.mode, p,
+                                          stream);
       break;
     case quant::QuantDtype::uint8:
-      launch::dequantize_bytes(static_cast<const std::uint8_t*>(q), out.data(), plan.numel, plan.mode, p, stream);
+      kernels::quantize::dequantize_bytes(static_cast<const std::uint8_t*>(q), out.data(), plan.numel, plan.mode, p,
+                                          stream);
       break;
     case quant::QuantDtype::int4:
-      launch::dequantize_int4<true>(static_cast<const std::uint8_t*>(q), out.data(), rows, plan.row_length, plan.mode,
-                                    p, stream);
+      kernels::quantize::dequantize_int4<true>(static_cast<const std::uint8_t*>(q), out.data(), rows, plan.row_length,
+                                               plan.mode, p, stream);
       break;
     case quant::QuantDtype::uint4:
-      launch::dequantize_int4<false>(static_cast<const std::uint8_t*>(q), out.data(), rows, plan.row_length,
-                                     plan.mode, p, stream);
+      kernels::quantize::dequantize_int4<false>(static_cast<const std::uint8_t*>(q), out.data(), rows, plan.row_length,
+                                                plan.mode, p, stream);
       break;
   }
   if (synchronize == Synchronize::yes) check_status(workspace, stream, fn);
@@ -182,8 +186,8 @@ void fake_quantize(TensorView<const float> x, const quant::QuantScheme& scheme, 
   require_workspace(workspace, plan, fn);
   require_current_device(x.device(), fn, "x");
 
-  const DeviceAffine p = prepare(scheme, qparams, plan, workspace, stream);
-  launch::fake_quantize(x.data(), out, mask, plan.numel, plan.mode, p, status_word(workspace), stream);
+  const kernels::DeviceAffine p = prepare(scheme, qparams, plan, workspace, stream);
+  kernels::quantize::fake_quantize(x.data(), out, mask, plan.numel, plan.mode, p, status_word(workspace), stream);
   if (synchronize == Synchronize::yes) check_status(workspace, stream, fn);
 }
 

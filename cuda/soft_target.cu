@@ -19,7 +19,7 @@
 
 namespace shrink::cuda {
 
-using namespace host_checks;
+using namespace detail;
 
 const char* to_string(SoftTargetPath path) {
   switch (path) {
@@ -33,8 +33,8 @@ const char* to_string(SoftTargetPath path) {
 
 namespace {
 
-using soft_target::Divergence;
-using soft_target::kVec;
+using kernels::soft_target::Divergence;
+using kernels::soft_target::kVec;
 
 constexpr int kMaxClusterSize = 8;  // the portable cluster size
 
@@ -64,7 +64,7 @@ std::int64_t round_up(std::int64_t n, std::int64_t step) { return (n + step - 1)
 template <class T>
 int threads_for(std::int64_t columns) {
   const std::int64_t wanted = round_up((columns + kVec<T> - 1) / kVec<T>, 32);
-  return static_cast<int>(std::clamp<std::int64_t>(wanted, 64, soft_target::kMaxThreads));
+  return static_cast<int>(std::clamp<std::int64_t>(wanted, 64, kernels::soft_target::kMaxThreads));
 }
 
 // Elements of shared memory per tensor for a slice of `columns`: room for the slice from any misaligned start.
@@ -109,7 +109,7 @@ DeviceLimits current_device_limits() {
 
 template <class T, Divergence D, bool kGrad, SoftTargetPath P>
 constexpr auto kernel_of() {
-  return &soft_target::soft_target_kernel<T, D, kGrad, P>;
+  return &kernels::soft_target::soft_target_kernel<T, D, kGrad, P>;
 }
 
 // A staged kernel's static shared memory, and the dynamic bytes it may then have (opting in to all of them).
@@ -246,7 +246,7 @@ SoftTargetPlan make_plan(std::int64_t cols, SoftTargetPath wanted, int cluster_s
   if (!kGrad && D != Divergence::jensen_shannon) return generic;
   // Two CTAs an SM: half the SM's shared memory, less the 1 KiB the driver reserves a CTA and the static scratch.
   const std::int64_t two_per_sm =
-      d.shared_per_multiprocessor / 2 - 1024 - static_cast<std::int64_t>(sizeof(soft_target::Scratch));
+      d.shared_per_multiprocessor / 2 - 1024 - static_cast<std::int64_t>(sizeof(kernels::soft_target::Scratch));
   const SoftTargetPlan shared = shared_row_plan<T, D, kGrad>(cols, d);
   if (shared.unsupported.empty() && static_cast<std::int64_t>(shared.shared_bytes) <= two_per_sm) return shared;
   const SoftTargetPlan cluster = cluster_plan<T, D, kGrad>(cols, d, 0, two_per_sm);
@@ -303,7 +303,7 @@ Resolved resolve(std::int64_t cols, SoftTargetPath wanted, int cluster_size) {
 }
 
 template <class T, Divergence D, bool kGrad>
-void launch(const soft_target::Params<T>& params, const Resolved& r, cudaStream_t stream) {
+void launch(const kernels::soft_target::Params<T>& params, const Resolved& r, cudaStream_t stream) {
   const SoftTargetPlan& plan = r.plan;
   const auto grid = static_cast<unsigned>(std::min<std::int64_t>(params.rows, r.resident) * plan.cluster_size);
   const unsigned threads = static_cast<unsigned>(plan.threads);
@@ -396,7 +396,7 @@ void soft_target_loss(double beta, const TensorView<const T>& student, const Ten
   if (!plan.unsupported.empty()) fail(fn, "options.path", to_string(o.path), plan.unsupported);
 
   char* const base = static_cast<char*>(workspace.data);
-  soft_target::Params<T> p;
+  kernels::soft_target::Params<T> p;
   p.student = zs.data;
   p.teacher = zt.data;
   p.grad = kGrad ? grad->data() : nullptr;
@@ -406,12 +406,14 @@ void soft_target_loss(double beta, const TensorView<const T>& student, const Ten
   p.stride_t = zt.row_stride;
   p.stride_g = kGrad ? zg.row_stride : 0;
   p.mask = masked ? o.row_mask.data() : nullptr;
-  p.kept_count = masked ? reinterpret_cast<const unsigned long long*>(base + soft_target::kKeptOffset) : nullptr;
+  p.kept_count =
+      masked ? reinterpret_cast<const unsigned long long*>(base + kernels::soft_target::kKeptOffset) : nullptr;
   p.kept_rows = zs.rows;
-  p.losses = loss.per_row != nullptr ? loss.per_row : reinterpret_cast<double*>(base + soft_target::kLossesOffset);
+  p.losses =
+      loss.per_row != nullptr ? loss.per_row : reinterpret_cast<double*>(base + kernels::soft_target::kLossesOffset);
   p.status = reinterpret_cast<int*>(base);
   const double t = o.temperature;
-  p.log2e_over_t = static_cast<float>(soft_target::kLog2e / t);
+  p.log2e_over_t = static_cast<float>(kernels::soft_target::kLog2e / t);
   p.temperature = t;
   p.beta = beta;
   p.grad_scale = o.grad_scale;
@@ -424,13 +426,13 @@ void soft_target_loss(double beta, const TensorView<const T>& student, const Ten
 
   SHRINK_CUDA_CHECK(cudaMemsetAsync(workspace.data, 0, kStatusBytes, stream));
   if (masked) {
-    soft_target::count_kept_kernel<<<1, 1024, 0, stream>>>(p.mask, p.rows,
-                                                           reinterpret_cast<unsigned long long*>(base + soft_target::kKeptOffset));
+    kernels::soft_target::count_kept_kernel<<<1, 1024, 0, stream>>>(
+        p.mask, p.rows, reinterpret_cast<unsigned long long*>(base + kernels::soft_target::kKeptOffset));
     SHRINK_CUDA_CHECK_LAUNCH(count_kept_kernel);
   }
   launch<T, D, kGrad>(p, resolved, stream);
-  soft_target::finish_kernel<<<1, soft_target::kFinishThreads, 0, stream>>>(p.losses, p.rows, p.kept_count, p.kept_rows,
-                                                                            zs.cols, o.reduction, loss.value);
+  kernels::soft_target::finish_kernel<<<1, kernels::soft_target::kFinishThreads, 0, stream>>>(
+      p.losses, p.rows, p.kept_count, p.kept_rows, zs.cols, o.reduction, loss.value);
   SHRINK_CUDA_CHECK_LAUNCH(finish_kernel);
   if (synchronize == Synchronize::yes) check_status(workspace, stream, fn);
 }
@@ -445,7 +447,8 @@ SoftTargetPlan plan_for(std::int64_t columns, bool with_grad, const SoftTargetOp
 
 std::size_t soft_target_workspace_bytes(std::int64_t rows) {
   if (rows < 0) fail("shrink::cuda::soft_target_workspace_bytes", "rows", rows, "a row count >= 0");
-  return static_cast<std::size_t>(round_up(static_cast<std::int64_t>(soft_target::kLossesOffset) + 8 * rows, 16));
+  return static_cast<std::size_t>(
+      round_up(static_cast<std::int64_t>(kernels::soft_target::kLossesOffset) + 8 * rows, 16));
 }
 
 template <class T>

@@ -15,20 +15,20 @@
 
 namespace shrink::cuda {
 
-using namespace host_checks;
+using namespace detail;
 
 namespace {
 
 // The tensors [begin, begin + kListCapacity) of the list as one launch's parameters; `elements` gets their sum.
 template <class T>
-radix::TensorList<T> tensor_list(const std::vector<DeviceWeights<T>>& weights, std::size_t begin,
-                                 std::int64_t& elements) {
-  radix::TensorList<T> list{};
+kernels::threshold::TensorList<T> tensor_list(const std::vector<DeviceWeights<T>>& weights, std::size_t begin,
+                                              std::int64_t& elements) {
+  kernels::threshold::TensorList<T> list{};
   elements = 0;
-  for (std::size_t s = begin; s < weights.size() && list.count < radix::kListCapacity; ++s) {
+  for (std::size_t s = begin; s < weights.size() && list.count < kernels::threshold::kListCapacity; ++s) {
     const TensorView<const T>& v = weights[s].view;
-    const bool vectorised = aligned_to(v.data(), 16);
-    list.entry[list.count++] = {v.data(), v.numel(), vectorised ? v.numel() / radix::kLanes<T> : 0,
+    const bool vectorised = kernels::aligned_to(v.data(), 16);
+    list.entry[list.count++] = {v.data(), v.numel(), vectorised ? v.numel() / kernels::threshold::kLanes<T> : 0,
                                 weights[s].current};
     elements += v.numel();
   }
@@ -37,14 +37,16 @@ radix::TensorList<T> tensor_list(const std::vector<DeviceWeights<T>>& weights, s
 
 // One pass over every list (the bucket choice follows once all of them are counted).
 template <class T, int Pass>
-void count_pass(const std::vector<radix::TensorList<T>>& lists, const radix::CountLaunch& launch,
-                const radix::SelectState* state, unsigned long long* histogram, int* status, cudaStream_t stream) {
-  for (const radix::TensorList<T>& list : lists) radix::count<T, Pass>(list, launch, state, histogram, status, stream);
+void count_pass(const std::vector<kernels::threshold::TensorList<T>>& lists,
+                const kernels::threshold::CountLaunch& launch, const kernels::threshold::SelectState* state,
+                unsigned long long* histogram, int* status, cudaStream_t stream) {
+  for (const kernels::threshold::TensorList<T>& list : lists)
+    kernels::threshold::count<T, Pass>(list, launch, state, histogram, status, stream);
 }
 
 }  // namespace
 
-std::size_t threshold_workspace_bytes() { return radix::kWorkspaceBytes; }
+std::size_t threshold_workspace_bytes() { return kernels::threshold::kWorkspaceBytes; }
 
 template <class T>
 void select_magnitude_threshold(const std::vector<DeviceWeights<T>>& weights, std::int64_t k,
@@ -85,31 +87,32 @@ void select_magnitude_threshold(const std::vector<DeviceWeights<T>>& weights, st
            "memory on the current device " + std::to_string(current_device));
 
   // The launches' lists, and their configurations (no stream work) for the largest.
-  std::vector<radix::TensorList<T>> lists;
+  std::vector<kernels::threshold::TensorList<T>> lists;
   std::int64_t most = 0;
-  for (std::size_t begin = 0; begin < weights.size(); begin += radix::kListCapacity) {
+  for (std::size_t begin = 0; begin < weights.size(); begin += kernels::threshold::kListCapacity) {
     std::int64_t elements = 0;
     lists.push_back(tensor_list(weights, begin, elements));
     most = elements > most ? elements : most;
   }
-  constexpr bool kTwoDigits = radix::KeyOf<T>::digits == 2;
-  const radix::CountLaunch high = radix::count_launch<T, 0>(most, fn);
-  radix::CountLaunch low;
-  if constexpr (kTwoDigits) low = radix::count_launch<T, 1>(most, fn);
+  constexpr bool kTwoDigits = kernels::threshold::KeyOf<T>::digits == 2;
+  const kernels::threshold::CountLaunch high = kernels::threshold::count_launch<T, 0>(most, fn);
+  kernels::threshold::CountLaunch low;
+  if constexpr (kTwoDigits) low = kernels::threshold::count_launch<T, 1>(most, fn);
 
   char* base = static_cast<char*>(workspace.data);
   int* status = reinterpret_cast<int*>(base);
-  auto* state = reinterpret_cast<radix::SelectState*>(base + radix::kStateOffset);
-  auto* high_histogram = reinterpret_cast<unsigned long long*>(base + radix::kHistogramOffset[0]);
-  auto* low_histogram = reinterpret_cast<unsigned long long*>(base + radix::kHistogramOffset[1]);
+  auto* state = reinterpret_cast<kernels::threshold::SelectState*>(base + kernels::threshold::kStateOffset);
+  auto* high_histogram = reinterpret_cast<unsigned long long*>(base + kernels::threshold::kHistogramOffset[0]);
+  auto* low_histogram = reinterpret_cast<unsigned long long*>(base + kernels::threshold::kHistogramOffset[1]);
   // Status, state and the histograms the passes use.
-  SHRINK_CUDA_CHECK(cudaMemsetAsync(workspace.data, 0, kTwoDigits ? radix::kWorkspaceBytes : radix::kHistogramOffset[1],
-                                    stream));
+  SHRINK_CUDA_CHECK(cudaMemsetAsync(
+      workspace.data, 0, kTwoDigits ? kernels::threshold::kWorkspaceBytes : kernels::threshold::kHistogramOffset[1],
+      stream));
   count_pass<T, 0>(lists, high, state, high_histogram, status, stream);
-  radix::choose_bucket<T, 0>(high_histogram, state, k, result, status, stream);
+  kernels::threshold::choose_bucket<T, 0>(high_histogram, state, k, result, status, stream);
   if constexpr (kTwoDigits) {
     count_pass<T, 1>(lists, low, state, low_histogram, status, stream);
-    radix::choose_bucket<T, 1>(low_histogram, state, k, result, status, stream);
+    kernels::threshold::choose_bucket<T, 1>(low_histogram, state, k, result, status, stream);
   }
 
   if (synchronize == Synchronize::yes) check_status(workspace, stream, fn);

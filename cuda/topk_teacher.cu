@@ -17,10 +17,10 @@
 namespace shrink::cuda {
 
 std::size_t topk_workspace_bytes(std::int64_t rows) {
-  return loss_detail::workspace_bytes(rows, 0, "shrink::cuda::topk_workspace_bytes");
+  return detail::workspace_bytes(rows, 0, "shrink::cuda::topk_workspace_bytes");
 }
 
-namespace loss_detail {
+namespace detail {
 namespace {
 
 const char* topk_name(distill::detail::SoftDivergence kind, bool with_grad) {
@@ -63,21 +63,21 @@ void topk_loss(distill::detail::SoftDivergence kind, double beta, TensorView<con
   const std::uint8_t* mask = per_row_view(options.row_mask, zs.rows, fn, "options.row_mask");
   const float* tail = per_row_view(teacher.tail_mass, zs.rows, fn, "teacher.tail_mass");
   require_device_loss(out, options.reduction, fn);
-  host_checks::require_workspace(workspace, topk_workspace_bytes(zs.rows), "topk_workspace_bytes(rows)", fn);
-  host_checks::require_current_device(student.device(), fn, "student");
-  host_checks::require_current_device(teacher.logits.device(), fn, "teacher.logits");
-  host_checks::require_current_device(teacher.indices.device(), fn, "teacher.indices");
-  if (tail != nullptr) host_checks::require_current_device(teacher.tail_mass.device(), fn, "teacher.tail_mass");
-  if (grad != nullptr) host_checks::require_current_device(grad->device(), fn, "grad_student");
-  if (mask != nullptr) host_checks::require_current_device(options.row_mask.device(), fn, "options.row_mask");
-  const std::size_t room = topk_kernels::max_bitmap_bytes();
-  if (topk_kernels::bitmap_bytes(zs.cols) > room)
+  detail::require_workspace(workspace, topk_workspace_bytes(zs.rows), "topk_workspace_bytes(rows)", fn);
+  detail::require_current_device(student.device(), fn, "student");
+  detail::require_current_device(teacher.logits.device(), fn, "teacher.logits");
+  detail::require_current_device(teacher.indices.device(), fn, "teacher.indices");
+  if (tail != nullptr) detail::require_current_device(teacher.tail_mass.device(), fn, "teacher.tail_mass");
+  if (grad != nullptr) detail::require_current_device(grad->device(), fn, "grad_student");
+  if (mask != nullptr) detail::require_current_device(options.row_mask.device(), fn, "options.row_mask");
+  const std::size_t room = kernels::topk_teacher::max_bitmap_bytes();
+  if (kernels::topk_teacher::bitmap_bytes(zs.cols) > room)
     fail(fn, "student.shape", to_string(student.shape()),
          "V <= " + std::to_string(room / sizeof(unsigned) * 32) + " (the row's index bitmap in shared memory)");
 
-  const loss::LossWorkspace ws = loss::split_workspace(workspace.data, zs.rows);
-  loss::start<std::int32_t>(ws, zs.rows, mask, nullptr, 0, 0, stream);
-  topk_kernels::Args<T, Index> a;
+  const kernels::LossWorkspace ws = kernels::split_workspace(workspace.data, zs.rows);
+  kernels::start<std::int32_t>(ws, zs.rows, mask, nullptr, 0, 0, stream);
+  kernels::topk_teacher::Args<T, Index> a;
   a.student = student.data();
   a.rows = zs.rows;
   a.cols = zs.cols;
@@ -98,8 +98,8 @@ void topk_loss(distill::detail::SoftDivergence kind, double beta, TensorView<con
   a.grad = grad != nullptr ? grad->data() : nullptr;
   a.grad_stride = g.row_stride;
   a.ws = ws;
-  topk_kernels::launch(a, stream);
-  loss::finish(ws, zs.rows, options.reduction, zs.cols, out, stream);
+  kernels::topk_teacher::launch(a, stream);
+  kernels::finish(ws, zs.rows, options.reduction, zs.cols, out, stream);
   if (synchronize == Synchronize::yes) check_status(workspace, stream, fn);
 }
 
@@ -115,5 +115,5 @@ SHRINK_INSTANTIATE_TOPK(bfloat16, std::int32_t)
 SHRINK_INSTANTIATE_TOPK(bfloat16, std::int64_t)
 #undef SHRINK_INSTANTIATE_TOPK
 
-}  // namespace loss_detail
+}  // namespace detail
 }  // namespace shrink::cuda

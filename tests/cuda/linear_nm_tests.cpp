@@ -391,7 +391,7 @@ namespace {
 //             (int8: the mapping Triton's dot_sparse measured on sm_89, see gemm_sparse24_layout.hpp).
 //   D: row g + 8 (r / 2), column 2t + r % 2 in accumulator r of lane 4g + t.
 
-namespace layout = shrink::cuda::sparse24;
+namespace layout = shrink::cuda::kernels::linear_nm;
 
 template <class T>
 double element(const unsigned char* bytes) {

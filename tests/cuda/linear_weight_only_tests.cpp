@@ -46,7 +46,7 @@ using shrink::quant::QuantScheme;
 using shrink::quant::Symmetry;
 using namespace shrink::test;
 using Catch::Matchers::Contains;
-namespace bits = shrink::cuda::weight_only;
+namespace bits = shrink::cuda::kernels::linear_weight_only;
 
 template <class T>
 double decode(std::uint16_t b) {

@@ -29,7 +29,7 @@ namespace shrink::cuda {
 // Workspace of both calls below on `rows` rows: the status word, the kept-row count and one double per row.
 std::size_t cross_entropy_workspace_bytes(std::int64_t rows);
 
-namespace loss_detail {
+namespace detail {
 
 // grad == nullptr: the loss only. T: float, half, bfloat16; Label: int32, int64.
 template <class T, class Label>
@@ -37,7 +37,7 @@ void cross_entropy(TensorView<const T> logits, TensorView<const Label> labels, c
                    DeviceLoss out, Workspace workspace, Stream stream, const distill::CrossEntropyOptions& options,
                    Synchronize synchronize);
 
-}  // namespace loss_detail
+}  // namespace detail
 
 // Cross-entropy of logits [..., V] against labels [...], reduced, into *out.value (and out.per_row).
 template <class S, class L>
@@ -46,8 +46,8 @@ void cross_entropy(const TensorView<S>& logits, const TensorView<L>& labels, Dev
                    Synchronize synchronize = Synchronize::no) {
   using T = std::remove_const_t<S>;
   static_assert(distill::is_logit_type_v<T>, "logits must be float, shrink::half or shrink::bfloat16");
-  loss_detail::cross_entropy<T, std::remove_const_t<L>>(logits, labels, nullptr, out, workspace, stream, options,
-                                                        synchronize);
+  detail::cross_entropy<T, std::remove_const_t<L>>(logits, labels, nullptr, out, workspace, stream, options,
+                                                   synchronize);
 }
 
 // cross_entropy and its gradient to the logits, written to (or, with options.accumulate, added to) grad_logits.
@@ -59,8 +59,8 @@ void cross_entropy_with_grad(const TensorView<S>& logits, const TensorView<L>& l
   using T = std::remove_const_t<S>;
   static_assert(distill::is_logit_type_v<T>, "logits must be float, shrink::half or shrink::bfloat16");
   static_assert(std::is_same_v<G, T>, "grad_logits must be a mutable view of the logits' element type");
-  loss_detail::cross_entropy<T, std::remove_const_t<L>>(logits, labels, &grad_logits, out, workspace, stream, options,
-                                                        synchronize);
+  detail::cross_entropy<T, std::remove_const_t<L>>(logits, labels, &grad_logits, out, workspace, stream, options,
+                                                   synchronize);
 }
 
 }  // namespace shrink::cuda

@@ -33,7 +33,7 @@ namespace shrink::cuda {
 // two parts' values and per-row losses, each 16-byte aligned.
 std::size_t distillation_loss_workspace_bytes(std::int64_t rows);
 
-namespace loss_detail {
+namespace detail {
 
 // grad == nullptr: the loss only. T: float, half, bfloat16; Teacher: TensorView<const T> (full logits) or
 // distill::TopKTeacher<T, Index> (Index int32 or int64); Label: int32, int64.
@@ -55,7 +55,7 @@ const distill::TopKTeacher<T, Index>& distillation_teacher(const distill::TopKTe
   return teacher;
 }
 
-}  // namespace loss_detail
+}  // namespace detail
 
 // alpha * kl_div(student, teacher, T) + (1 - alpha) * cross_entropy(student, labels), reduced, into *out.value (and
 // out.per_row). student [..., V]; teacher: full logits [..., V] (a TensorView) or a TopKTeacher; labels [...].
@@ -65,9 +65,9 @@ void distillation_loss(const TensorView<S>& student, const Teacher& teacher, con
                        const distill::DistillationOptions& options = {}, Synchronize synchronize = Synchronize::no) {
   using T = std::remove_const_t<S>;
   static_assert(distill::is_logit_type_v<T>, "logits must be float, shrink::half or shrink::bfloat16");
-  loss_detail::distillation_loss<T>(student, loss_detail::distillation_teacher<T>(teacher),
-                                    TensorView<const std::remove_const_t<L>>(labels), nullptr, out, workspace, stream,
-                                    options, synchronize);
+  detail::distillation_loss<T>(student, detail::distillation_teacher<T>(teacher),
+                               TensorView<const std::remove_const_t<L>>(labels), nullptr, out, workspace, stream,
+                               options, synchronize);
 }
 
 // distillation_loss and its gradient to the student logits, written to (or, with options.accumulate, added to)
@@ -80,9 +80,9 @@ void distillation_loss_with_grad(const TensorView<S>& student, const Teacher& te
   using T = std::remove_const_t<S>;
   static_assert(distill::is_logit_type_v<T>, "logits must be float, shrink::half or shrink::bfloat16");
   static_assert(std::is_same_v<G, T>, "grad_student must be a mutable view of the logits' element type");
-  loss_detail::distillation_loss<T>(student, loss_detail::distillation_teacher<T>(teacher),
-                                    TensorView<const std::remove_const_t<L>>(labels), &grad_student, out, workspace,
-                                    stream, options, synchronize);
+  detail::distillation_loss<T>(student, detail::distillation_teacher<T>(teacher),
+                               TensorView<const std::remove_const_t<L>>(labels), &grad_student, out, workspace, stream,
+                               options, synchronize);
 }
 
 }  // namespace shrink::cuda

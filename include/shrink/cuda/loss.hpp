@@ -26,7 +26,7 @@ namespace shrink::cuda {
 // double per row (0 for absent rows); both device pointers.
 struct DeviceLoss { double* value = nullptr; double* per_row = nullptr; };
 
-namespace loss_detail {
+namespace detail {
 
 // Workspace: the status word, the kept-row count (one unsigned 64-bit integer, padded to 16 bytes), one double per
 // row, then `extra` bytes of the loss's own.
@@ -144,5 +144,5 @@ inline void require_device_loss(const DeviceLoss& out, distill::Reduction r, con
     fail(fn, "out.per_row", "a misaligned pointer", "alignment to 8 bytes");
 }
 
-}  // namespace loss_detail
+}  // namespace detail
 }  // namespace shrink::cuda

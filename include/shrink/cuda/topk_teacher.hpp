@@ -34,7 +34,7 @@ namespace shrink::cuda {
 // Workspace of every call below on `rows` rows: the status word, the kept-row count and one double per row.
 std::size_t topk_workspace_bytes(std::int64_t rows);
 
-namespace loss_detail {
+namespace detail {
 
 // grad == nullptr: the loss only; beta: Jensen-Shannon's weight (ignored by the KLs). T: float, half, bfloat16;
 // Index: int32, int64.
@@ -52,16 +52,16 @@ void check_topk_types() {
   static_assert(std::is_same_v<G, T>, "grad_student must be a mutable view of the logits' element type");
 }
 
-}  // namespace loss_detail
+}  // namespace detail
 
 // T^2 * KL(p || q) over the k + 1 coarsened classes, reduced.
 template <class S, class T, class Index>
 void kl_div(const TensorView<S>& student, const distill::TopKTeacher<T, Index>& teacher, DeviceLoss out,
             Workspace workspace, Stream stream, const distill::SoftTargetOptions& options = {},
             Synchronize synchronize = Synchronize::no) {
-  loss_detail::check_topk_types<S, T>();
-  loss_detail::topk_loss<T, Index>(distill::detail::SoftDivergence::forward_kl, 0.0, student, teacher, nullptr, out,
-                                   workspace, stream, options, synchronize);
+  detail::check_topk_types<S, T>();
+  detail::topk_loss<T, Index>(distill::detail::SoftDivergence::forward_kl, 0.0, student, teacher, nullptr, out,
+                              workspace, stream, options, synchronize);
 }
 
 // kl_div and its gradient to the student logits, written to (or added to) grad_student.
@@ -69,9 +69,9 @@ template <class S, class T, class Index, class G>
 void kl_div_with_grad(const TensorView<S>& student, const distill::TopKTeacher<T, Index>& teacher,
                       const TensorView<G>& grad_student, DeviceLoss out, Workspace workspace, Stream stream,
                       const distill::SoftTargetOptions& options = {}, Synchronize synchronize = Synchronize::no) {
-  loss_detail::check_topk_types<S, T, G>();
-  loss_detail::topk_loss<T, Index>(distill::detail::SoftDivergence::forward_kl, 0.0, student, teacher, &grad_student,
-                                   out, workspace, stream, options, synchronize);
+  detail::check_topk_types<S, T, G>();
+  detail::topk_loss<T, Index>(distill::detail::SoftDivergence::forward_kl, 0.0, student, teacher, &grad_student, out,
+                              workspace, stream, options, synchronize);
 }
 
 // T^2 * KL(q || p) over the k + 1 coarsened classes, reduced.
@@ -79,9 +79,9 @@ template <class S, class T, class Index>
 void reverse_kl_div(const TensorView<S>& student, const distill::TopKTeacher<T, Index>& teacher, DeviceLoss out,
                     Workspace workspace, Stream stream, const distill::SoftTargetOptions& options = {},
                     Synchronize synchronize = Synchronize::no) {
-  loss_detail::check_topk_types<S, T>();
-  loss_detail::topk_loss<T, Index>(distill::detail::SoftDivergence::reverse_kl, 0.0, student, teacher, nullptr, out,
-                                   workspace, stream, options, synchronize);
+  detail::check_topk_types<S, T>();
+  detail::topk_loss<T, Index>(distill::detail::SoftDivergence::reverse_kl, 0.0, student, teacher, nullptr, out,
+                              workspace, stream, options, synchronize);
 }
 
 template <class S, class T, class Index, class G>
@@ -89,9 +89,9 @@ void reverse_kl_div_with_grad(const TensorView<S>& student, const distill::TopKT
                               const TensorView<G>& grad_student, DeviceLoss out, Workspace workspace, Stream stream,
                               const distill::SoftTargetOptions& options = {},
                               Synchronize synchronize = Synchronize::no) {
-  loss_detail::check_topk_types<S, T, G>();
-  loss_detail::topk_loss<T, Index>(distill::detail::SoftDivergence::reverse_kl, 0.0, student, teacher, &grad_student,
-                                   out, workspace, stream, options, synchronize);
+  detail::check_topk_types<S, T, G>();
+  detail::topk_loss<T, Index>(distill::detail::SoftDivergence::reverse_kl, 0.0, student, teacher, &grad_student, out,
+                              workspace, stream, options, synchronize);
 }
 
 // T^2 * (beta KL(p || m) + (1 - beta) KL(q || m)) over the k + 1 coarsened classes, m = beta p + (1 - beta) q.
@@ -99,9 +99,9 @@ template <class S, class T, class Index>
 void jensen_shannon(const TensorView<S>& student, const distill::TopKTeacher<T, Index>& teacher, double beta,
                     DeviceLoss out, Workspace workspace, Stream stream, const distill::SoftTargetOptions& options = {},
                     Synchronize synchronize = Synchronize::no) {
-  loss_detail::check_topk_types<S, T>();
-  loss_detail::topk_loss<T, Index>(distill::detail::SoftDivergence::jensen_shannon, beta, student, teacher, nullptr,
-                                   out, workspace, stream, options, synchronize);
+  detail::check_topk_types<S, T>();
+  detail::topk_loss<T, Index>(distill::detail::SoftDivergence::jensen_shannon, beta, student, teacher, nullptr, out,
+                              workspace, stream, options, synchronize);
 }
 
 template <class S, class T, class Index, class G>
@@ -109,9 +109,9 @@ void jensen_shannon_with_grad(const TensorView<S>& student, const distill::TopKT
                               const TensorView<G>& grad_student, DeviceLoss out, Workspace workspace, Stream stream,
                               const distill::SoftTargetOptions& options = {},
                               Synchronize synchronize = Synchronize::no) {
-  loss_detail::check_topk_types<S, T, G>();
-  loss_detail::topk_loss<T, Index>(distill::detail::SoftDivergence::jensen_shannon, beta, student, teacher,
-                                   &grad_student, out, workspace, stream, options, synchronize);
+  detail::check_topk_types<S, T, G>();
+  detail::topk_loss<T, Index>(distill::detail::SoftDivergence::jensen_shannon, beta, student, teacher, &grad_student,
+                              out, workspace, stream, options, synchronize);
 }
 
 }  // namespace shrink::cuda

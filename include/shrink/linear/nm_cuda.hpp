@@ -110,11 +110,9 @@ constexpr bool is_linear_nm_type_pair() {
 // Largest K for int8: each row keeps K / 2 products of magnitude <= 128 · 128, whose sum must stay in int32.
 inline constexpr std::int64_t kLinearNmMaxInt8K = 2 * (std::numeric_limits<std::int32_t>::max() / (128 * 128));
 
-namespace detail {
+}  // namespace shrink::cuda
 
-inline bool is_empty_vector(const TensorView<const float>& v) {
-  return (v.rank() == 0 && v.data() == nullptr) || (v.rank() == 1 && v.size(0) == 0);
-}
+namespace shrink::linear::detail {
 
 inline bool pointer_aligned(const void* p, std::size_t bytes) {
   return reinterpret_cast<std::uintptr_t>(p) % bytes == 0;
@@ -123,7 +121,7 @@ inline bool pointer_aligned(const void* p, std::size_t bytes) {
 // Scales of int8 operands: [count] (one per row) or [1] (one for the tensor).
 inline Support check_scales(const TensorView<const float>& s, const char* name, std::int64_t count, const char* per,
                             int device) {
-  Support r = check_device_view(s, name, DeviceViewRules{1, device, alignof(float)});
+  Support r = cuda::check_device_view(s, name, cuda::DeviceViewRules{1, device, alignof(float)});
   if (!r) return r;
   if (s.size(0) != count && s.size(0) != 1)
     return Support::no(std::string(name) + ".shape", to_string(s.shape()),
@@ -131,7 +129,9 @@ inline Support check_scales(const TensorView<const float>& s, const char* name, 
   return r;
 }
 
-}  // namespace detail
+}  // namespace shrink::linear::detail
+
+namespace shrink::cuda {
 
 // Whether linear_nm can run these arguments, and when not, which argument is at fault and why. Touches no device.
 template <class T, class Out>
@@ -169,10 +169,10 @@ Support can_implement_linear_nm(const LinearNmArgs<T, Out>& a) {
     return Support::no("w.device", "CUDA " + std::to_string(a.w.device.index),
                        "CUDA " + std::to_string(device) + ", where x lives");
   if (a.w.values == nullptr) return Support::no("w.values", "a null pointer", "a device pointer");
-  if (!detail::pointer_aligned(a.w.values, 16))
+  if (!linear::detail::pointer_aligned(a.w.values, 16))
     return Support::no("w.values", "a misaligned pointer", "alignment to 16 bytes");
   if (a.w.metadata == nullptr) return Support::no("w.metadata", "a null pointer", "a device pointer");
-  if (!detail::pointer_aligned(a.w.metadata, 16))
+  if (!linear::detail::pointer_aligned(a.w.metadata, 16))
     return Support::no("w.metadata", "a misaligned pointer", "alignment to 16 bytes");
   const std::int64_t n = a.w.rows;
   s = check_device_view(a.out, "out", DeviceViewRules{2, device, alignof(Out)});
@@ -180,19 +180,19 @@ Support can_implement_linear_nm(const LinearNmArgs<T, Out>& a) {
   if (a.out.size(0) != m || a.out.size(1) != n)
     return Support::no("out.shape", to_string(a.out.shape()), to_string(Shape{m, n}) + " ([M, N])");
   if constexpr (std::is_same_v<T, std::int8_t>) {
-    s = detail::check_scales(a.epilogue.x_scales, "epilogue.x_scales", m, "row of x", device);
+    s = linear::detail::check_scales(a.epilogue.x_scales, "epilogue.x_scales", m, "row of x", device);
     if (!s) return s;
-    s = detail::check_scales(a.epilogue.w_scales, "epilogue.w_scales", n, "output feature", device);
+    s = linear::detail::check_scales(a.epilogue.w_scales, "epilogue.w_scales", n, "output feature", device);
     if (!s) return s;
   } else {
-    if (!detail::is_empty_vector(a.epilogue.x_scales))
+    if (!is_empty_view(a.epilogue.x_scales))
       return Support::no("epilogue.x_scales.shape", to_string(a.epilogue.x_scales.shape()),
                          "an empty view (scales apply to int8 operands)");
-    if (!detail::is_empty_vector(a.epilogue.w_scales))
+    if (!is_empty_view(a.epilogue.w_scales))
       return Support::no("epilogue.w_scales.shape", to_string(a.epilogue.w_scales.shape()),
                          "an empty view (scales apply to int8 operands)");
   }
-  const bool has_bias = !detail::is_empty_vector(a.epilogue.bias);
+  const bool has_bias = !is_empty_view(a.epilogue.bias);
   if (has_bias) {
     s = check_device_view(a.epilogue.bias, "epilogue.bias", DeviceViewRules{1, device, alignof(float)});
     if (!s) return s;

@@ -23,7 +23,7 @@
 #include "shrink/cuda/kernels/common/check.cuh"
 #include "shrink/cuda/launch.hpp"
 
-namespace shrink::cuda {
+namespace shrink::cuda::kernels {
 namespace calibration {
 
 // Order-preserving integer key of a float (NaN never reaches it).
@@ -265,4 +265,4 @@ __global__ void histogram_kernel(const float* __restrict__ x, std::int64_t n, Ru
 }
 
 }  // namespace calibration
-}  // namespace shrink::cuda
+}  // namespace shrink::cuda::kernels

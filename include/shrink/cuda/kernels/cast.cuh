@@ -13,7 +13,7 @@
 #include "shrink/core/half.hpp"
 #include "shrink/cuda/launch.hpp"
 
-namespace shrink::cuda {
+namespace shrink::cuda::kernels {
 namespace cast {
 
 __device__ __forceinline__ std::int64_t first_index() {
@@ -71,4 +71,4 @@ __global__ void dequantize_fp8_kernel(const std::uint8_t* __restrict__ codes, co
 }
 
 }  // namespace cast
-}  // namespace shrink::cuda
+}  // namespace shrink::cuda::kernels

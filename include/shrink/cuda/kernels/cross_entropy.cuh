@@ -21,7 +21,7 @@
 #include "shrink/cuda/kernels/common/row_access.cuh"
 #include "shrink/distill/reduction.hpp"
 
-namespace shrink::cuda::cross_entropy_kernels {
+namespace shrink::cuda::kernels::cross_entropy {
 
 template <class T, class Label>
 struct Args {
@@ -36,19 +36,19 @@ struct Args {
   bool accumulate;
   T* grad;  // nullptr: the loss only
   std::int64_t grad_stride;
-  loss::LossWorkspace ws;
+  LossWorkspace ws;
 };
 
 // The block's online softmax of a row (temperature 1) and, with smoothing, the sum of its logits.
 struct RowStats {
-  loss::Softmax softmax;
+  Softmax softmax;
   double total;
 };
 
 template <class T, class Label>
-__global__ void __launch_bounds__(loss::kMaxRowThreads) cross_entropy_kernel(const Args<T, Label> a) {
+__global__ void __launch_bounds__(kMaxRowThreads) cross_entropy_kernel(const Args<T, Label> a) {
   __shared__ double label_gradient;  // c (q_y - (1 - eps)) - c eps / V of the current row
-  const double c = a.grad_scale / loss::divisor(a.reduction, *a.ws.kept, 1);
+  const double c = a.grad_scale / divisor(a.reduction, *a.ws.kept, 1);
   const double eps = a.smoothing;
   const double uniform = c * eps / static_cast<double>(a.cols);
   for (std::int64_t r = blockIdx.x; r < a.rows; r += gridDim.x) {
@@ -62,31 +62,31 @@ __global__ void __launch_bounds__(loss::kMaxRowThreads) cross_entropy_kernel(con
     }
     if (!kept) {  // uniform over the block: every thread read the same mask and label
       if (threadIdx.x == 0) a.ws.per_row[r] = 0.0;
-      if (g != nullptr && !a.accumulate) rows::zero_row(g, a.cols);
+      if (g != nullptr && !a.accumulate) zero_row(g, a.cols);
       continue;
     }
 
-    RowStats s{loss::empty_softmax(), 0.0};
-    const rows::RowSplit row = rows::split_row(a.cols, z);
-    rows::for_each_chunk<T>(row, [&](std::int64_t j, auto width) {
+    RowStats s{empty_softmax(), 0.0};
+    const RowSplit row = split_row(a.cols, z);
+    for_each_chunk<T>(row, [&](std::int64_t j, auto width) {
       constexpr int W = decltype(width)::value;
       float x[W];
-      rows::load<T, W, rows::Cache::keep>(z + j, x);
+      load<T, W, Cache::keep>(z + j, x);
 #pragma unroll
       for (int i = 0; i < W; ++i) {
-        loss::add(s.softmax, x[i], 1.0f);
+        add(s.softmax, x[i], 1.0f);
         if (eps > 0.0) s.total += static_cast<double>(x[i]);
       }
     });
-    s = loss::block_reduce(s, [](const RowStats& p, const RowStats& q) {
-      return RowStats{loss::merge(p.softmax, q.softmax, 1.0f), p.total + q.total};
+    s = block_reduce(s, [](const RowStats& p, const RowStats& q) {
+      return RowStats{merge(p.softmax, q.softmax, 1.0f), p.total + q.total};
     });
     const float m = s.softmax.max;
     const double sum = s.softmax.sum;
     if (threadIdx.x == 0) {
-      if (s.softmax.bad || m == -loss::kInf) atomicOr(a.ws.status, kNonFinite);
+      if (s.softmax.bad || m == -kInf) atomicOr(a.ws.status, kNonFinite);
       const double log_s = log(sum);
-      const double a_y = static_cast<double>(rows::load1<T>(z + y)) - m;
+      const double a_y = static_cast<double>(load1<T>(z + y)) - m;
       const double nll = log_s - a_y;
       const double cross = s.total - static_cast<double>(a.cols) * m;  // sum_j a_j
       a.ws.per_row[r] = eps > 0.0 ? (1.0 - eps) * nll + eps * (log_s - cross / static_cast<double>(a.cols)) : nll;
@@ -98,27 +98,29 @@ __global__ void __launch_bounds__(loss::kMaxRowThreads) cross_entropy_kernel(con
     const float scale = static_cast<float>(c / sum), shift = static_cast<float>(uniform);
     const double at_label = label_gradient;
     const bool accumulate = a.accumulate;
-    rows::for_each_chunk<T>(rows::split_row(a.cols, z, g), [&](std::int64_t j, auto width) {
+    for_each_chunk<T>(split_row(a.cols, z, g), [&](std::int64_t j, auto width) {
       constexpr int W = decltype(width)::value;
       float x[W], out[W];
-      rows::load<T, W, rows::Cache::stream>(z + j, x);
-      if (accumulate) rows::load<T, W, rows::Cache::stream>(g + j, out);
+      load<T, W, Cache::stream>(z + j, x);
+      if (accumulate) load<T, W, Cache::stream>(g + j, out);
 #pragma unroll
       for (int i = 0; i < W; ++i) {
         const float v = fmaf(scale, expf(x[i] - m), -shift);
-        if (j + i == y) out[i] = static_cast<float>(accumulate ? static_cast<double>(out[i]) + at_label : at_label);
-        else out[i] = accumulate ? out[i] + v : v;
+        if (j + i == y)
+          out[i] = static_cast<float>(accumulate ? static_cast<double>(out[i]) + at_label : at_label);
+        else
+          out[i] = accumulate ? out[i] + v : v;
       }
-      rows::store<T, W>(g + j, out);
+      store<T, W>(g + j, out);
     });
   }
 }
 
 template <class T, class Label>
 void launch(const Args<T, Label>& a, cudaStream_t stream) {
-  const int threads = loss::row_threads(a.cols, rows::kVector<T>);
-  cross_entropy_kernel<T, Label><<<loss::row_blocks(a.rows), threads, 0, stream>>>(a);
+  const int threads = row_threads(a.cols, kVector<T>);
+  cross_entropy_kernel<T, Label><<<row_blocks(a.rows), threads, 0, stream>>>(a);
   SHRINK_CUDA_CHECK_LAUNCH(cross_entropy_kernel);
 }
 
-}  // namespace shrink::cuda::cross_entropy_kernels
+}  // namespace shrink::cuda::kernels::cross_entropy

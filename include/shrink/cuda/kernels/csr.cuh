@@ -17,7 +17,7 @@
 #include "shrink/cuda/kernels/common/launch.cuh"
 #include "shrink/cuda/launch.hpp"
 
-namespace shrink::cuda {
+namespace shrink::cuda::kernels {
 namespace csr {
 
 constexpr int kThreads = 256;                  // 8 warps (block_exclusive_scan's shared array holds 32)
@@ -309,4 +309,4 @@ void to_dense(const std::int32_t* row_offsets, const std::int32_t* column_indice
 }
 
 }  // namespace csr
-}  // namespace shrink::cuda
+}  // namespace shrink::cuda::kernels

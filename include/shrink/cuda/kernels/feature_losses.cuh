@@ -24,7 +24,7 @@
 #include "shrink/cuda/kernels/common/row_access.cuh"
 #include "shrink/distill/reduction.hpp"
 
-namespace shrink::cuda::feature_kernels {
+namespace shrink::cuda::kernels::feature_losses {
 
 // Student and teacher rows of one shape, their optional gradients (nullptr: not wanted) and the options.
 template <class T>
@@ -41,7 +41,7 @@ struct PairArgs {
   bool accumulate;
   const std::int8_t* target;  // cosine only; nullptr: every row +1
   double margin;              // cosine only
-  loss::LossWorkspace ws;
+  LossWorkspace ws;
 };
 
 // The gradient entry: g, or old + g when accumulating, rounded once to float (distill's write_gradient).
@@ -49,15 +49,15 @@ __device__ __forceinline__ float gradient_value(float old, double g, bool accumu
   return static_cast<float>(accumulate ? static_cast<double>(old) + g : g);
 }
 
-__device__ __forceinline__ bool finite(float x) { return fabsf(x) < loss::kInf; }
+__device__ __forceinline__ bool finite(float x) { return fabsf(x) < kInf; }
 
 // An absent row: its gradients zeroed unless accumulating, its loss 0 (thread 0 writes it).
 template <class T>
 __device__ __forceinline__ void absent_row(const PairArgs<T>& a, std::int64_t r, T* gs, T* gt) {
   if (threadIdx.x == 0) a.ws.per_row[r] = 0.0;
   if (a.accumulate) return;
-  if (gs != nullptr) rows::zero_row(gs, a.cols);
-  if (gt != nullptr) rows::zero_row(gt, a.cols);
+  if (gs != nullptr) zero_row(gs, a.cols);
+  if (gt != nullptr) zero_row(gt, a.cols);
 }
 
 // A row sum and the flag of a non-finite input.
@@ -68,8 +68,8 @@ struct CheckedSum {
 };
 
 template <class T>
-__global__ void __launch_bounds__(loss::kMaxRowThreads) mse_kernel(const PairArgs<T> a) {
-  const double scale = 2.0 * a.grad_scale / loss::divisor(a.reduction, *a.ws.kept, a.cols);
+__global__ void __launch_bounds__(kMaxRowThreads) mse_kernel(const PairArgs<T> a) {
+  const double scale = 2.0 * a.grad_scale / divisor(a.reduction, *a.ws.kept, a.cols);
   const bool accumulate = a.accumulate;
   for (std::int64_t r = blockIdx.x; r < a.rows; r += gridDim.x) {
     const T* s = a.student + r * a.student_stride;
@@ -81,13 +81,13 @@ __global__ void __launch_bounds__(loss::kMaxRowThreads) mse_kernel(const PairArg
       continue;
     }
     CheckedSum row{0.0, 0, 0};
-    rows::for_each_chunk<T>(rows::split_row(a.cols, s, t, gs, gt), [&](std::int64_t j, auto width) {
+    for_each_chunk<T>(split_row(a.cols, s, t, gs, gt), [&](std::int64_t j, auto width) {
       constexpr int W = decltype(width)::value;
       float xs[W], xt[W], os[W] = {}, ot[W] = {};
-      rows::load<T, W, rows::Cache::stream>(s + j, xs);
-      rows::load<T, W, rows::Cache::stream>(t + j, xt);
-      if (gs != nullptr && accumulate) rows::load<T, W, rows::Cache::stream>(gs + j, os);
-      if (gt != nullptr && accumulate) rows::load<T, W, rows::Cache::stream>(gt + j, ot);
+      load<T, W, Cache::stream>(s + j, xs);
+      load<T, W, Cache::stream>(t + j, xt);
+      if (gs != nullptr && accumulate) load<T, W, Cache::stream>(gs + j, os);
+      if (gt != nullptr && accumulate) load<T, W, Cache::stream>(gt + j, ot);
 #pragma unroll
       for (int i = 0; i < W; ++i) {
         row.bad |= !(finite(xs[i]) && finite(xt[i]));
@@ -96,10 +96,10 @@ __global__ void __launch_bounds__(loss::kMaxRowThreads) mse_kernel(const PairArg
         os[i] = gradient_value(os[i], scale * diff, accumulate);
         ot[i] = gradient_value(ot[i], -scale * diff, accumulate);
       }
-      if (gs != nullptr) rows::store<T, W>(gs + j, os);
-      if (gt != nullptr) rows::store<T, W>(gt + j, ot);
+      if (gs != nullptr) store<T, W>(gs + j, os);
+      if (gt != nullptr) store<T, W>(gt + j, ot);
     });
-    row = loss::block_reduce(row, [](const CheckedSum& p, const CheckedSum& q) {
+    row = block_reduce(row, [](const CheckedSum& p, const CheckedSum& q) {
       return CheckedSum{p.sum + q.sum, p.bad | q.bad, 0};
     });
     if (threadIdx.x == 0) {
@@ -119,8 +119,8 @@ struct CosineSums {
 };
 
 template <class T>
-__global__ void __launch_bounds__(loss::kMaxRowThreads) cosine_kernel(const PairArgs<T> a) {
-  const double scale = a.grad_scale / loss::divisor(a.reduction, *a.ws.kept, 1);
+__global__ void __launch_bounds__(kMaxRowThreads) cosine_kernel(const PairArgs<T> a) {
+  const double scale = a.grad_scale / divisor(a.reduction, *a.ws.kept, 1);
   const bool accumulate = a.accumulate;
   for (std::int64_t r = blockIdx.x; r < a.rows; r += gridDim.x) {
     const T* s = a.student + r * a.student_stride;
@@ -135,15 +135,15 @@ __global__ void __launch_bounds__(loss::kMaxRowThreads) cosine_kernel(const Pair
     }
     const bool wanted = gs != nullptr || gt != nullptr;
     CosineSums sums{0.0, 0.0, 0.0, 0, 0};
-    rows::for_each_chunk<T>(rows::split_row(a.cols, s, t), [&](std::int64_t j, auto width) {
+    for_each_chunk<T>(split_row(a.cols, s, t), [&](std::int64_t j, auto width) {
       constexpr int W = decltype(width)::value;
       float xs[W], xt[W];
       if (wanted) {  // read again below
-        rows::load<T, W, rows::Cache::keep>(s + j, xs);
-        rows::load<T, W, rows::Cache::keep>(t + j, xt);
+        load<T, W, Cache::keep>(s + j, xs);
+        load<T, W, Cache::keep>(t + j, xt);
       } else {
-        rows::load<T, W, rows::Cache::stream>(s + j, xs);
-        rows::load<T, W, rows::Cache::stream>(t + j, xt);
+        load<T, W, Cache::stream>(s + j, xs);
+        load<T, W, Cache::stream>(t + j, xt);
       }
 #pragma unroll
       for (int i = 0; i < W; ++i) {
@@ -154,7 +154,7 @@ __global__ void __launch_bounds__(loss::kMaxRowThreads) cosine_kernel(const Pair
         sums.tt += tj * tj;
       }
     });
-    sums = loss::block_reduce(sums, [](const CosineSums& p, const CosineSums& q) {
+    sums = block_reduce(sums, [](const CosineSums& p, const CosineSums& q) {
       return CosineSums{p.dot + q.dot, p.ss + q.ss, p.tt + q.tt, p.bad | q.bad, 0};
     });
     const double a_norm = sums.ss + kCosineEpsilon, b_norm = sums.tt + kCosineEpsilon;
@@ -173,21 +173,21 @@ __global__ void __launch_bounds__(loss::kMaxRowThreads) cosine_kernel(const Pair
     }
     if (!wanted) continue;
     const double g = slope * scale;
-    rows::for_each_chunk<T>(rows::split_row(a.cols, s, t, gs, gt), [&](std::int64_t j, auto width) {
+    for_each_chunk<T>(split_row(a.cols, s, t, gs, gt), [&](std::int64_t j, auto width) {
       constexpr int W = decltype(width)::value;
       float xs[W], xt[W], os[W] = {}, ot[W] = {};
-      rows::load<T, W, rows::Cache::stream>(s + j, xs);
-      rows::load<T, W, rows::Cache::stream>(t + j, xt);
-      if (gs != nullptr && accumulate) rows::load<T, W, rows::Cache::stream>(gs + j, os);
-      if (gt != nullptr && accumulate) rows::load<T, W, rows::Cache::stream>(gt + j, ot);
+      load<T, W, Cache::stream>(s + j, xs);
+      load<T, W, Cache::stream>(t + j, xt);
+      if (gs != nullptr && accumulate) load<T, W, Cache::stream>(gs + j, os);
+      if (gt != nullptr && accumulate) load<T, W, Cache::stream>(gt + j, ot);
 #pragma unroll
       for (int i = 0; i < W; ++i) {
         const double sj = xs[i], tj = xt[i];
         os[i] = gradient_value(os[i], g * (tj / denominator - cos * sj / a_norm), accumulate);
         ot[i] = gradient_value(ot[i], g * (sj / denominator - cos * tj / b_norm), accumulate);
       }
-      if (gs != nullptr) rows::store<T, W>(gs + j, os);
-      if (gt != nullptr) rows::store<T, W>(gt + j, ot);
+      if (gs != nullptr) store<T, W>(gs + j, os);
+      if (gt != nullptr) store<T, W>(gt + j, ot);
     });
   }
 }
@@ -209,7 +209,7 @@ struct AttentionArgs {
   distill::Reduction reduction;
   double grad_scale;
   bool accumulate;
-  loss::LossWorkspace ws;  // ws.extra: 2 * samples * positions doubles, the energies a_p of both sides
+  LossWorkspace ws;  // ws.extra: 2 * samples * positions doubles, the energies a_p of both sides
 };
 
 // F.normalize's eps: the norm is clamped to at least this.
@@ -221,7 +221,7 @@ __device__ __forceinline__ double energy(const AttentionSide<T>& side, std::int6
   const T* x = side.x + b * side.sample_stride + p;
   double sum = 0.0;
   for (std::int64_t c = 0; c < side.channels; ++c) {
-    const float v = rows::load1<T>(x + c * side.channel_stride);
+    const float v = load1<T>(x + c * side.channel_stride);
     bad |= !finite(v);
     sum += static_cast<double>(v) * static_cast<double>(v);
   }
@@ -236,10 +236,10 @@ __device__ __forceinline__ void write_position(const AttentionSide<T>& side, std
   const T* x = side.x + b * side.sample_stride + p;
   T* g = side.grad + b * side.grad_sample_stride + p;
   for (std::int64_t c = 0; c < side.channels; ++c) {
-    const double v = rows::load1<T, rows::Cache::stream>(x + c * side.channel_stride);
+    const double v = load1<T, Cache::stream>(x + c * side.channel_stride);
     T* out = g + c * side.grad_channel_stride;
-    const float old = accumulate ? rows::load1<T, rows::Cache::stream>(out) : 0.0f;
-    rows::store1<T>(out, gradient_value(old, coefficient * twice_over_c * v, accumulate));
+    const float old = accumulate ? load1<T, Cache::stream>(out) : 0.0f;
+    store1<T>(out, gradient_value(old, coefficient * twice_over_c * v, accumulate));
   }
 }
 
@@ -248,7 +248,7 @@ __device__ __forceinline__ void clear_sample(const AttentionSide<T>& side, std::
   if (side.grad == nullptr) return;
   for (std::int64_t c = 0; c < side.channels; ++c) {
     T* g = side.grad + b * side.grad_sample_stride + c * side.grad_channel_stride;
-    for (std::int64_t p = threadIdx.x; p < positions; p += blockDim.x) rows::store1<T>(g + p, 0.0f);
+    for (std::int64_t p = threadIdx.x; p < positions; p += blockDim.x) store1<T>(g + p, 0.0f);
   }
 }
 
@@ -259,9 +259,9 @@ struct AttentionNorms {
 };
 
 template <class T>
-__global__ void __launch_bounds__(loss::kMaxRowThreads) attention_kernel(const AttentionArgs<T> a) {
+__global__ void __launch_bounds__(kMaxRowThreads) attention_kernel(const AttentionArgs<T> a) {
   const std::int64_t positions = a.positions;
-  const double scale = 2.0 * a.grad_scale / loss::divisor(a.reduction, *a.ws.kept, positions);
+  const double scale = 2.0 * a.grad_scale / divisor(a.reduction, *a.ws.kept, positions);
   double* const energies = reinterpret_cast<double*>(a.ws.extra);
   for (std::int64_t b = blockIdx.x; b < a.samples; b += gridDim.x) {
     if (a.mask != nullptr && a.mask[b] == 0) {
@@ -282,13 +282,13 @@ __global__ void __launch_bounds__(loss::kMaxRowThreads) attention_kernel(const A
       n.student += a_s[p] * a_s[p];
       n.teacher += a_t[p] * a_t[p];
     }
-    n = loss::block_reduce(n, [](const AttentionNorms& p, const AttentionNorms& q) {
+    n = block_reduce(n, [](const AttentionNorms& p, const AttentionNorms& q) {
       return AttentionNorms{p.student + q.student, p.teacher + q.teacher, p.bad | q.bad, 0};
     });
     const double norm_s = sqrt(n.student), norm_t = sqrt(n.teacher);
     const double inv_s = 1.0 / fmax(norm_s, kAttentionEpsilon), inv_t = 1.0 / fmax(norm_t, kAttentionEpsilon);
     // The loss and sum_p g_p at_p of both maps, g_p = scale (at_s - at_t).
-    loss::Sums<3> sums{{0.0, 0.0, 0.0}};
+    Sums<3> sums{{0.0, 0.0, 0.0}};
     for (std::int64_t p = threadIdx.x; p < positions; p += blockDim.x) {
       const double map_s = a_s[p] * inv_s, map_t = a_t[p] * inv_t;
       const double diff = map_s - map_t;
@@ -296,7 +296,7 @@ __global__ void __launch_bounds__(loss::kMaxRowThreads) attention_kernel(const A
       sums.v[1] += scale * diff * map_s;
       sums.v[2] += scale * diff * map_t;
     }
-    sums = loss::block_sum(sums);
+    sums = block_sum(sums);
     if (threadIdx.x == 0) {
       a.ws.per_row[b] = sums.v[0];
       if (n.bad) atomicOr(a.ws.status, kNonFinite);
@@ -323,13 +323,13 @@ __global__ void __launch_bounds__(loss::kMaxRowThreads) attention_kernel(const A
 
 template <class T>
 void launch_mse(const PairArgs<T>& a, cudaStream_t stream) {
-  mse_kernel<T><<<loss::row_blocks(a.rows), loss::row_threads(a.cols, rows::kVector<T>), 0, stream>>>(a);
+  mse_kernel<T><<<row_blocks(a.rows), row_threads(a.cols, kVector<T>), 0, stream>>>(a);
   SHRINK_CUDA_CHECK_LAUNCH(mse_kernel);
 }
 
 template <class T>
 void launch_cosine(const PairArgs<T>& a, cudaStream_t stream) {
-  cosine_kernel<T><<<loss::row_blocks(a.rows), loss::row_threads(a.cols, rows::kVector<T>), 0, stream>>>(a);
+  cosine_kernel<T><<<row_blocks(a.rows), row_threads(a.cols, kVector<T>), 0, stream>>>(a);
   SHRINK_CUDA_CHECK_LAUNCH(cosine_kernel);
 }
 
@@ -337,9 +337,9 @@ template <class T>
 void launch_attention(const AttentionArgs<T>& a, cudaStream_t stream) {
   // One position a thread where they fit (positions are read one by one, coalesced across the threads).
   const std::int64_t wanted = (a.positions + 31) / 32 * 32;
-  const int threads = static_cast<int>(wanted < loss::kMaxRowThreads ? wanted : loss::kMaxRowThreads);
-  attention_kernel<T><<<loss::row_blocks(a.samples), threads, 0, stream>>>(a);
+  const int threads = static_cast<int>(wanted < kMaxRowThreads ? wanted : kMaxRowThreads);
+  attention_kernel<T><<<row_blocks(a.samples), threads, 0, stream>>>(a);
   SHRINK_CUDA_CHECK_LAUNCH(attention_kernel);
 }
 
-}  // namespace shrink::cuda::feature_kernels
+}  // namespace shrink::cuda::kernels::feature_losses

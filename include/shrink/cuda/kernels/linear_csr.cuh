@@ -18,11 +18,12 @@
 #include "shrink/core/epilogue.hpp"
 #include "shrink/core/half.hpp"
 #include "shrink/cuda/kernels/common/check.cuh"
+#include "shrink/cuda/kernels/common/convert.cuh"
 #include "shrink/cuda/kernels/common/launch.cuh"
 #include "shrink/cuda/launch.hpp"
 
-namespace shrink::cuda {
-namespace spmm {
+namespace shrink::cuda::kernels {
+namespace linear_csr {
 
 constexpr int kWarp = 32;
 constexpr int kWarps = 8;  // per CTA, in every kernel
@@ -46,21 +47,6 @@ __device__ __forceinline__ T zero_value() {
     return 0.0f;
   else
     return T::from_bits(0);
-}
-
-__device__ __forceinline__ float to_float(float v) { return v; }
-__device__ __forceinline__ float to_float(half v) { return __half2float(__ushort_as_half(v.to_bits())); }
-__device__ __forceinline__ float to_float(bfloat16 v) {
-  return __uint_as_float(static_cast<unsigned>(v.to_bits()) << 16);
-}
-
-// Rounds to nearest even with the CPU's encoders (core/half.hpp), so outputs match the CPU twin's rounding bit for bit.
-template <class T>
-__device__ __forceinline__ T from_float(float v) {
-  if constexpr (std::is_same_v<T, float>)
-    return v;
-  else
-    return T(v);
 }
 
 // The elements of `Words` 32-bit words read from memory (little-endian: element 0 is the low half of word 0).
@@ -612,5 +598,5 @@ void staged(const Operands<T>& o, cudaStream_t stream) {
     launch_staged<T, kVector16<T>>(o, stream);
 }
 
-}  // namespace spmm
-}  // namespace shrink::cuda
+}  // namespace linear_csr
+}  // namespace shrink::cuda::kernels

@@ -17,7 +17,7 @@
 #include "shrink/core/epilogue.hpp"
 #include "shrink/cuda/launch.hpp"
 
-namespace shrink::cuda::int8_gemm {
+namespace shrink::cuda::kernels::linear_int8 {
 
 // What the epilogue writes: one of the four outputs, or the raw int32 sums of a K split (no scaling).
 enum class OutputKind : int { f32, f16, bf16, s8, s32 };
@@ -156,4 +156,4 @@ __global__ void int8_epilogue_kernel(const std::int32_t* __restrict__ acc, std::
   }
 }
 
-}  // namespace shrink::cuda::int8_gemm
+}  // namespace shrink::cuda::kernels::linear_int8

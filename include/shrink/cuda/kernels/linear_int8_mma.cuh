@@ -16,7 +16,7 @@
 #include "shrink/cuda/kernels/linear_int8_epilogue.cuh"
 #include "shrink/cuda/kernels/linear_int8_tile.cuh"
 
-namespace shrink::cuda::int8_gemm {
+namespace shrink::cuda::kernels::linear_int8 {
 
 // What a GEMM kernel needs; epilogue.kind s32 with out the workspace's partial sums when K is split (blockIdx.z).
 struct GemmParams {
@@ -173,4 +173,4 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) gemm_int8_mma_kern
 #endif
 }
 
-}  // namespace shrink::cuda::int8_gemm
+}  // namespace shrink::cuda::kernels::linear_int8

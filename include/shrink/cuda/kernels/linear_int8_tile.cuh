@@ -13,7 +13,7 @@
 
 #include <cstdint>
 
-namespace shrink::cuda::int8_gemm {
+namespace shrink::cuda::kernels::linear_int8 {
 
 template <int RowBytes>
 __device__ __forceinline__ std::uint32_t swizzled_offset(int row, int chunk) {
@@ -88,4 +88,4 @@ __device__ __forceinline__ TileCoord grouped_tile(int linear, int tiles_m, int t
   return TileCoord{first_m + within % group_rows, within / group_rows};
 }
 
-}  // namespace shrink::cuda::int8_gemm
+}  // namespace shrink::cuda::kernels::linear_int8

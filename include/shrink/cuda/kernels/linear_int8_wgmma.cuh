@@ -28,7 +28,7 @@
 #include "shrink/cuda/kernels/linear_int8_mma.cuh"
 #include "shrink/cuda/kernels/linear_int8_tile.cuh"
 
-namespace shrink::cuda::int8_gemm {
+namespace shrink::cuda::kernels::linear_int8 {
 
 struct WgmmaConfig {
   static constexpr int kBM = 128;
@@ -152,4 +152,4 @@ __global__ void __launch_bounds__(C::kThreads, 2) gemm_int8_wgmma_kernel(GemmPar
 #endif
 }
 
-}  // namespace shrink::cuda::int8_gemm
+}  // namespace shrink::cuda::kernels::linear_int8

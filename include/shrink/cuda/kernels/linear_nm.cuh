@@ -22,7 +22,7 @@
 #include "shrink/cuda/kernels/common/launch.cuh"
 #include "shrink/cuda/launch.hpp"
 
-namespace shrink::cuda::sparse24 {
+namespace shrink::cuda::kernels::linear_nm {
 
 // ---------------------------------------------------------------------------------------------------------------
 // PTX wrappers
@@ -260,4 +260,4 @@ void launch(const Params<T, Out>& p, cudaStream_t stream) {
   SHRINK_CUDA_CHECK_LAUNCH(gemm_sparse24_kernel);
 }
 
-}  // namespace shrink::cuda::sparse24
+}  // namespace shrink::cuda::kernels::linear_nm

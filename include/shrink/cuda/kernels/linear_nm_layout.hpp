@@ -26,7 +26,7 @@
 #include "shrink/core/config.hpp"
 #include "shrink/core/half.hpp"
 
-namespace shrink::cuda::sparse24 {
+namespace shrink::cuda::kernels::linear_nm {
 
 // Per value type: dense columns one k-step covers, metadata words of one 16-row tile per k-step.
 template <class T>
@@ -198,4 +198,4 @@ SHRINK_HOST_DEVICE int metadata_step_offset(int row_tile, int step) {
 SHRINK_HOST_DEVICE inline int accumulator_w_row(int lane, int r) { return lane / 4 + 8 * (r / 2); }
 SHRINK_HOST_DEVICE inline int accumulator_x_row(int lane, int r) { return 2 * (lane % 4) + r % 2; }
 
-}  // namespace shrink::cuda::sparse24
+}  // namespace shrink::cuda::kernels::linear_nm

@@ -16,7 +16,7 @@
 #include "shrink/cuda/kernels/linear_weight_only_tensor_core.cuh"
 #include "shrink/cuda/kernels/common/launch.cuh"
 
-namespace shrink::cuda::weight_only {
+namespace shrink::cuda::kernels::linear_weight_only {
 
 // Activation rows per CUDA-core block: 1, 2 or 4 (more rows take several blocks along z).
 inline int cuda_core_rows_per_block(int m) { return m == 1 ? 1 : m == 2 ? 2 : 4; }
@@ -74,4 +74,4 @@ void launch(const Problem<T>& p, bool tensor_cores, cudaStream_t stream) {
   if (p.slices > 1) launch_add_slices<T, Kind>(p, stream);
 }
 
-}  // namespace shrink::cuda::weight_only
+}  // namespace shrink::cuda::kernels::linear_weight_only

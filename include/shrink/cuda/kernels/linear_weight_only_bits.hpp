@@ -22,7 +22,7 @@
 #include "shrink/core/config.hpp"
 #include "shrink/core/half.hpp"
 
-namespace shrink::cuda::weight_only {
+namespace shrink::cuda::kernels::linear_weight_only {
 
 // ---- Constants (16-bit pairs: the same value in both halves) ---------------------------------------------------
 inline constexpr std::uint32_t kHalfMagicPair = 0x64006400u;           // half 1024
@@ -99,4 +99,4 @@ SHRINK_HOST_DEVICE constexpr std::uint32_t int4_weight_pair_biased(const std::ui
   return int4_pair_as_biased(flipped[step / 2], 2 * (step % 2) + which, magic);
 }
 
-}  // namespace shrink::cuda::weight_only
+}  // namespace shrink::cuda::kernels::linear_weight_only

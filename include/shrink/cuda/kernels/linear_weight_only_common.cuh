@@ -17,7 +17,7 @@
 #include "shrink/cuda/launch.hpp"
 #include "shrink/cuda/kernels/linear_weight_only_bits.hpp"
 
-namespace shrink::cuda::weight_only {
+namespace shrink::cuda::kernels::linear_weight_only {
 
 enum class WeightKind : int { int8, int4 };
 
@@ -185,4 +185,4 @@ __global__ void add_slices_kernel(Problem<T> p) {
   flags.report(p.status);
 }
 
-}  // namespace shrink::cuda::weight_only
+}  // namespace shrink::cuda::kernels::linear_weight_only

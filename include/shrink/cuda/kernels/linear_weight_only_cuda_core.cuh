@@ -16,7 +16,7 @@
 #include "shrink/cuda/kernels/linear_weight_only_common.cuh"
 #include "shrink/cuda/kernels/linear_weight_only_bits.hpp"
 
-namespace shrink::cuda::weight_only {
+namespace shrink::cuda::kernels::linear_weight_only {
 
 inline constexpr int kCoreRowsPerWarp = 4;
 inline constexpr int kCoreRowsPerBlock = kWarps * kCoreRowsPerWarp;
@@ -156,4 +156,4 @@ __global__ void __launch_bounds__(kThreads) cuda_core_kernel(Problem<T> p) {
   flags.report(p.status);
 }
 
-}  // namespace shrink::cuda::weight_only
+}  // namespace shrink::cuda::kernels::linear_weight_only

@@ -20,7 +20,7 @@
 #include "shrink/cuda/kernels/linear_weight_only_common.cuh"
 #include "shrink/cuda/kernels/linear_weight_only_bits.hpp"
 
-namespace shrink::cuda::weight_only {
+namespace shrink::cuda::kernels::linear_weight_only {
 
 inline constexpr int kMmaTilesN = 2;  // n8 tiles per warp
 inline constexpr int kMmaRowsPerWarp = 8 * kMmaTilesN;
@@ -174,4 +174,4 @@ __global__ void __launch_bounds__(kThreads) tensor_core_kernel(Problem<T> p) {
   flags.report(p.status);
 }
 
-}  // namespace shrink::cuda::weight_only
+}  // namespace shrink::cuda::kernels::linear_weight_only

@@ -16,16 +16,13 @@
 
 #include "shrink/core/half.hpp"
 #include "shrink/cuda/kernels/common/check.cuh"
+#include "shrink/cuda/kernels/common/convert.cuh"
 #include "shrink/cuda/kernels/common/launch.cuh"
 #include "shrink/cuda/launch.hpp"
 #include "shrink/cuda/nm.hpp"
 
-namespace shrink::cuda {
+namespace shrink::cuda::kernels {
 namespace nm {
-
-__device__ __forceinline__ float as_float(float x) { return x; }
-__device__ __forceinline__ float as_float(half x) { return x.to_float(); }
-__device__ __forceinline__ float as_float(bfloat16 x) { return x.to_float(); }
 
 __device__ __forceinline__ std::int32_t magnitude_key(float x) {
   return static_cast<std::int32_t>(__float_as_uint(x) & 0x7FFFFFFFu);
@@ -43,11 +40,11 @@ __device__ __forceinline__ std::uint64_t group_keep_bits(const T* __restrict__ x
   std::uint64_t bits = 0;
   bool nonfinite = false;
   for (int i = 0; i < size; ++i) {
-    const std::int32_t ki = magnitude_key(as_float(x[i]));
+    const std::int32_t ki = magnitude_key(to_float(x[i]));
     nonfinite |= ki >= kNonfiniteKey;
     int rank = 0;
-    for (int j = 0; j < i; ++j) rank += magnitude_key(as_float(x[j])) >= ki;
-    for (int j = i + 1; j < size; ++j) rank += magnitude_key(as_float(x[j])) > ki;
+    for (int j = 0; j < i; ++j) rank += magnitude_key(to_float(x[j])) >= ki;
+    for (int j = i + 1; j < size; ++j) rank += magnitude_key(to_float(x[j])) > ki;
     bits |= static_cast<std::uint64_t>(rank < keep) << i;
   }
   if (nonfinite) atomicOr(status, kNonFinite);
@@ -81,11 +78,11 @@ __global__ void nm_mask_groups_kernel(const T* __restrict__ x, std::int64_t rows
     const T* group = x + flat;
     bool nonfinite = false;
     for (int i = 0; i < size; ++i) {
-      const std::int32_t ki = magnitude_key(as_float(group[i]));
+      const std::int32_t ki = magnitude_key(to_float(group[i]));
       nonfinite |= ki >= kNonfiniteKey;
       int rank = 0;
       for (int j = 0; j < size && rank < keep; ++j)
-        rank += j < i ? magnitude_key(as_float(group[j])) >= ki : (j > i && magnitude_key(as_float(group[j])) > ki);
+        rank += j < i ? magnitude_key(to_float(group[j])) >= ki : (j > i && magnitude_key(to_float(group[j])) > ki);
       if (rank < keep) atomicOr(words + ((flat + i) >> 6), 1ull << ((flat + i) & 63));
     }
     if (nonfinite) atomicOr(status, kNonFinite);
@@ -95,7 +92,8 @@ __global__ void nm_mask_groups_kernel(const T* __restrict__ x, std::int64_t rows
 template <class T>
 __device__ __forceinline__ bool is_finite_value(T v) {
   if constexpr (sizeof(T) == 1) return true;
-  else return isfinite(as_float(v));
+  else
+    return isfinite(to_float(v));
 }
 
 // Values and positions, one thread a group of m; the CPU's generic fill (lowest unused positions, zero values).
@@ -207,4 +205,4 @@ void compress(const T* dense, std::int64_t rows, std::int64_t cols, const std::u
 }
 
 }  // namespace nm
-}  // namespace shrink::cuda
+}  // namespace shrink::cuda::kernels

@@ -22,12 +22,13 @@
 #include "shrink/core/axis.hpp"
 #include "shrink/core/half.hpp"
 #include "shrink/cuda/kernels/common/check.cuh"
+#include "shrink/cuda/kernels/common/convert.cuh"
 #include "shrink/cuda/kernels/common/launch.cuh"
 #include "shrink/cuda/launch.hpp"
 #include "shrink/cuda/norms.hpp"
 #include "shrink/prune/norm.hpp"
 
-namespace shrink::cuda {
+namespace shrink::cuda::kernels {
 namespace norms {
 
 constexpr int kThreads = 256;                  // a multiple of 32 (the shuffle trees)
@@ -79,10 +80,6 @@ inline SlicePlan plan_slices(const AxisSplit& split) {
 struct BlockGrid {
   std::int64_t rows = 1, cols = 1, block_rows = 1, block_cols = 1, grid_rows = 1, grid_cols = 1, blocks = 1;
 };
-
-__device__ __forceinline__ float as_float(float x) { return x; }
-__device__ __forceinline__ float as_float(half x) { return x.to_float(); }
-__device__ __forceinline__ float as_float(bfloat16 x) { return x.to_float(); }
 
 __device__ __forceinline__ bool kept(const std::uint64_t* __restrict__ words, std::int64_t flat) {
   return words == nullptr || ((words[flat >> 6] >> (flat & 63)) & 1u);
@@ -154,7 +151,7 @@ __global__ void segment_partials_kernel(const T* __restrict__ x, const std::uint
       const std::int64_t run = (o * plan.channels + c) * plan.inner;
 #pragma unroll 4
       for (std::int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
-        const float w = as_float(x[run + i]);
+        const float w = to_float(x[run + i]);
         nonfinite |= !isfinite(w);
         if (kept(current, run + i)) running = fold<N>(running, term<N>(w));
       }
@@ -185,7 +182,7 @@ __global__ void column_partials_kernel(const T* __restrict__ x, const std::uint6
 #pragma unroll 4
       for (std::int64_t o = first_row; o < end_row; ++o) {
         const std::int64_t flat = o * length + column;
-        const float w = as_float(x[flat]);
+        const float w = to_float(x[flat]);
         nonfinite |= !isfinite(w);
         if (kept(current, flat)) running = fold<N>(running, term<N>(w));
       }
@@ -234,7 +231,7 @@ __global__ void block_norms_thread_kernel(const T* __restrict__ x, const std::ui
 #pragma unroll 4
       for (std::int64_t j = 0; j < grid.block_cols; ++j) {
         const std::int64_t flat = first + r * grid.cols + j;
-        const float w = as_float(x[flat]);
+        const float w = to_float(x[flat]);
         nonfinite |= !isfinite(w);
         if (kept(current, flat)) running = fold<N>(running, term<N>(w));
       }
@@ -259,7 +256,7 @@ __global__ void block_norms_warp_kernel(const T* __restrict__ x, const std::uint
 #pragma unroll 4
     for (std::int64_t e = lane; e < elements; e += 32) {
       const std::int64_t flat = first + r * grid.cols + j;
-      const float w = as_float(x[flat]);
+      const float w = to_float(x[flat]);
       nonfinite |= !isfinite(w);
       if (kept(current, flat)) running = fold<N>(running, term<N>(w));
       r += step_rows;  // e + 32 as (r, j)
@@ -313,4 +310,4 @@ void block_norms(const T* x, const std::uint64_t* current, const BlockGrid& grid
 }
 
 }  // namespace norms
-}  // namespace shrink::cuda
+}  // namespace shrink::cuda::kernels

@@ -18,7 +18,7 @@
 #include "shrink/cuda/kernels/common/launch.cuh"
 #include "shrink/cuda/launch.hpp"
 
-namespace shrink::cuda {
+namespace shrink::cuda::kernels {
 
 enum class ParamMode : int { per_tensor, per_channel, per_group };
 
@@ -224,7 +224,7 @@ __global__ void fake_quantize_kernel(const float* x, float* out, std::uint8_t* _
 
 // Launchers: arguments already validated; `status` points at the zeroed status word, p.inv_scale is filled.
 // Each enqueues on `stream` and neither allocates nor synchronises.
-namespace launch {
+namespace quantize {
 
 constexpr int kThreads = 256;
 
@@ -314,5 +314,5 @@ inline void prepare_affine(const float* scale, const std::int32_t* zero_point, s
   SHRINK_CUDA_CHECK_LAUNCH(prepare_affine_kernel);
 }
 
-}  // namespace launch
-}  // namespace shrink::cuda
+}  // namespace quantize
+}  // namespace shrink::cuda::kernels

@@ -19,9 +19,10 @@
 
 #include "shrink/core/affine.hpp"
 #include "shrink/core/half.hpp"
+#include "shrink/cuda/kernels/common/convert.cuh"
 #include "shrink/cuda/launch.hpp"
 
-namespace shrink::cuda::quantize_rows {
+namespace shrink::cuda::kernels::quantize_rows {
 
 inline constexpr int kThreads = 256;
 // A row up to this size stays in shared memory between the passes (with the block's 32 static bytes, under the
@@ -31,12 +32,6 @@ inline constexpr int kStagedBytes = 44 * 1024;
 // Elements per 16-byte vector.
 template <class T>
 inline constexpr int kVector = 16 / static_cast<int>(sizeof(T));
-
-template <class T>
-__device__ __forceinline__ float to_float(T v) {
-  if constexpr (std::is_same<T, float>::value) return v;
-  else return v.to_float();
-}
 
 // The maximum of v over the block (every thread gets it). Safe to call once per launch: `partial` is not reused.
 __device__ __forceinline__ float block_max(float v, float* partial) {
@@ -105,4 +100,4 @@ __global__ void __launch_bounds__(kThreads) quantize_rows_absmax_kernel(const T*
   }
 }
 
-}  // namespace shrink::cuda::quantize_rows
+}  // namespace shrink::cuda::kernels::quantize_rows

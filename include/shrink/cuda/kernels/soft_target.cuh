@@ -38,11 +38,12 @@
 #include <type_traits>
 
 #include "shrink/core/half.hpp"
+#include "shrink/cuda/kernels/common/convert.cuh"
 #include "shrink/cuda/launch.hpp"
 #include "shrink/cuda/soft_target.hpp"
 #include "shrink/distill/reduction.hpp"
 
-namespace shrink::cuda {
+namespace shrink::cuda::kernels {
 namespace soft_target {
 
 enum class Divergence { forward_kl, reverse_kl, jensen_shannon };
@@ -83,19 +84,6 @@ struct Params {
   int slice = 0;            // columns per CTA: cols, or on the cluster path ceil(cols / C) rounded to kVec
   int stage_capacity = 0;   // staged paths: elements of shared memory per tensor (slice + kVec, 16-byte multiple)
 };
-
-// --- element conversions (the hardware's round-to-nearest-even, as core/half.hpp) ----------------------------------
-
-__device__ __forceinline__ float to_float(float x) { return x; }
-__device__ __forceinline__ float to_float(half x) { return __half2float(__ushort_as_half(x.to_bits())); }
-__device__ __forceinline__ float to_float(bfloat16 x) { return __uint_as_float(static_cast<unsigned>(x.to_bits()) << 16); }
-
-template <class T>
-__device__ __forceinline__ T from_float(float v) {
-  if constexpr (std::is_same_v<T, float>) return v;
-  else if constexpr (std::is_same_v<T, half>) return half::from_bits(__half_as_ushort(__float2half_rn(v)));
-  else return bfloat16::from_bits(__bfloat16_as_ushort(__float2bfloat16_rn(v)));
-}
 
 // W elements as loaded: one element, or a 16-byte vector of kVec<T>.
 template <class T, int W>
@@ -758,4 +746,4 @@ __global__ void __launch_bounds__(kFinishThreads)
 }
 
 }  // namespace soft_target
-}  // namespace shrink::cuda
+}  // namespace shrink::cuda::kernels

@@ -31,8 +31,8 @@
 #include "shrink/cuda/threshold.hpp"
 #include "shrink/prune/threshold.hpp"
 
-namespace shrink::cuda {
-namespace radix {
+namespace shrink::cuda::kernels {
+namespace threshold {
 
 // The select key of each weight type (see the file comment); raw: the element's bits (16-bit types in the low half).
 template <class T>
@@ -463,5 +463,5 @@ void choose_bucket(const unsigned long long* histogram, SelectState* state, long
   SHRINK_CUDA_CHECK_LAUNCH(choose_bucket_kernel);
 }
 
-}  // namespace radix
-}  // namespace shrink::cuda
+}  // namespace threshold
+}  // namespace shrink::cuda::kernels

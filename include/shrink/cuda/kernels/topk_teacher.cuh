@@ -30,7 +30,7 @@
 #include "shrink/distill/reduction.hpp"
 #include "shrink/distill/soft_target.hpp"
 
-namespace shrink::cuda::topk_kernels {
+namespace shrink::cuda::kernels::topk_teacher {
 
 using distill::detail::SoftDivergence;
 
@@ -52,7 +52,7 @@ struct Args {
   bool accumulate;
   T* grad;  // nullptr: the loss only
   std::int64_t grad_stride;
-  loss::LossWorkspace ws;
+  LossWorkspace ws;
 };
 
 // One coarse class: its term of D and q_c dD/dq_c, from log p and log q (distill::detail::coarse_term).
@@ -91,7 +91,7 @@ __device__ __forceinline__ bool is_member(const unsigned* members, std::int64_t 
 
 // The student row's pass: the max over every entry, the rest class's online softmax.
 struct StudentStats {
-  loss::Softmax rest;
+  Softmax rest;
   float max;
   int bad;
 };
@@ -103,12 +103,12 @@ struct TeacherMax {
 };
 
 template <class T, class Index>
-__global__ void __launch_bounds__(loss::kMaxRowThreads, 2) topk_kernel(const Args<T, Index> a) {
+__global__ void __launch_bounds__(kMaxRowThreads, 2) topk_kernel(const Args<T, Index> a) {
   extern __shared__ unsigned members[];  // bitmap of the row's k indices
   const std::int64_t words = (a.cols + 31) / 32;
   const double t = a.temperature;
   const float inv_t = static_cast<float>(1.0 / t);
-  const double c = a.grad_scale * t / loss::divisor(a.reduction, *a.ws.kept, a.cols);
+  const double c = a.grad_scale * t / divisor(a.reduction, *a.ws.kept, a.cols);
   const bool degenerate = a.kind == SoftDivergence::jensen_shannon && (a.beta == 0.0 || a.beta == 1.0);
   constexpr double kNegInf = -__builtin_huge_val();
   for (std::int64_t r = blockIdx.x; r < a.rows; r += gridDim.x) {
@@ -119,7 +119,7 @@ __global__ void __launch_bounds__(loss::kMaxRowThreads, 2) topk_kernel(const Arg
     const bool kept = a.mask == nullptr || a.mask[r] != 0;
     if (!kept || degenerate) {  // uniform over the block
       if (threadIdx.x == 0) a.ws.per_row[r] = 0.0;
-      if (g != nullptr && !a.accumulate) rows::zero_row(g, a.cols);
+      if (g != nullptr && !a.accumulate) zero_row(g, a.cols);
       continue;
     }
 
@@ -142,50 +142,49 @@ __global__ void __launch_bounds__(loss::kMaxRowThreads, 2) topk_kernel(const Arg
     __syncthreads();  // the bitmap is complete
 
     // Teacher: max, then the sum of its exps.
-    TeacherMax tm{-loss::kInf, 0};
+    TeacherMax tm{-kInf, 0};
     for (std::int64_t cl = threadIdx.x; cl < a.k; cl += blockDim.x) {
-      const float x = rows::load1<T>(tl + cl);
-      tm.bad |= !(x < loss::kInf);
+      const float x = load1<T>(tl + cl);
+      tm.bad |= !(x < kInf);
       tm.max = fmaxf(tm.max, x);
     }
-    tm = loss::block_reduce(tm, [](const TeacherMax& p, const TeacherMax& q) {
+    tm = block_reduce(tm, [](const TeacherMax& p, const TeacherMax& q) {
       return TeacherMax{fmaxf(p.max, q.max), p.bad | q.bad};
     });
     const float mt = tm.max;
     double teacher_sum = 0.0;
     for (std::int64_t cl = threadIdx.x; cl < a.k; cl += blockDim.x)
-      teacher_sum += static_cast<double>(expf((rows::load1<T>(tl + cl) - mt) * inv_t));
+      teacher_sum += static_cast<double>(expf((load1<T>(tl + cl) - mt) * inv_t));
 
     // Student: one read of the row.
-    StudentStats s{loss::empty_softmax(), -loss::kInf, 0};
-    const rows::RowSplit row = rows::split_row(a.cols, z);
-    rows::for_each_chunk<T>(row, [&](std::int64_t j, auto width) {
+    StudentStats s{empty_softmax(), -kInf, 0};
+    const RowSplit row = split_row(a.cols, z);
+    for_each_chunk<T>(row, [&](std::int64_t j, auto width) {
       constexpr int W = decltype(width)::value;
       float x[W];
-      rows::load<T, W, rows::Cache::keep>(z + j, x);
+      load<T, W, Cache::keep>(z + j, x);
 #pragma unroll
       for (int i = 0; i < W; ++i) {
-        s.bad |= !(x[i] < loss::kInf);
+        s.bad |= !(x[i] < kInf);
         s.max = fmaxf(s.max, x[i]);
-        if (!is_member(members, j + i)) loss::add(s.rest, x[i], inv_t);
+        if (!is_member(members, j + i)) add(s.rest, x[i], inv_t);
       }
     });
-    s = loss::block_reduce(s, [inv_t](const StudentStats& p, const StudentStats& q) {
-      return StudentStats{loss::merge(p.rest, q.rest, inv_t), fmaxf(p.max, q.max), p.bad | q.bad};
+    s = block_reduce(s, [inv_t](const StudentStats& p, const StudentStats& q) {
+      return StudentStats{merge(p.rest, q.rest, inv_t), fmaxf(p.max, q.max), p.bad | q.bad};
     });
     const float ms = s.max, m_rest = s.rest.max;
-    const bool has_rest = m_rest > -loss::kInf;
+    const bool has_rest = m_rest > -kInf;
     const double s_rest = s.rest.sum;
-    if (threadIdx.x == 0 && (s.bad || tm.bad || ms == -loss::kInf || mt == -loss::kInf))
-      atomicOr(a.ws.status, kNonFinite);
+    if (threadIdx.x == 0 && (s.bad || tm.bad || ms == -kInf || mt == -kInf)) atomicOr(a.ws.status, kNonFinite);
 
     // The student's k entries: their share of S.
     double member_sum = 0.0;
     for (std::int64_t cl = threadIdx.x; cl < a.k; cl += blockDim.x) {
       const auto j = static_cast<std::int64_t>(idx[cl]);
-      if (j >= 0 && j < a.cols) member_sum += static_cast<double>(expf((rows::load1<T>(z + j) - ms) * inv_t));
+      if (j >= 0 && j < a.cols) member_sum += static_cast<double>(expf((load1<T>(z + j) - ms) * inv_t));
     }
-    const loss::Sums<2> sums = loss::block_sum(loss::Sums<2>{{teacher_sum, member_sum}});
+    const Sums<2> sums = block_sum(Sums<2>{{teacher_sum, member_sum}});
     const double student_sum = sums.v[1] + (has_rest ? s_rest * exp((static_cast<double>(m_rest) - ms) / t) : 0.0);
     const double log_s_student = log(student_sum);
     const double log_kept_mass = log1p(-static_cast<double>(tail)) - log(sums.v[0]);
@@ -195,19 +194,19 @@ __global__ void __launch_bounds__(loss::kMaxRowThreads, 2) topk_kernel(const Arg
     // log p_c, log q_c and the class term of class cl.
     const auto class_term = [&](std::int64_t cl, double& log_q) {
       const auto j = static_cast<std::int64_t>(idx[cl]);
-      const double log_p = (static_cast<double>(rows::load1<T>(tl + cl)) - mt) / t + log_kept_mass;
-      const float zj = j >= 0 && j < a.cols ? rows::load1<T>(z + j) : -loss::kInf;
+      const double log_p = (static_cast<double>(load1<T>(tl + cl)) - mt) / t + log_kept_mass;
+      const float zj = j >= 0 && j < a.cols ? load1<T>(z + j) : -kInf;
       log_q = (static_cast<double>(zj) - ms) / t - log_s_student;
       return coarse_class_term(a.kind, a.beta, log_p, log_q);
     };
-    loss::Sums<2> terms{{0.0, 0.0}};  // the loss and H over the k classes
+    Sums<2> terms{{0.0, 0.0}};  // the loss and H over the k classes
     for (std::int64_t cl = threadIdx.x; cl < a.k; cl += blockDim.x) {
       double log_q;
       const ClassTerm term = class_term(cl, log_q);
       terms.v[0] += term.loss;
       terms.v[1] += term.h;
     }
-    terms = loss::block_sum(terms);
+    terms = block_sum(terms);
     const double log_p_rest = tail > 0.0f ? log(static_cast<double>(tail)) : kNegInf;
     const ClassTerm rest = coarse_class_term(a.kind, a.beta, log_p_rest, log_q_rest);
     const double total_h = terms.v[1] + rest.h;
@@ -221,17 +220,17 @@ __global__ void __launch_bounds__(loss::kMaxRowThreads, 2) topk_kernel(const Arg
     const double per_e = has_rest ? rest.h / s_rest - scale_to_q * total_h : 0.0;
     const float frame = has_rest ? m_rest : ms;
     const float scale = static_cast<float>(c * per_e);
-    rows::for_each_chunk<T>(rows::split_row(a.cols, z, g), [&](std::int64_t j, auto width) {
+    for_each_chunk<T>(split_row(a.cols, z, g), [&](std::int64_t j, auto width) {
       constexpr int W = decltype(width)::value;
       float x[W], out[W];
-      rows::load<T, W, rows::Cache::stream>(z + j, x);
-      if (accumulate) rows::load<T, W, rows::Cache::stream>(g + j, out);
+      load<T, W, Cache::stream>(z + j, x);
+      if (accumulate) load<T, W, Cache::stream>(g + j, out);
 #pragma unroll
       for (int i = 0; i < W; ++i) {
         const float v = is_member(members, j + i) ? 0.0f : scale * expf((x[i] - frame) * inv_t);
         out[i] = accumulate ? out[i] + v : v;
       }
-      rows::store<T, W>(g + j, out);
+      store<T, W>(g + j, out);
     });
     __syncthreads();  // the pass above stored whole chunks, k entries included: it is done before they are written
     // The k entries: c (h_c - q_c H), in double, by the threads that own class c.
@@ -241,8 +240,8 @@ __global__ void __launch_bounds__(loss::kMaxRowThreads, 2) topk_kernel(const Arg
       double log_q;
       const ClassTerm term = class_term(cl, log_q);
       const double value = c * (term.h - exp(log_q) * total_h);
-      const double before = accumulate ? static_cast<double>(rows::load1<T, rows::Cache::stream>(g + j)) : 0.0;
-      rows::store1<T>(g + j, static_cast<float>(before + value));
+      const double before = accumulate ? static_cast<double>(load1<T, Cache::stream>(g + j)) : 0.0;
+      store1<T>(g + j, static_cast<float>(before + value));
     }
   }
 }
@@ -262,13 +261,13 @@ inline std::size_t max_bitmap_bytes() {
 
 template <class T, class Index>
 void launch(const Args<T, Index>& a, cudaStream_t stream) {
-  const int threads = loss::row_threads(a.cols, rows::kVector<T>);
+  const int threads = row_threads(a.cols, kVector<T>);
   const std::size_t bytes = bitmap_bytes(a.cols);
   if (bytes > 48 * 1024)  // past the default limit a kernel must opt in
     SHRINK_CUDA_CHECK(cudaFuncSetAttribute(topk_kernel<T, Index>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                            static_cast<int>(bytes)));
-  topk_kernel<T, Index><<<loss::row_blocks(a.rows), threads, bytes, stream>>>(a);
+  topk_kernel<T, Index><<<row_blocks(a.rows), threads, bytes, stream>>>(a);
   SHRINK_CUDA_CHECK_LAUNCH(topk_kernel);
 }
 
-}  // namespace shrink::cuda::topk_kernels
+}  // namespace shrink::cuda::kernels::topk_teacher

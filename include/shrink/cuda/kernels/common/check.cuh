@@ -8,7 +8,7 @@
 
 #include "shrink/core/error.hpp"
 
-namespace shrink::cuda {
+namespace shrink::cuda::kernels {
 
 // Message: "<call>: <cudaErrorName> (<description>) at <file>:<line>".
 inline void check(cudaError_t status, const char* call, const char* file, int line) {
@@ -22,10 +22,10 @@ inline void check_launch(const char* kernel, const char* file, int line) {
   check(cudaGetLastError(), (std::string("launch of ") + kernel).c_str(), file, line);
 }
 
-}  // namespace shrink::cuda
+}  // namespace shrink::cuda::kernels
 
 // Runs a cudaError_t-returning expression and throws shrink::Error naming it if it fails.
-#define SHRINK_CUDA_CHECK(call) ::shrink::cuda::check((call), #call, __FILE__, __LINE__)
+#define SHRINK_CUDA_CHECK(call) ::shrink::cuda::kernels::check((call), #call, __FILE__, __LINE__)
 
 // Checks the kernel launch just issued, e.g. kernel<<<grid, block>>>(...); SHRINK_CUDA_CHECK_LAUNCH(kernel);
-#define SHRINK_CUDA_CHECK_LAUNCH(kernel) ::shrink::cuda::check_launch(#kernel, __FILE__, __LINE__)
+#define SHRINK_CUDA_CHECK_LAUNCH(kernel) ::shrink::cuda::kernels::check_launch(#kernel, __FILE__, __LINE__)

@@ -8,7 +8,7 @@
 #include "shrink/cuda/kernels/common/check.cuh"
 #include "shrink/cuda/launch.hpp"
 
-namespace shrink::cuda {
+namespace shrink::cuda::kernels {
 
 // Blocks for a grid-stride loop over `work` items: enough to fill the current device (8 per SM), never more
 // than the work needs.
@@ -25,4 +25,4 @@ inline bool aligned_to(const void* pointer, std::uintptr_t bytes) {
   return reinterpret_cast<std::uintptr_t>(pointer) % bytes == 0;
 }
 
-}  // namespace shrink::cuda
+}  // namespace shrink::cuda::kernels

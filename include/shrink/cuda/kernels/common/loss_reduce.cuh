@@ -18,14 +18,14 @@
 #include "shrink/cuda/loss.hpp"
 #include "shrink/distill/reduction.hpp"
 
-namespace shrink::cuda::loss {
+namespace shrink::cuda::kernels {
 
 // Threads of a block that walks one row: a multiple of 32, at most this.
 constexpr int kMaxRowThreads = 512;
 // Blocks of a row-per-block launch at most; the kernels loop over rows with a stride of gridDim.x.
 constexpr std::int64_t kMaxRowBlocks = std::int64_t{1} << 20;
 
-// Pointers into a loss workspace (loss_detail::workspace_bytes): the status word, the kept-row count, the per-row
+// Pointers into a loss workspace (detail::workspace_bytes): the status word, the kept-row count, the per-row
 // losses, and what the loss keeps after them.
 struct LossWorkspace {
   int* status;
@@ -37,9 +37,8 @@ struct LossWorkspace {
 inline LossWorkspace split_workspace(void* data, std::int64_t rows) {
   char* base = static_cast<char*>(data);
   return LossWorkspace{reinterpret_cast<int*>(base),
-                       reinterpret_cast<unsigned long long*>(base + loss_detail::kKeptCountOffset),
-                       reinterpret_cast<double*>(base + loss_detail::kPerRowOffset),
-                       base + loss_detail::extra_offset(rows)};
+                       reinterpret_cast<unsigned long long*>(base + detail::kKeptCountOffset),
+                       reinterpret_cast<double*>(base + detail::kPerRowOffset), base + detail::extra_offset(rows)};
 }
 
 // Threads for a block walking rows of n elements, 16-byte chunks of `vector` elements: about four chunks a thread,
@@ -200,7 +199,7 @@ constexpr int kFinishThreads = 1024;
 template <class Label>
 void start(const LossWorkspace& ws, std::int64_t rows, const std::uint8_t* mask, const Label* labels,
            std::int64_t ignore_index, std::int64_t classes, cudaStream_t stream) {
-  SHRINK_CUDA_CHECK(cudaMemsetAsync(ws.status, 0, loss_detail::kPerRowOffset, stream));
+  SHRINK_CUDA_CHECK(cudaMemsetAsync(ws.status, 0, detail::kPerRowOffset, stream));
   const std::int64_t blocks = (rows + kCountThreads - 1) / kCountThreads;
   count_kept_rows_kernel<Label><<<static_cast<unsigned>(blocks < 1024 ? blocks : 1024), kCountThreads, 0, stream>>>(
       rows, mask, labels, ignore_index, classes, ws.kept, ws.status);
@@ -214,4 +213,4 @@ inline void finish(const LossWorkspace& ws, std::int64_t rows, distill::Reductio
   SHRINK_CUDA_CHECK_LAUNCH(finish_loss_kernel);
 }
 
-}  // namespace shrink::cuda::loss
+}  // namespace shrink::cuda::kernels

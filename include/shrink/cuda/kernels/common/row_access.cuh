@@ -16,8 +16,9 @@
 #include <type_traits>
 
 #include "shrink/core/half.hpp"
+#include "shrink/cuda/kernels/common/convert.cuh"
 
-namespace shrink::cuda::rows {
+namespace shrink::cuda::kernels {
 
 // Elements of one 16-byte chunk.
 template <class T>
@@ -30,12 +31,6 @@ struct Width {
 };
 
 enum class Cache { keep, stream };
-
-template <class T>
-__device__ __forceinline__ float bits_to_float(std::uint16_t bits) {
-  if constexpr (std::is_same_v<T, half>) return __half2float(__ushort_as_half(bits));
-  else return __uint_as_float(static_cast<std::uint32_t>(bits) << 16);
-}
 
 template <class T>
 __device__ __forceinline__ std::uint16_t float_to_bits(float x) {
@@ -151,4 +146,4 @@ __device__ __forceinline__ void zero_row(T* g, std::int64_t n) {
   });
 }
 
-}  // namespace shrink::cuda::rows
+}  // namespace shrink::cuda::kernels

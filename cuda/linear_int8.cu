@@ -149,7 +149,7 @@ Support check_epilogue(const Epilogue& e, const LinearInt8Output& output, std::i
     return no("out.shape", to_string(Shape{out.rows, out.cols}), to_string(Shape{m, n}) + " ([M, N])");
   if (out.kind == OutputKind::s8 &&
       (!(e.out_scale > 0.0f) || !std::isfinite(e.out_scale) || !std::isfinite(1.0f / e.out_scale)))
-    return no("epilogue.out_scale", shrink::detail::to_text(e.out_scale),
+    return no("epilogue.out_scale", shrink::to_text(e.out_scale),
               "a finite scale > 0 with a finite inverse, for an int8 output");
   const std::pair<const char*, const TensorView<const float>*> inputs[] = {
       {"epilogue.x_scales", &e.x_scales}, {"epilogue.w_scales", &e.w_scales}, {"epilogue.bias", &e.bias}};

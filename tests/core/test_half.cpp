@@ -15,8 +15,8 @@ using namespace shrink;
 
 namespace {
 
-float from_bits(std::int64_t bits) { return detail::bits_to_float(static_cast<std::uint32_t>(bits)); }
-std::uint32_t bits_of(float v) { return detail::float_to_bits(v); }
+float from_bits(std::int64_t bits) { return bits_to_float(static_cast<std::uint32_t>(bits)); }
+std::uint32_t bits_of(float v) { return float_to_bits(v); }
 
 std::string hex(std::uint32_t v) {
   char text[16];

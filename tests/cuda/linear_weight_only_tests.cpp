@@ -342,7 +342,7 @@ TEST_CASE("weight-only bits: magic constants decode to the values the kernels re
   CHECK(decode<bfloat16>(0xC308u) == -136.0);
   CHECK(decode<half>(0x3C00u) == 1.0);
   CHECK(decode<bfloat16>(0x3F80u) == 1.0);
-  CHECK(shrink::detail::bits_to_float(bits::kFloatMagicBits) == 8388608.0f);
+  CHECK(shrink::bits_to_float(bits::kFloatMagicBits) == 8388608.0f);
 }
 
 TEST_CASE("weight-only bits: every int8 and int4 value converts exactly, at every position", "[host]") {

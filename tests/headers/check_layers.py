@@ -4,7 +4,8 @@
 Finds, in include/shrink (and the compiled layer cuda/, for detail uses):
   cycle       folders of include/shrink that include each other, directly or not (counted by their edges)
   up          an #include of a header in a higher layer than the including header's folder
-  detail      a use of X::detail:: (or a reopening of namespace X::detail) outside module X's folders
+  detail      a use of X::detail:: or X::<name>_detail:: (or a reopening of such a namespace) outside module X's
+              folders
   intrinsics  SIMD intrinsics or their headers in include/shrink outside cpu/
   cuh         a device header (.cuh) included from a file that nvcc does not compile (.hpp, .cpp)
 and compares them with tests/headers/known_layer_violations.txt, the violations not yet removed: it fails on a
@@ -41,8 +42,9 @@ MODULE_FOLDERS["shrink"] = MODULE_FOLDERS["core"]
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+[<"]shrink/([^">]+)[">]')
 ANY_INCLUDE = re.compile(r'^\s*#\s*include\s+[<"]([^">]+)[">]')
-DETAIL_USE = re.compile(r"\b(?:shrink::)?(core|cpu|cuda|quant|prune|sparse|distill|metrics|linear|io|shrink)::detail::")
-DETAIL_OPEN = re.compile(r"\bnamespace\s+(?:shrink::)?(cpu|cuda|quant|prune|sparse|distill|metrics|linear|io)::detail\b")
+# X::detail, or a private namespace of another name (X::feature_detail).
+DETAIL_USE = re.compile(r"\b(?:shrink::)?(core|cpu|cuda|quant|prune|sparse|distill|metrics|linear|io|shrink)::(?:\w+_)?detail::")
+DETAIL_OPEN = re.compile(r"\bnamespace\s+(?:shrink::)?(cpu|cuda|quant|prune|sparse|distill|metrics|linear|io)::(?:\w+_)?detail\b")
 INTRINSICS = re.compile(r"<(?:imm|x86|[a-z]mm)intrin\.h>|\b_mm(?:256|512)?_\w+\s*\(|\b__m(?:128|256|512)[id]?\b")
 SOURCE_EXTENSIONS = (".hpp", ".h", ".cuh", ".cu", ".cpp")
 

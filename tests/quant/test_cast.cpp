@@ -21,7 +21,7 @@ namespace {
 constexpr float kInf = std::numeric_limits<float>::infinity();
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 
-std::uint32_t bits_of(float v) { return detail::float_to_bits(v); }
+std::uint32_t bits_of(float v) { return shrink::float_to_bits(v); }
 
 // Random values over several orders of magnitude, never zero.
 std::vector<float> random_floats(std::size_t n, unsigned seed) {

@@ -15,8 +15,7 @@ class Error : public std::runtime_error {
   explicit Error(const std::string& message) : std::runtime_error(message) {}
 };
 
-namespace detail {
-
+// A value as text in messages (floats with enough digits to round-trip).
 template <class T>
 std::string to_text(const T& value) {
   std::ostringstream out;
@@ -27,14 +26,11 @@ std::string to_text(const T& value) {
 
 inline std::string to_text(bool value) { return value ? "true" : "false"; }
 
-}  // namespace detail
-
 // Throws shrink::Error with a message naming the function, the argument, its value and the expectation.
 template <class Value>
 [[noreturn]] void fail(const char* function, const char* argument, const Value& value,
                        const std::string& expected) {
-  throw Error(std::string(function) + ": " + argument + " = " + detail::to_text(value) +
-              ": expected " + expected);
+  throw Error(std::string(function) + ": " + argument + " = " + to_text(value) + ": expected " + expected);
 }
 
 // Same message, when there is no single value to show.

@@ -29,8 +29,6 @@ enum class Fp8Format : std::uint8_t { e4m3, e5m2 };
 
 inline const char* to_string(Fp8Format format) { return format == Fp8Format::e4m3 ? "e4m3" : "e5m2"; }
 
-namespace detail {
-
 template <Fp8Format F>
 struct Fp8Spec;
 
@@ -104,24 +102,20 @@ SHRINK_HOST_DEVICE SHRINK_FORCE_INLINE float fp8_decode(std::uint8_t bits) {
   return bits_to_float(sign | result);
 }
 
-}  // namespace detail
-
 // Largest finite value of a format: 448 (E4M3), 57344 (E5M2).
 SHRINK_HOST_DEVICE constexpr float fp8_max_finite(Fp8Format format) {
-  return format == Fp8Format::e4m3 ? detail::Fp8Spec<Fp8Format::e4m3>::max_finite
-                                   : detail::Fp8Spec<Fp8Format::e5m2>::max_finite;
+  return format == Fp8Format::e4m3 ? Fp8Spec<Fp8Format::e4m3>::max_finite : Fp8Spec<Fp8Format::e5m2>::max_finite;
 }
 
 // Encodes with the rules of the file comment.
 SHRINK_HOST_DEVICE inline std::uint8_t fp8_encode(float value, Fp8Format format, bool saturate) {
-  return format == Fp8Format::e4m3 ? detail::fp8_encode<Fp8Format::e4m3>(value, saturate)
-                                   : detail::fp8_encode<Fp8Format::e5m2>(value, saturate);
+  return format == Fp8Format::e4m3 ? fp8_encode<Fp8Format::e4m3>(value, saturate)
+                                   : fp8_encode<Fp8Format::e5m2>(value, saturate);
 }
 
 // Exact decoding; NaN codes give a quiet NaN of the code's sign.
 SHRINK_HOST_DEVICE inline float fp8_decode(std::uint8_t bits, Fp8Format format) {
-  return format == Fp8Format::e4m3 ? detail::fp8_decode<Fp8Format::e4m3>(bits)
-                                   : detail::fp8_decode<Fp8Format::e5m2>(bits);
+  return format == Fp8Format::e4m3 ? fp8_decode<Fp8Format::e4m3>(bits) : fp8_decode<Fp8Format::e5m2>(bits);
 }
 
 // One 8-bit float of format F; use the aliases float8_e4m3 and float8_e5m2.
@@ -133,12 +127,11 @@ struct float8 {
   float8() = default;
   // Rounds to nearest even. saturate = true (the default, as CUDA's constructors) clamps out-of-range values
   // and infinities to +-max finite; false follows OCP (E4M3 -> NaN, E5M2 -> +-inf).
-  SHRINK_HOST_DEVICE explicit float8(float value, bool saturate = true)
-      : bits_(detail::fp8_encode<F>(value, saturate)) {}
+  SHRINK_HOST_DEVICE explicit float8(float value, bool saturate = true) : bits_(fp8_encode<F>(value, saturate)) {}
 
   SHRINK_HOST_DEVICE static constexpr float8 from_bits(std::uint8_t bits) { return float8(bits, BitsTag{}); }
   SHRINK_HOST_DEVICE constexpr std::uint8_t to_bits() const { return bits_; }
-  SHRINK_HOST_DEVICE float to_float() const { return detail::fp8_decode<F>(bits_); }
+  SHRINK_HOST_DEVICE float to_float() const { return fp8_decode<F>(bits_); }
   SHRINK_HOST_DEVICE explicit operator float() const { return to_float(); }
 
   SHRINK_HOST_DEVICE constexpr bool is_nan() const { return magnitude() > Spec::max_finite_code && !is_inf(); }
@@ -168,7 +161,7 @@ struct float8 {
   SHRINK_HOST_DEVICE friend bool operator>=(float8 a, float8 b) { return a.to_float() >= b.to_float(); }
 
  private:
-  using Spec = detail::Fp8Spec<F>;
+  using Spec = Fp8Spec<F>;
   struct BitsTag {};
   SHRINK_HOST_DEVICE constexpr float8(std::uint8_t bits, BitsTag) : bits_(bits) {}
   SHRINK_HOST_DEVICE constexpr std::uint32_t magnitude() const { return bits_ & 0x7Fu; }

@@ -17,7 +17,6 @@
 #include "shrink/core/config.hpp"
 
 namespace shrink {
-namespace detail {
 
 SHRINK_HOST_DEVICE SHRINK_FORCE_INLINE std::uint32_t float_to_bits(float value) {
 #if defined(__CUDA_ARCH__)
@@ -101,18 +100,16 @@ SHRINK_HOST_DEVICE SHRINK_FORCE_INLINE float bfloat16_bits_to_float(std::uint16_
   return bits_to_float(x | select_bits(magnitude_bits(x) > 0x7F800000, kFloatQuietBit, 0u));
 }
 
-}  // namespace detail
-
 // IEEE binary16: 1 sign bit, 5 exponent bits (bias 15), 10 mantissa bits. Same bits as CUDA's __half.
 struct half {
   // Uninitialised, like a float; trivial so it can live in CUDA shared memory and be memcpy'd.
   half() = default;
   // Rounds to nearest even (see the file comment for overflow and NaN).
-  SHRINK_HOST_DEVICE explicit half(float value) : bits_(detail::float_to_half_bits(value)) {}
+  SHRINK_HOST_DEVICE explicit half(float value) : bits_(float_to_half_bits(value)) {}
 
   SHRINK_HOST_DEVICE static constexpr half from_bits(std::uint16_t bits) { return half(bits, BitsTag{}); }
   SHRINK_HOST_DEVICE constexpr std::uint16_t to_bits() const { return bits_; }
-  SHRINK_HOST_DEVICE float to_float() const { return detail::half_bits_to_float(bits_); }
+  SHRINK_HOST_DEVICE float to_float() const { return half_bits_to_float(bits_); }
   SHRINK_HOST_DEVICE explicit operator float() const { return to_float(); }
 
   SHRINK_HOST_DEVICE constexpr bool is_nan() const { return (bits_ & 0x7FFFu) > 0x7C00u; }
@@ -138,11 +135,11 @@ struct half {
 struct bfloat16 {
   bfloat16() = default;
   // Rounds to nearest even (see the file comment for overflow and NaN).
-  SHRINK_HOST_DEVICE explicit bfloat16(float value) : bits_(detail::float_to_bfloat16_bits(value)) {}
+  SHRINK_HOST_DEVICE explicit bfloat16(float value) : bits_(float_to_bfloat16_bits(value)) {}
 
   SHRINK_HOST_DEVICE static constexpr bfloat16 from_bits(std::uint16_t bits) { return bfloat16(bits, BitsTag{}); }
   SHRINK_HOST_DEVICE constexpr std::uint16_t to_bits() const { return bits_; }
-  SHRINK_HOST_DEVICE float to_float() const { return detail::bfloat16_bits_to_float(bits_); }
+  SHRINK_HOST_DEVICE float to_float() const { return bfloat16_bits_to_float(bits_); }
   SHRINK_HOST_DEVICE explicit operator float() const { return to_float(); }
 
   SHRINK_HOST_DEVICE constexpr bool is_nan() const { return (bits_ & 0x7FFFu) > 0x7F80u; }

@@ -46,7 +46,7 @@ SHRINK_TARGET_AVX2 inline __m256i bfloat16_bits8(const float* p) {
   const __m256i rounded = _mm256_add_epi32(_mm256_add_epi32(v, _mm256_set1_epi32(0x7FFF)), lsb);
   const __m256i is_nan =
       _mm256_cmpgt_epi32(_mm256_and_si256(v, _mm256_set1_epi32(0x7FFFFFFF)), _mm256_set1_epi32(0x7F800000));
-  const __m256i quieted = _mm256_or_si256(v, _mm256_set1_epi32(static_cast<int>(shrink::detail::kFloatQuietBit)));
+  const __m256i quieted = _mm256_or_si256(v, _mm256_set1_epi32(static_cast<int>(shrink::kFloatQuietBit)));
   return _mm256_srli_epi32(_mm256_blendv_epi8(rounded, quieted, is_nan), 16);
 }
 
@@ -63,7 +63,7 @@ SHRINK_TARGET_AVX2 inline std::int64_t float_to_bfloat16(const float* SHRINK_RES
 SHRINK_TARGET_AVX2 inline std::int64_t bfloat16_to_float(const std::uint16_t* SHRINK_RESTRICT bits,
                                                      float* SHRINK_RESTRICT out, std::int64_t n) {
   const __m256i magnitude = _mm256_set1_epi32(0x7FFFFFFF), infinity = _mm256_set1_epi32(0x7F800000);
-  const __m256i quiet = _mm256_set1_epi32(static_cast<int>(shrink::detail::kFloatQuietBit));
+  const __m256i quiet = _mm256_set1_epi32(static_cast<int>(shrink::kFloatQuietBit));
   std::int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
     const __m256i v = _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(bits + i))), 16);
@@ -83,7 +83,7 @@ inline void float_to_half(const float* SHRINK_RESTRICT x, half* out, std::int64_
 #if defined(SHRINK_CPU_AVX2_DISPATCH)
   if (use_avx2_f16c()) i = avx2::float_to_half(x, bits, n);
 #endif
-  for (; i < n; ++i) bits[i] = shrink::detail::float_to_half_bits(x[i]);
+  for (; i < n; ++i) bits[i] = shrink::float_to_half_bits(x[i]);
 }
 
 inline void half_to_float(const half* x, float* SHRINK_RESTRICT out, std::int64_t n) {
@@ -92,7 +92,7 @@ inline void half_to_float(const half* x, float* SHRINK_RESTRICT out, std::int64_
 #if defined(SHRINK_CPU_AVX2_DISPATCH)
   if (use_avx2_f16c()) i = avx2::half_to_float(bits, out, n);
 #endif
-  for (; i < n; ++i) out[i] = shrink::detail::half_bits_to_float(bits[i]);
+  for (; i < n; ++i) out[i] = shrink::half_bits_to_float(bits[i]);
 }
 
 inline void float_to_bfloat16(const float* SHRINK_RESTRICT x, bfloat16* out, std::int64_t n) {
@@ -101,7 +101,7 @@ inline void float_to_bfloat16(const float* SHRINK_RESTRICT x, bfloat16* out, std
 #if defined(SHRINK_CPU_AVX2_DISPATCH)
   if (use_avx2()) i = avx2::float_to_bfloat16(x, bits, n);
 #endif
-  for (; i < n; ++i) bits[i] = shrink::detail::float_to_bfloat16_bits(x[i]);
+  for (; i < n; ++i) bits[i] = shrink::float_to_bfloat16_bits(x[i]);
 }
 
 inline void bfloat16_to_float(const bfloat16* x, float* SHRINK_RESTRICT out, std::int64_t n) {
@@ -110,28 +110,28 @@ inline void bfloat16_to_float(const bfloat16* x, float* SHRINK_RESTRICT out, std
 #if defined(SHRINK_CPU_AVX2_DISPATCH)
   if (use_avx2()) i = avx2::bfloat16_to_float(bits, out, n);
 #endif
-  for (; i < n; ++i) out[i] = shrink::detail::bfloat16_bits_to_float(bits[i]);
+  for (; i < n; ++i) out[i] = shrink::bfloat16_bits_to_float(bits[i]);
 }
 
 // out_i = fp8(x_i / scale), one scale for the run.
 template <Fp8Format F>
 void encode_fp8_run(const float* SHRINK_RESTRICT x, std::uint8_t* SHRINK_RESTRICT out, std::int64_t n, float scale,
                     bool saturate) {
-  for (std::int64_t i = 0; i < n; ++i) out[i] = shrink::detail::fp8_encode<F>(x[i] / scale, saturate);
+  for (std::int64_t i = 0; i < n; ++i) out[i] = shrink::fp8_encode<F>(x[i] / scale, saturate);
 }
 
 // out_i = fp8(x_i / scale_i), a scale per element (per-channel quantization along the last axis).
 template <Fp8Format F>
 void encode_fp8_run(const float* SHRINK_RESTRICT x, std::uint8_t* SHRINK_RESTRICT out, std::int64_t n,
                     const float* SHRINK_RESTRICT scales, bool saturate) {
-  for (std::int64_t i = 0; i < n; ++i) out[i] = shrink::detail::fp8_encode<F>(x[i] / scales[i], saturate);
+  for (std::int64_t i = 0; i < n; ++i) out[i] = shrink::fp8_encode<F>(x[i] / scales[i], saturate);
 }
 
 // The float value of every FP8 code: decoding is a table lookup.
 template <Fp8Format F>
 std::array<float, 256> fp8_decode_table() {
   std::array<float, 256> table{};
-  for (int code = 0; code < 256; ++code) table[code] = shrink::detail::fp8_decode<F>(static_cast<std::uint8_t>(code));
+  for (int code = 0; code < 256; ++code) table[code] = shrink::fp8_decode<F>(static_cast<std::uint8_t>(code));
   return table;
 }
 

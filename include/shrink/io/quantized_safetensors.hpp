@@ -546,7 +546,7 @@ inline std::vector<float> checked_scales(const SafetensorsFile& file, const Quan
   for (std::size_t i = 0; i < scales.size(); ++i)
     if (!(scales[i] > 0.0f) || !std::isfinite(scales[i]))
       fail(function, file.path() + ": tensor " + quoted(scale_tensor_name(r.name)) + "[" + std::to_string(i) +
-                         "] = " + shrink::detail::to_text(scales[i]) + ": expected a finite scale > 0");
+                         "] = " + shrink::to_text(scales[i]) + ": expected a finite scale > 0");
   return scales;
 }
 

@@ -63,7 +63,7 @@ template <class T>
 Support check_output_scale(const Epilogue& e) {
   if (!std::is_same<std::remove_const_t<T>, std::int8_t>::value) return Support::yes();
   if (!(e.out_scale > 0.0f) || !std::isfinite(e.out_scale) || !std::isfinite(1.0f / e.out_scale))
-    return Support::no("epilogue.out_scale", shrink::detail::to_text(e.out_scale),
+    return Support::no("epilogue.out_scale", shrink::to_text(e.out_scale),
                        "a finite scale > 0 with a finite inverse, for an int8 output");
   return Support::yes();
 }
@@ -91,8 +91,7 @@ Support check_epilogue(const Epilogue& e, std::int64_t n, const TensorView<T>& o
     return Support::no("epilogue.bias.strides", to_string(e.bias.strides()), "a contiguous vector");
   for (std::int64_t j = 0; j < n; ++j)
     if (!std::isfinite(e.bias(j)))
-      return Support::no("epilogue.bias[" + std::to_string(j) + "]", shrink::detail::to_text(e.bias(j)),
-                         "finite values");
+      return Support::no("epilogue.bias[" + std::to_string(j) + "]", shrink::to_text(e.bias(j)), "finite values");
   if (views_overlap(e.bias, out)) return Support::no("out", "memory overlapping epilogue.bias", "a separate output");
   return Support::yes();
 }

@@ -83,8 +83,7 @@ inline Support check_int8_scales(const quant::QuantizedTensor& t, const char* na
   for (std::size_t i = 0; i < t.qparams.scale.size(); ++i) {
     const float s = t.qparams.scale[i];
     if (!(s > 0.0f) || !std::isfinite(s))
-      return Support::no(n + ".qparams.scale[" + std::to_string(i) + "]", shrink::detail::to_text(s),
-                         "a finite scale > 0");
+      return Support::no(n + ".qparams.scale[" + std::to_string(i) + "]", shrink::to_text(s), "a finite scale > 0");
     const std::int32_t zp = t.qparams.zero_point[i];
     if (zp < r.qmin || zp > r.qmax)
       return Support::no(n + ".qparams.zero_point[" + std::to_string(i) + "]", std::to_string(zp),

@@ -299,7 +299,7 @@ inline Support check_int8_scales(const TensorView<const float>& s, const char* n
   if (s.data() == nullptr) return Support::no(n, "a null pointer", "a pointer to the scales");
   for (std::int64_t i = 0; i < s.size(0); ++i)
     if (!(std::isfinite(s(i)) && s(i) > 0.0f))
-      return Support::no(n + "[" + std::to_string(i) + "]", shrink::detail::to_text(s(i)), "a finite scale > 0");
+      return Support::no(n + "[" + std::to_string(i) + "]", shrink::to_text(s(i)), "a finite scale > 0");
   return Support::yes();
 }
 

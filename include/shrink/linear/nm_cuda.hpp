@@ -204,8 +204,7 @@ Support can_implement_linear_nm(const LinearNmArgs<T, Out>& a) {
     return Support::no("epilogue.activation", std::to_string(static_cast<int>(a.epilogue.activation)),
                        "none, relu, gelu or silu");
   if (std::is_same_v<Out, std::int8_t> && !(std::isfinite(a.epilogue.out_scale) && a.epilogue.out_scale > 0.0f))
-    return Support::no("epilogue.out_scale", shrink::detail::to_text(a.epilogue.out_scale),
-                       "a finite scale > 0 (int8 output)");
+    return Support::no("epilogue.out_scale", shrink::to_text(a.epilogue.out_scale), "a finite scale > 0 (int8 output)");
   // The output must not share bytes with any input.
   const ByteSpan out_bytes = byte_span(a.out.data(), a.out.numel());
   const struct {

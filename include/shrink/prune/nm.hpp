@@ -57,7 +57,7 @@ inline void require_nm_pattern(NmPattern pattern, const char* function) {
 
 // |x| as ordered int32 keys: finite floats compare as their magnitudes; NaN and inf are >= kNonfiniteKey.
 inline constexpr std::int32_t kNonfiniteKey = 0x7F800000;
-inline std::int32_t magnitude_key(float x) { return shrink::detail::magnitude_bits(shrink::detail::float_to_bits(x)); }
+inline std::int32_t magnitude_key(float x) { return shrink::magnitude_bits(shrink::float_to_bits(x)); }
 
 // Bit j of the result keeps element j of one group of `size` keys: its rank (elements beating it: larger, or equal
 // with a lower index) is below `keep`. Pairwise for small groups, a sort of the indices otherwise.

@@ -30,7 +30,7 @@ struct GradualSchedule {
       fail(function, "initial_sparsity", initial_sparsity, "a fraction in [0, 1)");
     if (!(final_sparsity >= initial_sparsity && final_sparsity < 1.0))
       fail(function, "final_sparsity", final_sparsity,
-           "a fraction in [initial_sparsity, 1) = [" + shrink::detail::to_text(initial_sparsity) + ", 1)");
+           "a fraction in [initial_sparsity, 1) = [" + shrink::to_text(initial_sparsity) + ", 1)");
     if (end_step <= begin_step)
       fail(function, "end_step", end_step, "a step after begin_step (" + std::to_string(begin_step) + ")");
     if (frequency < 1) fail(function, "frequency", frequency, "at least 1 step");

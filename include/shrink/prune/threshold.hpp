@@ -35,7 +35,7 @@ struct MagnitudeThreshold {
   std::int64_t at_pruned = 0;   // of those, pruned: the last at_pruned in global order
   std::int64_t candidates = 0;  // candidates counted (every element, or those the current masks keep)
 
-  float value() const { return shrink::detail::bits_to_float(bits); }
+  float value() const { return shrink::bits_to_float(bits); }
   std::int64_t pruned() const { return below + at_pruned; }
 };
 
@@ -46,7 +46,7 @@ inline constexpr bool is_prunable_weight =
     std::is_same<T, float>::value || std::is_same<T, half>::value || std::is_same<T, bfloat16>::value;
 
 // |x| as float bits (half and bfloat16 are widened exactly first, so their magnitudes order the same way).
-inline std::uint32_t select_key(float x) { return shrink::detail::float_to_bits(x) & 0x7FFFFFFFu; }
+inline std::uint32_t select_key(float x) { return shrink::float_to_bits(x) & 0x7FFFFFFFu; }
 
 constexpr std::uint32_t kNonfiniteSelectKey = 0x7F800000u;  // keys from here up are +-inf and NaN
 constexpr std::int64_t kHighBuckets = 0x8000;               // top 16 bits of a key: bit 31 is clear

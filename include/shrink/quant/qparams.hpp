@@ -39,7 +39,7 @@ inline ScaleZeroPoint scale_zero_point_from_range(float min, float max, const Qu
                                                   const char* function = "shrink::quant::scale_zero_point_from_range") {
   if (!std::isfinite(min)) fail(function, "min", min, "a finite minimum");
   if (!std::isfinite(max)) fail(function, "max", max, "a finite maximum");
-  if (min > max) fail(function, "min", min, "min <= max (max = " + detail::to_text(max) + ")");
+  if (min > max) fail(function, "min", min, "min <= max (max = " + shrink::to_text(max) + ")");
   const QuantRange r = quant_range(scheme);
   const float min_neg = std::fmin(min, 0.0f);
   const float max_pos = std::fmax(max, 0.0f);
@@ -54,7 +54,7 @@ inline ScaleZeroPoint scale_zero_point_from_range(float min, float max, const Qu
     p.zero_point = static_cast<std::int32_t>(std::fmin(std::fmax(zp, static_cast<float>(r.qmin)), static_cast<float>(r.qmax)));
   }
   if (!std::isfinite(p.scale))
-    fail(function, "range", "[" + detail::to_text(min) + ", " + detail::to_text(max) + "]",
+    fail(function, "range", "[" + shrink::to_text(min) + ", " + shrink::to_text(max) + "]",
          "a range whose width fits in a float (the scale overflowed)");
   return p;
 }

@@ -186,8 +186,8 @@ inline std::vector<float> smoothing_scales(const std::vector<float>& activation_
     const float s = static_cast<float>(std::pow(a, static_cast<double>(alpha)) / std::pow(w, 1.0 - alpha));
     if (!std::isfinite(s) || !(s >= FLT_MIN))
       fail(fn, ("scales[" + std::to_string(j) + "]").c_str(), s,
-           "a factor that is a normal float (activation max " + shrink::detail::to_text(activation_absmax[j]) +
-               ", weight max " + shrink::detail::to_text(weight_absmax[j]) + ")");
+           "a factor that is a normal float (activation max " + shrink::to_text(activation_absmax[j]) +
+               ", weight max " + shrink::to_text(weight_absmax[j]) + ")");
     scales[j] = s;
   }
   return scales;

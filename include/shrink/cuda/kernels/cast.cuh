@@ -24,8 +24,10 @@ __device__ __forceinline__ std::int64_t index_stride() { return static_cast<std:
 // Element-wise conversions (To, From: float, half, bfloat16).
 template <class From, class To>
 __device__ __forceinline__ To convert(From v) {
-  if constexpr (std::is_same_v<To, half>) return half::from_bits(shrink::detail::float_to_half_bits(v));
-  else if constexpr (std::is_same_v<To, bfloat16>) return bfloat16::from_bits(shrink::detail::float_to_bfloat16_bits(v));
+  if constexpr (std::is_same_v<To, half>)
+    return half::from_bits(shrink::float_to_half_bits(v));
+  else if constexpr (std::is_same_v<To, bfloat16>)
+    return bfloat16::from_bits(shrink::float_to_bfloat16_bits(v));
   else return v.to_float();
 }
 
@@ -58,7 +60,7 @@ __global__ void quantize_fp8_kernel(const float* __restrict__ x, const float* __
   for (std::int64_t e = first_index(); e < n; e += index_stride()) {
     const float v = x[e];
     nonfinite |= !isfinite(v);
-    codes[e] = shrink::detail::fp8_encode<F>(__fdiv_rn(v, __ldg(scale + index.at(e))), saturate);
+    codes[e] = shrink::fp8_encode<F>(__fdiv_rn(v, __ldg(scale + index.at(e))), saturate);
   }
   if (nonfinite && flag_nonfinite) atomicOr(status, kNonFinite);
 }
@@ -67,7 +69,7 @@ template <Fp8Format F>
 __global__ void dequantize_fp8_kernel(const std::uint8_t* __restrict__ codes, const float* __restrict__ scale,
                                       ScaleIndex index, std::int64_t n, float* __restrict__ out) {
   for (std::int64_t e = first_index(); e < n; e += index_stride())
-    out[e] = __fmul_rn(shrink::detail::fp8_decode<F>(codes[e]), __ldg(scale + index.at(e)));
+    out[e] = __fmul_rn(shrink::fp8_decode<F>(codes[e]), __ldg(scale + index.at(e)));
 }
 
 }  // namespace cast

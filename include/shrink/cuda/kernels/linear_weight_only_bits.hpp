@@ -49,14 +49,14 @@ SHRINK_HOST_DEVICE constexpr std::uint32_t int8_pair_as_biased_half(std::uint32_
 
 // Byte b of a flipped word as the float q, exactly: (2^23 + u) - (2^23 + 128).
 SHRINK_HOST_DEVICE inline float int8_byte_as_float(std::uint32_t flipped, int byte) {
-  return shrink::detail::bits_to_float(kFloatMagicBits | ((flipped >> (8 * byte)) & 0xFFu)) - kFloatMagicInt8;
+  return shrink::bits_to_float(kFloatMagicBits | ((flipped >> (8 * byte)) & 0xFFu)) - kFloatMagicInt8;
 }
 
 // Bytes 2p and 2p + 1 of a flipped word as a bfloat16 pair, exactly (q has at most 8 significant bits): the top
 // halves of the two floats. bfloat16 has no exact magic for 256 values, hence the detour through float.
 SHRINK_HOST_DEVICE inline std::uint32_t int8_pair_as_bfloat16(std::uint32_t flipped, int pair) {
-  const std::uint32_t low = shrink::detail::float_to_bits(int8_byte_as_float(flipped, 2 * pair));
-  const std::uint32_t high = shrink::detail::float_to_bits(int8_byte_as_float(flipped, 2 * pair + 1));
+  const std::uint32_t low = shrink::float_to_bits(int8_byte_as_float(flipped, 2 * pair));
+  const std::uint32_t high = shrink::float_to_bits(int8_byte_as_float(flipped, 2 * pair + 1));
   return (low >> 16) | (high & 0xFFFF0000u);
 }
 
@@ -69,7 +69,7 @@ SHRINK_HOST_DEVICE constexpr std::uint32_t int4_pair_as_biased(std::uint32_t fli
 
 // Element e of a flipped word as the float q, exactly: (2^23 + u) - (2^23 + 8).
 SHRINK_HOST_DEVICE inline float int4_element_as_float(std::uint32_t flipped, int e) {
-  return shrink::detail::bits_to_float(kFloatMagicBits | ((flipped >> (4 * e)) & 0xFu)) - kFloatMagicInt4;
+  return shrink::bits_to_float(kFloatMagicBits | ((flipped >> (4 * e)) & 0xFu)) - kFloatMagicInt4;
 }
 
 // ---- The mma.sync order of one thread's block (see the file comment) ----------------------------------------------

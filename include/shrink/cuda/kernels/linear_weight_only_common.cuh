@@ -78,7 +78,7 @@ struct Sixteen<half> {
         : "r"(pair));
     return make_float2(low, high);
   }
-  __device__ __forceinline__ static std::uint16_t encode(float v) { return shrink::detail::float_to_half_bits(v); }
+  __device__ __forceinline__ static std::uint16_t encode(float v) { return shrink::float_to_half_bits(v); }
 };
 
 template <>
@@ -104,9 +104,7 @@ struct Sixteen<bfloat16> {
   __device__ __forceinline__ static float2 to_float2(std::uint32_t pair) {
     return make_float2(__uint_as_float(pair << 16), __uint_as_float(pair & 0xFFFF0000u));
   }
-  __device__ __forceinline__ static std::uint16_t encode(float v) {
-    return shrink::detail::float_to_bfloat16_bits(v);
-  }
+  __device__ __forceinline__ static std::uint16_t encode(float v) { return shrink::float_to_bfloat16_bits(v); }
 };
 
 // ---- Loads -----------------------------------------------------------------------------------------------------------

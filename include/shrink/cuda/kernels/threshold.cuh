@@ -50,7 +50,7 @@ struct KeyOf<half> {
   static constexpr std::uint32_t nonfinite = 0x7C00u;
   __host__ __device__ static std::uint32_t key(std::uint32_t raw) { return raw & 0x7FFFu; }
   __host__ __device__ static std::uint32_t float_bits(std::uint32_t key) {
-    return shrink::detail::float_to_bits(shrink::detail::half_bits_to_float(static_cast<std::uint16_t>(key)));
+    return shrink::float_to_bits(shrink::half_bits_to_float(static_cast<std::uint16_t>(key)));
   }
 };
 template <>

@@ -102,8 +102,8 @@ void check_teacher(const TensorView<const T>& student, const detail::RowLayout& 
     fail(fn, "student.shape", to_string(student.shape()),
          "a last dimension V of at most kMaxSoftTargetColumns = " + std::to_string(kMaxSoftTargetColumns));
   detail::device_rows(teacher, fn, "teacher");
-  distill::detail::flatten_rows(teacher, fn, "teacher");
-  distill::detail::require_same_shape(student, teacher, fn, "teacher", "student");
+  distill::flatten_rows(teacher, fn, "teacher");
+  distill::require_same_shape(student, teacher, fn, "teacher", "student");
 }
 
 template <class T, class Index>
@@ -123,8 +123,8 @@ void check_teacher(const TensorView<const T>&, const detail::RowLayout& s,
 template <class T>
 void check_gradient_shape(const TensorView<const T>& student, const TensorView<const T>&, const TensorView<T>& grad,
                           const char* fn) {
-  distill::detail::require_same_shape(student, grad, fn, "grad_student", "student");
-  distill::detail::flatten_rows(TensorView<const T>(grad), fn, "grad_student");
+  distill::require_same_shape(student, grad, fn, "grad_student", "student");
+  distill::flatten_rows(TensorView<const T>(grad), fn, "grad_student");
 }
 
 template <class T, class Index>
@@ -162,7 +162,7 @@ template <class T, class Index>
 void run_kd(const TensorView<const T>& student, const distill::TopKTeacher<T, Index>& teacher,
             const TensorView<T>* grad, DeviceLoss loss, Workspace ws, Stream stream,
             const distill::DistillationOptions& o, double scale) {
-  const distill::SoftTargetOptions k = distill::detail::kd_options(o, scale, o.accumulate);
+  const distill::SoftTargetOptions k = distill::kd_options(o, scale, o.accumulate);
   if (grad != nullptr) kl_div_with_grad(student, teacher, *grad, loss, ws, stream, k, Synchronize::no);
   else kl_div(student, teacher, loss, ws, stream, k, Synchronize::no);
 }
@@ -197,8 +197,8 @@ void distillation_loss(TensorView<const T> student, const Teacher& teacher, Tens
                        const distill::DistillationOptions& o, Synchronize synchronize) {
   const char* fn = grad != nullptr ? "shrink::cuda::distillation_loss_with_grad" : "shrink::cuda::distillation_loss";
   // Every check of both parts first: KD runs first and CE adds to its gradient, so nothing may fail in between.
-  distill::detail::require_unit_interval(o.alpha, fn, "options.alpha");
-  distill::detail::require_temperature(o.temperature, fn);  // even when alpha = 0 leaves the KD part out
+  distill::require_unit_interval(o.alpha, fn, "options.alpha");
+  distill::require_temperature(o.temperature, fn);  // even when alpha = 0 leaves the KD part out
   require_grad_scale(o.grad_scale, fn);
   require_reduction(o.kd_reduction, fn, "options.kd_reduction");
   require_reduction(o.ce_reduction, fn, "options.ce_reduction");
@@ -209,11 +209,11 @@ void distillation_loss(TensorView<const T> student, const Teacher& teacher, Tens
   if (!(o.label_smoothing >= 0.0f && o.label_smoothing <= 1.0f))
     fail(fn, "options.label_smoothing", o.label_smoothing, "a value in [0, 1]");
   const RowLayout z = device_rows(student, fn, "student");
-  distill::detail::flatten_rows(student, fn, "student");
+  distill::flatten_rows(student, fn, "student");
   const Label* y = per_row_view(labels, z.rows, fn, "labels");
   if (y == nullptr) fail(fn, "labels", "an empty view", "one label per row (" + std::to_string(z.rows) + ")");
   const std::uint8_t* mask = per_row_view(o.row_mask, z.rows, fn, "options.row_mask");
-  if (mask != nullptr) distill::detail::row_mask(o.row_mask, z.rows, fn);
+  if (mask != nullptr) distill::row_mask(o.row_mask, z.rows, fn);
   check_teacher(student, z, teacher, fn);
   RowLayout g;
   if (grad != nullptr) {
@@ -241,7 +241,7 @@ void distillation_loss(TensorView<const T> student, const Teacher& teacher, Tens
   }
   if (with_ce) {
     // accumulate: CE adds to what KD wrote (or to the zeroed or caller's gradient when alpha = 0).
-    const distill::CrossEntropyOptions ce = distill::detail::ce_options(o, o.grad_scale * (1.0 - alpha), true);
+    const distill::CrossEntropyOptions ce = distill::ce_options(o, o.grad_scale * (1.0 - alpha), true);
     const DeviceLoss hard{at<double>(workspace, l.ce_value), rows_out ? at<double>(workspace, l.ce_rows) : nullptr};
     const Workspace ws = part(workspace, l.ce, l.kd_value);
     if (grad != nullptr) cross_entropy_with_grad(student, labels, *grad, hard, ws, stream, ce, Synchronize::no);

@@ -133,9 +133,9 @@ void pair_loss(PairLoss kind, const TensorView<const T>& student, const TensorVi
 }
 
 // [B, C, spatial...] as samples of C channels of P contiguous positions, checked as distill's attention transfer does.
-using distill::feature_detail::attention_pair_samples;
-using distill::feature_detail::attention_samples;
-using distill::feature_detail::Samples;
+using distill::attention_pair_samples;
+using distill::attention_samples;
+using distill::Samples;
 
 template <class T>
 void attention_loss(const TensorView<const T>& student, const TensorView<const T>& teacher,
@@ -202,9 +202,9 @@ void mse_loss(TensorView<const T> student, TensorView<const T> teacher, DeviceLo
 }
 
 template <class T>
-void mse_loss_with_grad(distill::feature_detail::input_view<T> student, distill::feature_detail::input_view<T> teacher,
-                        TensorView<T> grad_student, TensorView<T> grad_teacher, DeviceLoss out, Workspace workspace,
-                        Stream stream, const distill::FeatureLossOptions& options, Synchronize synchronize) {
+void mse_loss_with_grad(distill::input_view<T> student, distill::input_view<T> teacher, TensorView<T> grad_student,
+                        TensorView<T> grad_teacher, DeviceLoss out, Workspace workspace, Stream stream,
+                        const distill::FeatureLossOptions& options, Synchronize synchronize) {
   detail::pair_loss<T>(detail::PairLoss::mse, student, teacher, {}, detail::wanted(grad_student),
                        detail::wanted(grad_teacher), out, workspace, stream, options, 0.0, synchronize,
                        "shrink::cuda::mse_loss_with_grad");
@@ -219,8 +219,7 @@ void cosine_embedding_loss(TensorView<const T> student, TensorView<const T> teac
 }
 
 template <class T>
-void cosine_embedding_loss_with_grad(distill::feature_detail::input_view<T> student,
-                                     distill::feature_detail::input_view<T> teacher,
+void cosine_embedding_loss_with_grad(distill::input_view<T> student, distill::input_view<T> teacher,
                                      TensorView<const std::int8_t> target, TensorView<T> grad_student,
                                      TensorView<T> grad_teacher, DeviceLoss out, Workspace workspace, Stream stream,
                                      const distill::CosineEmbeddingOptions& options, Synchronize synchronize) {
@@ -238,10 +237,10 @@ void attention_transfer_loss(TensorView<const T> student, TensorView<const T> te
 }
 
 template <class T>
-void attention_transfer_loss_with_grad(distill::feature_detail::input_view<T> student,
-                                       distill::feature_detail::input_view<T> teacher, TensorView<T> grad_student,
-                                       TensorView<T> grad_teacher, DeviceLoss out, Workspace workspace, Stream stream,
-                                       const distill::FeatureLossOptions& options, Synchronize synchronize) {
+void attention_transfer_loss_with_grad(distill::input_view<T> student, distill::input_view<T> teacher,
+                                       TensorView<T> grad_student, TensorView<T> grad_teacher, DeviceLoss out,
+                                       Workspace workspace, Stream stream, const distill::FeatureLossOptions& options,
+                                       Synchronize synchronize) {
   detail::attention_loss<T>(student, teacher, detail::wanted(grad_student), detail::wanted(grad_teacher), out,
                             workspace, stream, options, synchronize, "shrink::cuda::attention_transfer_loss_with_grad");
 }

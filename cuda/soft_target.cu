@@ -336,7 +336,7 @@ void launch(const kernels::soft_target::Params<T>& params, const Resolved& r, cu
 template <class T>
 distill::Rows<const T> device_rows(const TensorView<const T>& v, const char* fn, const char* name) {
   if (!v.device().is_cuda()) fail(fn, name, "a view of host memory", "a CUDA view (Device::cuda(ordinal))");
-  const distill::Rows<const T> rows = distill::detail::flatten_rows(v, fn, name);
+  const distill::Rows<const T> rows = distill::flatten_rows(v, fn, name);
   require_pointer(v.data(), alignof(T), fn, name);
   return rows;
 }
@@ -347,28 +347,28 @@ void soft_target_loss(double beta, const TensorView<const T>& student, const Ten
                       const TensorView<T>* grad, const DeviceLoss& loss, const SoftTargetOptions& o,
                       const Workspace& workspace, Stream stream, Synchronize synchronize) {
   const char* fn = function_name(D, kGrad);
-  using distill::detail::require_same_shape;
+  using distill::require_same_shape;
   const distill::Rows<const T> zs = device_rows(student, fn, "student");
   if (zs.cols > kMaxSoftTargetColumns)
     fail(fn, "student.shape", to_string(student.shape()),
          "a last dimension V of at most kMaxSoftTargetColumns = " + std::to_string(kMaxSoftTargetColumns));
   const distill::Rows<const T> zt = device_rows(teacher, fn, "teacher");
   require_same_shape(student, teacher, fn, "teacher", "student");
-  distill::detail::require_temperature(o.temperature, fn);
-  distill::detail::require_grad_scale(o.grad_scale, fn);
-  if (D == Divergence::jensen_shannon) distill::detail::require_unit_interval(beta, fn, "beta");
+  distill::require_temperature(o.temperature, fn);
+  distill::require_grad_scale(o.grad_scale, fn);
+  if (D == Divergence::jensen_shannon) distill::require_unit_interval(beta, fn, "beta");
   const bool masked = o.row_mask.data() != nullptr;
   if (masked) {
     if (!o.row_mask.device().is_cuda())
       fail(fn, "options.row_mask", "a view of host memory", "a CUDA view (Device::cuda(ordinal))");
-    distill::detail::row_mask(o.row_mask, zs.rows, fn);  // one entry per row, contiguous
+    distill::row_mask(o.row_mask, zs.rows, fn);  // one entry per row, contiguous
   }
   distill::Rows<const T> zg;
   if constexpr (kGrad) {
     if (!grad->device().is_cuda())
       fail(fn, "grad_student", "a view of host memory", "a CUDA view (Device::cuda(ordinal))");
     require_same_shape(student, *grad, fn, "grad_student", "student");
-    zg = distill::detail::flatten_rows(TensorView<const T>(*grad), fn, "grad_student");
+    zg = distill::flatten_rows(TensorView<const T>(*grad), fn, "grad_student");
     require_pointer(grad->data(), alignof(T), fn, "grad_student");
   }
   const int reduction = static_cast<int>(o.reduction);

@@ -23,8 +23,8 @@ std::size_t topk_workspace_bytes(std::int64_t rows) {
 namespace detail {
 namespace {
 
-const char* topk_name(distill::detail::SoftDivergence kind, bool with_grad) {
-  using distill::detail::SoftDivergence;
+const char* topk_name(distill::SoftDivergence kind, bool with_grad) {
+  using distill::SoftDivergence;
   switch (kind) {
     case SoftDivergence::forward_kl: return with_grad ? "shrink::cuda::kl_div_with_grad" : "shrink::cuda::kl_div";
     case SoftDivergence::reverse_kl:
@@ -38,7 +38,7 @@ const char* topk_name(distill::detail::SoftDivergence kind, bool with_grad) {
 }  // namespace
 
 template <class T, class Index>
-void topk_loss(distill::detail::SoftDivergence kind, double beta, TensorView<const T> student,
+void topk_loss(distill::SoftDivergence kind, double beta, TensorView<const T> student,
                const distill::TopKTeacher<T, Index>& teacher, const TensorView<T>* grad, DeviceLoss out,
                Workspace workspace, Stream stream, const distill::SoftTargetOptions& options, Synchronize synchronize) {
   const char* fn = topk_name(kind, grad != nullptr);
@@ -58,7 +58,7 @@ void topk_loss(distill::detail::SoftDivergence kind, double beta, TensorView<con
     fail(fn, "options.temperature", options.temperature, "a finite temperature > 0");
   require_reduction(options.reduction, fn);
   require_grad_scale(options.grad_scale, fn);
-  if (kind == distill::detail::SoftDivergence::jensen_shannon && !(beta >= 0.0 && beta <= 1.0))
+  if (kind == distill::SoftDivergence::jensen_shannon && !(beta >= 0.0 && beta <= 1.0))
     fail(fn, "beta", beta, "a value in [0, 1]");
   const std::uint8_t* mask = per_row_view(options.row_mask, zs.rows, fn, "options.row_mask");
   const float* tail = per_row_view(teacher.tail_mass, zs.rows, fn, "teacher.tail_mass");
@@ -104,7 +104,7 @@ void topk_loss(distill::detail::SoftDivergence kind, double beta, TensorView<con
 }
 
 #define SHRINK_INSTANTIATE_TOPK(T, Index)                                                                    \
-  template void topk_loss<T, Index>(distill::detail::SoftDivergence, double, TensorView<const T>,            \
+  template void topk_loss<T, Index>(distill::SoftDivergence, double, TensorView<const T>,                    \
                                     const distill::TopKTeacher<T, Index>&, const TensorView<T>*, DeviceLoss, \
                                     Workspace, Stream, const distill::SoftTargetOptions&, Synchronize);
 SHRINK_INSTANTIATE_TOPK(float, std::int32_t)

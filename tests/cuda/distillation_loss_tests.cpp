@@ -190,7 +190,7 @@ void compare(const Case& c, std::int64_t rows, std::int64_t vocab, const std::ve
   if (c.alpha > 0.0f)
     shrink::distill::kl_div_with_grad(
         z_view, teacher, TensorView<T>(g_kd.data(), shape, strides),
-        shrink::distill::detail::kd_options(o, o.grad_scale * static_cast<double>(o.alpha), o.accumulate));
+        shrink::distill::kd_options(o, o.grad_scale * static_cast<double>(o.alpha), o.accumulate));
 
   const std::unique_ptr<DeviceBuffer> z_dev = to_device(z);
   const std::unique_ptr<DeviceBuffer> y_dev = to_device(y);

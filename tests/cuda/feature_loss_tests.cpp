@@ -162,7 +162,7 @@ void check_pair(Pair kind, std::int64_t rows, std::int64_t d, const Case& c, std
   std::int64_t kept = 0;
   for (std::int64_t r = 0; r < rows; ++r) kept += c.masked && masked_row(r) ? 0 : 1;
   const double unit = std::fabs(c.grad_scale) * (kind == Pair::mse ? 2.0 : 1.0) /
-                      shrink::distill::detail::reduction_divisor(c.reduction, kept, kind == Pair::mse ? d : 1);
+                      shrink::distill::reduction_divisor(c.reduction, kept, kind == Pair::mse ? d : 1);
 
   const Device gpu = Device::cuda(0);
   const std::unique_ptr<DeviceBuffer> s_dev = to_device(s);
@@ -259,7 +259,7 @@ void check_attention(std::int64_t b, std::int64_t cs, std::int64_t ct, std::int6
   }
   std::int64_t kept = 0;
   for (std::int64_t i = 0; i < b; ++i) kept += mask[static_cast<std::size_t>(i)] != 0;
-  const double unit = 2.0 * std::fabs(c.grad_scale) / shrink::distill::detail::reduction_divisor(c.reduction, kept, p);
+  const double unit = 2.0 * std::fabs(c.grad_scale) / shrink::distill::reduction_divisor(c.reduction, kept, p);
 
   const Device gpu = Device::cuda(0);
   const std::unique_ptr<DeviceBuffer> s_dev = to_device(s);

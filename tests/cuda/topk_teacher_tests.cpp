@@ -39,9 +39,9 @@ using shrink::Strides;
 using shrink::TensorView;
 using shrink::distill::Loss;
 using shrink::distill::Reduction;
+using shrink::distill::SoftDivergence;
 using shrink::distill::SoftTargetOptions;
 using shrink::distill::TopKTeacher;
-using shrink::distill::detail::SoftDivergence;
 
 struct Case {
   SoftDivergence kind;
@@ -211,7 +211,7 @@ void check_case(std::int64_t rows, std::int64_t vocab, std::int64_t k, const Cas
   std::int64_t kept = 0;
   for (std::int64_t r = 0; r < rows; ++r) kept += c.masked && masked_row(r) ? 0 : 1;
   const double unit =
-      std::fabs(c.grad_scale) * c.temperature / shrink::distill::detail::reduction_divisor(c.reduction, kept, vocab);
+      std::fabs(c.grad_scale) * c.temperature / shrink::distill::reduction_divisor(c.reduction, kept, vocab);
 
   const std::unique_ptr<DeviceBuffer> z_dev = to_device(z);
   const std::unique_ptr<DeviceBuffer> tl_dev = to_device(tl);

@@ -22,7 +22,8 @@
 #include "shrink/core/view.hpp"
 #include "shrink/cuda/launch.hpp"
 #include "shrink/cuda/loss.hpp"
-#include "shrink/distill/cross_entropy.hpp"
+#include "shrink/distill/logit_rows.hpp"
+#include "shrink/distill/options.hpp"
 
 namespace shrink::cuda {
 

@@ -24,8 +24,8 @@
 #include "shrink/core/view.hpp"
 #include "shrink/cuda/launch.hpp"
 #include "shrink/cuda/loss.hpp"
-#include "shrink/distill/distillation_loss.hpp"
-#include "shrink/distill/topk_teacher.hpp"
+#include "shrink/distill/logit_rows.hpp"
+#include "shrink/distill/options.hpp"
 
 namespace shrink::cuda {
 

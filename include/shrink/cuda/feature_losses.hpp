@@ -22,8 +22,8 @@
 #include "shrink/core/view.hpp"
 #include "shrink/cuda/launch.hpp"
 #include "shrink/cuda/loss.hpp"
-#include "shrink/distill/cosine_embedding.hpp"
-#include "shrink/distill/feature_rows.hpp"
+#include "shrink/distill/logit_rows.hpp"
+#include "shrink/distill/options.hpp"
 
 namespace shrink::cuda {
 
@@ -44,10 +44,9 @@ void mse_loss(TensorView<const T> student, TensorView<const T> teacher, DeviceLo
 // mse_loss and its gradients into grad_student and grad_teacher (each of its input's shape, or TensorView{}); T is
 // deduced from the gradient views (name it when both are TensorView{}).
 template <class T>
-void mse_loss_with_grad(distill::feature_detail::input_view<T> student, distill::feature_detail::input_view<T> teacher,
-                        TensorView<T> grad_student, TensorView<T> grad_teacher, DeviceLoss out, Workspace workspace,
-                        Stream stream, const distill::FeatureLossOptions& options = {},
-                        Synchronize synchronize = Synchronize::no);
+void mse_loss_with_grad(distill::input_view<T> student, distill::input_view<T> teacher, TensorView<T> grad_student,
+                        TensorView<T> grad_teacher, DeviceLoss out, Workspace workspace, Stream stream,
+                        const distill::FeatureLossOptions& options = {}, Synchronize synchronize = Synchronize::no);
 
 // F.cosine_embedding_loss(student, teacher, target, margin, reduction) over rows of [..., D]; target: int8 +1 or -1
 // per row (the leading dims' shape or [rows], contiguous), TensorView{} = every row +1.
@@ -58,8 +57,7 @@ void cosine_embedding_loss(TensorView<const T> student, TensorView<const T> teac
                            Synchronize synchronize = Synchronize::no);
 
 template <class T>
-void cosine_embedding_loss_with_grad(distill::feature_detail::input_view<T> student,
-                                     distill::feature_detail::input_view<T> teacher,
+void cosine_embedding_loss_with_grad(distill::input_view<T> student, distill::input_view<T> teacher,
                                      TensorView<const std::int8_t> target, TensorView<T> grad_student,
                                      TensorView<T> grad_teacher, DeviceLoss out, Workspace workspace, Stream stream,
                                      const distill::CosineEmbeddingOptions& options = {},
@@ -73,9 +71,9 @@ void attention_transfer_loss(TensorView<const T> student, TensorView<const T> te
                              Synchronize synchronize = Synchronize::no);
 
 template <class T>
-void attention_transfer_loss_with_grad(distill::feature_detail::input_view<T> student,
-                                       distill::feature_detail::input_view<T> teacher, TensorView<T> grad_student,
-                                       TensorView<T> grad_teacher, DeviceLoss out, Workspace workspace, Stream stream,
+void attention_transfer_loss_with_grad(distill::input_view<T> student, distill::input_view<T> teacher,
+                                       TensorView<T> grad_student, TensorView<T> grad_teacher, DeviceLoss out,
+                                       Workspace workspace, Stream stream,
                                        const distill::FeatureLossOptions& options = {},
                                        Synchronize synchronize = Synchronize::no);
 

@@ -26,8 +26,8 @@
 #include "shrink/core/view.hpp"
 #include "shrink/cuda/launch.hpp"
 #include "shrink/cuda/loss.hpp"
-#include "shrink/distill/soft_target.hpp"
-#include "shrink/distill/topk_teacher.hpp"
+#include "shrink/distill/logit_rows.hpp"
+#include "shrink/distill/options.hpp"
 
 namespace shrink::cuda {
 
@@ -39,7 +39,7 @@ namespace detail {
 // grad == nullptr: the loss only; beta: Jensen-Shannon's weight (ignored by the KLs). T: float, half, bfloat16;
 // Index: int32, int64.
 template <class T, class Index>
-void topk_loss(distill::detail::SoftDivergence kind, double beta, TensorView<const T> student,
+void topk_loss(distill::SoftDivergence kind, double beta, TensorView<const T> student,
                const distill::TopKTeacher<T, Index>& teacher, const TensorView<T>* grad, DeviceLoss out,
                Workspace workspace, Stream stream, const distill::SoftTargetOptions& options, Synchronize synchronize);
 
@@ -60,8 +60,8 @@ void kl_div(const TensorView<S>& student, const distill::TopKTeacher<T, Index>& 
             Workspace workspace, Stream stream, const distill::SoftTargetOptions& options = {},
             Synchronize synchronize = Synchronize::no) {
   detail::check_topk_types<S, T>();
-  detail::topk_loss<T, Index>(distill::detail::SoftDivergence::forward_kl, 0.0, student, teacher, nullptr, out,
-                              workspace, stream, options, synchronize);
+  detail::topk_loss<T, Index>(distill::SoftDivergence::forward_kl, 0.0, student, teacher, nullptr, out, workspace,
+                              stream, options, synchronize);
 }
 
 // kl_div and its gradient to the student logits, written to (or added to) grad_student.
@@ -70,8 +70,8 @@ void kl_div_with_grad(const TensorView<S>& student, const distill::TopKTeacher<T
                       const TensorView<G>& grad_student, DeviceLoss out, Workspace workspace, Stream stream,
                       const distill::SoftTargetOptions& options = {}, Synchronize synchronize = Synchronize::no) {
   detail::check_topk_types<S, T, G>();
-  detail::topk_loss<T, Index>(distill::detail::SoftDivergence::forward_kl, 0.0, student, teacher, &grad_student, out,
-                              workspace, stream, options, synchronize);
+  detail::topk_loss<T, Index>(distill::SoftDivergence::forward_kl, 0.0, student, teacher, &grad_student, out, workspace,
+                              stream, options, synchronize);
 }
 
 // T^2 * KL(q || p) over the k + 1 coarsened classes, reduced.
@@ -80,8 +80,8 @@ void reverse_kl_div(const TensorView<S>& student, const distill::TopKTeacher<T, 
                     Workspace workspace, Stream stream, const distill::SoftTargetOptions& options = {},
                     Synchronize synchronize = Synchronize::no) {
   detail::check_topk_types<S, T>();
-  detail::topk_loss<T, Index>(distill::detail::SoftDivergence::reverse_kl, 0.0, student, teacher, nullptr, out,
-                              workspace, stream, options, synchronize);
+  detail::topk_loss<T, Index>(distill::SoftDivergence::reverse_kl, 0.0, student, teacher, nullptr, out, workspace,
+                              stream, options, synchronize);
 }
 
 template <class S, class T, class Index, class G>
@@ -90,8 +90,8 @@ void reverse_kl_div_with_grad(const TensorView<S>& student, const distill::TopKT
                               const distill::SoftTargetOptions& options = {},
                               Synchronize synchronize = Synchronize::no) {
   detail::check_topk_types<S, T, G>();
-  detail::topk_loss<T, Index>(distill::detail::SoftDivergence::reverse_kl, 0.0, student, teacher, &grad_student, out,
-                              workspace, stream, options, synchronize);
+  detail::topk_loss<T, Index>(distill::SoftDivergence::reverse_kl, 0.0, student, teacher, &grad_student, out, workspace,
+                              stream, options, synchronize);
 }
 
 // T^2 * (beta KL(p || m) + (1 - beta) KL(q || m)) over the k + 1 coarsened classes, m = beta p + (1 - beta) q.
@@ -100,8 +100,8 @@ void jensen_shannon(const TensorView<S>& student, const distill::TopKTeacher<T, 
                     DeviceLoss out, Workspace workspace, Stream stream, const distill::SoftTargetOptions& options = {},
                     Synchronize synchronize = Synchronize::no) {
   detail::check_topk_types<S, T>();
-  detail::topk_loss<T, Index>(distill::detail::SoftDivergence::jensen_shannon, beta, student, teacher, nullptr, out,
-                              workspace, stream, options, synchronize);
+  detail::topk_loss<T, Index>(distill::SoftDivergence::jensen_shannon, beta, student, teacher, nullptr, out, workspace,
+                              stream, options, synchronize);
 }
 
 template <class S, class T, class Index, class G>
@@ -110,8 +110,8 @@ void jensen_shannon_with_grad(const TensorView<S>& student, const distill::TopKT
                               const distill::SoftTargetOptions& options = {},
                               Synchronize synchronize = Synchronize::no) {
   detail::check_topk_types<S, T, G>();
-  detail::topk_loss<T, Index>(distill::detail::SoftDivergence::jensen_shannon, beta, student, teacher, &grad_student,
-                              out, workspace, stream, options, synchronize);
+  detail::topk_loss<T, Index>(distill::SoftDivergence::jensen_shannon, beta, student, teacher, &grad_student, out,
+                              workspace, stream, options, synchronize);
 }
 
 }  // namespace shrink::cuda

@@ -25,8 +25,6 @@
 #include "shrink/distill/reduction.hpp"
 
 namespace shrink::distill {
-namespace feature_detail {
-
 // F.normalize's eps: the norm is clamped to at least this.
 inline constexpr double kAttentionEpsilon = 1e-12;
 
@@ -50,7 +48,7 @@ Samples attention_samples(const TensorView<T>& v, const char* function, const ch
   s.positions = 1;
   for (int d = v.rank() - 1; d >= 2; --d) {
     if (v.size(d) != 1 && v.stride(d) != s.positions)
-      fail(function, field(argument, "strides").c_str(), to_string(v.strides()),
+      fail(function, feature_detail::field(argument, "strides").c_str(), to_string(v.strides()),
            "contiguous spatial dimensions (row-major, last stride 1) in [B, C, spatial...]");
     s.positions *= v.size(d);
   }
@@ -61,10 +59,10 @@ Samples attention_samples(const TensorView<T>& v, const char* function, const ch
 template <class T>
 void check_attention_shape(const TensorView<T>& v, const char* function, const char* argument) {
   if (v.rank() < 3)
-    fail(function, field(argument, "shape").c_str(), to_string(v.shape()),
+    fail(function, feature_detail::field(argument, "shape").c_str(), to_string(v.shape()),
          "activations [B, C, spatial...] with at least one spatial dimension");
   if (v.empty())
-    fail(function, field(argument, "shape").c_str(), to_string(v.shape()),
+    fail(function, feature_detail::field(argument, "shape").c_str(), to_string(v.shape()),
          "at least one sample, one channel and one position");
 }
 
@@ -85,6 +83,8 @@ std::pair<Samples, Samples> attention_pair_samples(const TensorView<T>& student,
   check_attention_shape(teacher, function, "teacher");
   return {attention_samples(student, function, "student"), attention_samples(teacher, function, "teacher")};
 }
+
+namespace feature_detail {
 
 // a_p = mean_c x_cp^2 of sample b into a[0, P); returns ||a||_2.
 template <class T>
@@ -167,7 +167,7 @@ Loss attention_transfer(const TensorView<const T>& student, const TensorView<con
 
   const std::int64_t positions = s_layout.positions;
   const std::int64_t kept = mask.kept_count(samples);
-  const double scale = 2.0 * options.grad_scale / detail::reduction_divisor(options.reduction, kept, positions);
+  const double scale = 2.0 * options.grad_scale / reduction_divisor(options.reduction, kept, positions);
   const auto n = static_cast<std::size_t>(positions);
   std::vector<double> map_s(n), map_t(n), g(n), coefficient(n);
   std::vector<double> per_row(static_cast<std::size_t>(samples), 0.0);
@@ -200,7 +200,7 @@ Loss attention_transfer(const TensorView<const T>& student, const TensorView<con
       write_sample_gradient(teacher, t_layout, *grad_teacher, gt_layout, b, coefficient.data(), options.accumulate);
     }
   }
-  return detail::reduce_rows(std::move(per_row), options.reduction, kept, positions);
+  return reduce_rows(std::move(per_row), options.reduction, kept, positions);
 }
 
 }  // namespace feature_detail
@@ -212,8 +212,8 @@ void attention_map(TensorView<const T> x, TensorView<float> out) {
   static_assert(feature_detail::is_element_type<T>, "attention_map takes float, shrink::half or shrink::bfloat16");
   const char* function = "shrink::distill::attention_map";
   require_host_view(x, function, "x");
-  feature_detail::check_attention_shape(x, function, "x");
-  const feature_detail::Samples layout = feature_detail::attention_samples(x, function, "x");
+  check_attention_shape(x, function, "x");
+  const Samples layout = attention_samples(x, function, "x");
   require_host_view(out, function, "out");
   Shape spatial_shape = x.shape();
   for (int d = 1; d + 1 < spatial_shape.rank; ++d) spatial_shape[d] = spatial_shape[d + 1];
@@ -228,7 +228,7 @@ void attention_map(TensorView<const T> x, TensorView<float> out) {
   std::vector<double> a(static_cast<std::size_t>(layout.positions));
   for (std::int64_t b = 0; b < layout.count; ++b) {
     const double norm = feature_detail::attention_energy(x, layout, b, a.data());
-    const double inv = 1.0 / std::max(norm, feature_detail::kAttentionEpsilon);
+    const double inv = 1.0 / std::max(norm, kAttentionEpsilon);
     float* row = out.data() + b * layout.positions;
     for (std::int64_t p = 0; p < layout.positions; ++p)
       row[p] = static_cast<float>(a[static_cast<std::size_t>(p)] * inv);
@@ -240,7 +240,7 @@ template <class T>
 std::vector<float> attention_map(TensorView<const T> x) {
   const char* function = "shrink::distill::attention_map";
   require_host_view(x, function, "x");
-  feature_detail::check_attention_shape(x, function, "x");
+  check_attention_shape(x, function, "x");
   const std::int64_t samples = x.size(0);
   const std::int64_t positions = x.numel() / (samples * x.size(1));
   std::vector<float> out(static_cast<std::size_t>(samples * positions));
@@ -261,9 +261,8 @@ Loss attention_transfer_loss(TensorView<const T> student, TensorView<const T> te
 // shape, or TensorView{} when not wanted); options.accumulate adds into them instead. Nothing is written when a
 // check fails. T is deduced from the gradient views.
 template <class T>
-Loss attention_transfer_loss_with_grad(feature_detail::input_view<T> student, feature_detail::input_view<T> teacher,
-                                       TensorView<T> grad_student, TensorView<T> grad_teacher,
-                                       const FeatureLossOptions& options = {}) {
+Loss attention_transfer_loss_with_grad(input_view<T> student, input_view<T> teacher, TensorView<T> grad_student,
+                                       TensorView<T> grad_teacher, const FeatureLossOptions& options = {}) {
   return feature_detail::attention_transfer<T>(student, teacher, feature_detail::wanted(grad_student),
                                                feature_detail::wanted(grad_teacher), options,
                                                "shrink::distill::attention_transfer_loss_with_grad");

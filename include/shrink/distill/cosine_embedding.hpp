@@ -21,14 +21,10 @@
 #include "shrink/core/error.hpp"
 #include "shrink/core/view.hpp"
 #include "shrink/distill/feature_rows.hpp"
+#include "shrink/distill/options.hpp"
 #include "shrink/distill/reduction.hpp"
 
 namespace shrink::distill {
-
-// FeatureLossOptions plus the hinge margin of the y = -1 rows.
-struct CosineEmbeddingOptions : FeatureLossOptions {
-  double margin = 0.0;  // in [-1, 1]: a y = -1 row costs max(0, cos - margin)
-};
 
 namespace feature_detail {
 
@@ -56,7 +52,7 @@ Loss cosine_embedding(const TensorView<const T>& student, const TensorView<const
     fail(function, "options.margin", options.margin, "a margin in [-1, 1]");
 
   const std::int64_t kept = pair.mask.kept_count(rows);
-  const double scale = options.grad_scale / detail::reduction_divisor(options.reduction, kept, 1);
+  const double scale = options.grad_scale / reduction_divisor(options.reduction, kept, 1);
   const bool accumulate = options.accumulate;
   std::vector<double> per_row(static_cast<std::size_t>(rows), 0.0);
   for (std::int64_t r = 0; r < rows; ++r) {
@@ -99,7 +95,7 @@ Loss cosine_embedding(const TensorView<const T>& student, const TensorView<const
       if (gt) write_gradient(gt[j], g * (sj / denominator - cos * tj / b), accumulate);
     }
   }
-  return detail::reduce_rows(std::move(per_row), options.reduction, kept, 1);
+  return reduce_rows(std::move(per_row), options.reduction, kept, 1);
 }
 
 }  // namespace feature_detail
@@ -118,9 +114,9 @@ Loss cosine_embedding_loss(TensorView<const T> student, TensorView<const T> teac
 // shape, or TensorView{} when not wanted); options.accumulate adds into them instead. Nothing is written when a
 // check fails. T is deduced from the gradient views.
 template <class T>
-Loss cosine_embedding_loss_with_grad(feature_detail::input_view<T> student, feature_detail::input_view<T> teacher,
-                                     TensorView<const std::int8_t> target, TensorView<T> grad_student,
-                                     TensorView<T> grad_teacher, const CosineEmbeddingOptions& options = {}) {
+Loss cosine_embedding_loss_with_grad(input_view<T> student, input_view<T> teacher, TensorView<const std::int8_t> target,
+                                     TensorView<T> grad_student, TensorView<T> grad_teacher,
+                                     const CosineEmbeddingOptions& options = {}) {
   return feature_detail::cosine_embedding<T>(student, teacher, target, feature_detail::wanted(grad_student),
                                              feature_detail::wanted(grad_teacher), options,
                                              "shrink::distill::cosine_embedding_loss_with_grad");

@@ -21,19 +21,11 @@
 #include "shrink/core/view.hpp"
 #include "shrink/cpu/softmax_rows.hpp"
 #include "shrink/distill/logit_rows.hpp"
+#include "shrink/distill/options.hpp"
 #include "shrink/distill/reduction.hpp"
 #include "shrink/distill/soft_target.hpp"
 
 namespace shrink::distill {
-
-struct CrossEntropyOptions {
-  std::int64_t ignore_index = -100;          // rows with this label are absent
-  float label_smoothing = 0.0f;              // eps in [0, 1]
-  Reduction reduction = Reduction::mean;     // see reduction.hpp ('mean' and 'batchmean' both divide by kept rows)
-  double grad_scale = 1.0;                   // the upstream gradient
-  bool accumulate = false;                   // add to the gradient instead of overwriting it
-  TensorView<const std::uint8_t> row_mask{};  // optional: one entry per row, 0 = padding (absent)
-};
 
 namespace detail {
 
@@ -144,7 +136,7 @@ Loss cross_entropy_with_grad(const TensorView<S>& logits, const TensorView<L>& l
   static_assert(std::is_same_v<G, T>, "grad_logits must be a mutable view of the logits' element type");
   const char* fn = "shrink::distill::cross_entropy";
   const detail::CrossEntropyPlan<T> plan = detail::plan_cross_entropy<T>(logits, labels, options, fn);
-  const Rows<T> g = detail::gradient_rows(grad_logits, plan.logits, fn, "grad_logits", "logits");
+  const Rows<T> g = gradient_rows(grad_logits, plan.logits, fn, "grad_logits", "logits");
   return detail::run_cross_entropy<T>(plan, &g, options);
 }
 

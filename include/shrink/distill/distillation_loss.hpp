@@ -19,46 +19,14 @@
 #include "shrink/core/view.hpp"
 #include "shrink/distill/cross_entropy.hpp"
 #include "shrink/distill/logit_rows.hpp"
+#include "shrink/distill/options.hpp"
 #include "shrink/distill/reduction.hpp"
 #include "shrink/distill/soft_target.hpp"
 #include "shrink/distill/topk_teacher.hpp"
 
 namespace shrink::distill {
 
-struct DistillationOptions {
-  float alpha = 0.5f;                            // weight of the KD part, in [0, 1]
-  float temperature = 1.0f;                      // T of the KD part
-  Reduction kd_reduction = Reduction::batchmean;
-  Reduction ce_reduction = Reduction::mean;
-  std::int64_t ignore_index = -100;              // CE rows with this label are absent from CE
-  float label_smoothing = 0.0f;                  // CE's eps in [0, 1]
-  double grad_scale = 1.0;                       // the upstream gradient
-  bool accumulate = false;                       // add to grad_student instead of overwriting it
-  TensorView<const std::uint8_t> row_mask{};     // optional: one entry per row, 0 = padding (absent)
-};
-
 namespace detail {
-
-inline SoftTargetOptions kd_options(const DistillationOptions& o, double scale, bool accumulate) {
-  SoftTargetOptions k;
-  k.temperature = o.temperature;
-  k.reduction = o.kd_reduction;
-  k.grad_scale = scale;
-  k.accumulate = accumulate;
-  k.row_mask = o.row_mask;
-  return k;
-}
-
-inline CrossEntropyOptions ce_options(const DistillationOptions& o, double scale, bool accumulate) {
-  CrossEntropyOptions c;
-  c.ignore_index = o.ignore_index;
-  c.label_smoothing = o.label_smoothing;
-  c.reduction = o.ce_reduction;
-  c.grad_scale = scale;
-  c.accumulate = accumulate;
-  c.row_mask = o.row_mask;
-  return c;
-}
 
 // The teacher argument as the internal functions take it: full logits as a const view, a TopKTeacher as is.
 template <class T, class U>

@@ -25,7 +25,7 @@ Loss mse(const TensorView<const T>& student, const TensorView<const T>& teacher,
   const std::int64_t rows = pair.student.count;
   const std::int64_t d = pair.student.length;
   const std::int64_t kept = pair.mask.kept_count(rows);
-  const double scale = 2.0 * options.grad_scale / detail::reduction_divisor(options.reduction, kept, d);
+  const double scale = 2.0 * options.grad_scale / reduction_divisor(options.reduction, kept, d);
 
   std::vector<double> per_row(static_cast<std::size_t>(rows), 0.0);
   for (std::int64_t r = 0; r < rows; ++r) {
@@ -47,7 +47,7 @@ Loss mse(const TensorView<const T>& student, const TensorView<const T>& teacher,
     }
     per_row[static_cast<std::size_t>(r)] = sum;
   }
-  return detail::reduce_rows(std::move(per_row), options.reduction, kept, d);
+  return reduce_rows(std::move(per_row), options.reduction, kept, d);
 }
 
 }  // namespace feature_detail
@@ -63,9 +63,8 @@ Loss mse_loss(TensorView<const T> student, TensorView<const T> teacher, const Fe
 // TensorView{} when not wanted); options.accumulate adds into them instead. Nothing is written when a check fails.
 // T is deduced from the gradient views (give it, mse_loss_with_grad<half>(...), when both are TensorView{}).
 template <class T>
-Loss mse_loss_with_grad(feature_detail::input_view<T> student, feature_detail::input_view<T> teacher,
-                        TensorView<T> grad_student, TensorView<T> grad_teacher,
-                        const FeatureLossOptions& options = {}) {
+Loss mse_loss_with_grad(input_view<T> student, input_view<T> teacher, TensorView<T> grad_student,
+                        TensorView<T> grad_teacher, const FeatureLossOptions& options = {}) {
   return feature_detail::mse<T>(student, teacher, feature_detail::wanted(grad_student),
                                 feature_detail::wanted(grad_teacher), options, "shrink::distill::mse_loss_with_grad");
 }

@@ -18,19 +18,10 @@
 #include "shrink/core/view.hpp"
 #include "shrink/cpu/for_each_row.hpp"
 #include "shrink/cpu/nonfinite_check.hpp"
+#include "shrink/distill/options.hpp"
 #include "shrink/distill/reduction.hpp"
 
 namespace shrink::distill {
-
-// Options of every feature loss.
-struct FeatureLossOptions {
-  Reduction reduction = Reduction::mean;
-  double grad_scale = 1.0;  // the upstream gradient d(outer loss)/d(this loss): every gradient is multiplied by it
-  bool accumulate = false;  // true: gradient += the new gradient (absent rows untouched); false: overwritten
-  // Optional, one byte per row, shape = the input's leading dims or [rows], contiguous; 0 = padding: the row is
-  // absent (adds nothing, gradient 0, not counted by mean/batchmean). TensorView{} = every row counts.
-  TensorView<const std::uint8_t> row_mask{};
-};
 
 // Named apart from other distill headers' detail helpers, which may be included beside these.
 namespace feature_detail {
@@ -38,15 +29,6 @@ namespace feature_detail {
 template <class T>
 inline constexpr bool is_element_type =
     std::is_same<T, float>::value || std::is_same<T, half>::value || std::is_same<T, bfloat16>::value;
-
-template <class T>
-struct type_identity {
-  using type = T;
-};
-// TensorView<const T> with T not deduced from it: the *_with_grad functions deduce T from their gradient views, so
-// mutable student and teacher views convert to const ones.
-template <class T>
-using input_view = TensorView<const typename type_identity<T>::type>;
 
 template <class T>
 inline float load(T value) {

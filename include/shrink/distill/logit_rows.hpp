@@ -30,8 +30,6 @@ struct Rows {
   T* row(std::int64_t r) const { return data + r * row_stride; }
 };
 
-namespace detail {
-
 // The leading dimensions of a view (all but the last) as one row count and stride, or fails. Reads no element, so
 // it serves views of any device (the CUDA losses check theirs with it too).
 template <class T>
@@ -133,5 +131,4 @@ inline void require_grad_scale(double s, const char* function) {
   if (!std::isfinite(s)) fail(function, "options.grad_scale", s, "a finite upstream gradient");
 }
 
-}  // namespace detail
 }  // namespace shrink::distill

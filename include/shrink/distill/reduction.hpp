@@ -40,8 +40,6 @@ struct Loss {
   std::vector<double> per_row;  // Reduction::none only: one loss per row, 0 for absent rows; empty otherwise
 };
 
-namespace detail {
-
 // What the summed loss is divided by. elements_per_row: V for elementwise losses, 1 for per-row ones.
 // A reduction over no kept rows divides by zero as PyTorch does (mean of nothing is NaN); sum gives 0.
 inline double reduction_divisor(Reduction r, std::int64_t kept_rows, std::int64_t elements_per_row) {
@@ -68,5 +66,4 @@ inline Loss reduce_rows(std::vector<double> per_row, Reduction r, std::int64_t k
   return loss;
 }
 
-}  // namespace detail
 }  // namespace shrink::distill

@@ -31,35 +31,12 @@
 #include "shrink/cpu/kl_rows.hpp"
 #include "shrink/cpu/softmax_rows.hpp"
 #include "shrink/distill/logit_rows.hpp"
+#include "shrink/distill/options.hpp"
 #include "shrink/distill/reduction.hpp"
 
 namespace shrink::distill {
 
-struct SoftTargetOptions {
-  float temperature = 1.0f;                    // T > 0: both distributions are softmax(z / T)
-  Reduction reduction = Reduction::batchmean;  // see reduction.hpp
-  double grad_scale = 1.0;                     // the upstream gradient: grad = grad_scale * dloss/dz
-  bool accumulate = false;                     // add to grad_student instead of overwriting it
-  TensorView<const std::uint8_t> row_mask{};   // optional: one entry per row, 0 = padding (absent)
-  // true: every kept row is checked (NaN, +inf, no finite logit) before anything is written, so a bad batch
-  // leaves the outputs untouched; the logits are then read twice. false: each row is checked just before it is
-  // used, one read of the logits (1.6-1.8x faster on batches larger than the caches); a bad row still throws
-  // shrink::Error, but gradient rows before it may already hold their values.
-  bool validate_first = true;
-};
-
 namespace detail {
-
-enum class SoftDivergence { forward_kl, reverse_kl, jensen_shannon };
-
-inline const char* soft_divergence_name(SoftDivergence d) {
-  switch (d) {
-    case SoftDivergence::forward_kl: return "shrink::distill::kl_div";
-    case SoftDivergence::reverse_kl: return "shrink::distill::reverse_kl_div";
-    case SoftDivergence::jensen_shannon: return "shrink::distill::jensen_shannon";
-  }
-  return "shrink::distill";
-}
 
 // Row r's max, after checking it holds no NaN or +inf and at least one finite logit.
 inline float checked_row_max(const cpu::RowScan& s, std::int64_t r, const char* function, const char* name) {
@@ -235,7 +212,7 @@ template <class S, class U>
 Loss kl_div(const TensorView<S>& student, const TensorView<U>& teacher, const SoftTargetOptions& options = {}) {
   detail::check_logit_types<S, U>();
   using T = std::remove_const_t<S>;
-  return detail::soft_target_loss<T>(detail::SoftDivergence::forward_kl, 0.0, student, teacher, nullptr, options);
+  return detail::soft_target_loss<T>(SoftDivergence::forward_kl, 0.0, student, teacher, nullptr, options);
 }
 
 // kl_div and its gradient to the student logits, written to (or added to) grad_student.
@@ -245,7 +222,7 @@ Loss kl_div_with_grad(const TensorView<S>& student, const TensorView<U>& teacher
   detail::check_logit_types<S, U>();
   using T = std::remove_const_t<S>;
   static_assert(std::is_same_v<G, T>, "grad_student must be a mutable view of the logits' element type");
-  return detail::soft_target_loss<T>(detail::SoftDivergence::forward_kl, 0.0, student, teacher, &grad_student, options);
+  return detail::soft_target_loss<T>(SoftDivergence::forward_kl, 0.0, student, teacher, &grad_student, options);
 }
 
 // T^2 * KL(softmax(student / T) || softmax(teacher / T)), reduced.
@@ -253,7 +230,7 @@ template <class S, class U>
 Loss reverse_kl_div(const TensorView<S>& student, const TensorView<U>& teacher, const SoftTargetOptions& options = {}) {
   detail::check_logit_types<S, U>();
   using T = std::remove_const_t<S>;
-  return detail::soft_target_loss<T>(detail::SoftDivergence::reverse_kl, 0.0, student, teacher, nullptr, options);
+  return detail::soft_target_loss<T>(SoftDivergence::reverse_kl, 0.0, student, teacher, nullptr, options);
 }
 
 template <class S, class U, class G>
@@ -262,7 +239,7 @@ Loss reverse_kl_div_with_grad(const TensorView<S>& student, const TensorView<U>&
   detail::check_logit_types<S, U>();
   using T = std::remove_const_t<S>;
   static_assert(std::is_same_v<G, T>, "grad_student must be a mutable view of the logits' element type");
-  return detail::soft_target_loss<T>(detail::SoftDivergence::reverse_kl, 0.0, student, teacher, &grad_student, options);
+  return detail::soft_target_loss<T>(SoftDivergence::reverse_kl, 0.0, student, teacher, &grad_student, options);
 }
 
 // T^2 * (beta KL(p || m) + (1 - beta) KL(q || m)), m = beta p + (1 - beta) q; beta in [0, 1].
@@ -271,7 +248,7 @@ Loss jensen_shannon(const TensorView<S>& student, const TensorView<U>& teacher, 
                     const SoftTargetOptions& options = {}) {
   detail::check_logit_types<S, U>();
   using T = std::remove_const_t<S>;
-  return detail::soft_target_loss<T>(detail::SoftDivergence::jensen_shannon, beta, student, teacher, nullptr, options);
+  return detail::soft_target_loss<T>(SoftDivergence::jensen_shannon, beta, student, teacher, nullptr, options);
 }
 
 template <class S, class U, class G>
@@ -280,8 +257,7 @@ Loss jensen_shannon_with_grad(const TensorView<S>& student, const TensorView<U>&
   detail::check_logit_types<S, U>();
   using T = std::remove_const_t<S>;
   static_assert(std::is_same_v<G, T>, "grad_student must be a mutable view of the logits' element type");
-  return detail::soft_target_loss<T>(detail::SoftDivergence::jensen_shannon, beta, student, teacher, &grad_student,
-                                     options);
+  return detail::soft_target_loss<T>(SoftDivergence::jensen_shannon, beta, student, teacher, &grad_student, options);
 }
 
 }  // namespace shrink::distill

@@ -30,17 +30,11 @@
 #include "shrink/cpu/softmax_rows.hpp"
 #include "shrink/cpu/vector_math.hpp"
 #include "shrink/distill/logit_rows.hpp"
+#include "shrink/distill/options.hpp"
 #include "shrink/distill/reduction.hpp"
 #include "shrink/distill/soft_target.hpp"
 
 namespace shrink::distill {
-
-template <class T, class Index>
-struct TopKTeacher {
-  TensorView<const T> logits;            // [..., k]: the teacher's k largest logits of each row, in any order
-  TensorView<const Index> indices;       // [..., k]: their vocabulary entries, distinct within a row
-  TensorView<const float> tail_mass{};   // optional, one per row: teacher probability outside the k, in [0, 1)
-};
 
 namespace detail {
 
@@ -102,38 +96,6 @@ TopKPlan<T, Index> plan_topk(const TensorView<const T>& student, const TopKTeach
   p.student_max = scanned_row_maxes(p.student, p.mask, fn, "student");
   p.teacher_max = scanned_row_maxes(p.logits, p.mask, fn, "teacher.logits");
   return p;
-}
-
-// One coarse class of the divergence, from its probabilities and their logs (log space keeps classes whose
-// probability underflows float, such as logits 2e4 below the row's max, finite).
-struct ClassTerm {
-  double loss;  // the class's term of D
-  double h;     // q_c * dD/dq_c
-};
-
-inline ClassTerm coarse_term(SoftDivergence kind, double beta, double log_p, double log_q) {
-  const double p = std::exp(log_p), q = std::exp(log_q);
-  switch (kind) {
-    case SoftDivergence::forward_kl:  // p log(p/q); q * (-p/q) = -p
-      return {p > 0.0 ? p * (log_p - log_q) : 0.0, -p};
-    case SoftDivergence::reverse_kl: {  // q log(q/p); q * (log(q/p) + 1)
-      if (!(q > 0.0)) return {0.0, 0.0};
-      const double l = log_q - log_p;
-      return {q * l, q * (l + 1.0)};
-    }
-    case SoftDivergence::jensen_shannon: {  // beta p log(p/m) + (1-beta) q log(q/m); q * (1-beta) log(q/m)
-      // log m = log(beta p + (1 - beta) q), as a log-sum-exp of the two logs.
-      const double a = beta > 0.0 ? std::log(beta) + log_p : -std::numeric_limits<double>::infinity();
-      const double b = beta < 1.0 ? std::log1p(-beta) + log_q : -std::numeric_limits<double>::infinity();
-      const double top = std::max(a, b);
-      if (top == -std::numeric_limits<double>::infinity()) return {0.0, 0.0};
-      const double log_m = top + std::log(std::exp(a - top) + std::exp(b - top));
-      const double lq = q > 0.0 ? log_q - log_m : 0.0;
-      const double lp = p > 0.0 ? log_p - log_m : 0.0;
-      return {beta * p * lp + (1.0 - beta) * q * lq, (1.0 - beta) * q * lq};
-    }
-  }
-  return {0.0, 0.0};
 }
 
 template <class T, class Index>
@@ -217,7 +179,7 @@ Loss topk_loss(SoftDivergence kind, double beta, const TensorView<const T>& stud
 template <class S, class T, class Index>
 Loss kl_div(const TensorView<S>& student, const TopKTeacher<T, Index>& teacher, const SoftTargetOptions& options = {}) {
   static_assert(std::is_same_v<std::remove_const_t<S>, T>, "student and teacher logits must have the same element type");
-  return detail::topk_loss<T, Index>(detail::SoftDivergence::forward_kl, 0.0, student, teacher, nullptr, options);
+  return detail::topk_loss<T, Index>(SoftDivergence::forward_kl, 0.0, student, teacher, nullptr, options);
 }
 
 template <class S, class T, class Index, class G>
@@ -225,14 +187,14 @@ Loss kl_div_with_grad(const TensorView<S>& student, const TopKTeacher<T, Index>&
                       const SoftTargetOptions& options = {}) {
   static_assert(std::is_same_v<std::remove_const_t<S>, T>, "student and teacher logits must have the same element type");
   static_assert(std::is_same_v<G, T>, "grad_student must be a mutable view of the logits' element type");
-  return detail::topk_loss<T, Index>(detail::SoftDivergence::forward_kl, 0.0, student, teacher, &grad_student, options);
+  return detail::topk_loss<T, Index>(SoftDivergence::forward_kl, 0.0, student, teacher, &grad_student, options);
 }
 
 template <class S, class T, class Index>
 Loss reverse_kl_div(const TensorView<S>& student, const TopKTeacher<T, Index>& teacher,
                     const SoftTargetOptions& options = {}) {
   static_assert(std::is_same_v<std::remove_const_t<S>, T>, "student and teacher logits must have the same element type");
-  return detail::topk_loss<T, Index>(detail::SoftDivergence::reverse_kl, 0.0, student, teacher, nullptr, options);
+  return detail::topk_loss<T, Index>(SoftDivergence::reverse_kl, 0.0, student, teacher, nullptr, options);
 }
 
 template <class S, class T, class Index, class G>
@@ -240,14 +202,14 @@ Loss reverse_kl_div_with_grad(const TensorView<S>& student, const TopKTeacher<T,
                               const TensorView<G>& grad_student, const SoftTargetOptions& options = {}) {
   static_assert(std::is_same_v<std::remove_const_t<S>, T>, "student and teacher logits must have the same element type");
   static_assert(std::is_same_v<G, T>, "grad_student must be a mutable view of the logits' element type");
-  return detail::topk_loss<T, Index>(detail::SoftDivergence::reverse_kl, 0.0, student, teacher, &grad_student, options);
+  return detail::topk_loss<T, Index>(SoftDivergence::reverse_kl, 0.0, student, teacher, &grad_student, options);
 }
 
 template <class S, class T, class Index>
 Loss jensen_shannon(const TensorView<S>& student, const TopKTeacher<T, Index>& teacher, double beta,
                     const SoftTargetOptions& options = {}) {
   static_assert(std::is_same_v<std::remove_const_t<S>, T>, "student and teacher logits must have the same element type");
-  return detail::topk_loss<T, Index>(detail::SoftDivergence::jensen_shannon, beta, student, teacher, nullptr, options);
+  return detail::topk_loss<T, Index>(SoftDivergence::jensen_shannon, beta, student, teacher, nullptr, options);
 }
 
 template <class S, class T, class Index, class G>
@@ -255,8 +217,7 @@ Loss jensen_shannon_with_grad(const TensorView<S>& student, const TopKTeacher<T,
                               const TensorView<G>& grad_student, const SoftTargetOptions& options = {}) {
   static_assert(std::is_same_v<std::remove_const_t<S>, T>, "student and teacher logits must have the same element type");
   static_assert(std::is_same_v<G, T>, "grad_student must be a mutable view of the logits' element type");
-  return detail::topk_loss<T, Index>(detail::SoftDivergence::jensen_shannon, beta, student, teacher, &grad_student,
-                                     options);
+  return detail::topk_loss<T, Index>(SoftDivergence::jensen_shannon, beta, student, teacher, &grad_student, options);
 }
 
 }  // namespace shrink::distill

@@ -719,7 +719,7 @@ __global__ void count_kept_kernel(const std::uint8_t* mask, std::int64_t rows, u
 constexpr int kFinishThreads = 256;
 
 // *value = the per-row losses summed in a fixed order (each thread a run of rows, then a tree), divided as the
-// reduction says (distill::detail::reduce_rows; none and sum: the plain sum).
+// reduction says (distill::reduce_rows; none and sum: the plain sum).
 template <int Unused = 0>
 __global__ void __launch_bounds__(kFinishThreads)
     finish_kernel(const double* losses, std::int64_t rows, const unsigned long long* kept_count,

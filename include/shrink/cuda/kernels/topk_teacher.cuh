@@ -9,7 +9,7 @@
 //   student  one read: ms = max over the row, and the rest class's own online softmax (m_rest, s_rest) over the
 //            entries outside the k, in its own frame so that a rest far below ms keeps a finite log (as the CPU);
 //            S = sum_c exp((z_idx_c - ms) inv_t) + s_rest exp((m_rest - ms) / T); log q_c = (z_idx_c - ms) / T - log S
-//   loss     T^2 * (sum_c D_c + D_rest), per class term D and h = q dD/dq as distill::detail::coarse_term
+//   loss     T^2 * (sum_c D_c + D_rest), per class term D and h = q dD/dq as distill::coarse_term
 //   gradient with H = sum of h over the k + 1 classes: the rest entries g_j = c e_j (h_rest / s_rest - q_rest H /
 //            s_rest), e_j = exp((z_j - m_rest) inv_t), from a second read of the row (a pass that stores whole
 //            16-byte chunks, leaving the k entries 0 or, accumulating, as they were); then, after a barrier, the k
@@ -32,7 +32,7 @@
 
 namespace shrink::cuda::kernels::topk_teacher {
 
-using distill::detail::SoftDivergence;
+using distill::SoftDivergence;
 
 template <class T, class Index>
 struct Args {
@@ -55,7 +55,7 @@ struct Args {
   LossWorkspace ws;
 };
 
-// One coarse class: its term of D and q_c dD/dq_c, from log p and log q (distill::detail::coarse_term).
+// One coarse class: its term of D and q_c dD/dq_c, from log p and log q (distill::coarse_term).
 struct ClassTerm {
   double loss;
   double h;

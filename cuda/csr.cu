@@ -27,7 +27,7 @@ void require_dense(const TensorView<T>& dense, const char* fn, const char* argum
   require_device_view(dense, fn, argument);
   if (dense.rank() != 2)
     fail(fn, (std::string(argument) + ".shape").c_str(), to_string(dense.shape()), "a 2-D tensor [rows, cols]");
-  sparse::detail::require_csr_indexable(dense.size(1), 0, fn);
+  sparse::require_csr_indexable(dense.size(1), 0, fn);
 }
 
 void require_mask(const std::uint64_t* mask, const char* fn) {
@@ -120,8 +120,7 @@ void csr_to_dense(const std::int32_t* row_offsets, const std::int32_t* column_in
   const char* fn = "shrink::cuda::csr_to_dense";
   require_dense(out, fn, "out");
   require_pointer(row_offsets, alignof(std::int32_t), fn, "row_offsets");
-  if (nnz < 0 || nnz > sparse::detail::kMaxCsrIndex)
-    fail(fn, "nnz", nnz, "a count in [0, INT32_MAX] (int32 offsets)");
+  if (nnz < 0 || nnz > sparse::kMaxCsrIndex) fail(fn, "nnz", nnz, "a count in [0, INT32_MAX] (int32 offsets)");
   if (nnz > 0) {
     require_pointer(column_indices, alignof(std::int32_t), fn, "column_indices");
     require_pointer(values, alignof(T), fn, "values");

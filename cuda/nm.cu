@@ -41,7 +41,7 @@ template <class T>
 void nm_mask_impl(const TensorView<const T>& x, prune::NmPattern pattern, std::uint64_t* mask_words,
                   const Workspace& workspace, Stream stream, prune::NmRemainder remainder, Synchronize synchronize) {
   const char* fn = "shrink::cuda::nm_mask";
-  prune::detail::require_nm_pattern(pattern, fn);
+  prune::require_nm_pattern(pattern, fn);
   if (x.rank() < 1) fail(fn, "importance", "a scalar", "a tensor of rank >= 1 (groups run along the last dimension)");
   require_device_view(x, fn, "importance");
   const std::int64_t length = x.size(x.rank() - 1);
@@ -88,7 +88,7 @@ template <class T>
 void compress_nm(TensorView<const T> dense, const std::uint64_t* mask_words, prune::NmPattern pattern,
                  DeviceNmCompressed<T> out, Workspace workspace, Stream stream, Synchronize synchronize) {
   const char* fn = "shrink::cuda::compress_nm";
-  prune::detail::require_nm_pattern(pattern, fn);
+  prune::require_nm_pattern(pattern, fn);
   if (dense.rank() != 2) fail(fn, "dense.shape", to_string(dense.shape()), "a 2-D tensor [rows, cols]");
   require_device_view(dense, fn, "dense");
   const std::int64_t rows = dense.size(0), cols = dense.size(1);

@@ -81,7 +81,7 @@ void slice_norms(TensorView<const T> weights, const std::uint64_t* current, prun
   const char* fn = "shrink::cuda::slice_norms";
   require_device_view(weights, fn, "weights");
   const int axis = normalize_axis(dim, weights.rank(), fn, "dim");
-  prune::detail::require_norm_order(n, fn);
+  prune::require_norm_order(n, fn);
   if (current != nullptr) require_pointer(current, alignof(std::uint64_t), fn, "current");
   require_pointer(norms, alignof(double), fn, "norms");
   require_workspace(workspace, slice_norms_workspace_bytes(weights.shape(), dim),
@@ -100,8 +100,8 @@ void block_norms(TensorView<const T> weights, const std::uint64_t* current, std:
                  Synchronize synchronize) {
   const char* fn = "shrink::cuda::block_norms";
   require_device_view(weights, fn, "weights");
-  prune::detail::require_block_tiling(weights.shape(), block_rows, block_cols, fn);
-  prune::detail::require_norm_order(n, fn);
+  prune::require_block_tiling(weights.shape(), block_rows, block_cols, fn);
+  prune::require_norm_order(n, fn);
   if (current != nullptr) require_pointer(current, alignof(std::uint64_t), fn, "current");
   require_pointer(norms, alignof(double), fn, "norms");
   require_workspace(workspace, block_norms_workspace_bytes(), "block_norms_workspace_bytes()", fn);

@@ -113,8 +113,7 @@ void check_slices(const Shape& shape, std::uint32_t seed) {
       for (const NormOrder n : {NormOrder::l1, NormOrder::l2, NormOrder::inf}) {
         INFO("type size " << sizeof(T) << " shape " << shrink::to_string(shape) << " dim " << axis << " norm "
                           << shrink::prune::norm_name(n) << (masked ? " masked" : ""));
-        const std::vector<double> cpu =
-            shrink::prune::detail::masked_slice_norms(host, n, axis, masked ? &mask : nullptr);
+        const std::vector<double> cpu = shrink::prune::masked_slice_norms(host, n, axis, masked ? &mask : nullptr);
         norms.poison();
         // A negative dim names the same slices.
         const int dim = axis % 2 ? axis - shape.rank : axis;

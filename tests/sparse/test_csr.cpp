@@ -105,10 +105,10 @@ TEST_CASE("to_csr rejects NaN/inf, wrong ranks and mask shapes, and int32 overfl
   const TensorView<const float> wide(&one, Shape{1, std::int64_t{1} << 31}, Strides{0, 0});
   CHECK_THROWS_WITH(to_csr(wide), Catch::Contains("cols = 2147483648") && Catch::Contains("INT32_MAX"));
   // The count check itself, with the counts a 2^16 x 2^15 all-nonzero tensor would reach.
-  CHECK_THROWS_WITH(sparse::detail::require_csr_indexable(std::int64_t{1} << 15, std::int64_t{1} << 31, "f"),
+  CHECK_THROWS_WITH(sparse::require_csr_indexable(std::int64_t{1} << 15, std::int64_t{1} << 31, "f"),
                     Catch::Contains("nnz = 2147483648"));
-  CHECK_NOTHROW(sparse::detail::require_csr_indexable((std::int64_t{1} << 31) - 1,
-                                                      std::numeric_limits<std::int32_t>::max(), "f"));
+  CHECK_NOTHROW(
+      sparse::require_csr_indexable((std::int64_t{1} << 31) - 1, std::numeric_limits<std::int32_t>::max(), "f"));
 }
 
 TEST_CASE("to_dense rejects hostile Csr structures and writes nothing", "[sparse][csr][errors]") {

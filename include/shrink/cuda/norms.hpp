@@ -23,7 +23,7 @@
 // CPU throws before computing); the norms are then meaningless.
 //
 // The pick stays on the host: copy the norms back (8 bytes a slice or block, small next to the weights) and rank them
-// as the CPU does (prune::detail::lowest_k and its tie rule; ln_structured_mask / block_mask build the mask).
+// as the CPU does (prune::lowest_k and its tie rule; ln_structured_mask / block_mask build the mask).
 //
 // Two phases, as CUB: *_workspace_bytes(...), then the call, which enqueues on `stream`, allocates nothing and returns
 // at once; Synchronize::yes waits and throws shrink::Error naming a failed device-side check. Host checks (shrink::

@@ -45,7 +45,7 @@ template <class T>
 Support check_csr_structure(const sparse::Csr<T>& w) {
   if (w.rows <= 0 || w.cols <= 0)
     return Support::no("w.shape", to_string(Shape{w.rows, w.cols}), "a weight [N, K] with N, K ≥ 1");
-  if (w.cols > sparse::detail::kMaxCsrIndex || w.nnz() > sparse::detail::kMaxCsrIndex)
+  if (w.cols > sparse::kMaxCsrIndex || w.nnz() > sparse::kMaxCsrIndex)
     return Support::no("w.nnz()", std::to_string(w.nnz()), "int32 indices (at most INT32_MAX columns and values)");
   if (static_cast<std::int64_t>(w.row_offsets.size()) != w.rows + 1)
     return Support::no("w.row_offsets.size()", std::to_string(w.row_offsets.size()),

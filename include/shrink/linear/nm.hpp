@@ -44,7 +44,7 @@ namespace shrink::linear::detail {
 template <class T>
 Support check_nm_structure(const sparse::NmCompressed<T>& w) {
   const prune::NmPattern pattern = w.pattern;
-  if (pattern.n < 1 || pattern.m <= pattern.n || pattern.m > prune::detail::kMaxNmGroup)
+  if (pattern.n < 1 || pattern.m <= pattern.n || pattern.m > prune::kMaxNmGroup)
     return Support::no("w.pattern", prune::to_string(pattern), "1 ≤ n < m ≤ 256");
   if (w.rows <= 0 || w.cols <= 0 || w.cols % pattern.m != 0)
     return Support::no("w.shape", to_string(Shape{w.rows, w.cols}),

@@ -24,9 +24,9 @@ inline Mask block_mask(const TensorView<const float>& weights, Amount amount, st
                        std::int64_t block_cols, NormOrder n = NormOrder::l2) {
   const char* fn = "shrink::prune::block_mask";
   require_host_view(weights, fn, "weights");
-  detail::require_block_tiling(weights, block_rows, block_cols, fn);
+  require_block_tiling(weights, block_rows, block_cols, fn);
   require_nonempty(weights, fn, "weights");
-  detail::require_norm_order(n, fn);
+  require_norm_order(n, fn);
   const std::int64_t blocks = weights.numel() / (block_rows * block_cols);
   const std::int64_t k = amount.of(blocks, fn);
   cpu::require_finite(weights, fn, "weights");
@@ -37,7 +37,7 @@ inline Mask block_mask(const TensorView<const float>& weights, Amount amount, st
   const std::int64_t grid_rows = rows / block_rows;
   const std::int64_t grid_cols = cols / block_cols;
   Mask mask(weights.shape());
-  for (std::int64_t b : detail::lowest_k(norms.data(), blocks, k)) {
+  for (std::int64_t b : lowest_k(norms.data(), blocks, k)) {
     const std::int64_t matrix = b / (grid_rows * grid_cols);
     const std::int64_t first_row = matrix * rows + (b / grid_cols % grid_rows) * block_rows;
     const std::int64_t first_col = (b % grid_cols) * block_cols;

@@ -44,8 +44,6 @@ enum class NmRemainder : std::uint8_t {
   pad,    // the last partial group keeps its min(n, r) largest of r elements
 };
 
-namespace detail {
-
 inline constexpr int kMaxNmGroup = 256;  // positions within a group fit one byte
 
 inline void require_nm_pattern(NmPattern pattern, const char* function) {
@@ -58,6 +56,8 @@ inline void require_nm_pattern(NmPattern pattern, const char* function) {
 // |x| as ordered int32 keys: finite floats compare as their magnitudes; NaN and inf are >= kNonfiniteKey.
 inline constexpr std::int32_t kNonfiniteKey = 0x7F800000;
 inline std::int32_t magnitude_key(float x) { return shrink::magnitude_bits(shrink::float_to_bits(x)); }
+
+namespace detail {
 
 // Bit j of the result keeps element j of one group of `size` keys: its rank (elements beating it: larger, or equal
 // with a lower index) is below `keep`. Pairwise for small groups, a sort of the indices otherwise.
@@ -180,7 +180,7 @@ inline std::int32_t nm_mask_rows(const TensorView<const float>& importance, NmPa
 inline Mask nm_mask(const TensorView<const float>& importance, NmPattern pattern,
                     NmRemainder remainder = NmRemainder::error) {
   const char* fn = "shrink::prune::nm_mask";
-  detail::require_nm_pattern(pattern, fn);
+  require_nm_pattern(pattern, fn);
   require_host_view(importance, fn, "importance");
   if (importance.rank() < 1)
     fail(fn, "importance", "a scalar", "a tensor of rank >= 1 (groups run along the last dimension)");
@@ -206,7 +206,7 @@ inline Mask nm_mask(const TensorView<const float>& importance, NmPattern pattern
   } else {
     largest = detail::nm_mask_rows(importance, pattern, mask);
   }
-  if (largest >= detail::kNonfiniteKey) cpu::require_finite(importance, fn, "importance");
+  if (largest >= kNonfiniteKey) cpu::require_finite(importance, fn, "importance");
   return mask;
 }
 
@@ -243,7 +243,7 @@ inline Mask nm_mask(const TensorView<const std::int8_t>& weights, NmPattern patt
 // counts as a group). The mask must have rank >= 1.
 inline bool is_nm_sparse(const Mask& mask, NmPattern pattern) {
   const char* fn = "shrink::prune::is_nm_sparse";
-  detail::require_nm_pattern(pattern, fn);
+  require_nm_pattern(pattern, fn);
   if (mask.shape().rank < 1) fail(fn, "mask", "a scalar mask", "a mask of rank >= 1");
   const std::int64_t length = mask.shape()[mask.shape().rank - 1];
   if (length == 0 || mask.size() == 0) return true;

@@ -31,8 +31,6 @@ inline const char* norm_name(NormOrder n) {
   return "unknown";
 }
 
-namespace detail {
-
 // Folds one weight into a running norm; finish_norm turns the running value into the norm.
 inline void accumulate_norm(double& running, float w, NormOrder n) {
   const double magnitude = std::fabs(static_cast<double>(w));
@@ -89,8 +87,6 @@ std::vector<std::int64_t> lowest_k(const Score* scores, std::int64_t n, std::int
   return order;
 }
 
-}  // namespace detail
-
 // Norm of each slice of `weights` along `dim` (negative counts from the end), taken over every other dim:
 // result[c] = || weights[..., c, ...] ||_n, as torch.nn.utils.prune's _compute_norm (in double, not float).
 inline std::vector<double> slice_norms(const TensorView<const float>& weights, NormOrder n, int dim) {
@@ -98,12 +94,10 @@ inline std::vector<double> slice_norms(const TensorView<const float>& weights, N
   require_host_view(weights, fn, "weights");
   require_nonempty(weights, fn, "weights");
   const int axis = normalize_axis(dim, weights.rank(), fn, "dim");
-  detail::require_norm_order(n, fn);
+  require_norm_order(n, fn);
   cpu::require_finite(weights, fn, "weights");
-  return detail::masked_slice_norms(weights, n, axis, nullptr);
+  return masked_slice_norms(weights, n, axis, nullptr);
 }
-
-namespace detail {
 
 // Checks the block tiling of the last two dims of the weights' shape; `function` names the caller in the errors.
 inline void require_block_tiling(const Shape& shape, std::int64_t block_rows, std::int64_t block_cols,
@@ -126,6 +120,8 @@ inline void require_block_tiling(const TensorView<const float>& weights, std::in
                                  std::int64_t block_cols, const char* function) {
   require_block_tiling(weights.shape(), block_rows, block_cols, function);
 }
+
+namespace detail {
 
 // Block norms of a checked, finite view, indexed row-major over [..., rows / block_rows, cols / block_cols].
 inline std::vector<double> block_norms_unchecked(const TensorView<const float>& weights, std::int64_t block_rows,
@@ -154,9 +150,9 @@ inline std::vector<double> block_norms(const TensorView<const float>& weights, s
                                        std::int64_t block_cols, NormOrder n = NormOrder::l2) {
   const char* fn = "shrink::prune::block_norms";
   require_host_view(weights, fn, "weights");
-  detail::require_block_tiling(weights, block_rows, block_cols, fn);
+  require_block_tiling(weights, block_rows, block_cols, fn);
   require_nonempty(weights, fn, "weights");
-  detail::require_norm_order(n, fn);
+  require_norm_order(n, fn);
   cpu::require_finite(weights, fn, "weights");
   return detail::block_norms_unchecked(weights, block_rows, block_cols, n);
 }

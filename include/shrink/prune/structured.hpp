@@ -56,10 +56,10 @@ inline Mask ln_structured_mask(const TensorView<const float>& weights, Amount am
   const std::int64_t k = amount.of(slices, fn);
   cpu::require_finite(weights, fn, "weights");
 
-  const std::vector<double> norms = detail::masked_slice_norms(weights, n, axis, nullptr);
+  const std::vector<double> norms = masked_slice_norms(weights, n, axis, nullptr);
   const AxisSplit split = split_at_axis(weights.shape(), axis);
   Mask mask(weights.shape());
-  for (std::int64_t slice : detail::lowest_k(norms.data(), slices, k)) detail::prune_slice(mask, split, slice);
+  for (std::int64_t slice : lowest_k(norms.data(), slices, k)) detail::prune_slice(mask, split, slice);
   return mask;
 }
 
@@ -87,13 +87,13 @@ inline Mask ln_structured_mask(const TensorView<const float>& weights, Amount am
   const std::int64_t k = amount.of(static_cast<std::int64_t>(candidates.size()), fn);
   cpu::require_finite(weights, fn, "weights");
 
-  const std::vector<double> norms = detail::masked_slice_norms(weights, n, axis, &current);
+  const std::vector<double> norms = masked_slice_norms(weights, n, axis, &current);
   std::vector<double> candidate_norms;
   candidate_norms.reserve(candidates.size());
   for (std::int64_t c : candidates) candidate_norms.push_back(norms[static_cast<std::size_t>(c)]);
   Mask mask = current;
   // Candidates are in ascending slice order, so the tie rule on their positions is the rule on slice indices.
-  for (std::int64_t at : detail::lowest_k(candidate_norms.data(), static_cast<std::int64_t>(candidates.size()), k))
+  for (std::int64_t at : lowest_k(candidate_norms.data(), static_cast<std::int64_t>(candidates.size()), k))
     detail::prune_slice(mask, split, candidates[static_cast<std::size_t>(at)]);
   return mask;
 }

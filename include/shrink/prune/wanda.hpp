@@ -136,7 +136,7 @@ inline Mask wanda_mask(const TensorView<const float>& weights, const std::vector
   detail::wanda_scores_unchecked(weights, input_norms, scores.data());
   Mask mask(weights.shape());
   for (std::int64_t row = 0; row < out; ++row)
-    for (std::int64_t j : detail::lowest_k(scores.data() + row * in, in, k)) mask.prune(row * in + j);
+    for (std::int64_t j : lowest_k(scores.data() + row * in, in, k)) mask.prune(row * in + j);
   return mask;
 }
 

@@ -36,8 +36,6 @@ struct Csr {
   std::int64_t nnz() const { return static_cast<std::int64_t>(values.size()); }
 };
 
-namespace detail {
-
 inline constexpr std::int64_t kMaxCsrIndex = std::numeric_limits<std::int32_t>::max();
 
 // Counts and sizes that int32 indices can hold; called before anything is allocated for them.
@@ -48,6 +46,18 @@ inline void require_csr_indexable(std::int64_t cols, std::int64_t nnz, const cha
     fail(function, "nnz", nnz,
          "at most INT32_MAX = " + std::to_string(kMaxCsrIndex) + " kept elements (int32 offsets)");
 }
+
+// Nonzero test that treats -0.0 as zero: floats compare, 16-bit floats test their magnitude bits.
+template <class T>
+bool is_nonzero(T v) {
+  if constexpr (std::is_same<T, half>::value || std::is_same<T, bfloat16>::value) {
+    return (v.to_bits() & 0x7FFFu) != 0;
+  } else {
+    return v != T{};
+  }
+}
+
+namespace detail {
 
 template <class T>
 constexpr bool is_float_like() {
@@ -88,16 +98,6 @@ bool row_is_finite(const T* row, std::int64_t length, std::int64_t stride) {
     return finite;
   } else {
     return true;
-  }
-}
-
-// Nonzero test that treats -0.0 as zero: floats compare, 16-bit floats test their magnitude bits.
-template <class T>
-bool is_nonzero(T v) {
-  if constexpr (std::is_same<T, half>::value || std::is_same<T, bfloat16>::value) {
-    return (v.to_bits() & 0x7FFFu) != 0;
-  } else {
-    return v != T{};
   }
 }
 
@@ -282,7 +282,7 @@ Csr<std::remove_const_t<T>> to_csr(const TensorView<T>& dense) {
   const TensorView<const Value> view = dense;
   detail::require_csr_source(view, fn);
   return detail::build_csr(
-      view, [](Value v, std::int64_t) { return detail::is_nonzero(v); }, nullptr, fn);
+      view, [](Value v, std::int64_t) { return is_nonzero(v); }, nullptr, fn);
 }
 
 // CSR of exactly the elements the mask keeps, explicit zeros included; the mask's shape must equal dense's.
@@ -305,7 +305,7 @@ template <class T>
 void validate_csr(const Csr<T>& csr, const char* function = "shrink::sparse::validate_csr") {
   if (csr.rows < 0) fail(function, "csr.rows", csr.rows, "a count >= 0");
   if (csr.cols < 0) fail(function, "csr.cols", csr.cols, "a count >= 0");
-  detail::require_csr_indexable(csr.cols, csr.nnz(), function);
+  require_csr_indexable(csr.cols, csr.nnz(), function);
   if (static_cast<std::int64_t>(csr.row_offsets.size()) != csr.rows + 1)
     fail(function, "csr.row_offsets.size()", csr.row_offsets.size(), "rows + 1 = " + std::to_string(csr.rows + 1));
   if (csr.column_indices.size() != csr.values.size())

@@ -53,7 +53,7 @@ inline std::int64_t nm_metadata_bytes(std::int64_t rows, std::int64_t cols, prun
 inline std::int64_t nm_compressed_bytes(std::int64_t rows, std::int64_t cols, prune::NmPattern pattern,
                                         ScalarType type) {
   const char* fn = "shrink::sparse::nm_compressed_bytes";
-  prune::detail::require_nm_pattern(pattern, fn);
+  prune::require_nm_pattern(pattern, fn);
   if (rows < 0) fail(fn, "rows", rows, "a count >= 0");
   if (cols < 0 || cols % pattern.m != 0)
     fail(fn, "cols", cols, "a count >= 0 divisible by m = " + std::to_string(pattern.m));
@@ -81,7 +81,7 @@ struct StorageComparison {
 inline StorageComparison storage_comparison(const prune::Mask& mask, ScalarType type,
                                             prune::NmPattern pattern = prune::NmPattern{2, 4}) {
   const char* fn = "shrink::sparse::storage_comparison";
-  prune::detail::require_nm_pattern(pattern, fn);
+  prune::require_nm_pattern(pattern, fn);
   if (mask.shape().rank != 2) fail(fn, "mask.shape", to_string(mask.shape()), "a 2-D mask [rows, cols]");
   const std::int64_t rows = mask.shape()[0], cols = mask.shape()[1];
   StorageComparison s;

@@ -123,7 +123,7 @@ namespace detail {
 
 template <class T>
 void require_nm_source(const TensorView<const T>& dense, prune::NmPattern pattern, const char* function) {
-  prune::detail::require_nm_pattern(pattern, function);
+  prune::require_nm_pattern(pattern, function);
   require_host_view(dense, function, "dense");
   if (dense.rank() != 2) fail(function, "dense.shape", to_string(dense.shape()), "a 2-D tensor [rows, cols]");
   require_nonempty(dense, function, "dense");
@@ -135,7 +135,7 @@ void require_nm_source(const TensorView<const T>& dense, prune::NmPattern patter
 // Sizes, positions and, when present, metadata that agrees with them: a struct that may come from a file.
 template <class T>
 void validate_nm(const NmCompressed<T>& c, const char* function) {
-  prune::detail::require_nm_pattern(c.pattern, function);
+  prune::require_nm_pattern(c.pattern, function);
   if (c.rows < 0) fail(function, "compressed.rows", c.rows, "a count >= 0");
   if (c.cols < 0 || c.cols % c.pattern.m != 0)
     fail(function, "compressed.cols", c.cols, "a count >= 0 divisible by m = " + std::to_string(c.pattern.m));

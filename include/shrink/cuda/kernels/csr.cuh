@@ -40,7 +40,7 @@ __device__ __forceinline__ bool is_finite_value(float v) { return isfinite(v); }
 __device__ __forceinline__ bool is_finite_value(half v) { return v.is_finite(); }
 __device__ __forceinline__ bool is_finite_value(bfloat16 v) { return v.is_finite(); }
 
-// sparse::detail::is_nonzero: -0.0 is zero (floats compare; 16-bit types test their magnitude bits).
+// sparse::is_nonzero: -0.0 is zero (floats compare; 16-bit types test their magnitude bits).
 __device__ __forceinline__ bool is_nonzero(float v) { return v != 0.0f; }
 __device__ __forceinline__ bool is_nonzero(half v) { return (v.to_bits() & 0x7FFFu) != 0; }
 __device__ __forceinline__ bool is_nonzero(bfloat16 v) { return (v.to_bits() & 0x7FFFu) != 0; }

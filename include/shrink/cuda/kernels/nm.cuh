@@ -1,7 +1,7 @@
 // CUDA realisation of prune/nm.hpp (nm_mask) and sparse/nm_compressed.hpp (compress_nm): device kernels and stream
 // launchers (nvcc only; host-compiled callers use shrink/cuda/nm.hpp).
 //
-// Mask: element j of a group of `size` keys |x| (magnitude bits, prune::detail::magnitude_key) is kept when its rank
+// Mask: element j of a group of `size` keys |x| (magnitude bits, prune::magnitude_key) is kept when its rank
 // (elements beating it: larger, or equal with a lower index) is below min(n, size), the CPU's group_keep_bits
 // (its partial sort for large groups orders the same way). Where m divides 64 and the last dimension, one thread
 // writes one whole mask word; otherwise one thread a group or-s its bits into words zeroed first.

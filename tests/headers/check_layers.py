@@ -8,11 +8,9 @@ Finds, in include/shrink (and the compiled layer cuda/, for detail uses):
               folders
   intrinsics  SIMD intrinsics or their headers in include/shrink outside cpu/
   cuh         a device header (.cuh) included from a file that nvcc does not compile (.hpp, .cpp)
-and compares them with tests/headers/known_layer_violations.txt, the violations not yet removed: it fails on a
-violation that is not listed (new, or more uses than listed) and on a listed one that is gone (remove its line), so
-the list only shrinks. Prints the counts per kind first.
+and fails on any, after printing the counts per kind ("0 cycle, 0 up, ..." when the tree keeps the order).
 
-Usage: check_layers.py [--root DIR] [--write-known]   (--write-known rewrites the list from the tree: only to shrink it)
+Usage: check_layers.py [--root DIR]
 """
 import argparse
 import collections
@@ -150,30 +148,11 @@ def folder_cycles(graph):
     return components
 
 
-def read_known(path):
-    known = collections.Counter()
-    if not os.path.exists(path):
-        return known
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            line = line.strip()
-            if not line or line.startswith("#"):
-                continue
-            key, _, count = line.rpartition(" x")
-            if key and count.isdigit():
-                known[key] = int(count)
-            else:
-                known[line] = 1
-    return known
-
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     here = os.path.dirname(os.path.abspath(__file__))
     parser.add_argument("--root", default=os.path.dirname(os.path.dirname(here)))
-    parser.add_argument("--write-known", action="store_true")
     args = parser.parse_args()
-    known_path = os.path.join(args.root, "tests/headers/known_layer_violations.txt")
 
     found = find_violations(args.root)
     kinds = collections.Counter()
@@ -182,26 +161,9 @@ def main():
     print("layers: " + ", ".join(f"{kinds[k]} {k}" for k in ("cycle", "up", "detail", "intrinsics", "cuh")) +
           f" ({sum(found.values())} in all)")
 
-    if args.write_known:
-        with open(known_path, "w", encoding="utf-8") as f:
-            f.write("# Violations of the layer order not yet removed (tests/headers/check_layers.py): this list only\n"
-                    "# shrinks. A line is a violation and, after ' x', how many uses it stands for.\n")
-            for key in sorted(found):
-                f.write(f"{key} x{found[key]}\n")
-        print(f"wrote {len(found)} lines to {known_path}")
-        return 0
-
-    known = read_known(known_path)
-    new = [f"{k} x{c} (listed: {known.get(k, 0)})" for k, c in sorted(found.items()) if c > known.get(k, 0)]
-    gone = [f"{k} x{c} (now: {found.get(k, 0)})" for k, c in sorted(known.items()) if found.get(k, 0) < c]
-    for line in new:
-        print("NEW   " + line)
-    for line in gone:
-        print("FIXED " + line + ": lower or remove its line in tests/headers/known_layer_violations.txt")
-    if new or gone:
-        return 1
-    print(f"every violation is one of the {sum(known.values())} listed in known_layer_violations.txt")
-    return 0
+    for key in sorted(found):
+        print(f"{key} x{found[key]}")
+    return 1 if found else 0
 
 
 if __name__ == "__main__":

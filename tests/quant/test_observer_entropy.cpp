@@ -210,12 +210,12 @@ TEST_CASE("entropy threshold: the four-threshold AVX2 search gives the scalar se
     }
     counts[static_cast<std::size_t>(bins / 3)] = 0;  // an empty bin: some thresholds have divergence +inf
     for (const std::int64_t levels : {128, 16, 100}) {
-      quant::detail::EntropyTables tables(counts, levels);
+      shrink::cpu::EntropyTables tables(counts, levels);
       std::vector<double> all(static_cast<std::size_t>(bins) + 1, 0.0);
-      quant::detail::entropy_divergences(tables, 1, bins, all.data());
+      shrink::cpu::entropy_divergences(tables, 1, bins, all.data());
       std::size_t mismatches = 0;
       for (std::int64_t i = 1; i <= bins; ++i) {
-        const double one = quant::detail::entropy_divergence(tables, i);
+        const double one = shrink::cpu::entropy_divergence(tables, i);
         const double batched = all[static_cast<std::size_t>(i)];
         mismatches += !(one == batched || (std::isnan(one) && std::isnan(batched)));
       }

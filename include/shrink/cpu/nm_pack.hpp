@@ -3,6 +3,7 @@
 // words gathered by vpshufb while their magnitudes are checked for NaN and inf.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <type_traits>

@@ -222,6 +222,175 @@ std::int64_t declared_bytes(const io::TensorDeclaration& d) {
   return element_count(d.shape) * element_bits(d.dtype) / 8;
 }
 
+// The command line of `shrink quantize`.
+void declare_options(ArgParser& args) {
+  args.positional("IN", "input .safetensors file").positional("OUT", "output file (never the input)");
+  args.option("dtype", "TYPE", "int8|uint8|int4|uint4|fp16|bf16|fp8-e4m3|fp8-e5m2", "int8");
+  args.option("scheme", "S", "symmetric|affine (integer types)", "symmetric");
+  args.option("granularity", "G", "tensor|channel|group: what shares one scale", "channel");
+  args.option("axis", "N", "channel axis, or the axis split into groups; negative counts from the end",
+              "0, or -1 with --granularity group");
+  args.option("group-size", "G", "elements of a group along --axis (--granularity group)", "128");
+  args.option("calib", "C", "minmax|percentile:P|histogram|entropy|mse (integer types; group: minmax only)", "minmax");
+  args.flag("restricted-range", "symmetric signed range [-127, 127] (TensorRT weights); unsigned [1, 255]");
+  args.flag("reduce-range", "one bit less: int8 [-64, 63], uint8 [0, 127]");
+  TensorSelection::declare(args);
+  args.flag("json", "print a JSON summary on stdout");
+  args.epilog(
+      "example: shrink quantize model.safetensors model-int4.safetensors --dtype int4 --granularity group\n"
+      "         --group-size 64 --scheme affine --exclude 'embed'");
+}
+
+// Pass one: the selected tensors (float, not already under the convention, rank >= 2 unless --include chose them),
+// each checked and calibrated.
+std::map<std::string, Plan> plan_tensors(const io::SafetensorsFile& file, const std::set<std::string>& already,
+                                         const TensorSelection& selection, const QuantizeSettings& settings,
+                                         const Progress& progress) {
+  std::vector<const io::TensorInfo*> selected;
+  for (const io::TensorInfo& t : file.tensors()) {
+    if (already.count(t.name) || !is_floating(t.dtype) || !selection.selected(t.name)) continue;
+    if (!selection.has_include() && t.shape.size() < 2) continue;
+    selected.push_back(&t);
+  }
+  std::map<std::string, Plan> plans;
+  for (std::size_t i = 0; i < selected.size(); ++i) {
+    const io::TensorInfo& t = *selected[i];
+    progress.step("calibrating " + t.name, i, selected.size());
+    plans.emplace(t.name, in_tensor_context(t.name, [&] { return calibrate(file, t, settings); }));
+  }
+  return plans;
+}
+
+// Where an output tensor comes from: a part of a plan (0 data, 1 scale, 2 zero point), or the input (plan null).
+struct Part {
+  Plan* plan = nullptr;
+  std::size_t index = 0;
+};
+
+struct OutputLayout {
+  std::vector<io::TensorDeclaration> declarations;  // in the order they are written
+  std::map<std::string, Part> parts;
+};
+
+// The output's tensors, each name once, laid out for alignment.
+OutputLayout output_layout(const io::SafetensorsFile& file, std::map<std::string, Plan>& plans) {
+  OutputLayout layout;
+  for (const io::TensorInfo& t : file.tensors()) {
+    const auto found = plans.find(t.name);
+    if (found == plans.end()) {
+      layout.declarations.push_back({t.name, t.dtype, t.shape});
+      layout.parts[t.name] = Part{nullptr, 0};
+      continue;
+    }
+    const std::vector<io::TensorDeclaration> stored = io::stored_tensors(found->second.record);
+    for (std::size_t k = 0; k < stored.size(); ++k) {
+      layout.declarations.push_back(stored[k]);
+      layout.parts[stored[k].name] = Part{&found->second, k};
+    }
+  }
+  std::set<std::string> names;
+  for (const auto& d : layout.declarations)
+    if (!names.insert(d.name).second)
+      throw shrink::Error("tensor \"" + d.name +
+                          "\" would be written twice: the input already has a tensor of "
+                          "that name, which shrink's convention needs for the scales or zero points of another; "
+                          "rename it or --exclude the tensor it belongs to");
+  sort_for_alignment(layout.declarations);
+  return layout;
+}
+
+// Pass two: streams the output, quantizing each planned tensor again with its parameters when its turn comes.
+void write_output(const std::string& out, const io::SafetensorsFile& file, const std::map<std::string, Plan>& plans,
+                  bool has_records, const OutputLayout& layout, const Progress& progress) {
+  io::SafetensorsWriter writer(out);
+  for (const auto& d : layout.declarations) writer.add_tensor(d.name, d.dtype, d.shape);
+  for (const auto& m : file.metadata()) writer.add_metadata(m.first, m.second);
+  for (const auto& p : plans)
+    writer.add_metadata(io::quant_metadata_key(p.first), io::to_metadata_value(p.second.record));
+  if (!plans.empty() || has_records) writer.add_metadata(io::kFormatVersionKey, io::kFormatVersion);
+  writer.write_header();
+  for (std::size_t i = 0; i < layout.declarations.size(); ++i) {
+    const io::TensorDeclaration& d = layout.declarations[i];
+    const Part& part = layout.parts.at(d.name);
+    progress.step("writing " + d.name, i, layout.declarations.size());
+    if (part.plan == nullptr) {
+      writer.write(d.name, file.bytes(d.name));
+      continue;
+    }
+    const ByteBuffer bytes =
+        in_tensor_context(part.plan->record.name, [&] { return encode_part(file, *part.plan, part.index); });
+    writer.write(d.name, bytes.data(), bytes.size());
+  }
+  writer.finish();
+}
+
+// The report, in input order: one line (or JSON entry) per tensor and the totals.
+void report(const std::string& in, const std::string& out, const io::SafetensorsFile& file,
+            const std::map<std::string, Plan>& plans, const QuantizeSettings& settings, bool json) {
+  Json tensors = Json::array();
+  std::int64_t before = 0, after = 0, quantized = 0, copied = 0;
+  std::vector<std::string> lines;
+  for (const io::TensorInfo& t : file.tensors()) {
+    Json entry;
+    entry["name"] = t.name;
+    const auto found = plans.find(t.name);
+    std::int64_t bytes_after = static_cast<std::int64_t>(t.bytes);
+    if (found != plans.end()) {
+      const Plan& plan = found->second;
+      bytes_after = 0;
+      for (const auto& d : io::stored_tensors(plan.record)) bytes_after += declared_bytes(d);
+      entry["action"] = plan.record.encoding == io::StoredEncoding::cast ? "cast" : "quantized";
+      entry["dtype"] = plan.record.dtype_name();
+      entry["source_dtype"] = plan.source_dtype;
+      entry["shape"] = plan.record.shape;
+      entry["calibrator"] = plan.record.calibrator;
+      entry["sqnr_db"] = json_number(plan.sqnr_db);
+      ++quantized;
+      char line[512];
+      std::snprintf(line, sizeof line, "%-9s %-8s %s %s: %lld -> %lld bytes, SQNR %s dB",
+                    entry["action"].get<std::string>().c_str(), plan.record.dtype_name().c_str(), t.name.c_str(),
+                    shape_text(plan.record.shape).c_str(), static_cast<long long>(t.bytes),
+                    static_cast<long long>(bytes_after), number_text(plan.sqnr_db, "%.1f").c_str());
+      lines.push_back(line);
+    } else {
+      entry["action"] = "copied";
+      entry["dtype"] = dtype_text(t.dtype);
+      entry["source_dtype"] = dtype_text(t.dtype);
+      entry["shape"] = t.shape;
+      entry["sqnr_db"] = nullptr;
+      ++copied;
+      char line[512];
+      std::snprintf(line, sizeof line, "%-9s %-8s %s %s", "copied", dtype_text(t.dtype).c_str(), t.name.c_str(),
+                    shape_text(t.shape).c_str());
+      lines.push_back(line);
+    }
+    entry["bytes_before"] = t.bytes;
+    entry["bytes_after"] = bytes_after;
+    before += static_cast<std::int64_t>(t.bytes);
+    after += bytes_after;
+    tensors.push_back(entry);
+  }
+  const double ratio = after == 0 ? 0.0 : static_cast<double>(before) / static_cast<double>(after);
+  if (json) {
+    Json summary;
+    summary["input"] = in;
+    summary["output"] = out;
+    summary["dtype"] = settings.dtype;
+    summary["tensors"] = tensors;
+    summary["totals"] = {{"quantized", quantized},
+                         {"copied", copied},
+                         {"bytes_before", before},
+                         {"bytes_after", after},
+                         {"compression_ratio", json_number(ratio)}};
+    print_json(summary);
+  } else {
+    for (const auto& l : lines) std::printf("%s\n", l.c_str());
+    std::printf("%s: %lld tensors quantized, %lld copied, %s -> %s (%.2fx smaller)\n", out.c_str(),
+                static_cast<long long>(quantized), static_cast<long long>(copied), bytes_text(before).c_str(),
+                bytes_text(after).c_str(), ratio);
+  }
+}
+
 }  // namespace
 
 int run_quantize_command(int argc, char** argv) {
@@ -232,161 +401,24 @@ int run_quantize_command(int argc, char** argv) {
                    "tensor of rank >= 2; with --include, every float tensor that matches) are calibrated on their own\n"
                    "values and stored under shrink's convention: integers + NAME_scale (+ NAME_zero_point when affine)\n"
                    "+ a \"shrink.quant.NAME\" metadata entry. Other tensors are copied unchanged.");
-    args.positional("IN", "input .safetensors file").positional("OUT", "output file (never the input)");
-    args.option("dtype", "TYPE", "int8|uint8|int4|uint4|fp16|bf16|fp8-e4m3|fp8-e5m2", "int8");
-    args.option("scheme", "S", "symmetric|affine (integer types)", "symmetric");
-    args.option("granularity", "G", "tensor|channel|group: what shares one scale", "channel");
-    args.option("axis", "N", "channel axis, or the axis split into groups; negative counts from the end",
-                "0, or -1 with --granularity group");
-    args.option("group-size", "G", "elements of a group along --axis (--granularity group)", "128");
-    args.option("calib", "C", "minmax|percentile:P|histogram|entropy|mse (integer types; group: minmax only)",
-                "minmax");
-    args.flag("restricted-range", "symmetric signed range [-127, 127] (TensorRT weights); unsigned [1, 255]");
-    args.flag("reduce-range", "one bit less: int8 [-64, 63], uint8 [0, 127]");
-    TensorSelection::declare(args);
-    args.flag("json", "print a JSON summary on stdout");
-    args.epilog("example: shrink quantize model.safetensors model-int4.safetensors --dtype int4 --granularity group\n"
-                "         --group-size 64 --scheme affine --exclude 'embed'");
+    declare_options(args);
     if (!args.parse(argc, argv)) return kExitOk;
     const QuantizeSettings settings = read_settings(args);
     const TensorSelection selection(args);
     const std::string in = args.arg("IN");
     const std::string out = args.arg("OUT");
     require_distinct_output(in, out);
-    const bool json = args.flag_set("json");
 
     const io::SafetensorsFile file(in);
     const std::vector<io::QuantizationRecord> existing = io::quantization_records(file);
     std::set<std::string> already;  // tensors of existing records: copied as they are
     for (const auto& r : existing)
       for (const auto& d : io::stored_tensors(r)) already.insert(d.name);
-
-    // Pass one: select, check, calibrate.
     const Progress progress(command);
-    std::map<std::string, Plan> plans;
-    std::vector<const io::TensorInfo*> selected;
-    for (const io::TensorInfo& t : file.tensors()) {
-      if (already.count(t.name) || !is_floating(t.dtype) || !selection.selected(t.name)) continue;
-      if (!selection.has_include() && t.shape.size() < 2) continue;
-      selected.push_back(&t);
-    }
-    for (std::size_t i = 0; i < selected.size(); ++i) {
-      const io::TensorInfo& t = *selected[i];
-      progress.step("calibrating " + t.name, i, selected.size());
-      plans.emplace(t.name, in_tensor_context(t.name, [&] { return calibrate(file, t, settings); }));
-    }
-
-    // The output's tensors, and which plan part each one is.
-    struct Part {
-      Plan* plan;  // null: copied from the input
-      std::size_t index;
-    };
-    std::vector<io::TensorDeclaration> declarations;
-    std::map<std::string, Part> parts;
-    for (const io::TensorInfo& t : file.tensors()) {
-      const auto found = plans.find(t.name);
-      if (found == plans.end()) {
-        declarations.push_back({t.name, t.dtype, t.shape});
-        parts[t.name] = Part{nullptr, 0};
-        continue;
-      }
-      const std::vector<io::TensorDeclaration> stored = io::stored_tensors(found->second.record);
-      for (std::size_t k = 0; k < stored.size(); ++k) {
-        declarations.push_back(stored[k]);
-        parts[stored[k].name] = Part{&found->second, k};
-      }
-    }
-    std::set<std::string> names;
-    for (const auto& d : declarations)
-      if (!names.insert(d.name).second)
-        throw shrink::Error("tensor \"" + d.name + "\" would be written twice: the input already has a tensor of "
-                            "that name, which shrink's convention needs for the scales or zero points of another; "
-                            "rename it or --exclude the tensor it belongs to");
-    sort_for_alignment(declarations);
-
-    // Pass two: stream the output.
-    io::SafetensorsWriter writer(out);
-    for (const auto& d : declarations) writer.add_tensor(d.name, d.dtype, d.shape);
-    for (const auto& m : file.metadata()) writer.add_metadata(m.first, m.second);
-    for (const auto& p : plans) writer.add_metadata(io::quant_metadata_key(p.first), io::to_metadata_value(p.second.record));
-    if (!plans.empty() || !existing.empty()) writer.add_metadata(io::kFormatVersionKey, io::kFormatVersion);
-    writer.write_header();
-    for (std::size_t i = 0; i < declarations.size(); ++i) {
-      const io::TensorDeclaration& d = declarations[i];
-      const Part& part = parts.at(d.name);
-      progress.step("writing " + d.name, i, declarations.size());
-      if (part.plan == nullptr) {
-        writer.write(d.name, file.bytes(d.name));
-        continue;
-      }
-      const ByteBuffer bytes =
-          in_tensor_context(part.plan->record.name, [&] { return encode_part(file, *part.plan, part.index); });
-      writer.write(d.name, bytes.data(), bytes.size());
-    }
-    writer.finish();
-
-    // Report, in input order.
-    Json tensors = Json::array();
-    std::int64_t before = 0, after = 0, quantized = 0, copied = 0;
-    std::vector<std::string> lines;
-    for (const io::TensorInfo& t : file.tensors()) {
-      Json entry;
-      entry["name"] = t.name;
-      const auto found = plans.find(t.name);
-      std::int64_t bytes_after = static_cast<std::int64_t>(t.bytes);
-      if (found != plans.end()) {
-        const Plan& plan = found->second;
-        bytes_after = 0;
-        for (const auto& d : io::stored_tensors(plan.record)) bytes_after += declared_bytes(d);
-        entry["action"] = plan.record.encoding == io::StoredEncoding::cast ? "cast" : "quantized";
-        entry["dtype"] = plan.record.dtype_name();
-        entry["source_dtype"] = plan.source_dtype;
-        entry["shape"] = plan.record.shape;
-        entry["calibrator"] = plan.record.calibrator;
-        entry["sqnr_db"] = json_number(plan.sqnr_db);
-        ++quantized;
-        char line[512];
-        std::snprintf(line, sizeof line, "%-9s %-8s %s %s: %lld -> %lld bytes, SQNR %s dB",
-                      entry["action"].get<std::string>().c_str(), plan.record.dtype_name().c_str(), t.name.c_str(),
-                      shape_text(plan.record.shape).c_str(), static_cast<long long>(t.bytes),
-                      static_cast<long long>(bytes_after), number_text(plan.sqnr_db, "%.1f").c_str());
-        lines.push_back(line);
-      } else {
-        entry["action"] = "copied";
-        entry["dtype"] = dtype_text(t.dtype);
-        entry["source_dtype"] = dtype_text(t.dtype);
-        entry["shape"] = t.shape;
-        entry["sqnr_db"] = nullptr;
-        ++copied;
-        char line[512];
-        std::snprintf(line, sizeof line, "%-9s %-8s %s %s", "copied", dtype_text(t.dtype).c_str(), t.name.c_str(),
-                      shape_text(t.shape).c_str());
-        lines.push_back(line);
-      }
-      entry["bytes_before"] = t.bytes;
-      entry["bytes_after"] = bytes_after;
-      before += static_cast<std::int64_t>(t.bytes);
-      after += bytes_after;
-      tensors.push_back(entry);
-    }
-    if (json) {
-      Json report;
-      report["input"] = in;
-      report["output"] = out;
-      report["dtype"] = settings.dtype;
-      report["tensors"] = tensors;
-      report["totals"] = {{"quantized", quantized},
-                          {"copied", copied},
-                          {"bytes_before", before},
-                          {"bytes_after", after},
-                          {"compression_ratio", json_number(after == 0 ? 0.0 : static_cast<double>(before) / static_cast<double>(after))}};
-      print_json(report);
-    } else {
-      for (const auto& l : lines) std::printf("%s\n", l.c_str());
-      std::printf("%s: %lld tensors quantized, %lld copied, %s -> %s (%.2fx smaller)\n", out.c_str(),
-                  static_cast<long long>(quantized), static_cast<long long>(copied), bytes_text(before).c_str(),
-                  bytes_text(after).c_str(), after == 0 ? 0.0 : static_cast<double>(before) / static_cast<double>(after));
-    }
+    std::map<std::string, Plan> plans = plan_tensors(file, already, selection, settings, progress);
+    const OutputLayout layout = output_layout(file, plans);
+    write_output(out, file, plans, !existing.empty(), layout, progress);
+    report(in, out, file, plans, settings, args.flag_set("json"));
     return kExitOk;
   });
 }

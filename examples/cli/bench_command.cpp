@@ -201,12 +201,8 @@ void write_file(const std::filesystem::path& path, const std::string& text) {
   if (!out) throw std::runtime_error("cannot write '" + path.string() + "'");
 }
 
-int run(int argc, char** argv) {
-  ArgParser args(kCommand,
-                 "Time the matrix product of a Linear layer, Y[M,N] = X[M,K] * W[N,K]^T, at each precision on this "
-                 "machine (one CPU thread, and CUDA device 0 when there is one), with its speedup and error against "
-                 "fp32, the bytes of the weight and, given a price, the cost of a million rows. Prints a table and "
-                 "writes bench.json and bench.svg (and bench-gpu.svg with GPU rows).");
+// The command line of `shrink bench`.
+void declare_options(ArgParser& args) {
   args.option("shapes", "NxK,...", "weight shapes [N out, K in]", "4096x4096,11008x4096,4096x11008")
       .option("batches", "M,...", "rows of X (batch size or tokens)", "1,16,128")
       .option("precisions", "NAME,...",
@@ -238,28 +234,47 @@ int run(int argc, char** argv) {
           "against gpu-fp16-cublas (cuBLAS FP16 GEMM), error against the CPU fp32 output. The weight-only rows\n"
           "(W8A16, W4A16 with groups of 128) run at M <= 64 only: n/a above. bench.svg charts the CPU rows,\n"
           "bench-gpu.svg the GPU rows.");
-  if (!args.parse(argc, argv)) return kExitOk;
+}
 
+struct BenchSettings {
+  std::vector<Shape2> shapes;
+  std::vector<std::int64_t> batches;
+  Selection selection;
+  std::string gpu_mode;
+  double min_time = 0.2;
+  double price = NAN;
+  unsigned seed = 1;
+  std::filesystem::path out_dir;
+  bool json_only = false;
+};
+
+// The parsed options, read in the order their errors are reported.
+BenchSettings read_settings(const ArgParser& args) {
+  BenchSettings s;
   const bool quick = args.flag_set("quick");
-  std::vector<Shape2> shapes =
-      parse_shapes(args.text("shapes", quick ? "4096x4096" : "4096x4096,11008x4096,4096x11008"));
-  std::vector<std::int64_t> batches = parse_batches(args.text("batches", quick ? "1,128" : "1,16,128"));
-  const Selection selection = parse_precisions(args.text("precisions", "all"));
-  const std::vector<std::string>& precisions = selection.cpu;
-  const std::string gpu_mode = args.choice("gpu", {"auto", "on", "off"}, "auto");
-  const double min_time = args.number("min-time", 0.0, 60.0, quick ? 0.05 : 0.2);
-  const double price = args.number("price-per-hour", 0.0, 1e9, NAN);
-  const auto seed = static_cast<unsigned>(args.integer("seed", 0, 1LL << 31, 1));
-  const std::filesystem::path out_dir = args.text("out", "shrink-bench");
-  const bool json_only = args.flag_set("json");
-  const std::unique_ptr<GpuBench> gpu = open_gpu(gpu_mode, selection.gpu_named);
+  s.shapes = parse_shapes(args.text("shapes", quick ? "4096x4096" : "4096x4096,11008x4096,4096x11008"));
+  s.batches = parse_batches(args.text("batches", quick ? "1,128" : "1,16,128"));
+  s.selection = parse_precisions(args.text("precisions", "all"));
+  s.gpu_mode = args.choice("gpu", {"auto", "on", "off"}, "auto");
+  s.min_time = args.number("min-time", 0.0, 60.0, quick ? 0.05 : 0.2);
+  s.price = args.number("price-per-hour", 0.0, 1e9, NAN);
+  s.seed = static_cast<unsigned>(args.integer("seed", 0, 1LL << 31, 1));
+  s.out_dir = args.text("out", "shrink-bench");
+  s.json_only = args.flag_set("json");
+  return s;
+}
 
+// Creates the output directory (and its parents), or throws saying why it cannot.
+void create_output_directory(const std::filesystem::path& out_dir) {
   std::error_code ec;
   std::filesystem::create_directories(out_dir, ec);
   if (ec || !std::filesystem::is_directory(out_dir))
     throw std::runtime_error("cannot create the output directory '" + out_dir.string() + "'" +
                              (ec ? ": " + ec.message() : ""));
+}
 
+// The report's description of this machine and of the timing, with no result yet.
+BenchReport empty_report(double price, const GpuBench* gpu) {
   BenchReport report;
   report.cpu = cpu_model();
   report.simd = simd_text();
@@ -269,71 +284,125 @@ int run(int argc, char** argv) {
     report.gpu = gpu->description();
     report.gpu_timing = gpu->timing();
   }
+  return report;
+}
 
-  const Progress progress(kCommand);
-  const std::size_t rows_per_batch = precisions.size() + (gpu ? selection.gpu.size() : 0);
-  const std::size_t total = shapes.size() * batches.size() * rows_per_batch;
+// The progress line of every row: one step each, counted over the whole run.
+struct RowProgress {
+  Progress progress{kCommand};
   std::size_t done = 0;
-  for (const Shape2& shape : shapes) {
-    progress.step("preparing the weights of " + std::to_string(shape.n) + "x" + std::to_string(shape.k), done, total);
-    const std::vector<float> w = llm_like_weights(shape.n, shape.k, seed);
-    const std::vector<PreparedPrecision> rows = prepare_cpu_precisions(w, shape.n, shape.k, precisions);
-    if (gpu) gpu->prepare_shape(w, shape.n, shape.k, selection.gpu);
-    for (std::int64_t m : batches) {
-      const std::vector<float> x = llm_like_activations(m, shape.k, seed + 1 + static_cast<unsigned>(m));
-      const TensorView<const float> xv(x.data(), Shape{m, shape.k});
-      std::vector<float> reference(static_cast<std::size_t>(m * shape.n)), y(reference.size());
-      double fp32_seconds = NAN;
-      const auto announce = [&](const std::string& name) {
-        progress.step(name + " " + std::to_string(shape.n) + "x" + std::to_string(shape.k) + " M=" + std::to_string(m),
-                      done++, total);
-      };
-      for (const PreparedPrecision& row : rows) {
-        announce(row.name);
-        const bool is_reference = row.name == "fp32" && row.device == "cpu";
-        std::vector<float>& out = is_reference ? reference : y;
-        const TensorView<float> ov(out.data(), Shape{m, shape.n});
-        const Timing t = time_best([&] { row.run(xv, ov); }, min_time, 3);
-        BenchResult r;
-        r.device = row.device;
-        r.precision = row.name;
-        r.stored = row.stored;
-        r.n = shape.n;
-        r.k = shape.k;
-        r.m = m;
-        r.seconds = t.cpu;
-        r.wall_seconds = t.wall;
-        r.repetitions = t.repetitions;
-        if (is_reference) fp32_seconds = t.cpu;
-        r.weight_bytes = row.weight_bytes;
-        measure_error(r, reference, out);
-        complete_result(r, fp32_seconds, price);
-        report.results.push_back(r);
-      }
-      if (gpu)
-        for (BenchResult& r : gpu->run_batch(x, m, reference, min_time, announce)) {
-          complete_result(r, fp32_seconds, price);
-          report.results.push_back(r);
-        }
-    }
-  }
+  std::size_t total = 0;
+};
 
+// Times one CPU row on x [M, K]; its output goes to `reference` when it is the CPU fp32 row (which then sets
+// fp32_seconds), to `y` otherwise.
+BenchResult time_cpu_row(const PreparedPrecision& row, const TensorView<const float>& xv, const Shape2& shape,
+                         std::int64_t m, std::vector<float>& reference, std::vector<float>& y, double& fp32_seconds,
+                         const BenchSettings& settings) {
+  const bool is_reference = row.name == "fp32" && row.device == "cpu";
+  std::vector<float>& out = is_reference ? reference : y;
+  const TensorView<float> ov(out.data(), Shape{m, shape.n});
+  const Timing t = time_best([&] { row.run(xv, ov); }, settings.min_time, 3);
+  BenchResult r;
+  r.device = row.device;
+  r.precision = row.name;
+  r.stored = row.stored;
+  r.n = shape.n;
+  r.k = shape.k;
+  r.m = m;
+  r.seconds = t.cpu;
+  r.wall_seconds = t.wall;
+  r.repetitions = t.repetitions;
+  if (is_reference) fp32_seconds = t.cpu;
+  r.weight_bytes = row.weight_bytes;
+  measure_error(r, reference, out);
+  complete_result(r, fp32_seconds, settings.price);
+  return r;
+}
+
+// Every row of one shape at M = m: the CPU rows (fp32 first: the reference), then the GPU rows.
+void bench_batch(BenchReport& report, const Shape2& shape, std::int64_t m, const std::vector<PreparedPrecision>& rows,
+                 GpuBench* gpu, const BenchSettings& settings, RowProgress& progress) {
+  const std::vector<float> x = llm_like_activations(m, shape.k, settings.seed + 1 + static_cast<unsigned>(m));
+  const TensorView<const float> xv(x.data(), Shape{m, shape.k});
+  std::vector<float> reference(static_cast<std::size_t>(m * shape.n)), y(reference.size());
+  double fp32_seconds = NAN;
+  const auto announce = [&](const std::string& name) {
+    progress.progress.step(
+        name + " " + std::to_string(shape.n) + "x" + std::to_string(shape.k) + " M=" + std::to_string(m),
+        progress.done++, progress.total);
+  };
+  for (const PreparedPrecision& row : rows) {
+    announce(row.name);
+    report.results.push_back(time_cpu_row(row, xv, shape, m, reference, y, fp32_seconds, settings));
+  }
+  if (gpu)
+    for (BenchResult& r : gpu->run_batch(x, m, reference, settings.min_time, announce)) {
+      complete_result(r, fp32_seconds, settings.price);
+      report.results.push_back(r);
+    }
+}
+
+// Every shape at every batch size: the weights of a shape are generated and prepared once for all its batches.
+void bench_all(BenchReport& report, GpuBench* gpu, const BenchSettings& settings) {
+  const std::vector<std::string>& precisions = settings.selection.cpu;
+  RowProgress progress;
+  const std::size_t rows_per_batch = precisions.size() + (gpu ? settings.selection.gpu.size() : 0);
+  progress.total = settings.shapes.size() * settings.batches.size() * rows_per_batch;
+  for (const Shape2& shape : settings.shapes) {
+    progress.progress.step("preparing the weights of " + std::to_string(shape.n) + "x" + std::to_string(shape.k),
+                           progress.done, progress.total);
+    const std::vector<float> w = llm_like_weights(shape.n, shape.k, settings.seed);
+    const std::vector<PreparedPrecision> rows = prepare_cpu_precisions(w, shape.n, shape.k, precisions);
+    if (gpu) gpu->prepare_shape(w, shape.n, shape.k, settings.selection.gpu);
+    for (std::int64_t m : settings.batches) bench_batch(report, shape, m, rows, gpu, settings, progress);
+  }
+}
+
+// Writes bench.json and bench.svg, and bench-gpu.svg with GPU rows (else removes a previous run's); returns the JSON.
+Json write_outputs(const BenchReport& report, const std::filesystem::path& out_dir, bool has_gpu) {
   const Json json = bench_json(report);
   write_file(out_dir / "bench.json", json.dump(2) + "\n");
   write_file(out_dir / "bench.svg", bench_svg(report, ChartRows::cpu));
   const std::filesystem::path gpu_chart = out_dir / "bench-gpu.svg";
-  if (gpu)
+  std::error_code ec;
+  if (has_gpu)
     write_file(gpu_chart, bench_svg(report, ChartRows::gpu));
   else
     std::filesystem::remove(gpu_chart, ec);  // a previous run's chart would not match this bench.json
+  return json;
+}
+
+// Prints the JSON (--json), or the table and the files written.
+void print_result(const BenchReport& report, const Json& json, const std::filesystem::path& out_dir, bool has_gpu,
+                  bool json_only) {
   if (json_only) {
     std::printf("%s\n", json.dump(2).c_str());
-  } else {
-    print_bench_table(report, stdout);
-    std::string written = (out_dir / "bench.json").string() + (gpu ? ", " : " and ") + (out_dir / "bench.svg").string();
-    if (gpu) written += " and " + gpu_chart.string();
-    std::printf("\nwrote %s\n", written.c_str());
+    return;
   }
+  print_bench_table(report, stdout);
+  std::string written =
+      (out_dir / "bench.json").string() + (has_gpu ? ", " : " and ") + (out_dir / "bench.svg").string();
+  if (has_gpu) written += " and " + (out_dir / "bench-gpu.svg").string();
+  std::printf("\nwrote %s\n", written.c_str());
+}
+
+int run(int argc, char** argv) {
+  ArgParser args(kCommand,
+                 "Time the matrix product of a Linear layer, Y[M,N] = X[M,K] * W[N,K]^T, at each precision on this "
+                 "machine (one CPU thread, and CUDA device 0 when there is one), with its speedup and error against "
+                 "fp32, the bytes of the weight and, given a price, the cost of a million rows. Prints a table and "
+                 "writes bench.json and bench.svg (and bench-gpu.svg with GPU rows).");
+  declare_options(args);
+  if (!args.parse(argc, argv)) return kExitOk;
+  const BenchSettings settings = read_settings(args);
+  const std::unique_ptr<GpuBench> gpu = open_gpu(settings.gpu_mode, settings.selection.gpu_named);
+  create_output_directory(settings.out_dir);
+
+  BenchReport report = empty_report(settings.price, gpu.get());
+  bench_all(report, gpu.get(), settings);
+  const Json json = write_outputs(report, settings.out_dir, gpu != nullptr);
+  print_result(report, json, settings.out_dir, gpu != nullptr, settings.json_only);
   return kExitOk;
 }
 

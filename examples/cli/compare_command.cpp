@@ -56,6 +56,135 @@ Json side_json(const Side& side, std::int64_t zeros, std::int64_t elements) {
   return Json{{"dtype", side.stored_as}, {"bytes", side.bytes}, {"zeros", zeros}, {"sparsity", fraction(zeros, elements)}};
 }
 
+// The command line of `shrink compare`.
+void declare_options(ArgParser& args) {
+  args.positional("A", "reference .safetensors file").positional("B", "the file to compare with it");
+  args.flag("json", "print JSON on stdout instead of a table");
+}
+
+// What the comparison found: the compared tensors (JSON entries and table lines), those left out, and the totals.
+struct Comparison {
+  Json tensors = Json::array();
+  Json skipped = Json::array();
+  Json only_a = Json::array(), only_b = Json::array();
+  metrics::ErrorSums totals;
+  std::int64_t bytes_a = 0, bytes_b = 0, zeros_a = 0, zeros_b = 0;
+  std::vector<std::string> lines;
+};
+
+// The table line of one compared tensor.
+std::string tensor_line(const std::string& name, const Side& sa, const Side& sb, const metrics::ErrorStats& e,
+                        std::int64_t za, std::int64_t zb) {
+  char line[768];
+  std::snprintf(line, sizeof line,
+                "%s %s: %s -> %s, mse %.3e, max-abs %.3e, SQNR %s dB, cosine %.6f, sparsity %.4f -> %.4f", name.c_str(),
+                shape_text(sa.shape).c_str(), sa.stored_as.c_str(), sb.stored_as.c_str(), e.mse, e.max_abs,
+                number_text(e.sqnr_db, "%.2f").c_str(), e.cosine, fraction(za, e.count), fraction(zb, e.count));
+  return line;
+}
+
+// Compares one tensor present in both files: adds its figures to `c`, or lists it as skipped with the reason.
+void compare_tensor(const io::SafetensorsFile& a, const io::SafetensorsFile& b, const std::string& name, const Side& sa,
+                    const Side& sb, Comparison& c) {
+  if (sa.shape != sb.shape) {
+    c.skipped.push_back(
+        {{"name", name}, {"reason", "shape " + shape_text(sa.shape) + " in A, " + shape_text(sb.shape) + " in B"}});
+    return;
+  }
+  const std::vector<float> x = io::read_float(a, name);
+  const std::vector<float> y = io::read_float(b, name);
+  if (x.empty()) {
+    c.skipped.push_back({{"name", name}, {"reason", "no elements"}});
+    return;
+  }
+  // Flat views: the elements match one to one, and stored ranks may exceed what a Shape holds.
+  const TensorView<const float> vx(x.data(), Shape{static_cast<std::int64_t>(x.size())});
+  const TensorView<const float> vy(y.data(), Shape{static_cast<std::int64_t>(y.size())});
+  metrics::ErrorSums sums;
+  try {
+    sums = metrics::error_sums(vx, vy);
+  } catch (const shrink::Error&) {
+    c.skipped.push_back({{"name", name}, {"reason", "NaN or inf values"}});
+    return;
+  }
+  metrics::accumulate(c.totals, sums);  // the overall figures come from the sums over every compared tensor
+  const metrics::ErrorStats e = metrics::stats_from_sums(sums);
+  const std::int64_t za = count_zeros(x), zb = count_zeros(y);
+  c.bytes_a += sa.bytes;
+  c.bytes_b += sb.bytes;
+  c.zeros_a += za;
+  c.zeros_b += zb;
+  c.tensors.push_back({{"name", name},
+                       {"shape", sa.shape},
+                       {"elements", e.count},
+                       {"mse", e.mse},
+                       {"max_abs", e.max_abs},
+                       {"sqnr_db", json_number(e.sqnr_db)},
+                       {"cosine", e.cosine},
+                       {"a", side_json(sa, za, e.count)},
+                       {"b", side_json(sb, zb, e.count)}});
+  c.lines.push_back(tensor_line(name, sa, sb, e, za, zb));
+}
+
+// Every tensor of A matched by name in B, in A's order; then the tensors of B that A lacks.
+Comparison compare_files(const io::SafetensorsFile& a, const io::SafetensorsFile& b, const Progress& progress) {
+  std::vector<std::string> order_a, order_b;
+  const std::map<std::string, Side> side_a = model_tensors(a, order_a);
+  const std::map<std::string, Side> side_b = model_tensors(b, order_b);
+  Comparison c;
+  for (std::size_t i = 0; i < order_a.size(); ++i) {
+    const std::string& name = order_a[i];
+    const auto found = side_b.find(name);
+    if (found == side_b.end()) {
+      c.only_a.push_back(name);
+      continue;
+    }
+    progress.step(name, i, order_a.size());
+    compare_tensor(a, b, name, side_a.at(name), found->second, c);
+  }
+  for (const std::string& name : order_b)
+    if (!side_a.count(name)) c.only_b.push_back(name);
+  return c;
+}
+
+// The comparison as JSON on stdout (--json).
+void print_json_report(const io::SafetensorsFile& a, const io::SafetensorsFile& b, const Comparison& c) {
+  const metrics::ErrorStats overall = metrics::stats_from_sums(c.totals);
+  Json report;
+  report["a"] = a.path();
+  report["b"] = b.path();
+  report["tensors"] = c.tensors;
+  report["overall"] = {
+      {"tensors", c.tensors.size()},
+      {"elements", c.totals.count},
+      {"mse", overall.mse},
+      {"max_abs", c.totals.max_abs},
+      {"sqnr_db", json_number(overall.sqnr_db)},
+      {"cosine", overall.cosine},
+      {"a", {{"bytes", c.bytes_a}, {"zeros", c.zeros_a}, {"sparsity", fraction(c.zeros_a, c.totals.count)}}},
+      {"b", {{"bytes", c.bytes_b}, {"zeros", c.zeros_b}, {"sparsity", fraction(c.zeros_b, c.totals.count)}}}};
+  report["only_in_a"] = c.only_a;
+  report["only_in_b"] = c.only_b;
+  report["skipped"] = c.skipped;
+  print_json(report);
+}
+
+// The comparison as a table: one line per compared tensor, those left out, and the overall line.
+void print_table(const Comparison& c) {
+  const metrics::ErrorStats overall = metrics::stats_from_sums(c.totals);
+  for (const auto& l : c.lines) std::printf("%s\n", l.c_str());
+  for (const auto& s : c.skipped)
+    std::printf("skipped %s: %s\n", s["name"].get<std::string>().c_str(), s["reason"].get<std::string>().c_str());
+  for (const auto& n : c.only_a) std::printf("only in A: %s\n", n.get<std::string>().c_str());
+  for (const auto& n : c.only_b) std::printf("only in B: %s\n", n.get<std::string>().c_str());
+  std::printf(
+      "overall (%zu tensors, %lld elements): mse %.3e, max-abs %.3e, SQNR %s dB, cosine %.6f; "
+      "A %s sparsity %.4f, B %s sparsity %.4f\n",
+      c.tensors.size(), static_cast<long long>(c.totals.count), overall.mse, c.totals.max_abs,
+      number_text(overall.sqnr_db, "%.2f").c_str(), overall.cosine, bytes_text(c.bytes_a).c_str(),
+      fraction(c.zeros_a, c.totals.count), bytes_text(c.bytes_b).c_str(), fraction(c.zeros_b, c.totals.count));
+}
+
 }  // namespace
 
 int run_compare_command(int argc, char** argv) {
@@ -67,110 +196,16 @@ int run_compare_command(int argc, char** argv) {
                    "in dB and cosine similarity per tensor and over all compared elements, with each side's sparsity\n"
                    "and stored bytes (integers + scales + zero points). Tensors only in one file, with different\n"
                    "shapes, or holding NaN/inf are listed and left out of the totals.");
-    args.positional("A", "reference .safetensors file").positional("B", "the file to compare with it");
-    args.flag("json", "print JSON on stdout instead of a table");
+    declare_options(args);
     if (!args.parse(argc, argv)) return kExitOk;
     const io::SafetensorsFile a(args.arg("A"));
     const io::SafetensorsFile b(args.arg("B"));
-    std::vector<std::string> order_a, order_b;
-    const std::map<std::string, Side> side_a = model_tensors(a, order_a);
-    const std::map<std::string, Side> side_b = model_tensors(b, order_b);
-
     const Progress progress(command);
-    Json tensors = Json::array();
-    Json skipped = Json::array();
-    Json only_a = Json::array(), only_b = Json::array();
-    metrics::ErrorSums totals;
-    std::int64_t bytes_a = 0, bytes_b = 0, zeros_a = 0, zeros_b = 0;
-    std::vector<std::string> lines;
-    for (std::size_t i = 0; i < order_a.size(); ++i) {
-      const std::string& name = order_a[i];
-      const Side& sa = side_a.at(name);
-      const auto found = side_b.find(name);
-      if (found == side_b.end()) {
-        only_a.push_back(name);
-        continue;
-      }
-      const Side& sb = found->second;
-      progress.step(name, i, order_a.size());
-      if (sa.shape != sb.shape) {
-        skipped.push_back({{"name", name}, {"reason", "shape " + shape_text(sa.shape) + " in A, " + shape_text(sb.shape) + " in B"}});
-        continue;
-      }
-      const std::vector<float> x = io::read_float(a, name);
-      const std::vector<float> y = io::read_float(b, name);
-      if (x.empty()) {
-        skipped.push_back({{"name", name}, {"reason", "no elements"}});
-        continue;
-      }
-      // Flat views: the elements match one to one, and stored ranks may exceed what a Shape holds.
-      const TensorView<const float> vx(x.data(), Shape{static_cast<std::int64_t>(x.size())});
-      const TensorView<const float> vy(y.data(), Shape{static_cast<std::int64_t>(y.size())});
-      metrics::ErrorSums sums;
-      try {
-        sums = metrics::error_sums(vx, vy);
-      } catch (const shrink::Error&) {
-        skipped.push_back({{"name", name}, {"reason", "NaN or inf values"}});
-        continue;
-      }
-      metrics::accumulate(totals, sums);  // the overall figures come from the sums over every compared tensor
-      const metrics::ErrorStats e = metrics::stats_from_sums(sums);
-      const std::int64_t za = count_zeros(x), zb = count_zeros(y);
-      bytes_a += sa.bytes;
-      bytes_b += sb.bytes;
-      zeros_a += za;
-      zeros_b += zb;
-      tensors.push_back({{"name", name},
-                         {"shape", sa.shape},
-                         {"elements", e.count},
-                         {"mse", e.mse},
-                         {"max_abs", e.max_abs},
-                         {"sqnr_db", json_number(e.sqnr_db)},
-                         {"cosine", e.cosine},
-                         {"a", side_json(sa, za, e.count)},
-                         {"b", side_json(sb, zb, e.count)}});
-      char line[768];
-      std::snprintf(line, sizeof line, "%s %s: %s -> %s, mse %.3e, max-abs %.3e, SQNR %s dB, cosine %.6f, sparsity %.4f -> %.4f",
-                    name.c_str(), shape_text(sa.shape).c_str(), sa.stored_as.c_str(), sb.stored_as.c_str(), e.mse,
-                    e.max_abs, number_text(e.sqnr_db, "%.2f").c_str(), e.cosine, fraction(za, e.count),
-                    fraction(zb, e.count));
-      lines.push_back(line);
-    }
-    for (const std::string& name : order_b)
-      if (!side_a.count(name)) only_b.push_back(name);
-
-    const metrics::ErrorStats overall = metrics::stats_from_sums(totals);
-    const double sqnr = overall.sqnr_db, cosine = overall.cosine, mse = overall.mse;
-
-    if (args.flag_set("json")) {
-      Json report;
-      report["a"] = a.path();
-      report["b"] = b.path();
-      report["tensors"] = tensors;
-      report["overall"] = {{"tensors", tensors.size()},
-                           {"elements", totals.count},
-                           {"mse", mse},
-                           {"max_abs", totals.max_abs},
-                           {"sqnr_db", json_number(sqnr)},
-                           {"cosine", cosine},
-                           {"a", {{"bytes", bytes_a}, {"zeros", zeros_a}, {"sparsity", fraction(zeros_a, totals.count)}}},
-                           {"b", {{"bytes", bytes_b}, {"zeros", zeros_b}, {"sparsity", fraction(zeros_b, totals.count)}}}};
-      report["only_in_a"] = only_a;
-      report["only_in_b"] = only_b;
-      report["skipped"] = skipped;
-      print_json(report);
-      return kExitOk;
-    }
-    for (const auto& l : lines) std::printf("%s\n", l.c_str());
-    for (const auto& s : skipped)
-      std::printf("skipped %s: %s\n", s["name"].get<std::string>().c_str(), s["reason"].get<std::string>().c_str());
-    for (const auto& n : only_a) std::printf("only in A: %s\n", n.get<std::string>().c_str());
-    for (const auto& n : only_b) std::printf("only in B: %s\n", n.get<std::string>().c_str());
-    std::printf("overall (%zu tensors, %lld elements): mse %.3e, max-abs %.3e, SQNR %s dB, cosine %.6f; "
-                "A %s sparsity %.4f, B %s sparsity %.4f\n",
-                tensors.size(), static_cast<long long>(totals.count), mse, totals.max_abs,
-                number_text(sqnr, "%.2f").c_str(), cosine, bytes_text(bytes_a).c_str(), fraction(zeros_a, totals.count),
-                bytes_text(bytes_b).c_str(), fraction(zeros_b, totals.count));
+    const Comparison comparison = compare_files(a, b, progress);
+    if (args.flag_set("json"))
+      print_json_report(a, b, comparison);
+    else
+      print_table(comparison);
     return kExitOk;
   });
 }

@@ -61,6 +61,136 @@ Json record_json(const io::QuantizationRecord& r, std::int64_t stored_bytes) {
   return q;
 }
 
+// The command line of `shrink inspect`.
+void declare_options(ArgParser& args) {
+  args.positional("FILE", "a .safetensors file").flag("json", "print JSON on stdout instead of a table");
+}
+
+// The file's quantization records by tensor name, and which record each `_scale` / `_zero_point` tensor serves.
+struct RecordIndex {
+  std::map<std::string, const io::QuantizationRecord*> record_of;
+  std::map<std::string, std::string> parameter_of;  // `_scale` / `_zero_point` tensor -> its record
+};
+
+// Indexes the records (which must outlive the index).
+RecordIndex index_records(const std::vector<io::QuantizationRecord>& records) {
+  RecordIndex index;
+  for (const io::QuantizationRecord& r : records) {
+    index.record_of[r.name] = &r;
+    const auto stored = io::stored_tensors(r);
+    for (std::size_t k = 1; k < stored.size(); ++k) index.parameter_of[stored[k].name] = r.name;
+  }
+  return index;
+}
+
+// What the listing found: a JSON entry and a table row per tensor, and the totals.
+struct Listing {
+  Json tensors = Json::array();
+  std::int64_t total_bytes = 0, model_elements = 0, model_zeros = 0, model_tensors = 0;
+  std::vector<std::vector<std::string>> rows;
+};
+
+// Adds one tensor to the listing: its dtype, shape, bytes and sparsity, and what it is to the convention.
+void list_tensor(const io::SafetensorsFile& file, const io::TensorInfo& t, const RecordIndex& index, Listing& listing) {
+  listing.total_bytes += static_cast<std::int64_t>(t.bytes);
+  Json entry;
+  entry["name"] = t.name;
+  entry["dtype"] = dtype_text(t.dtype);
+  entry["shape"] = t.shape;
+  entry["bytes"] = t.bytes;
+  std::vector<std::string> row{t.name, dtype_text(t.dtype), shape_text(t.shape), std::to_string(t.bytes)};
+
+  const auto parameter = index.parameter_of.find(t.name);
+  const auto record = index.record_of.find(t.name);
+  const std::vector<float> values = io::read_float(file, t.name);
+  const std::int64_t elements = static_cast<std::int64_t>(values.size());
+  const std::int64_t zeros = count_zeros(values);
+  entry["elements"] = elements;
+  entry["zeros"] = zeros;
+  entry["sparsity"] = fraction(zeros, elements);
+  row.push_back(number_text(fraction(zeros, elements), "%.4f"));
+  if (parameter != index.parameter_of.end()) {
+    entry["parameter_of"] = parameter->second;
+    row.push_back((t.name == io::scale_tensor_name(parameter->second) ? "scales of " : "zero points of ") +
+                  parameter->second);
+  } else {
+    ++listing.model_tensors;
+    listing.model_elements += elements;
+    listing.model_zeros += zeros;
+    if (record != index.record_of.end()) {
+      std::int64_t stored = 0;
+      for (const auto& d : io::stored_tensors(*record->second))
+        stored += static_cast<std::int64_t>(file.info(d.name).bytes);
+      entry["quantization"] = record_json(*record->second, stored);
+      row.push_back(scheme_text(*record->second));
+    } else {
+      row.push_back("");
+    }
+  }
+  listing.tensors.push_back(entry);
+  listing.rows.push_back(row);
+}
+
+// Every tensor of the file, in its order.
+Listing list_tensors(const io::SafetensorsFile& file, const RecordIndex& index, const Progress& progress) {
+  Listing listing;
+  const auto& infos = file.tensors();
+  for (std::size_t i = 0; i < infos.size(); ++i) {
+    progress.step(infos[i].name, i, infos.size());
+    list_tensor(file, infos[i], index, listing);
+  }
+  return listing;
+}
+
+// The listing as JSON on stdout (--json): the file, its metadata, every tensor and the totals.
+void print_json_listing(const io::SafetensorsFile& file, const Listing& listing, std::size_t quantized_tensors) {
+  Json totals;
+  totals["tensors"] = file.tensors().size();
+  totals["model_tensors"] = listing.model_tensors;
+  totals["quantized_tensors"] = quantized_tensors;
+  totals["bytes"] = listing.total_bytes;
+  totals["elements"] = listing.model_elements;
+  totals["zeros"] = listing.model_zeros;
+  totals["sparsity"] = fraction(listing.model_zeros, listing.model_elements);
+
+  Json out;
+  out["file"] = file.path();
+  const auto version = file.metadata().find(io::kFormatVersionKey);
+  out["format_version"] = version == file.metadata().end() ? Json(nullptr) : Json(version->second);
+  out["metadata"] = file.metadata();
+  out["tensors"] = listing.tensors;
+  out["totals"] = totals;
+  print_json(out);
+}
+
+// Prints one table row, each column but the last padded to its width plus two spaces, trailing spaces trimmed.
+void print_row(const std::vector<std::string>& row, const std::vector<std::size_t>& widths) {
+  std::string line;
+  for (std::size_t c = 0; c < row.size(); ++c) {
+    std::string cell = row[c];
+    if (c < widths.size()) cell.append(widths[c] - cell.size() + 2, ' ');
+    line += cell;
+  }
+  while (!line.empty() && line.back() == ' ') line.pop_back();
+  std::printf("%s\n", line.c_str());
+}
+
+// The listing as a table: a heading line, one row per tensor, and the totals line.
+void print_table(const io::SafetensorsFile& file, const Listing& listing, std::size_t quantized_tensors) {
+  std::vector<std::size_t> widths{4, 5, 5, 5, 8};
+  const std::vector<std::string> header{"name", "dtype", "shape", "bytes", "sparsity", "stored as"};
+  for (const auto& row : listing.rows)
+    for (std::size_t c = 0; c < widths.size(); ++c) widths[c] = std::max(widths[c], row[c].size());
+  std::printf("%s: %zu tensors, %s of data\n", file.path().c_str(), file.tensors().size(),
+              bytes_text(listing.total_bytes).c_str());
+  print_row(header, widths);
+  for (const auto& row : listing.rows) print_row(row, widths);
+  std::printf("total: %lld model tensors (%zu quantized), %lld elements, %lld bytes, sparsity %.4f\n",
+              static_cast<long long>(listing.model_tensors), quantized_tensors,
+              static_cast<long long>(listing.model_elements), static_cast<long long>(listing.total_bytes),
+              fraction(listing.model_zeros, listing.model_elements));
+}
+
 }  // namespace
 
 int run_inspect_command(int argc, char** argv) {
@@ -70,107 +200,19 @@ int run_inspect_command(int argc, char** argv) {
                    "List every tensor of a safetensors file: dtype, shape, bytes, sparsity (the fraction of elements\n"
                    "that are exactly zero, after dequantizing tensors stored under shrink's convention) and how each\n"
                    "quantized tensor is stored; then the totals.");
-    args.positional("FILE", "a .safetensors file").flag("json", "print JSON on stdout instead of a table");
+    declare_options(args);
     if (!args.parse(argc, argv)) return kExitOk;
     const bool json = args.flag_set("json");
 
     const io::SafetensorsFile file(args.arg("FILE"));
     const std::vector<io::QuantizationRecord> records = io::quantization_records(file);
-    std::map<std::string, const io::QuantizationRecord*> record_of;
-    std::map<std::string, std::string> parameter_of;  // `_scale` / `_zero_point` tensor -> its record
-    for (const io::QuantizationRecord& r : records) {
-      record_of[r.name] = &r;
-      const auto stored = io::stored_tensors(r);
-      for (std::size_t k = 1; k < stored.size(); ++k) parameter_of[stored[k].name] = r.name;
-    }
-
+    const RecordIndex index = index_records(records);
     const Progress progress(command);
-    Json tensors = Json::array();
-    std::int64_t total_bytes = 0, model_elements = 0, model_zeros = 0, model_tensors = 0;
-    std::vector<std::vector<std::string>> rows;
-    const auto& infos = file.tensors();
-    for (std::size_t i = 0; i < infos.size(); ++i) {
-      const io::TensorInfo& t = infos[i];
-      progress.step(t.name, i, infos.size());
-      total_bytes += static_cast<std::int64_t>(t.bytes);
-      Json entry;
-      entry["name"] = t.name;
-      entry["dtype"] = dtype_text(t.dtype);
-      entry["shape"] = t.shape;
-      entry["bytes"] = t.bytes;
-      std::vector<std::string> row{t.name, dtype_text(t.dtype), shape_text(t.shape), std::to_string(t.bytes)};
-
-      const auto parameter = parameter_of.find(t.name);
-      const auto record = record_of.find(t.name);
-      const std::vector<float> values = io::read_float(file, t.name);
-      const std::int64_t elements = static_cast<std::int64_t>(values.size());
-      const std::int64_t zeros = count_zeros(values);
-      entry["elements"] = elements;
-      entry["zeros"] = zeros;
-      entry["sparsity"] = fraction(zeros, elements);
-      row.push_back(number_text(fraction(zeros, elements), "%.4f"));
-      if (parameter != parameter_of.end()) {
-        entry["parameter_of"] = parameter->second;
-        row.push_back((t.name == io::scale_tensor_name(parameter->second) ? "scales of " : "zero points of ") +
-                      parameter->second);
-      } else {
-        ++model_tensors;
-        model_elements += elements;
-        model_zeros += zeros;
-        if (record != record_of.end()) {
-          std::int64_t stored = 0;
-          for (const auto& d : io::stored_tensors(*record->second))
-            stored += static_cast<std::int64_t>(file.info(d.name).bytes);
-          entry["quantization"] = record_json(*record->second, stored);
-          row.push_back(scheme_text(*record->second));
-        } else {
-          row.push_back("");
-        }
-      }
-      tensors.push_back(entry);
-      rows.push_back(row);
-    }
-
-    Json totals;
-    totals["tensors"] = infos.size();
-    totals["model_tensors"] = model_tensors;
-    totals["quantized_tensors"] = records.size();
-    totals["bytes"] = total_bytes;
-    totals["elements"] = model_elements;
-    totals["zeros"] = model_zeros;
-    totals["sparsity"] = fraction(model_zeros, model_elements);
-
-    if (json) {
-      Json out;
-      out["file"] = file.path();
-      const auto version = file.metadata().find(io::kFormatVersionKey);
-      out["format_version"] = version == file.metadata().end() ? Json(nullptr) : Json(version->second);
-      out["metadata"] = file.metadata();
-      out["tensors"] = tensors;
-      out["totals"] = totals;
-      print_json(out);
-      return kExitOk;
-    }
-    std::vector<std::size_t> widths{4, 5, 5, 5, 8};
-    const std::vector<std::string> header{"name", "dtype", "shape", "bytes", "sparsity", "stored as"};
-    for (const auto& row : rows)
-      for (std::size_t c = 0; c < widths.size(); ++c) widths[c] = std::max(widths[c], row[c].size());
-    auto print_row = [&](const std::vector<std::string>& row) {
-      std::string line;
-      for (std::size_t c = 0; c < row.size(); ++c) {
-        std::string cell = row[c];
-        if (c < widths.size()) cell.append(widths[c] - cell.size() + 2, ' ');
-        line += cell;
-      }
-      while (!line.empty() && line.back() == ' ') line.pop_back();
-      std::printf("%s\n", line.c_str());
-    };
-    std::printf("%s: %zu tensors, %s of data\n", file.path().c_str(), infos.size(), bytes_text(total_bytes).c_str());
-    print_row(header);
-    for (const auto& row : rows) print_row(row);
-    std::printf("total: %lld model tensors (%zu quantized), %lld elements, %lld bytes, sparsity %.4f\n",
-                static_cast<long long>(model_tensors), records.size(), static_cast<long long>(model_elements),
-                static_cast<long long>(total_bytes), fraction(model_zeros, model_elements));
+    const Listing listing = list_tensors(file, index, progress);
+    if (json)
+      print_json_listing(file, listing, records.size());
+    else
+      print_table(file, listing, records.size());
     return kExitOk;
   });
 }

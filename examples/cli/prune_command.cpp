@@ -141,10 +141,159 @@ prune::Mask mask_for(const io::SafetensorsFile& file, const io::SafetensorsFile*
   return s.use_pattern ? prune::wanda_nm_mask(w, norms, s.pattern) : prune::wanda_mask(w, norms, amount);
 }
 
-struct Pruned {
-  std::int64_t elements = 0;
-  std::int64_t zeros = 0;
+// The command line of `shrink prune`.
+void declare_options(ArgParser& args) {
+  args.positional("IN", "input .safetensors file").positional("OUT", "output file (never the input)");
+  args.option("method", "M",
+              "magnitude (smallest |w| of each tensor), global (smallest |w| over all selected tensors), random, "
+              "structured (whole slices by Ln norm), nm (keep N of every M along the last dim), wanda "
+              "(|w| * activation norm, per output row)");
+  args.option("sparsity", "S", "fraction pruned, in [0, 1) (not with N:M patterns)");
+  args.option("n", "N", "nm / wanda: keep N of every M", "2");
+  args.option("m", "M", "nm / wanda: group size M along the last (input) dimension", "4");
+  args.option("dim", "D", "structured: the dim whose slices are pruned (0: output rows of [out, in])", "0");
+  args.option("norm", "P", "structured: 1|2|inf, the slice norm", "2");
+  args.option("seed", "K", "random: seed (mixed with each tensor's name)", "0");
+  args.option("activations", "FILE",
+              "wanda: safetensors file with, under each weight's name, norms [in] or activations [..., in]");
+  TensorSelection::declare(args);
+  args.flag("json", "print a JSON summary on stdout");
+  args.epilog(
+      "example: shrink prune model.safetensors model-24.safetensors --method nm --n 2 --m 4 --exclude 'lm_head'");
+}
+
+// The tensors to prune (float, not under the convention, rank >= 2 unless --include chose them), each checked
+// against the flags.
+std::vector<const io::TensorInfo*> select_tensors(const io::SafetensorsFile& file, const TensorSelection& selection,
+                                                  const PruneSettings& settings) {
+  std::set<std::string> quantized;  // tensors of records under the convention: copied as they are
+  for (const auto& r : io::quantization_records(file))
+    for (const auto& d : io::stored_tensors(r)) quantized.insert(d.name);
+  std::vector<const io::TensorInfo*> selected;
+  for (const io::TensorInfo& t : file.tensors()) {
+    if (quantized.count(t.name) || !is_floating(t.dtype) || !selection.selected(t.name)) continue;
+    if (!selection.has_include() && t.shape.size() < 2) continue;
+    selected.push_back(&t);
+  }
+  for (const io::TensorInfo* t : selected) in_tensor_context(t->name, [&] { check_shape(*t, settings); });
+  return selected;
+}
+
+// --method global: every selected tensor's mask, computed together before writing; other methods: none here.
+std::map<std::string, prune::Mask> global_masks(const io::SafetensorsFile& file,
+                                                const std::vector<const io::TensorInfo*>& selected,
+                                                const PruneSettings& settings) {
+  std::map<std::string, prune::Mask> masks;
+  if (settings.method != "global" || selected.empty()) return masks;
+  std::vector<std::vector<float>> values;
+  std::vector<TensorView<const float>> views;
+  for (const io::TensorInfo* t : selected) values.push_back(io::read_float(file, t->name));
+  for (std::size_t i = 0; i < selected.size(); ++i) views.emplace_back(values[i].data(), Shape(selected[i]->shape));
+  std::vector<prune::Mask> global = prune::global_unstructured_masks(views, prune::Amount::fraction(settings.sparsity));
+  for (std::size_t i = 0; i < selected.size(); ++i) masks.emplace(selected[i]->name, std::move(global[i]));
+  return masks;
+}
+
+// The stored bytes of tensor t with the elements its mask prunes set to zero.
+ByteBuffer pruned_bytes(const io::SafetensorsFile& file, const io::TensorInfo& t, const prune::Mask& mask) {
+  // Zero bits are +0 in every float format: clear the pruned elements' bytes in place of a typed write.
+  const io::ByteView source = file.bytes(t.name);
+  ByteBuffer bytes(source.size);
+  std::memcpy(bytes.data(), source.data, source.size);
+  const std::size_t width = static_cast<std::size_t>(element_bits(t.dtype) / 8);
+  for (std::int64_t k = 0; k < mask.size(); ++k)
+    if (!mask.kept(k)) std::memset(bytes.data() + static_cast<std::size_t>(k) * width, 0, width);
+  return bytes;
+}
+
+// Streams the output: the chosen tensors pruned (with their mask from `masks`, or one computed when their turn
+// comes), the others copied, all laid out for alignment.
+void write_output(const std::string& out, const io::SafetensorsFile& file, const std::set<std::string>& chosen,
+                  std::map<std::string, prune::Mask>& masks, const io::SafetensorsFile* activations,
+                  const PruneSettings& settings, const Progress& progress) {
+  std::vector<io::TensorDeclaration> declarations;
+  for (const io::TensorInfo& t : file.tensors()) declarations.push_back({t.name, t.dtype, t.shape});
+  sort_for_alignment(declarations);
+  io::SafetensorsWriter writer(out);
+  for (const auto& d : declarations) writer.add_tensor(d.name, d.dtype, d.shape);
+  for (const auto& m : file.metadata()) writer.add_metadata(m.first, m.second);
+  writer.write_header();
+  for (std::size_t i = 0; i < declarations.size(); ++i) {
+    const io::TensorInfo& t = file.info(declarations[i].name);
+    if (!chosen.count(t.name)) {
+      writer.write(t.name, file.bytes(t.name));
+      continue;
+    }
+    progress.step(t.name, i, declarations.size());
+    const prune::Mask mask = in_tensor_context(t.name, [&] {
+      const auto found = masks.find(t.name);
+      return found != masks.end() ? found->second : mask_for(file, activations, t, settings);
+    });
+    const ByteBuffer bytes = pruned_bytes(file, t, mask);
+    writer.write(t.name, bytes.data(), bytes.size());
+    masks.erase(t.name);
+  }
+  writer.finish();
+}
+
+// What the report shows: a JSON entry per tensor, a line per pruned one, and the pruned tensors' totals.
+struct PruneReport {
+  Json tensors = Json::array();
+  std::int64_t elements = 0, zeros = 0;
+  std::vector<std::string> lines;
 };
+
+// Reads the report from the written file, so the sparsity shown is the sparsity stored.
+PruneReport read_report(const std::string& out, const io::SafetensorsFile& file, const std::set<std::string>& chosen) {
+  const io::SafetensorsFile written(out);
+  PruneReport report;
+  for (const io::TensorInfo& t : file.tensors()) {
+    Json entry;
+    entry["name"] = t.name;
+    const bool pruned = chosen.count(t.name) != 0;
+    entry["action"] = pruned ? "pruned" : "copied";
+    entry["dtype"] = dtype_text(t.dtype);
+    entry["shape"] = t.shape;
+    if (pruned) {
+      const std::int64_t z = count_zeros(io::read_float(written, t.name));
+      entry["elements"] = t.numel();
+      entry["zeros"] = z;
+      entry["sparsity"] = fraction(z, t.numel());
+      report.elements += t.numel();
+      report.zeros += z;
+      char line[512];
+      std::snprintf(line, sizeof line, "pruned  %s %s: sparsity %.4f", t.name.c_str(), shape_text(t.shape).c_str(),
+                    fraction(z, t.numel()));
+      report.lines.push_back(line);
+    }
+    report.tensors.push_back(entry);
+  }
+  return report;
+}
+
+// Prints the report: a JSON summary (--json), or a line per pruned tensor and the totals.
+void print_report(const std::string& in, const std::string& out, const io::SafetensorsFile& file, const PruneReport& r,
+                  std::size_t pruned, const PruneSettings& settings, bool json) {
+  if (json) {
+    Json report;
+    report["input"] = in;
+    report["output"] = out;
+    report["method"] = settings.method;
+    report["target_sparsity"] = settings.use_pattern ? Json(nullptr) : Json(settings.sparsity);
+    report["pattern"] = settings.use_pattern ? Json(prune::to_string(settings.pattern)) : Json(nullptr);
+    report["tensors"] = r.tensors;
+    report["totals"] = {{"pruned", pruned},
+                        {"copied", file.tensors().size() - pruned},
+                        {"elements", r.elements},
+                        {"zeros", r.zeros},
+                        {"sparsity", fraction(r.zeros, r.elements)}};
+    print_json(report);
+  } else {
+    for (const auto& l : r.lines) std::printf("%s\n", l.c_str());
+    std::printf("%s: %zu tensors pruned (%s), %zu copied; sparsity of the pruned tensors %.4f\n", out.c_str(), pruned,
+                settings.method.c_str(), file.tensors().size() - pruned, fraction(r.zeros, r.elements));
+  }
+}
 
 }  // namespace
 
@@ -156,22 +305,7 @@ int run_prune_command(int argc, char** argv) {
                    ">= 2; with --include, every float tensor that matches) get a mask from the chosen method and are\n"
                    "written back dense, in their own dtype, with the pruned elements set to zero. Other tensors are\n"
                    "copied unchanged.");
-    args.positional("IN", "input .safetensors file").positional("OUT", "output file (never the input)");
-    args.option("method", "M",
-                "magnitude (smallest |w| of each tensor), global (smallest |w| over all selected tensors), random, "
-                "structured (whole slices by Ln norm), nm (keep N of every M along the last dim), wanda "
-                "(|w| * activation norm, per output row)");
-    args.option("sparsity", "S", "fraction pruned, in [0, 1) (not with N:M patterns)");
-    args.option("n", "N", "nm / wanda: keep N of every M", "2");
-    args.option("m", "M", "nm / wanda: group size M along the last (input) dimension", "4");
-    args.option("dim", "D", "structured: the dim whose slices are pruned (0: output rows of [out, in])", "0");
-    args.option("norm", "P", "structured: 1|2|inf, the slice norm", "2");
-    args.option("seed", "K", "random: seed (mixed with each tensor's name)", "0");
-    args.option("activations", "FILE",
-                "wanda: safetensors file with, under each weight's name, norms [in] or activations [..., in]");
-    TensorSelection::declare(args);
-    args.flag("json", "print a JSON summary on stdout");
-    args.epilog("example: shrink prune model.safetensors model-24.safetensors --method nm --n 2 --m 4 --exclude 'lm_head'");
+    declare_options(args);
     if (!args.parse(argc, argv)) return kExitOk;
     const PruneSettings settings = read_settings(args);
     const TensorSelection selection(args);
@@ -181,109 +315,16 @@ int run_prune_command(int argc, char** argv) {
     const bool json = args.flag_set("json");
 
     const io::SafetensorsFile file(in);
-    std::set<std::string> quantized;  // tensors of records under the convention: copied as they are
-    for (const auto& r : io::quantization_records(file))
-      for (const auto& d : io::stored_tensors(r)) quantized.insert(d.name);
-    std::vector<const io::TensorInfo*> selected;
-    for (const io::TensorInfo& t : file.tensors()) {
-      if (quantized.count(t.name) || !is_floating(t.dtype) || !selection.selected(t.name)) continue;
-      if (!selection.has_include() && t.shape.size() < 2) continue;
-      selected.push_back(&t);
-    }
-    for (const io::TensorInfo* t : selected) in_tensor_context(t->name, [&] { check_shape(*t, settings); });
+    const std::vector<const io::TensorInfo*> selected = select_tensors(file, selection, settings);
     std::unique_ptr<io::SafetensorsFile> activations;
     if (!settings.activations.empty()) activations = std::make_unique<io::SafetensorsFile>(settings.activations);
 
     const Progress progress(command);
-    std::map<std::string, prune::Mask> masks;  // global: every mask before writing; otherwise one at a time
-    if (settings.method == "global" && !selected.empty()) {
-      std::vector<std::vector<float>> values;
-      std::vector<TensorView<const float>> views;
-      for (const io::TensorInfo* t : selected) values.push_back(io::read_float(file, t->name));
-      for (std::size_t i = 0; i < selected.size(); ++i) views.emplace_back(values[i].data(), Shape(selected[i]->shape));
-      std::vector<prune::Mask> global = prune::global_unstructured_masks(views, prune::Amount::fraction(settings.sparsity));
-      for (std::size_t i = 0; i < selected.size(); ++i) masks.emplace(selected[i]->name, std::move(global[i]));
-    }
+    std::map<std::string, prune::Mask> masks = global_masks(file, selected, settings);  // otherwise one at a time
     std::set<std::string> chosen;
     for (const io::TensorInfo* t : selected) chosen.insert(t->name);
-
-    std::vector<io::TensorDeclaration> declarations;
-    for (const io::TensorInfo& t : file.tensors()) declarations.push_back({t.name, t.dtype, t.shape});
-    sort_for_alignment(declarations);
-    io::SafetensorsWriter writer(out);
-    for (const auto& d : declarations) writer.add_tensor(d.name, d.dtype, d.shape);
-    for (const auto& m : file.metadata()) writer.add_metadata(m.first, m.second);
-    writer.write_header();
-    std::map<std::string, Pruned> results;
-    for (std::size_t i = 0; i < declarations.size(); ++i) {
-      const io::TensorInfo& t = file.info(declarations[i].name);
-      if (!chosen.count(t.name)) {
-        writer.write(t.name, file.bytes(t.name));
-        continue;
-      }
-      progress.step(t.name, i, declarations.size());
-      const prune::Mask mask = in_tensor_context(t.name, [&] {
-        const auto found = masks.find(t.name);
-        return found != masks.end() ? found->second : mask_for(file, activations.get(), t, settings);
-      });
-      // Zero bits are +0 in every float format: clear the pruned elements' bytes in place of a typed write.
-      const io::ByteView source = file.bytes(t.name);
-      ByteBuffer bytes(source.size);
-      std::memcpy(bytes.data(), source.data, source.size);
-      const std::size_t width = static_cast<std::size_t>(element_bits(t.dtype) / 8);
-      for (std::int64_t k = 0; k < mask.size(); ++k)
-        if (!mask.kept(k)) std::memset(bytes.data() + static_cast<std::size_t>(k) * width, 0, width);
-      writer.write(t.name, bytes.data(), bytes.size());
-      masks.erase(t.name);
-    }
-    writer.finish();
-
-    // Report from the written file, so the sparsity shown is the sparsity stored.
-    const io::SafetensorsFile written(out);
-    Json tensors = Json::array();
-    std::int64_t elements = 0, zeros = 0;
-    std::vector<std::string> lines;
-    for (const io::TensorInfo& t : file.tensors()) {
-      Json entry;
-      entry["name"] = t.name;
-      const bool pruned = chosen.count(t.name) != 0;
-      entry["action"] = pruned ? "pruned" : "copied";
-      entry["dtype"] = dtype_text(t.dtype);
-      entry["shape"] = t.shape;
-      if (pruned) {
-        const std::int64_t z = count_zeros(io::read_float(written, t.name));
-        entry["elements"] = t.numel();
-        entry["zeros"] = z;
-        entry["sparsity"] = fraction(z, t.numel());
-        elements += t.numel();
-        zeros += z;
-        char line[512];
-        std::snprintf(line, sizeof line, "pruned  %s %s: sparsity %.4f", t.name.c_str(), shape_text(t.shape).c_str(),
-                      fraction(z, t.numel()));
-        lines.push_back(line);
-      }
-      tensors.push_back(entry);
-    }
-    if (json) {
-      Json report;
-      report["input"] = in;
-      report["output"] = out;
-      report["method"] = settings.method;
-      report["target_sparsity"] = settings.use_pattern ? Json(nullptr) : Json(settings.sparsity);
-      report["pattern"] = settings.use_pattern ? Json(prune::to_string(settings.pattern)) : Json(nullptr);
-      report["tensors"] = tensors;
-      report["totals"] = {{"pruned", selected.size()},
-                          {"copied", file.tensors().size() - selected.size()},
-                          {"elements", elements},
-                          {"zeros", zeros},
-                          {"sparsity", fraction(zeros, elements)}};
-      print_json(report);
-    } else {
-      for (const auto& l : lines) std::printf("%s\n", l.c_str());
-      std::printf("%s: %zu tensors pruned (%s), %zu copied; sparsity of the pruned tensors %.4f\n", out.c_str(),
-                  selected.size(), settings.method.c_str(), file.tensors().size() - selected.size(),
-                  fraction(zeros, elements));
-    }
+    write_output(out, file, chosen, masks, activations.get(), settings, progress);
+    print_report(in, out, file, read_report(out, file, chosen), selected.size(), settings, json);
     return kExitOk;
   });
 }

@@ -1,6 +1,6 @@
 // Host-callable W8A8 GEMM, epilogue and per-token quantizer (shrink/linear/int8_cuda.hpp): argument checks, the choice
 // of path, tile configuration and K split, then the launches of shrink/cuda/kernels/linear_int8_mma.cuh (here),
-// gemm_int8_wgmma.cuh (linear_int8.sm90a.cu), gemm_int8_epilogue.cuh and quantize_rows.cuh.
+// linear_int8_wgmma.cuh (linear_int8.sm90a.cu), linear_int8_epilogue.cuh and quantize_rows.cuh.
 #include <cuda_runtime_api.h>
 
 #include <algorithm>

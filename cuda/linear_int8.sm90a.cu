@@ -1,6 +1,6 @@
-// The sm_90a part of the W8A8 GEMM: the wgmma kernel's launcher (shrink/cuda/kernels/linear_int8_wgmma.cuh). This file alone is
-// compiled with -gencode arch=compute_90a,code=sm_90a (cuda/CMakeLists.txt); gemm_int8.cu calls it only on a device
-// of compute capability 9.0.
+// The sm_90a part of the W8A8 GEMM: the wgmma kernel's launcher (shrink/cuda/kernels/linear_int8_wgmma.cuh). This file
+// alone is compiled with -gencode arch=compute_90a,code=sm_90a (cuda/CMakeLists.txt); linear_int8.cu calls it only on a
+// device of compute capability 9.0.
 #include <cuda_runtime_api.h>
 
 #include <atomic>
@@ -13,7 +13,7 @@
 namespace shrink::cuda::kernels::linear_int8 {
 
 static_assert(WgmmaConfig::kBM == 128 && WgmmaConfig::kBN == 128 && WgmmaConfig::kBK == 128,
-              "gemm_int8.cu plans wgmma launches (tiles, K splits, workspace) for 128 x 128 x 128 tiles");
+              "linear_int8.cu plans wgmma launches (tiles, K splits, workspace) for 128 x 128 x 128 tiles");
 
 void launch_wgmma(const GemmParams& params, int splits, int device, cudaStream_t stream) {
   const auto kernel = gemm_int8_wgmma_kernel<WgmmaConfig>;

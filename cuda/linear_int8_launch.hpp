@@ -1,5 +1,5 @@
 // Private to cuda/: the launcher of the sm_90a wgmma kernel, defined in linear_int8.sm90a.cu (compiled for sm_90a
-// alone, when the build targets sm_90) and called by gemm_int8.cu's dispatch when SHRINK_CUDA_HAS_SM90A is set.
+// alone, when the build targets sm_90) and called by linear_int8.cu's dispatch when SHRINK_CUDA_HAS_SM90A is set.
 #pragma once
 
 #include <cuda_runtime_api.h>

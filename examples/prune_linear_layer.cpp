@@ -1,4 +1,4 @@
-// Prunes a Linear layer's weight three ways and stores it sparse: the pruning example of the README.
+// Prunes a Linear layer's weight three ways and stores it sparse: the pruning example of docs/pruning.md.
 #include <Eigen/Core>
 #include <cstdio>
 

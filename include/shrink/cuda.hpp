@@ -1,5 +1,5 @@
 // Umbrella header of the CUDA layer's host API (link shrink::cuda): plain C++, no CUDA headers, so a program built
-// by a host compiler alone can call every GPU operation. The device templates are the shrink/cuda/*.cuh files, for
+// by a host compiler alone can call every GPU operation. The device templates are in shrink/cuda/kernels/ (.cuh), for
 // translation units compiled by nvcc.
 #pragma once
 

@@ -1,13 +1,17 @@
 // Umbrella header: every CPU part of shrink (the CUDA API is in shrink/cuda.hpp).
 #pragma once
 
+#include "shrink/core/activation.hpp"
+#include "shrink/core/affine.hpp"
 #include "shrink/core/axis.hpp"
 #include "shrink/core/config.hpp"
 #include "shrink/core/dtype.hpp"
+#include "shrink/core/epilogue.hpp"
 #include "shrink/core/error.hpp"
 #include "shrink/core/fp8.hpp"
 #include "shrink/core/half.hpp"
 #include "shrink/core/int4.hpp"
+#include "shrink/core/support.hpp"
 #include "shrink/core/view.hpp"
 #include "shrink/cpu/eigen.hpp"
 #include "shrink/distill/attention_transfer.hpp"
@@ -15,6 +19,7 @@
 #include "shrink/distill/cross_entropy.hpp"
 #include "shrink/distill/distillation_loss.hpp"
 #include "shrink/distill/feature_mse.hpp"
+#include "shrink/distill/options.hpp"
 #include "shrink/distill/reduction.hpp"
 #include "shrink/distill/soft_target.hpp"
 #include "shrink/distill/topk_teacher.hpp"

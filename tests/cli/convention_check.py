@@ -4,7 +4,7 @@ test cli/convention_interop).
 
 usage: convention_check.py SHRINK WORK_DIR
 Writes a model with Hugging Face's safetensors package, quantizes it with `shrink quantize` under many schemes,
-then dequantizes every "shrink.quant.<name>" tensor in numpy from nothing but the README's description (header
+then dequantizes every "shrink.quant.<name>" tensor in numpy from nothing but the description in docs/model-files.md (header
 parsed by hand, packed nibbles, scales, zero points, FP8 codes) and requires the values `shrink dequantize` wrote,
 bit for bit. Also checks that safetensors itself opens shrink's quantized files (metadata included).
 Exits 77 (CTest: skipped) when numpy or safetensors is not importable, 1 under SHRINK_PYTHON_STRICT=1."""

@@ -377,8 +377,8 @@ namespace {
 
 // ---------------------------------------------------------------------------------------------------------------
 // The kernel replayed on the host: its copies, ldmatrix addresses, metadata slots and accumulator placement
-// (shrink/cuda/kernels/linear_nm_layout.hpp, the functions the kernel calls), with ldmatrix and mma.sp modelled from the
-// PTX ISA's rules, written out here independently of the layout header:
+// (shrink/cuda/kernels/linear_nm_layout.hpp, the functions the kernel calls), with ldmatrix and mma.sp modelled from
+// the PTX ISA's rules, written out here independently of the layout header:
 //   ldmatrix.x4: lanes 8q .. 8q + 7 give the row addresses of matrix q; lane 4g + t receives, in register q, bytes
 //                4t .. 4t + 3 of row g of matrix q.
 //   mma.sp A (16-bit): register r of lane 4g + t holds compressed columns 8 (r / 2) + 2t, +1 of row g + 8 (r % 2);
@@ -388,7 +388,7 @@ namespace {
 //             in [3:2], first < second; it lies in the register of lane
 //               16-bit (selector 0): 4 (i % 8) + j / 4, bits 16 (i / 8) + 4 (j % 4)
 //               int8:                4 (i % 8) + 2 (j / 8) + i / 8, bits 16 (j / 4 % 2) + 4 (j % 4)
-//             (int8: the mapping Triton's dot_sparse measured on sm_89, see gemm_sparse24_layout.hpp).
+//             (int8: the mapping Triton's dot_sparse measured on sm_89, see cuda/kernels/linear_nm_layout.hpp).
 //   D: row g + 8 (r / 2), column 2t + r % 2 in accumulator r of lane 4g + t.
 
 namespace layout = shrink::cuda::kernels::linear_nm;

@@ -1,12 +1,12 @@
-// CUDA realisation of the CSR SpMM of shrink/linear/csr_cuda.hpp (nvcc only; host-compiled callers use spmm_csr.hpp):
+// CUDA realisation of the CSR SpMM of shrink/linear/csr_cuda.hpp (nvcc only; host-compiled callers use that header):
 // the transpose of X into the workspace, the row_dots kernel (small M), the tile kernel (row_split, nnz_split) and the
 // staged kernel (Xᵀ streamed through shared memory).
 //
 // Every kernel computes Yᵀ[n, m] = Σ_j w[n, c_j] · Xᵀ[c_j, m] over the stored values j of row n, in float, then
 // out[m, n] = T(act(Yᵀ[n, m] + bias[n])). Xᵀ is [K, ldxt] with ldxt = M rounded up to 8 elements (zeros past M), so
 // each of its rows starts 16-byte aligned for float, half and bfloat16.
-// Index checks (kBadIndex) as the file comment of spmm_csr.hpp says: offsets clamped into [0, nnz] and made
-// non-decreasing, a bad column's product skipped, so no bad index is ever followed.
+// Index checks (kBadIndex) as the file comment of shrink/linear/csr_cuda.hpp says: offsets clamped into [0, nnz] and
+// made non-decreasing, a bad column's product skipped, so no bad index is ever followed.
 #pragma once
 
 #include <cuda_fp16.h>

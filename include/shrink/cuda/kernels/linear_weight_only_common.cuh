@@ -1,6 +1,7 @@
 // What the weight-only GEMM kernels share (nvcc only): the problem they read, 16-bit traits (conversions, mma.sync),
 // loads, and the output stage with its split-K second pass. The two main loops live in
-// gemm_weight_only_cuda_core.cuh and gemm_weight_only_tensor_core.cuh; the host API is gemm_weight_only.hpp.
+// linear_weight_only_cuda_core.cuh and linear_weight_only_tensor_core.cuh; the host API is
+// shrink/linear/weight_only_cuda.hpp.
 //
 // Output stage, in float, then rounded to nearest even into T (core/half.hpp's encoders, as the CPU twin):
 //   v = acc · s[n] (int8; int4 scales are inside acc) + bias[n];  out = T(act(v))

@@ -4,9 +4,9 @@
 // blocks of MB rows). Each warp owns 4 rows; its lanes walk the slice in 16-byte chunks of each row (16 int8 or 32
 // int4 weights, chunk c at lane c % 32: a warp reads 512 contiguous bytes of a row at once), two chunks a row ahead:
 // 8 loads of 16 bytes in flight per lane. Weights become floats exactly with the magic-number trick
-// (weight_only_bits.hpp); activations are read as 16 bytes from the read-only cache (all warps of the device read the
-// same few KiB) and widened exactly. int4 chunks lie inside one group (32 | 64 | group), so each chunk's sum is
-// scaled once: acc += s[n, g] · Σ_chunk x · q. At the end a butterfly of shuffles adds the lanes, in a fixed order.
+// (linear_weight_only_bits.hpp); activations are read as 16 bytes from the read-only cache (all warps of the device
+// read the same few KiB) and widened exactly. int4 chunks lie inside one group (32 | 64 | group), so each chunk's sum
+// is scaled once: acc += s[n, g] · Σ_chunk x · q. At the end a butterfly of shuffles adds the lanes, in a fixed order.
 #pragma once
 
 #include <cuda_runtime.h>

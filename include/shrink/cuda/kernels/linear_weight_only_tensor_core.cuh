@@ -5,9 +5,9 @@
 // walks the slice in blocks of 64 k, with no barrier and no shared memory. In a block, thread t of each quad loads 16
 // consecutive k of its row (16 bytes of int8 or 8 bytes of int4: 4 threads read 64 or 32 contiguous bytes of a row,
 // 8 rows a warp) for the U blocks ahead (2 for int8, 4 for int4: 64 bytes in flight per thread), turns them into
-// 16-bit pairs in registers (weight_only_bits.hpp: exact, a few integer ops and one 16-bit fma per pair) and hands
-// them to 4 mma steps in the order weight_only_bits.hpp defines; each thread loads the 16 matching activations of
-// its rows g and g + 8 (32 bytes each, from the read-only cache) and arranges them in the same order.
+// 16-bit pairs in registers (linear_weight_only_bits.hpp: exact, a few integer ops and one 16-bit fma per pair) and
+// hands them to 4 mma steps in the order linear_weight_only_bits.hpp defines; each thread loads the 16 matching
+// activations of its rows g and g + 8 (32 bytes each, from the read-only cache) and arranges them in the same order.
 // int8: acc += x · q over the whole slice, s[n] in the output stage. int4: a block of 64 k lies inside one group, so
 // its sums go to fresh accumulators and are scaled once: acc += s[n, g] · Σ_block x · q. Products are exact; sums
 // are the tensor cores' fp32.

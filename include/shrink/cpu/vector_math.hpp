@@ -1,10 +1,9 @@
 // exp and log of floats: eight lanes at a time (AVX2 + FMA) and one at a time (scalar twins, bit-identical).
 //
 // exp(x): x = n ln2 + r with n = round(x log2 e) and |r| <= ln2 / 2, e^x = 2^n e^r.
-//   e^r ~ 1 + r (1 + r (c1 + r (c2 + ... + r c5))), a degree-6 polynomial fitted here (weighted Remez for relative
-//   error with the constant and linear terms pinned to 1, coefficients rounded to float and nudged by a few ulps
-//   against a float evaluation); 2^n goes straight into the exponent bits.
-//   Error: at most 8.72e-8 relative (1.04 ulp) over [kExpMin, kExpMax], found by evaluating every float there.
+//   e^r ~ 1 + r (1 + r (c1 + r (c2 + ... + r c5))), a degree-6 polynomial fitted for relative error (how:
+//   benchmarks/notes/cpu_vector_math.md); 2^n goes straight into the exponent bits.
+//   Error: at most 8.72e-8 relative (1.04 ulp) over [kExpMin, kExpMax].
 //   Outside: x < kExpMin (about -87.3365, where e^x drops below FLT_MIN) flushes to +0 on purpose — the subnormal
 //   results are dropped, -inf included; x > kExpMax (about 88.7228, the last float whose e^x rounds to finite)
 //   gives +inf, as correctly rounded exp does; NaN gives NaN.
@@ -15,12 +14,6 @@
 //   Subnormals are scaled by 2^23 first. +0 and -0 give -inf, negatives (-inf included) NaN, +inf +inf, NaN NaN.
 //   (The exhaustive figures come from a one-off run over all 2^32 inputs, which also found vector == scalar for
 //   every one; tests/cpu/test_vector_math.cpp samples densely and checks against 2e-7.)
-//
-// Cost per 8 lanes, no branches, no tables, no division:
-//   exp8: 9 fma + 1 sub + 1 mul, 2 integer (shift, add: the scaling), 2 min/max + 2 cmp + andnot + blend (range
-//         ends, NaN) = 19 instructions, 6 of the fma in the polynomial.
-//   log8: 10 fma + 2 mul + 2 add/sub + 1 cvt, 4 integer (sub, shift, and, add: the split), cmp + blend + and
-//         (subnormals), 3 cmp + 1 add + 3 blend (0, negatives, inf, NaN) = 29 instructions, 8 fma in the polynomial.
 //
 // Scalar twins: exp_scalar / log_scalar run the same steps with std::fma and plain float operations, in the same
 // order, with the same constants, so lane for lane they return the same bits as exp8 / log8 (NaN payloads

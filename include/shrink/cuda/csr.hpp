@@ -4,7 +4,7 @@
 // 0), int32 column indices increasing within a row, values copied as bits. Kept: the elements that are not zero
 // (-0.0 is zero and dropped; 16-bit types test their magnitude bits), or, given a mask (the device words of a
 // prune::Mask of dense's shape), exactly the elements it keeps, explicit zeros and -0.0 included. csr_to_dense is
-// sparse::to_dense_into: zeros, then the stored values.
+// sparse::to_dense_into: zeros, then the stored values. Device code: shrink/cuda/kernels/csr.cuh.
 //
 // The caller does not know nnz in advance; two ways:
 //   (a) csr_count writes the row offsets and nnz (int64) to device memory; read nnz (an 8-byte copy, which waits for
@@ -19,11 +19,6 @@
 // that do not match dense and the mask flags kBadIndex (or kCapacity past the capacity) and never writes out of
 // bounds; csr_to_dense checks the CSR as sparse::validate_csr does (offsets from 0 to nnz, non-decreasing; columns in
 // range and increasing in a row), flags kBadIndex and writes only in-range positions.
-//
-// Device code (shrink/cuda/kernels/csr.cuh): one warp a row counts its kept elements; an exclusive scan of the counts in int64
-// (tile sums, one block scanning them, then each tile) gives the offsets with no host round trip; one warp a row fills
-// 32 columns a step, each kept lane writing at the row offset plus the kept lanes before it (a ballot), so each row's
-// elements land in column order.
 //
 // Two phases, as CUB: csr_workspace_bytes(rows) for csr_count, csr_fill and to_csr (status word, row counts, tile
 // sums), csr_to_dense_workspace_bytes() for csr_to_dense. Calls enqueue on `stream`, allocate nothing, return at once.

@@ -8,11 +8,9 @@
 // within 1e-5 relative (float arithmetic, row sums in double); gradients within 1e-5 of the row's largest plus one
 // rounding to the element type (the exps differ from the CPU's in the last bits).
 //
-// Fused (device code: shrink/cuda/kernels/soft_target.cuh): one online-softmax pass per row gathers the maxes, the sums of both
-// softmaxes and the cross term together, and the gradient is written by the same kernel; extra memory is O(rows).
-// Three ways to hold a row (SoftTargetPath): generic (read from memory again for the gradient, hopefully from L2),
-// shared_row (the row pair staged in one CTA's shared memory: one read from memory), cluster (sm_90: the row split
-// across a thread-block cluster, each CTA staging its slice, partial sums exchanged through distributed shared memory).
+// Fused (device code: shrink/cuda/kernels/soft_target.cuh): one online-softmax pass per row gathers the maxes, the
+// sums of both softmaxes and the cross term together, and the gradient is written by the same kernel; extra memory
+// is O(rows). How a row is held: SoftTargetPath below (generic, shared_row, cluster on sm_90).
 //
 // Two phases, as CUB: soft_target_workspace_bytes(rows), then the call, which enqueues on `stream`, allocates nothing
 // and returns at once. Host checks throw shrink::Error before any CUDA call (and nothing is written). Device checks go

@@ -12,9 +12,7 @@
 // Reductions, row masks, grad_scale and accumulate: distill/reduction.hpp. Logits may be -inf (a masked
 // vocabulary entry: probability 0; 0 log 0 = 0); where the first distribution of a KL has mass the second
 // lacks, the loss is +inf. NaN, +inf or a row with no finite logit is an error (masked rows are not read).
-// Cost: kl_div and kl_div_with_grad read each logit once (cpu/kl_rows.hpp: online softmax over tiles, 2 exps an
-// element, the gradient from scratch rows), plus, with validate_first, one checking pass over both logits before
-// anything is written. The reverse KL and the JSD read each row three times from cache (max, sums, gradient).
+// kl_div and kl_div_with_grad run the row kernel of cpu/kl_rows.hpp.
 #pragma once
 
 #include <cmath>

@@ -1,14 +1,9 @@
 // Sparse linear layers on the CPU with the weight in CSR (sparse/csr.hpp): Y[M, N] = X[M, K] · W[N, K]ᵀ for a pruned
 // W, touching only its stored values; out = act(Y + bias) (core/epilogue.hpp).
 //
-// The work is 2 · M · nnz flops instead of 2 · M · N · K, so at 90% sparsity it can be several times faster than
-// the dense product once M is large enough to reuse each loaded weight (a dense kernel wins at small sparsity).
-//   AVX-512 / AVX2, M > 8  Xᵀ is copied k-major in chunks of up to 128 rows (64 with AVX2), fewer when K is large
-//                          so that a chunk stays in L2 (1.5 MB); each stored value w[n, k] multiplies the contiguous
-//                          run Xᵀ[k, ·] into accumulators held in registers.
-//   M ≤ 8                  each weight row is a sparse dot product with every row of X (X stays in L1): 16
-//                          stored values a step with AVX-512 (their columns gathered from X), one at a time else.
-//   scalar / SSE2 levels   Eigen's sparse × dense product over the CSR arrays, mapped without a copy.
+// Kernels, chosen at run time: cpu/csr_dots.hpp with AVX-512 / AVX2 (sparse dot products for M ≤ 8, k-major chunks
+// of Xᵀ above); at the scalar / SSE2 levels, Eigen's sparse × dense product over the CSR arrays, mapped without a
+// copy. Their tuning and figures: benchmarks/notes/cpu_linear.md.
 // The kernels compute into private storage and check the column indices as they go (in range, strictly
 // increasing within a row); out is written only once the whole product has passed, and a bad index becomes the
 // error sparse::validate_csr gives. NaN and inf in x or W propagate as IEEE arithmetic does, except that a NaN in

@@ -6,22 +6,12 @@
 // values), x, the values and out all float, half or bfloat16, float accumulation, a float bias and the activations of
 // core/activation.hpp (none, relu, gelu with erf, silu); half and bfloat16 outputs are rounded to nearest even
 // once, at the end. The CPU twin is cpu::linear_csr (linear/csr.hpp), which computes the same sums in another
-// order. The device code (shrink/cuda/kernels/linear_csr.cuh) computes Yᵀ = W · Xᵀ: X is transposed once into the workspace,
-// k-major, so the run Xᵀ[k, m0 .. m0 + tile) that each stored w[n, k] multiplies is contiguous (16-byte loads).
+// order. Device code: shrink/cuda/kernels/linear_csr.cuh (Yᵀ = W · Xᵀ, X transposed once into the workspace).
 //
-// Paths (LinearCsrPath). automatic: row_dots for M <= 16; above, staged while the weight keeps at least
-// kCsrStagedMinDensity of its elements, nnz_split when sparser.
-//   row_dots   one warp per weight row, its lanes splitting the row's stored values, each lane accumulating all M
-//              outputs of the row; a fixed butterfly sums the lanes. For small M, where reading W is the cost.
-//   nnz_split  a CTA owns 16 consecutive weight rows and a tile of M of 32 lanes · 16 bytes (128 floats, 256 halves;
-//              8 bytes a lane while that covers M); each stored value's product reads Xᵀ[c, tile] from L1/L2. The
-//              CTA's stored values, contiguous in the CSR, are split evenly among its 8 warps whatever the row lengths
-//              (one very long row is shared by all of them); partial rows are added in warp order through shared
-//              memory and the tile is written back transposed, each output row n .. n + 15 contiguous.
-//   row_split  the same CTA tile, each warp owning whole rows (2 of the 16): a warp with a long row finishes last.
-//   staged     a CTA owns 32 weight rows (4 per warp) and a tile of M; Xᵀ[:, tile] streams through shared memory 64
-//              rows of K at a time and each row takes the stored values of the chunk: Xᵀ crosses from L2 once per CTA
-//              rather than once per stored value, which pays while 32 rows share enough of each chunk.
+// Paths (LinearCsrPath): row_dots (one warp per weight row, for small M), nnz_split (a CTA's stored values split
+// evenly over its warps), row_split (each warp owning whole rows), staged (Xᵀ streamed through shared memory).
+// automatic: row_dots for M <= kCsrRowDotsMaxM; above, staged while the weight keeps at least kCsrStagedMinDensity
+// of its elements, nnz_split when sparser. How each path tiles the work: benchmarks/notes/gpu_spmm.md.
 // Deterministic: no float atomics; every sum has a fixed order, so the same inputs give the same bits on every run.
 //
 // Checks. On the host, before any CUDA call (shrink::Error naming the argument; can_implement_linear_csr answers the

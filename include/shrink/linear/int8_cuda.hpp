@@ -11,9 +11,9 @@
 // The result equals cpu::linear_int8 bit for bit for none and ReLU; GELU and SiLU use CUDA's erff / expf, a few
 // float ulps from glibc's (see tests/cuda/linear_int8_tests.cpp).
 //
-// Paths (LinearInt8Path): mma_sync (sm_80 and later: mma.sync m16n8k32, ldmatrix, cp.async multi-stage pipeline) and
-// wgmma (sm_90a only: wgmma.mma_async m64n128k32 from 128-byte-swizzled shared memory); automatic takes wgmma on a
-// compute capability 9.0 device when M > 64, else mma_sync. A path forced on a device that cannot run it throws.
+// Paths (LinearInt8Path): mma_sync (sm_80 and later: mma.sync m16n8k32) and wgmma (sm_90a only: wgmma.mma_async;
+// tiles and pipelines: benchmarks/notes/gpu_gemm_int8.md); automatic takes wgmma on a compute capability 9.0
+// device when M > 64, else mma_sync. A path forced on a device that cannot run it throws.
 // Small problems split K over several CTAs, each writing int32 partial sums to the workspace, summed (exactly) by
 // the epilogue kernel that apply_int8_epilogue also exposes.
 //

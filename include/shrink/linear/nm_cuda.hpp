@@ -12,11 +12,8 @@
 //                         out_scale)), -128, 127) (NaN gives -128)   [cpu::linear_nm_int8]
 // act: none, relu, gelu (erf), silu, as core/activation.hpp.
 //
-// The device code (shrink/cuda/kernels/linear_nm.cuh) computes Yᵀ = W · Xᵀ: the sparse operand of mma.sp is A, so W's rows
-// are the mma's M dimension and X's rows its N dimension; the epilogue writes each accumulator back transposed.
-// mma.sp::ordered_metadata m16n8k32 (16-bit) or m16n8k64 (int8), a cp.async multi-stage pipeline, ldmatrix for both
-// operands (the compressed values are a dense [N, K / 2] matrix to ldmatrix), the metadata copied as stored. sm_80 and
-// later (sm_90 runs the same code; no sparse wgmma yet).
+// Device code: shrink/cuda/kernels/linear_nm.cuh (mma.sp with W as the sparse operand, computing Yᵀ = W · Xᵀ; the
+// design: benchmarks/notes/gpu_sparse24.md). sm_80 and later (sm_90 runs the same code; no sparse wgmma yet).
 //
 // Two phases, as CUB: linear_nm_workspace_bytes(args), then linear_nm(args, workspace, stream), which
 // enqueues, allocates nothing and returns at once. can_implement_linear_nm(args) answers without touching the

@@ -9,10 +9,8 @@
 //   out[m, n] = act(Σ_k x[m, k] · float(w[n, k]) + bias[n])          half / bfloat16
 //
 // Half / bfloat16 activations are converted to float (exactly), the product and epilogue run in float, and each
-// output is rounded to nearest even (overflow to ±inf, as a cast).
-// With few rows (M ≤ 12) the product is bound by reading the weight, so 1- or 2-byte weights run up to 4× or 2×
-// faster than float ones; with many rows it is bound by arithmetic and runs at about the float speed
-// (cpu/gemm_panel.hpp). Pack the weight once with pack_weight / pack_weight_int4 (cpu/packed_weight.hpp,
+// output is rounded to nearest even (overflow to ±inf, as a cast). Kernels: cpu/gemm_panel.hpp and
+// cpu/gemm_int4_panel.hpp. Pack the weight once with pack_weight / pack_weight_int4 (cpu/packed_weight.hpp,
 // cpu/packed_int4_weight.hpp); the overloads taking an unpacked weight pack it on every call. NaN and inf in x or W
 // propagate as IEEE arithmetic does.
 #pragma once

@@ -12,11 +12,11 @@
 // stored. act and its formulas are Activation's (core/epilogue.hpp); the CPU twin is
 // cpu::linear_weight_only (linear/weight_only.hpp), which the tests compare against.
 //
-// Paths: cuda_core (CUDA-core FMA in float, a warp per 4 output rows, lanes along K; best for M <= 2-4) and
-// tensor_core (mma.sync m16n8k16, f16 or bf16 inputs with fp32 accumulation, the dequantized weights as the B
-// fragment); both run on sm_80 and sm_90 (and later). automatic picks by M (see linear_weight_only_path). K is cut in
-// slices across thread blocks when N alone cannot fill the device; the slices' float partials go to the workspace and
-// a second kernel adds them in a fixed order: results are deterministic, bit for bit, for a given device and plan.
+// Paths: cuda_core (CUDA-core FMA in float, for the smallest M) and tensor_core (mma.sync m16n8k16, f16 or bf16
+// inputs with fp32 accumulation); both run on sm_80 and sm_90 (and later). automatic picks by M (see
+// linear_weight_only_path; the design: benchmarks/notes/gpu_weight_only.md). K is cut in slices across thread blocks
+// when N alone cannot fill the device; the slices' float partials go to the workspace and a second kernel adds them
+// in a fixed order: results are deterministic, bit for bit, for a given device and plan.
 //
 // Two phases, as CUB: linear_weight_only_workspace_bytes(args) (the status word and the partials; it reads the
 // current device's multiprocessor count), then linear_weight_only(args, workspace, stream), which enqueues, allocates

@@ -6,11 +6,8 @@
 // cleared, one 15-bit digit: these order exactly as the widened floats do (every float widened from 16 bits has
 // zeros below, so its low digit would be moot) and the result reports the widened float's bits.
 // Each pass is one launch over a list of up to kListCapacity tensors; each block counts into a privatised shared
-// table of 16-bit counters, two a word (a pass's 32768 or 65536 buckets: 64 or 128 KiB, opt-in shared memory),
-// merged into the pass's 64-bit global histogram at the end. A counter that wraps is exact all the same: the thread
-// whose atomicAdd wrapped it (its old value says so) adds 65536 to the global bucket, and when the low counter's
-// carry lands in the high one, subtracts it there. Equal magnitudes (quantized or sparse weights; float keys that
-// share a top digit and often a low one) are added a warp at a time, not lane by lane on one shared word.
+// table of 16-bit counters (Counter: wraps are repaid in the global histogram, so counts stay exact), merged into
+// the pass's 64-bit global histogram at the end.
 // A one-block kernel then finds the bucket holding the remaining rank (the CPU's bucket_of_rank), so nothing waits
 // for the host. State and histograms live in the caller's workspace, zeroed once per call. Pass 0 also flags NaN/inf
 // anywhere, kept or not (kNonFinite); a rank above the candidates flags kBadRank. The result is bits, below, at,

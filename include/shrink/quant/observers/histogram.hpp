@@ -13,8 +13,6 @@
 // float32 bins, so a bin is exact up to 2^24 counts a batch (torch's per-thread float32 counters stop
 // growing there). With ObserverOptions::ignore_nonfinite, NaN and +-inf are left out of the ranges and
 // the histogram; a channel with no finite value in a batch keeps its state.
-// Cost: observe() is one min/max pass and one binning pass over the batch; qparams() searches each
-// channel's histogram (O(bins) per step of the search, well under a millisecond for 2048 bins).
 #pragma once
 
 #include <cstdint>

@@ -1,5 +1,5 @@
-# Install rules: headers, the exported targets (shrink::shrink, shrink::cuda when built), and the package
-# config/version files that find_package(shrink CONFIG) reads.
+# Install rules: headers, the exported targets (shrink::shrink; shrink::cuda when built, as the component "cuda"),
+# and the package config/version files that find_package(shrink CONFIG) reads.
 include_guard(GLOBAL)
 include(CMakePackageConfigHelpers)
 
@@ -12,24 +12,28 @@ install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/shrink
         COMPONENT shrink_development
         FILES_MATCHING PATTERN "*.hpp" PATTERN "*.cuh")
 
-set(shrink_install_targets shrink)
-if(SHRINK_CUDA_ENABLED)
-  list(APPEND shrink_install_targets shrink_cuda)
-endif()
-install(TARGETS ${shrink_install_targets}
-        EXPORT shrinkTargets
-        ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT shrink_development
-        LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT shrink_runtime
-        RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT shrink_runtime)
+# Two export sets: shrinkTargets (shrink::shrink, header-only, no CUDA) and, when built, shrinkCudaTargets
+# (shrink::cuda), which the package config loads only for find_package(shrink COMPONENTS cuda).
+install(TARGETS shrink EXPORT shrinkTargets)
 install(EXPORT shrinkTargets
         NAMESPACE shrink::
         FILE shrinkTargets.cmake
         DESTINATION ${SHRINK_INSTALL_CMAKEDIR}
         COMPONENT shrink_development)
+if(SHRINK_CUDA_ENABLED)
+  install(TARGETS shrink_cuda
+          EXPORT shrinkCudaTargets
+          ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT shrink_cuda
+          LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT shrink_cuda
+          RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT shrink_cuda)
+  install(EXPORT shrinkCudaTargets
+          NAMESPACE shrink::
+          FILE shrinkCudaTargets.cmake
+          DESTINATION ${SHRINK_INSTALL_CMAKEDIR}
+          COMPONENT shrink_cuda)
+endif()
 
-# Read by the config template: whether shrink::cuda exists, and so whether CUDAToolkit is a dependency.
-set(SHRINK_PACKAGE_HAS_CUDA ${SHRINK_CUDA_ENABLED})
-# Likewise whether shrink::shrink links nlohmann_json (for shrink/io), and so whether it is a dependency.
+# Read by the config template: whether shrink::shrink links nlohmann_json (for shrink/io), and so whether it is a dependency.
 set(SHRINK_PACKAGE_HAS_NLOHMANN_JSON ${SHRINK_HAS_NLOHMANN_JSON})
 configure_package_config_file(
   ${PROJECT_SOURCE_DIR}/cmake/shrinkConfig.cmake.in

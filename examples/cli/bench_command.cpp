@@ -184,16 +184,6 @@ std::string cpu_model() {
   return "unknown CPU";
 }
 
-std::string simd_text() {
-  switch (cpu::simd_level()) {
-    case cpu::SimdLevel::avx512: return cpu::use_avx512_vnni() ? "AVX-512 + VNNI" : "AVX-512";
-    case cpu::SimdLevel::avx2: return "AVX2";
-    case cpu::SimdLevel::sse2: return "SSE2";
-    case cpu::SimdLevel::scalar: return "scalar";
-  }
-  return "?";
-}
-
 void write_file(const std::filesystem::path& path, const std::string& text) {
   std::ofstream out(path, std::ios::binary);
   out << text;
@@ -407,6 +397,16 @@ int run(int argc, char** argv) {
 }
 
 }  // namespace
+
+std::string simd_text() {
+  switch (cpu::simd_level()) {
+    case cpu::SimdLevel::avx512: return cpu::use_avx512_vnni() ? "AVX-512 + VNNI" : "AVX-512";
+    case cpu::SimdLevel::avx2: return "AVX2";
+    case cpu::SimdLevel::sse2: return "SSE2";
+    case cpu::SimdLevel::scalar: return "scalar";
+  }
+  return "?";
+}
 
 int run_bench_command(int argc, char** argv) {
   return run_command(kCommand, [&] { return run(argc, argv); });

@@ -5,6 +5,7 @@
 #include "args.hpp"
 #include "bench_command.hpp"
 #include "commands.hpp"
+#include "shrink/core/config.hpp"
 
 namespace {
 
@@ -26,9 +27,21 @@ constexpr Subcommand kSubcommands[] = {
 void print_usage(std::FILE* out) {
   std::fputs("usage: shrink COMMAND [arguments] [options]\n\nCompress safetensors model files.\n\ncommands:\n", out);
   for (const Subcommand& s : kSubcommands) std::fprintf(out, "  %-12s%s\n", s.name, s.summary);
-  std::fputs("\n`shrink COMMAND --help` describes each command. Exit codes: 0 success, 1 bad or unreadable file,\n"
-             "2 bad command line.\n",
-             out);
+  std::fputs(
+      "\n`shrink COMMAND --help` describes each command; `shrink --version` prints the version. Exit codes:\n"
+      "0 success, 1 bad or unreadable file, 2 bad command line.\n",
+      out);
+}
+
+// `shrink --version`: the version on the first line, then what this build and machine run.
+void print_version() {
+  std::printf("shrink %s\n", SHRINK_VERSION_STRING);
+  std::printf("CPU kernels: %s\n", shrink::cli::simd_text().c_str());
+#if defined(SHRINK_CLI_HAS_CUDA)
+  std::printf("CUDA layer: built\n");
+#else
+  std::printf("CUDA layer: not built\n");
+#endif
 }
 
 }  // namespace
@@ -41,6 +54,10 @@ int main(int argc, char** argv) {
   const char* name = argv[1];
   if (std::strcmp(name, "--help") == 0 || std::strcmp(name, "-h") == 0 || std::strcmp(name, "help") == 0) {
     print_usage(stdout);
+    return shrink::cli::kExitOk;
+  }
+  if (std::strcmp(name, "--version") == 0 || std::strcmp(name, "version") == 0) {
+    print_version();
     return shrink::cli::kExitOk;
   }
   for (const Subcommand& s : kSubcommands)

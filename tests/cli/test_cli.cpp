@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "io/temp_dir.hpp"
+#include "shrink/core/config.hpp"
 #include "shrink/io/quantized_safetensors.hpp"
 #include "support/random.hpp"
 
@@ -185,6 +186,18 @@ TEST_CASE("--help for the command and every subcommand exits 0", "[cli]") {
   const Result nothing = run(dir, {});
   REQUIRE(nothing.code == 2);
   REQUIRE(nothing.out.empty());
+}
+
+TEST_CASE("shrink --version prints the version of shrink/core/config.hpp first", "[cli]") {
+  shrink::test::TempDir dir;
+  for (const char* flag : {"--version", "version"}) {
+    const Result r = run(dir, {flag});
+    REQUIRE(r.code == 0);
+    REQUIRE(r.err.empty());
+    REQUIRE(r.out.rfind(std::string("shrink ") + SHRINK_VERSION_STRING + "\n", 0) == 0);
+    REQUIRE(r.out.find("CPU kernels: ") != std::string::npos);
+    REQUIRE(r.out.find("CUDA layer: ") != std::string::npos);
+  }
 }
 
 TEST_CASE("bad command lines exit 2 with one line naming the problem", "[cli]") {

@@ -1,9 +1,17 @@
 // Build-wide configuration: version, host/device annotations, inlining hints.
 #pragma once
 
+// The version, in this one place: CMake reads these three lines for project(shrink VERSION ...), and `shrink
+// --version` prints SHRINK_VERSION_STRING.
 #define SHRINK_VERSION_MAJOR 0
 #define SHRINK_VERSION_MINOR 1
 #define SHRINK_VERSION_PATCH 0
+
+#define SHRINK_STRINGIFY_VALUE_(x) #x
+#define SHRINK_STRINGIFY_VALUE(x) SHRINK_STRINGIFY_VALUE_(x)
+#define SHRINK_VERSION_STRING                  \
+  SHRINK_STRINGIFY_VALUE(SHRINK_VERSION_MAJOR) \
+  "." SHRINK_STRINGIFY_VALUE(SHRINK_VERSION_MINOR) "." SHRINK_STRINGIFY_VALUE(SHRINK_VERSION_PATCH)
 
 // Functions callable from both host code and CUDA device code; plain inline for a host compiler.
 #if defined(__CUDACC__)

@@ -14,7 +14,7 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 jobs=${SHRINK_JOBS:-2}
 
-"$root/scripts/setup-debian.sh"
+"$root/scripts/setup-debian.sh" bench
 
 if (($# == 0)) || [[ $1 == -* ]]; then
   # The CUDA layer takes minutes to compile and adds rows only where a GPU is present: without one (nvidia-smi
@@ -23,7 +23,8 @@ if (($# == 0)) || [[ $1 == -* ]]; then
   if nvidia-smi -L 2>/dev/null | grep -q '^GPU '; then
     preset=release
   fi
-  cmake --preset "$preset"
+  # The tests are not built here: their packages (Catch2, ...) are the test command's to install.
+  cmake --preset "$preset" -DSHRINK_BUILD_TESTS=OFF
   cmake --build --preset "$preset" -j "$jobs" --target shrink_cli
   exec "build/$preset/examples/cli/shrink" bench "$@"
 fi
@@ -43,7 +44,7 @@ for source in "${sources[@]}"; do
   names+=("$(basename "$source" .cpp)")
 done
 
-cmake --preset release -DSHRINK_BUILD_BENCHMARKS=ON
+cmake --preset release -DSHRINK_BUILD_BENCHMARKS=ON -DSHRINK_BUILD_TESTS=OFF
 cmake --build --preset release -j "$jobs" --target "${names[@]}"
 
 for name in "${names[@]}"; do

@@ -1,14 +1,26 @@
 #!/usr/bin/env bash
-# Installs the Debian bookworm packages shrink needs (build, tests, benchmarks) when any of them is missing.
+# Installs the Debian bookworm packages shrink needs when any of them is missing: `setup-debian.sh bench` those the
+# main job (scripts/bench.sh) needs, `setup-debian.sh` (or `test`) everything the tests need too.
 # Runs as root or through sudo, without questions; does nothing, not even apt-get update, when all are present.
 set -euo pipefail
 
-# clang and libclang-rt-14-dev (bookworm's clang is 14): the libFuzzer run of scripts/fuzz.sh.
-# dataset-fashion-mnist and zlib1g-dev (its IDX files are gzipped): the end-to-end example on real data.
-# python3-venv: the interop tests' packages (scripts/python-env.sh). debootstrap and binutils: the GPU check's
-# archive is started on a clean Debian root (benchmarks/gpu/pack.sh).
-packages=(cmake ninja-build g++ libeigen3-dev catch2 nlohmann-json3-dev libbenchmark-dev python3 git clang
-  libclang-rt-14-dev dataset-fashion-mnist zlib1g-dev python3-venv debootstrap binutils)
+purpose=${1:-test}
+if [[ $purpose != bench && $purpose != test ]]; then
+  echo "usage: setup-debian.sh [bench|test]" >&2
+  exit 2
+fi
+
+# The build of the `shrink` command and the Google Benchmark suites.
+packages=(cmake ninja-build g++ libeigen3-dev nlohmann-json3-dev libbenchmark-dev)
+if [[ $purpose == test ]]; then
+  # catch2: the unit tests. python3, python3-venv: the interop tests' packages (scripts/python-env.sh). git: the
+  # consumer tests. clang and libclang-rt-14-dev (bookworm's clang is 14): the clang consumer test and the libFuzzer
+  # run of scripts/fuzz.sh. dataset-fashion-mnist and zlib1g-dev (its IDX files are gzipped): the end-to-end example
+  # on real data. debootstrap and binutils: the GPU check's archive is started on a clean Debian root
+  # (benchmarks/gpu/pack.sh).
+  packages+=(catch2 python3 python3-venv git clang libclang-rt-14-dev dataset-fashion-mnist zlib1g-dev debootstrap
+    binutils)
+fi
 
 missing=()
 for package in "${packages[@]}"; do

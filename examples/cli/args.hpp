@@ -16,6 +16,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdint>
+#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
@@ -282,9 +283,29 @@ class ArgParser {
   std::map<std::string, std::string> positional_values_;
 };
 
+// The message without the C++ names the library puts before its messages ("shrink::quant::Observer::observe: "):
+// they mean nothing to a user of the command.
+inline std::string without_cpp_names(const std::string& message) {
+  std::string text = message;
+  for (std::size_t at = text.find("shrink::"); at != std::string::npos; at = text.find("shrink::", at)) {
+    std::size_t end = at;
+    while (end < text.size() && (std::isalnum(static_cast<unsigned char>(text[end])) || text[end] == '_' ||
+                                 text[end] == ':' || text[end] == '<' || text[end] == '>'))
+      ++end;
+    const bool starts_part = at == 0 || (at >= 2 && text.compare(at - 2, 2, ": ") == 0);
+    // The name ends with the ':' of ": ", which the loop took in: cut "name: ".
+    if (starts_part && end > at + 1 && text[end - 1] == ':' && end < text.size() &&
+        text[end] == ' ')
+      text.erase(at, end + 1 - at);
+    else
+      at = end;
+  }
+  return text;
+}
+
 // The one-line error every subcommand prints: "<command>: error: <message>" on stderr, newlines flattened.
 inline void print_error(const std::string& command, const std::string& message) {
-  std::string line = message;
+  std::string line = without_cpp_names(message);
   for (char& c : line)
     if (c == '\n' || c == '\r') c = ' ';
   std::fprintf(stderr, "%s: error: %s\n", command.c_str(), line.c_str());

@@ -3,6 +3,7 @@
 // stored bytes of each side.
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <map>
 #include <set>
 #include <string>
@@ -67,8 +68,10 @@ struct Comparison {
   Json tensors = Json::array();
   Json skipped = Json::array();
   Json only_a = Json::array(), only_b = Json::array();
-  metrics::ErrorSums totals;
-  std::int64_t bytes_a = 0, bytes_b = 0, zeros_a = 0, zeros_b = 0;
+  metrics::ErrorSums totals;            // over the tensors that differ
+  metrics::ErrorSums unchanged_totals;  // over the identical ones
+  std::int64_t unchanged = 0;           // tensors whose values are the same bits in A and B
+  std::int64_t bytes_a = 0, bytes_b = 0, zeros_a = 0, zeros_b = 0, elements = 0;
   std::vector<std::string> lines;
 };
 
@@ -107,7 +110,11 @@ void compare_tensor(const io::SafetensorsFile& a, const io::SafetensorsFile& b, 
     c.skipped.push_back({{"name", name}, {"reason", "NaN or inf values"}});
     return;
   }
-  metrics::accumulate(c.totals, sums);  // the overall figures come from the sums over every compared tensor
+  // The overall figures come from the tensors that differ: copied tensors would drown the error of the changed ones.
+  const bool identical = x.size() == y.size() && std::memcmp(x.data(), y.data(), x.size() * sizeof(float)) == 0;
+  metrics::accumulate(identical ? c.unchanged_totals : c.totals, sums);
+  c.unchanged += identical;
+  c.elements += static_cast<std::int64_t>(x.size());
   const metrics::ErrorStats e = metrics::stats_from_sums(sums);
   const std::int64_t za = count_zeros(x), zb = count_zeros(y);
   c.bytes_a += sa.bytes;
@@ -121,6 +128,7 @@ void compare_tensor(const io::SafetensorsFile& a, const io::SafetensorsFile& b, 
                        {"max_abs", e.max_abs},
                        {"sqnr_db", json_number(e.sqnr_db)},
                        {"cosine", e.cosine},
+                       {"changed", !identical},
                        {"a", side_json(sa, za, e.count)},
                        {"b", side_json(sb, zb, e.count)}});
   c.lines.push_back(tensor_line(name, sa, sb, e, za, zb));
@@ -147,22 +155,30 @@ Comparison compare_files(const io::SafetensorsFile& a, const io::SafetensorsFile
   return c;
 }
 
+// The sums the overall figures come from: the changed tensors, or every compared one when none changed.
+const metrics::ErrorSums& overall_sums(const Comparison& c) {
+  return c.totals.count > 0 ? c.totals : c.unchanged_totals;
+}
+
 // The comparison as JSON on stdout (--json).
 void print_json_report(const io::SafetensorsFile& a, const io::SafetensorsFile& b, const Comparison& c) {
-  const metrics::ErrorStats overall = metrics::stats_from_sums(c.totals);
+  const metrics::ErrorSums& sums = overall_sums(c);
+  const metrics::ErrorStats overall = metrics::stats_from_sums(sums);
+  const std::int64_t counted = static_cast<std::int64_t>(c.tensors.size()) - (c.totals.count > 0 ? c.unchanged : 0);
   Json report;
   report["a"] = a.path();
   report["b"] = b.path();
   report["tensors"] = c.tensors;
   report["overall"] = {
-      {"tensors", c.tensors.size()},
-      {"elements", c.totals.count},
+      {"tensors", counted},
+      {"elements", sums.count},
+      {"unchanged_tensors", c.unchanged},
       {"mse", overall.mse},
-      {"max_abs", c.totals.max_abs},
+      {"max_abs", sums.max_abs},
       {"sqnr_db", json_number(overall.sqnr_db)},
       {"cosine", overall.cosine},
-      {"a", {{"bytes", c.bytes_a}, {"zeros", c.zeros_a}, {"sparsity", fraction(c.zeros_a, c.totals.count)}}},
-      {"b", {{"bytes", c.bytes_b}, {"zeros", c.zeros_b}, {"sparsity", fraction(c.zeros_b, c.totals.count)}}}};
+      {"a", {{"bytes", c.bytes_a}, {"zeros", c.zeros_a}, {"sparsity", fraction(c.zeros_a, c.elements)}}},
+      {"b", {{"bytes", c.bytes_b}, {"zeros", c.zeros_b}, {"sparsity", fraction(c.zeros_b, c.elements)}}}};
   report["only_in_a"] = c.only_a;
   report["only_in_b"] = c.only_b;
   report["skipped"] = c.skipped;
@@ -171,18 +187,24 @@ void print_json_report(const io::SafetensorsFile& a, const io::SafetensorsFile& 
 
 // The comparison as a table: one line per compared tensor, those left out, and the overall line.
 void print_table(const Comparison& c) {
-  const metrics::ErrorStats overall = metrics::stats_from_sums(c.totals);
+  const metrics::ErrorSums& sums = overall_sums(c);
+  const metrics::ErrorStats overall = metrics::stats_from_sums(sums);
+  const bool changed_only = c.totals.count > 0;
+  const std::size_t counted = c.tensors.size() - (changed_only ? static_cast<std::size_t>(c.unchanged) : 0);
   for (const auto& l : c.lines) std::printf("%s\n", l.c_str());
   for (const auto& s : c.skipped)
     std::printf("skipped %s: %s\n", s["name"].get<std::string>().c_str(), s["reason"].get<std::string>().c_str());
   for (const auto& n : c.only_a) std::printf("only in A: %s\n", n.get<std::string>().c_str());
   for (const auto& n : c.only_b) std::printf("only in B: %s\n", n.get<std::string>().c_str());
+  if (changed_only && c.unchanged > 0)
+    std::printf("unchanged: %lld tensors, identical in A and B (left out of the overall error)\n",
+                static_cast<long long>(c.unchanged));
   std::printf(
-      "overall (%zu tensors, %lld elements): mse %.3e, max-abs %.3e, SQNR %s dB, cosine %.6f; "
-      "A %s sparsity %.4f, B %s sparsity %.4f\n",
-      c.tensors.size(), static_cast<long long>(c.totals.count), overall.mse, c.totals.max_abs,
-      number_text(overall.sqnr_db, "%.2f").c_str(), overall.cosine, bytes_text(c.bytes_a).c_str(),
-      fraction(c.zeros_a, c.totals.count), bytes_text(c.bytes_b).c_str(), fraction(c.zeros_b, c.totals.count));
+      "overall (%zu %s tensors, %lld elements): mse %.3e, max-abs %.3e, SQNR %s dB, cosine %.6f; "
+      "all %zu compared: A %s sparsity %.4f, B %s sparsity %.4f\n",
+      counted, changed_only ? "changed" : "identical", static_cast<long long>(sums.count), overall.mse, sums.max_abs,
+      number_text(overall.sqnr_db, "%.2f").c_str(), overall.cosine, c.tensors.size(), bytes_text(c.bytes_a).c_str(),
+      fraction(c.zeros_a, c.elements), bytes_text(c.bytes_b).c_str(), fraction(c.zeros_b, c.elements));
 }
 
 }  // namespace
@@ -194,8 +216,9 @@ int run_compare_command(int argc, char** argv) {
                    "Compare two safetensors files tensor by tensor (matched by name; tensors quantized or cast under\n"
                    "shrink's convention are dequantized first), taking A as the reference: MSE, max-abs error, SQNR\n"
                    "in dB and cosine similarity per tensor and over all compared elements, with each side's sparsity\n"
-                   "and stored bytes (integers + scales + zero points). Tensors only in one file, with different\n"
-                   "shapes, or holding NaN/inf are listed and left out of the totals.");
+                   "and stored bytes (integers + scales + zero points). The overall error covers the tensors that\n"
+                   "differ (identical ones are counted apart); tensors only in one file, with different shapes, or\n"
+                   "holding NaN/inf are listed and left out of the totals.");
     declare_options(args);
     if (!args.parse(argc, argv)) return kExitOk;
     const io::SafetensorsFile a(args.arg("A"));

@@ -25,6 +25,7 @@
 #include "shrink/prune/unstructured.hpp"
 #include "shrink/prune/wanda.hpp"
 #include "tensor_context.hpp"
+#include "tensor_roles.hpp"
 
 namespace shrink::cli {
 
@@ -94,21 +95,22 @@ std::uint64_t tensor_seed(std::uint64_t seed, const std::string& name) {
   return seed ^ h;
 }
 
-// Checks the flags against one selected tensor before anything is computed (a mismatch is a usage error).
-void check_shape(const io::TensorInfo& t, const PruneSettings& s) {
+// Why the flags cannot apply to tensor t ("" when they can): such a tensor is copied with a note.
+std::string shape_mismatch(const io::TensorInfo& t, const PruneSettings& s) {
   const int rank = static_cast<int>(t.shape.size());
-  if (t.numel() == 0) throw UsageError("has no elements: expected a non-empty tensor (exclude it with --exclude)");
+  if (t.numel() == 0) return "has no elements";
   if (s.method == "structured") {
-    if (rank < 2) throw UsageError("has shape " + shape_text(t.shape) + ": structured pruning needs rank >= 2");
+    if (rank < 2) return "has shape " + shape_text(t.shape) + ": structured pruning needs rank >= 2";
     if (s.dim < -rank || s.dim >= rank)
-      throw UsageError("--dim " + std::to_string(s.dim) + " is outside the shape " + shape_text(t.shape) +
-                       ": expected a dim in [" + std::to_string(-rank) + ", " + std::to_string(rank) + ")");
+      return "--dim " + std::to_string(s.dim) + " is outside the shape " + shape_text(t.shape) +
+             ": expected a dim in [" + std::to_string(-rank) + ", " + std::to_string(rank) + ")";
   }
   if (s.method == "wanda" && rank != 2)
-    throw UsageError("has shape " + shape_text(t.shape) + ": Wanda prunes Linear weights [out, in] (exclude it with --exclude)");
+    return "has shape " + shape_text(t.shape) + ": Wanda prunes Linear weights [out, in]";
   if (s.use_pattern && (rank < 1 || t.shape.back() % s.pattern.m != 0))
-    throw UsageError("has shape " + shape_text(t.shape) + ": an N:M pattern needs a last dimension divisible by m = " +
-                     std::to_string(s.pattern.m) + " (exclude it with --exclude)");
+    return "has shape " + shape_text(t.shape) + ": an N:M pattern needs a last dimension divisible by m = " +
+           std::to_string(s.pattern.m);
+  return "";
 }
 
 // Per-input-channel activation norms for Wanda from the activations file: [in] norms, or samples [..., in].
@@ -131,6 +133,7 @@ std::vector<float> input_norms(const io::SafetensorsFile& activations, const io:
 prune::Mask mask_for(const io::SafetensorsFile& file, const io::SafetensorsFile* activations, const io::TensorInfo& t,
                      const PruneSettings& s) {
   const std::vector<float> values = io::read_float(file, t.name);
+  require_finite(values, t.shape);
   const TensorView<const float> w(values.data(), Shape(t.shape));
   const prune::Amount amount = prune::Amount::fraction(s.sparsity);
   if (s.method == "magnitude") return prune::l1_unstructured_mask(w, amount);
@@ -159,23 +162,55 @@ void declare_options(ArgParser& args) {
   TensorSelection::declare(args);
   args.flag("json", "print a JSON summary on stdout");
   args.epilog(
-      "example: shrink prune model.safetensors model-24.safetensors --method nm --n 2 --m 4 --exclude 'lm_head'");
+      "example: shrink prune model.safetensors model-24.safetensors --method nm --n 2 --m 4");
 }
 
-// The tensors to prune (float, not under the convention, rank >= 2 unless --include chose them), each checked
-// against the flags.
-std::vector<const io::TensorInfo*> select_tensors(const io::SafetensorsFile& file, const TensorSelection& selection,
-                                                  const PruneSettings& settings) {
+// The tensors to prune, and why each other float tensor is copied.
+struct Selected {
+  std::vector<const io::TensorInfo*> tensors;
+  std::map<std::string, std::string> notes;
+  std::int64_t kept_by_default = 0;  // by tensor_roles.hpp's rules
+  std::int64_t not_applicable = 0;   // the flags do not fit its shape
+};
+
+// The tensors to prune: float, not under the convention, not kept by default unless --force, and of a shape the
+// flags fit. Throws when nothing would be pruned, saying why.
+Selected select_tensors(const io::SafetensorsFile& file, const TensorSelection& selection,
+                        const PruneSettings& settings) {
   std::set<std::string> quantized;  // tensors of records under the convention: copied as they are
   for (const auto& r : io::quantization_records(file))
     for (const auto& d : io::stored_tensors(r)) quantized.insert(d.name);
-  std::vector<const io::TensorInfo*> selected;
+  std::vector<std::string> names;
+  for (const io::TensorInfo& t : file.tensors()) names.push_back(t.name);
+  selection.require_each_pattern_matches(names);
+  Selected selected;
+  std::int64_t float_tensors = 0;
   for (const io::TensorInfo& t : file.tensors()) {
-    if (quantized.count(t.name) || !is_floating(t.dtype) || !selection.selected(t.name)) continue;
-    if (!selection.has_include() && t.shape.size() < 2) continue;
-    selected.push_back(&t);
+    if (quantized.count(t.name)) {
+      selected.notes[t.name] = "already quantized";
+      continue;
+    }
+    if (!is_floating(t.dtype)) continue;
+    ++float_tensors;
+    if (!selection.selected(t.name)) {
+      selected.notes[t.name] = "not selected";
+      continue;
+    }
+    const std::string role = kept_by_default(t.name, t.shape.size());
+    if (!role.empty() && !selection.forced(t.name)) {
+      selected.notes[t.name] = role + ": kept by default, --force to prune";
+      ++selected.kept_by_default;
+      continue;
+    }
+    const std::string mismatch = shape_mismatch(t, settings);
+    if (!mismatch.empty()) {
+      selected.notes[t.name] = "skipped: " + mismatch;
+      ++selected.not_applicable;
+      continue;
+    }
+    selected.tensors.push_back(&t);
   }
-  for (const io::TensorInfo* t : selected) in_tensor_context(t->name, [&] { check_shape(*t, settings); });
+  if (selected.tensors.empty()) throw_nothing_to_do("prune", float_tensors, selected.notes);
   return selected;
 }
 
@@ -187,7 +222,10 @@ std::map<std::string, prune::Mask> global_masks(const io::SafetensorsFile& file,
   if (settings.method != "global" || selected.empty()) return masks;
   std::vector<std::vector<float>> values;
   std::vector<TensorView<const float>> views;
-  for (const io::TensorInfo* t : selected) values.push_back(io::read_float(file, t->name));
+  for (const io::TensorInfo* t : selected) {
+    values.push_back(io::read_float(file, t->name));
+    in_tensor_context(t->name, [&] { require_finite(values.back(), t->shape); });
+  }
   for (std::size_t i = 0; i < selected.size(); ++i) views.emplace_back(values[i].data(), Shape(selected[i]->shape));
   std::vector<prune::Mask> global = prune::global_unstructured_masks(views, prune::Amount::fraction(settings.sparsity));
   for (std::size_t i = 0; i < selected.size(); ++i) masks.emplace(selected[i]->name, std::move(global[i]));
@@ -244,7 +282,8 @@ struct PruneReport {
 };
 
 // Reads the report from the written file, so the sparsity shown is the sparsity stored.
-PruneReport read_report(const std::string& out, const io::SafetensorsFile& file, const std::set<std::string>& chosen) {
+PruneReport read_report(const std::string& out, const io::SafetensorsFile& file, const std::set<std::string>& chosen,
+                        const std::map<std::string, std::string>& notes) {
   const io::SafetensorsFile written(out);
   PruneReport report;
   for (const io::TensorInfo& t : file.tensors()) {
@@ -265,6 +304,10 @@ PruneReport read_report(const std::string& out, const io::SafetensorsFile& file,
       std::snprintf(line, sizeof line, "pruned  %s %s: sparsity %.4f", t.name.c_str(), shape_text(t.shape).c_str(),
                     fraction(z, t.numel()));
       report.lines.push_back(line);
+    } else {
+      const auto note = notes.find(t.name);
+      entry["note"] = note == notes.end() ? Json(nullptr) : Json(note->second);
+      if (note != notes.end()) report.lines.push_back("copied  " + t.name + " " + shape_text(t.shape) + " (" + note->second + ")");
     }
     report.tensors.push_back(entry);
   }
@@ -273,7 +316,8 @@ PruneReport read_report(const std::string& out, const io::SafetensorsFile& file,
 
 // Prints the report: a JSON summary (--json), or a line per pruned tensor and the totals.
 void print_report(const std::string& in, const std::string& out, const io::SafetensorsFile& file, const PruneReport& r,
-                  std::size_t pruned, const PruneSettings& settings, bool json) {
+                  const Selected& selected, const PruneSettings& settings, bool json) {
+  const std::size_t pruned = selected.tensors.size();
   if (json) {
     Json report;
     report["input"] = in;
@@ -284,14 +328,19 @@ void print_report(const std::string& in, const std::string& out, const io::Safet
     report["tensors"] = r.tensors;
     report["totals"] = {{"pruned", pruned},
                         {"copied", file.tensors().size() - pruned},
+                        {"kept_by_default", selected.kept_by_default},
+                        {"skipped", selected.not_applicable},
                         {"elements", r.elements},
                         {"zeros", r.zeros},
                         {"sparsity", fraction(r.zeros, r.elements)}};
     print_json(report);
   } else {
     for (const auto& l : r.lines) std::printf("%s\n", l.c_str());
-    std::printf("%s: %zu tensors pruned (%s), %zu copied; sparsity of the pruned tensors %.4f\n", out.c_str(), pruned,
-                settings.method.c_str(), file.tensors().size() - pruned, fraction(r.zeros, r.elements));
+    std::printf("%s: %zu tensors pruned (%s), %zu copied (%lld kept by default, %lld did not fit the method); sparsity "
+                "of the pruned tensors %.4f\n",
+                out.c_str(), pruned, settings.method.c_str(), file.tensors().size() - pruned,
+                static_cast<long long>(selected.kept_by_default), static_cast<long long>(selected.not_applicable),
+                fraction(r.zeros, r.elements));
   }
 }
 
@@ -301,10 +350,12 @@ int run_prune_command(int argc, char** argv) {
   const std::string command = "shrink prune";
   return run_command(command, [&] {
     ArgParser args(command,
-                   "Prune the weights of a safetensors file: selected tensors (by default every float tensor of rank\n"
-                   ">= 2; with --include, every float tensor that matches) get a mask from the chosen method and are\n"
-                   "written back dense, in their own dtype, with the pruned elements set to zero. Other tensors are\n"
-                   "copied unchanged.");
+                   "Prune the weights of a safetensors file: selected float tensors get a mask from the chosen method\n"
+                   "and are written back dense, in their own dtype, with the pruned elements set to zero. Other\n"
+                   "tensors are copied unchanged. By default embeddings, the output head, norms, biases and tensors\n"
+                   "of rank < 2 are kept (--force to prune them), and a tensor whose shape the method does not fit\n"
+                   "is copied with a note; the report says why each tensor was left alone. Nothing to prune at all\n"
+                   "is an error.");
     declare_options(args);
     if (!args.parse(argc, argv)) return kExitOk;
     const PruneSettings settings = read_settings(args);
@@ -315,7 +366,8 @@ int run_prune_command(int argc, char** argv) {
     const bool json = args.flag_set("json");
 
     const io::SafetensorsFile file(in);
-    const std::vector<const io::TensorInfo*> selected = select_tensors(file, selection, settings);
+    const Selected chosen_tensors = select_tensors(file, selection, settings);
+    const std::vector<const io::TensorInfo*>& selected = chosen_tensors.tensors;
     std::unique_ptr<io::SafetensorsFile> activations;
     if (!settings.activations.empty()) activations = std::make_unique<io::SafetensorsFile>(settings.activations);
 
@@ -324,7 +376,7 @@ int run_prune_command(int argc, char** argv) {
     std::set<std::string> chosen;
     for (const io::TensorInfo* t : selected) chosen.insert(t->name);
     write_output(out, file, chosen, masks, activations.get(), settings, progress);
-    print_report(in, out, file, read_report(out, file, chosen), selected.size(), settings, json);
+    print_report(in, out, file, read_report(out, file, chosen, chosen_tensors.notes), chosen_tensors, settings, json);
     return kExitOk;
   });
 }

@@ -29,6 +29,7 @@
 #include "shrink/quant/observers/percentile.hpp"
 #include "shrink/quant/quantize.hpp"
 #include "tensor_context.hpp"
+#include "tensor_roles.hpp"
 
 namespace shrink::cli {
 
@@ -133,42 +134,66 @@ struct Plan {
   std::string source_dtype;
   std::int64_t bytes_before = 0;
   double sqnr_db = 0.0;  // filled in pass two
+  std::string skipped;   // why the tensor cannot take the scheme; empty when it can
 };
 
-// Checks the scheme against one tensor's shape (flag problems are usage errors) and calibrates it.
+std::int64_t declared_bytes(const io::TensorDeclaration& d) {
+  return element_count(d.shape) * element_bits(d.dtype) / 8;
+}
+
+std::int64_t stored_bytes(const io::QuantizationRecord& record) {
+  std::int64_t bytes = 0;
+  for (const auto& d : io::stored_tensors(record)) bytes += declared_bytes(d);
+  return bytes;
+}
+
+// Checks the scheme against one tensor's shape and calibrates it. A tensor that cannot take the scheme (empty, no
+// such axis, groups that do not divide it, or larger once quantized) comes back with `skipped` saying why.
 Plan calibrate(const io::SafetensorsFile& file, const io::TensorInfo& t, const QuantizeSettings& s) {
   Plan plan;
   plan.source_dtype = dtype_text(t.dtype);
   plan.bytes_before = static_cast<std::int64_t>(t.bytes);
   const Shape shape(t.shape);
-  if (t.numel() == 0) throw UsageError("has no elements: expected a non-empty tensor (exclude it with --exclude)");
+  auto skip = [&](const std::string& why) {
+    plan.skipped = why;
+    return plan;
+  };
+  if (t.numel() == 0) return skip("has no elements");
   const int rank = static_cast<int>(t.shape.size());
   const bool needs_axis = s.target == Target::fp8 ? s.per_channel
                           : s.target == Target::integer && s.scheme.granularity != quant::Granularity::per_tensor;
   if (needs_axis && (s.axis < -rank || s.axis >= rank))
-    throw UsageError("--axis " + std::to_string(s.axis) + " is outside the shape " + shape_text(t.shape) +
-                     ": expected an axis in [" + std::to_string(-rank) + ", " + std::to_string(rank) + ")");
-  if (s.target == Target::cast) {
-    plan.record = io::cast_record(t.name, s.cast_type, shape, dtype_text(t.dtype));
-    return plan;
+    return skip("--axis " + std::to_string(s.axis) + " is outside the shape " + shape_text(t.shape) +
+                ": expected an axis in [" + std::to_string(-rank) + ", " + std::to_string(rank) + ")");
+  if (s.target == Target::integer && s.scheme.granularity == quant::Granularity::per_group) {
+    const int axis = s.axis < 0 ? s.axis + rank : s.axis;
+    if (t.shape[static_cast<std::size_t>(axis)] % s.scheme.group_size != 0)
+      return skip("--group-size " + std::to_string(s.scheme.group_size) + " does not divide axis " +
+                  std::to_string(axis) + " of shape " + shape_text(t.shape) + ": expected a divisor of " +
+                  std::to_string(t.shape[static_cast<std::size_t>(axis)]));
   }
+  if (s.target == Target::cast)
+    plan.record = io::cast_record(t.name, s.cast_type, shape, dtype_text(t.dtype));
+  else if (s.target == Target::fp8)
+    plan.record = io::fp8_record(t.name, s.fp8_format,
+                                 s.per_channel ? quant::Fp8ScaleGranularity::per_channel
+                                               : quant::Fp8ScaleGranularity::per_tensor,
+                                 s.axis, shape, s.calibrator);
+  else
+    plan.record = io::integer_record(t.name, s.scheme, shape, s.calibrator);
+  const std::int64_t after = stored_bytes(plan.record);
+  if (after > plan.bytes_before)
+    return skip("stored as " + s.dtype + " it would take " + std::to_string(after) + " bytes, more than its " +
+                std::to_string(plan.bytes_before));
+  if (s.target == Target::cast) return plan;
+
   const std::vector<float> x = io::read_float(file, t.name);
+  require_finite(x, t.shape);
   const TensorView<const float> view(x.data(), shape);
   if (s.target == Target::fp8) {
-    const auto granularity = s.per_channel ? quant::Fp8ScaleGranularity::per_channel : quant::Fp8ScaleGranularity::per_tensor;
-    plan.fp8_scales = quant::quantize_fp8(view, s.fp8_format, granularity, s.axis).scale;
-    plan.record = io::fp8_record(t.name, s.fp8_format, granularity, s.axis, shape, s.calibrator);
+    plan.fp8_scales = quant::quantize_fp8(view, s.fp8_format, plan.record.fp8_granularity, s.axis).scale;
     return plan;
   }
-  quant::QuantScheme scheme = s.scheme;
-  if (scheme.granularity == quant::Granularity::per_group) {
-    const int axis = s.axis < 0 ? s.axis + rank : s.axis;
-    if (t.shape[static_cast<std::size_t>(axis)] % scheme.group_size != 0)
-      throw UsageError("--group-size " + std::to_string(scheme.group_size) + " does not divide axis " +
-                       std::to_string(axis) + " of shape " + shape_text(t.shape) + ": expected a divisor of " +
-                       std::to_string(t.shape[static_cast<std::size_t>(axis)]));
-  }
-  plan.record = io::integer_record(t.name, scheme, shape, s.calibrator);
   const std::unique_ptr<quant::Observer> observer = make_observer(s, plan.record.scheme);
   observer->observe(view);
   plan.qparams = observer->qparams();
@@ -218,10 +243,6 @@ ByteBuffer encode_part(const io::SafetensorsFile& file, Plan& plan, std::size_t 
   return data;
 }
 
-std::int64_t declared_bytes(const io::TensorDeclaration& d) {
-  return element_count(d.shape) * element_bits(d.dtype) / 8;
-}
-
 // The command line of `shrink quantize`.
 void declare_options(ArgParser& args) {
   args.positional("IN", "input .safetensors file").positional("OUT", "output file (never the input)");
@@ -238,27 +259,59 @@ void declare_options(ArgParser& args) {
   args.flag("json", "print a JSON summary on stdout");
   args.epilog(
       "example: shrink quantize model.safetensors model-int4.safetensors --dtype int4 --granularity group\n"
-      "         --group-size 64 --scheme affine --exclude 'embed'");
+      "         --group-size 64 --scheme affine");
 }
 
-// Pass one: the selected tensors (float, not already under the convention, rank >= 2 unless --include chose them),
-// each checked and calibrated.
-std::map<std::string, Plan> plan_tensors(const io::SafetensorsFile& file, const std::set<std::string>& already,
-                                         const TensorSelection& selection, const QuantizeSettings& settings,
-                                         const Progress& progress) {
+// Pass one's decisions: a plan per tensor to quantize, and why each other tensor of the input is copied.
+struct Planned {
+  std::map<std::string, Plan> plans;
+  std::map<std::string, std::string> notes;
+  std::int64_t kept_by_default = 0;  // by tensor_roles.hpp's rules
+  std::int64_t not_applicable = 0;   // could not take the scheme
+};
+
+// Pass one: the selected tensors (float, not already under the convention, not kept by default unless --force),
+// each checked and calibrated. Throws when nothing would be quantized, saying why.
+Planned plan_tensors(const io::SafetensorsFile& file, const std::set<std::string>& already,
+                     const TensorSelection& selection, const QuantizeSettings& settings, const Progress& progress) {
+  Planned planned;
   std::vector<const io::TensorInfo*> selected;
+  std::vector<std::string> names;
+  for (const io::TensorInfo& t : file.tensors()) names.push_back(t.name);
+  selection.require_each_pattern_matches(names);
+  std::int64_t float_tensors = 0;
   for (const io::TensorInfo& t : file.tensors()) {
-    if (already.count(t.name) || !is_floating(t.dtype) || !selection.selected(t.name)) continue;
-    if (!selection.has_include() && t.shape.size() < 2) continue;
+    if (already.count(t.name)) {
+      planned.notes[t.name] = "already quantized";
+      continue;
+    }
+    if (!is_floating(t.dtype)) continue;
+    ++float_tensors;
+    if (!selection.selected(t.name)) {
+      planned.notes[t.name] = "not selected";
+      continue;
+    }
+    const std::string role = kept_by_default(t.name, t.shape.size());
+    if (!role.empty() && !selection.forced(t.name)) {
+      planned.notes[t.name] = role + ": kept by default, --force to quantize";
+      ++planned.kept_by_default;
+      continue;
+    }
     selected.push_back(&t);
   }
-  std::map<std::string, Plan> plans;
   for (std::size_t i = 0; i < selected.size(); ++i) {
     const io::TensorInfo& t = *selected[i];
     progress.step("calibrating " + t.name, i, selected.size());
-    plans.emplace(t.name, in_tensor_context(t.name, [&] { return calibrate(file, t, settings); }));
+    Plan plan = in_tensor_context(t.name, [&] { return calibrate(file, t, settings); });
+    if (!plan.skipped.empty()) {
+      planned.notes[t.name] = "skipped: " + plan.skipped;
+      ++planned.not_applicable;
+      continue;
+    }
+    planned.plans.emplace(t.name, std::move(plan));
   }
-  return plans;
+  if (planned.plans.empty()) throw_nothing_to_do("quantize", float_tensors, planned.notes);
+  return planned;
 }
 
 // Where an output tensor comes from: a part of a plan (0 data, 1 scale, 2 zero point), or the input (plan null).
@@ -324,21 +377,21 @@ void write_output(const std::string& out, const io::SafetensorsFile& file, const
   writer.finish();
 }
 
-// The report, in input order: one line (or JSON entry) per tensor and the totals.
-void report(const std::string& in, const std::string& out, const io::SafetensorsFile& file,
-            const std::map<std::string, Plan>& plans, const QuantizeSettings& settings, bool json) {
+// The report, in input order: one line (or JSON entry) per tensor, why each copied tensor was left alone, and the
+// totals.
+void report(const std::string& in, const std::string& out, const io::SafetensorsFile& file, const Planned& planned,
+            const QuantizeSettings& settings, bool json) {
   Json tensors = Json::array();
   std::int64_t before = 0, after = 0, quantized = 0, copied = 0;
   std::vector<std::string> lines;
   for (const io::TensorInfo& t : file.tensors()) {
     Json entry;
     entry["name"] = t.name;
-    const auto found = plans.find(t.name);
+    const auto found = planned.plans.find(t.name);
     std::int64_t bytes_after = static_cast<std::int64_t>(t.bytes);
-    if (found != plans.end()) {
+    if (found != planned.plans.end()) {
       const Plan& plan = found->second;
-      bytes_after = 0;
-      for (const auto& d : io::stored_tensors(plan.record)) bytes_after += declared_bytes(d);
+      bytes_after = stored_bytes(plan.record);
       entry["action"] = plan.record.encoding == io::StoredEncoding::cast ? "cast" : "quantized";
       entry["dtype"] = plan.record.dtype_name();
       entry["source_dtype"] = plan.source_dtype;
@@ -353,15 +406,18 @@ void report(const std::string& in, const std::string& out, const io::Safetensors
                     static_cast<long long>(bytes_after), number_text(plan.sqnr_db, "%.1f").c_str());
       lines.push_back(line);
     } else {
+      const auto note = planned.notes.find(t.name);
       entry["action"] = "copied";
       entry["dtype"] = dtype_text(t.dtype);
       entry["source_dtype"] = dtype_text(t.dtype);
       entry["shape"] = t.shape;
       entry["sqnr_db"] = nullptr;
+      entry["note"] = note == planned.notes.end() ? Json(nullptr) : Json(note->second);
       ++copied;
-      char line[512];
-      std::snprintf(line, sizeof line, "%-9s %-8s %s %s", "copied", dtype_text(t.dtype).c_str(), t.name.c_str(),
-                    shape_text(t.shape).c_str());
+      std::string line = "copied    " + dtype_text(t.dtype);
+      line.resize(std::max<std::size_t>(line.size() + 1, 19), ' ');
+      line += t.name + " " + shape_text(t.shape);
+      if (note != planned.notes.end()) line += " (" + note->second + ")";
       lines.push_back(line);
     }
     entry["bytes_before"] = t.bytes;
@@ -379,15 +435,19 @@ void report(const std::string& in, const std::string& out, const io::Safetensors
     summary["tensors"] = tensors;
     summary["totals"] = {{"quantized", quantized},
                          {"copied", copied},
+                         {"kept_by_default", planned.kept_by_default},
+                         {"skipped", planned.not_applicable},
                          {"bytes_before", before},
                          {"bytes_after", after},
                          {"compression_ratio", json_number(ratio)}};
     print_json(summary);
   } else {
     for (const auto& l : lines) std::printf("%s\n", l.c_str());
-    std::printf("%s: %lld tensors quantized, %lld copied, %s -> %s (%.2fx smaller)\n", out.c_str(),
-                static_cast<long long>(quantized), static_cast<long long>(copied), bytes_text(before).c_str(),
-                bytes_text(after).c_str(), ratio);
+    std::printf("%s: %lld tensors quantized, %lld copied (%lld kept by default, %lld could not take the scheme), "
+                "%s -> %s (%.2fx smaller)\n",
+                out.c_str(), static_cast<long long>(quantized), static_cast<long long>(copied),
+                static_cast<long long>(planned.kept_by_default), static_cast<long long>(planned.not_applicable),
+                bytes_text(before).c_str(), bytes_text(after).c_str(), ratio);
   }
 }
 
@@ -397,10 +457,12 @@ int run_quantize_command(int argc, char** argv) {
   const std::string command = "shrink quantize";
   return run_command(command, [&] {
     ArgParser args(command,
-                   "Quantize or cast the weights of a safetensors file. Selected tensors (by default every float\n"
-                   "tensor of rank >= 2; with --include, every float tensor that matches) are calibrated on their own\n"
-                   "values and stored under shrink's convention: integers + NAME_scale (+ NAME_zero_point when affine)\n"
-                   "+ a \"shrink.quant.NAME\" metadata entry. Other tensors are copied unchanged.");
+                   "Quantize or cast the weights of a safetensors file. Selected float tensors are calibrated on their\n"
+                   "own values and stored under shrink's convention: integers + NAME_scale (+ NAME_zero_point when\n"
+                   "affine) + a \"shrink.quant.NAME\" metadata entry. Other tensors are copied unchanged. By default\n"
+                   "embeddings, the output head, norms, biases and tensors of rank < 2 are kept (--force to quantize\n"
+                   "them), and a tensor that cannot take the scheme is copied with a note; the report says why each\n"
+                   "tensor was left alone. Nothing to quantize at all is an error.");
     declare_options(args);
     if (!args.parse(argc, argv)) return kExitOk;
     const QuantizeSettings settings = read_settings(args);
@@ -415,10 +477,11 @@ int run_quantize_command(int argc, char** argv) {
     for (const auto& r : existing)
       for (const auto& d : io::stored_tensors(r)) already.insert(d.name);
     const Progress progress(command);
-    std::map<std::string, Plan> plans = plan_tensors(file, already, selection, settings, progress);
+    Planned planned = plan_tensors(file, already, selection, settings, progress);
+    std::map<std::string, Plan>& plans = planned.plans;
     const OutputLayout layout = output_layout(file, plans);
     write_output(out, file, plans, !existing.empty(), layout, progress);
-    report(in, out, file, plans, settings, args.flag_set("json"));
+    report(in, out, file, planned, settings, args.flag_set("json"));
     return kExitOk;
   });
 }

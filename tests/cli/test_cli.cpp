@@ -398,6 +398,11 @@ TEST_CASE("quantize -> dequantize -> compare gives the SQNR each format should",
     CHECK(sqnr >= c.min_db);
     CHECK(sqnr <= c.max_db);
     REQUIRE(tensor_sqnr(direct, "fc1.weight") == sqnr);
+    // The overall error covers the changed weights, not the copied bias, norm and step (nor fc2, F16 cast to fp16).
+    const bool fc2_same = c.dtype == "fp16";
+    REQUIRE(direct["overall"]["tensors"] == (fc2_same ? 1 : 2));
+    REQUIRE(direct["overall"]["unchanged_tensors"] == (fc2_same ? 4 : 3));
+    REQUIRE(direct["overall"]["elements"] == (fc2_same ? 2048 : 2048 + 512));
     REQUIRE(tensor_sqnr(via_file, "fc1.bias") == INFINITY);
     REQUIRE(via_file["only_in_a"].empty());
     REQUIRE(via_file["only_in_b"].empty());
@@ -422,16 +427,137 @@ TEST_CASE("quantize --include and --exclude choose the tensors", "[cli]") {
   REQUIRE(run(dir, {"quantize", model, q, "--include", "weight$", "--exclude", "^fc2"}).code == 0);
   const SafetensorsFile file(q);
   REQUIRE(file.info("fc1.weight").dtype == ScalarType::i8);
-  REQUIRE(file.info("norm.weight").dtype == ScalarType::i8);  // 1-D, but named by --include
+  REQUIRE(file.info("norm.weight").dtype == ScalarType::f32);  // a norm: kept unless --force names it
   REQUIRE(file.info("fc2.weight").dtype == ScalarType::f16);
   REQUIRE(file.info("fc1.bias").dtype == ScalarType::f32);
-  REQUIRE(shrink::io::quantization_records(file).size() == 2);
+  REQUIRE(shrink::io::quantization_records(file).size() == 1);
+
+  // --force takes a tensor the defaults keep; one scale per element would grow it, so that is skipped with a note.
+  const std::string forced = dir.file("forced.safetensors");
+  const json grows = run_json(dir, {"quantize", model, forced, "--include", "weight$", "--force", "^norm", "--json"});
+  for (const json& t : grows["tensors"])
+    if (t["name"] == "norm.weight") REQUIRE(t["note"].get<std::string>().find("more than its 256") != std::string::npos);
+  REQUIRE(grows["totals"]["skipped"] == 1);
+  REQUIRE(run(dir, {"quantize", model, forced, "--force", "^norm", "--granularity", "tensor"}).code == 0);
+  REQUIRE(SafetensorsFile(forced).info("norm.weight").dtype == ScalarType::i8);
 
   // Quantizing a quantized file leaves its quantized tensors as they are and adds the rest.
   const std::string q2 = dir.file("q2.safetensors");
   const json summary = json::parse(run(dir, {"quantize", q, q2, "--json"}).out);
   REQUIRE(summary["totals"]["quantized"] == 1);  // fc2.weight
-  REQUIRE(shrink::io::quantization_records(SafetensorsFile(q2)).size() == 3);
+  REQUIRE(shrink::io::quantization_records(SafetensorsFile(q2)).size() == 2);
+  // ... and one with nothing float left to quantize is an error, not "0 tensors quantized".
+  const std::string q3 = dir.file("q3.safetensors");
+  require_one_line_error(run(dir, {"quantize", q2, q3}), 2, "quantize", "nothing to quantize: ");
+  REQUIRE_FALSE(std::filesystem::exists(q3));
+}
+
+namespace {
+
+// A checkpoint named as Hugging Face names a decoder's tensors.
+std::string write_hf_model(const shrink::test::TempDir& dir) {
+  const std::string path = dir.file("hf.safetensors");
+  const std::vector<std::pair<std::string, std::vector<std::int64_t>>> tensors = {
+      {"model.embed_tokens.weight", {64, 32}},
+      {"model.layers.0.input_layernorm.weight", {32}},
+      {"model.layers.0.self_attn.q_proj.weight", {32, 32}},
+      {"model.layers.0.self_attn.q_proj.bias", {32}},
+      {"model.layers.0.mlp.up_proj.weight", {48, 32}},
+      {"model.norm.weight", {32}},
+      {"lm_head.weight", {64, 32}},
+  };
+  SafetensorsWriter writer(path);
+  for (const auto& t : tensors) writer.add_tensor(t.first, ScalarType::f32, t.second);
+  writer.write_header();
+  std::uint64_t seed = 10;
+  for (const auto& t : tensors) {
+    std::int64_t n = 1;
+    for (std::int64_t d : t.second) n *= d;
+    const std::vector<float> v = shrink::test::random_values(static_cast<std::size_t>(n), seed++);
+    writer.write(t.first, v.data(), v.size() * sizeof(float));
+  }
+  writer.finish();
+  return path;
+}
+
+}  // namespace
+
+TEST_CASE("quantize and prune leave embeddings, the head, norms and biases alone unless --force names them", "[cli]") {
+  shrink::test::TempDir dir;
+  const std::string model = write_hf_model(dir);
+  const std::string out = dir.file("out.safetensors");
+  const std::vector<std::string> linears = {"model.layers.0.self_attn.q_proj.weight", "model.layers.0.mlp.up_proj.weight"};
+  auto changed = [](const json& summary) {
+    std::vector<std::string> names;
+    for (const json& t : summary["tensors"])
+      if (t["action"] != "copied") names.push_back(t["name"].get<std::string>());
+    return names;
+  };
+  auto note_of = [](const json& summary, const std::string& name) {
+    for (const json& t : summary["tensors"])
+      if (t["name"] == name) return t["note"].is_null() ? std::string() : t["note"].get<std::string>();
+    return std::string("missing");
+  };
+  const json q = run_json(dir, {"quantize", model, out, "--json"});
+  REQUIRE(changed(q) == linears);
+  REQUIRE(q["totals"]["kept_by_default"] == 5);
+  REQUIRE(note_of(q, "model.embed_tokens.weight") == "an embedding: kept by default, --force to quantize");
+  REQUIRE(note_of(q, "lm_head.weight") == "the output head: kept by default, --force to quantize");
+  REQUIRE(note_of(q, "model.layers.0.input_layernorm.weight") == "a norm: kept by default, --force to quantize");
+  REQUIRE(note_of(q, "model.layers.0.self_attn.q_proj.bias") == "a bias: kept by default, --force to quantize");
+
+  for (const char* method : {"structured", "magnitude"}) {
+    CAPTURE(method);
+    const json p = run_json(dir, {"prune", model, out, "--method", method, "--sparsity", "0.25", "--json"});
+    REQUIRE(changed(p) == linears);
+    REQUIRE(p["totals"]["kept_by_default"] == 5);
+    const SafetensorsFile pruned(out);
+    REQUIRE(shrink::io::read_float(pruned, "model.embed_tokens.weight") ==
+            shrink::io::read_float(SafetensorsFile(model), "model.embed_tokens.weight"));
+  }
+
+  const json forced = run_json(dir, {"quantize", model, out, "--force", "embed_tokens|lm_head", "--json"});
+  REQUIRE(changed(forced) == std::vector<std::string>{"model.embed_tokens.weight", linears[0], linears[1], "lm_head.weight"});
+  // A tensor the scheme does not fit is copied with a note; the run goes on.
+  const json grouped = run_json(dir, {"quantize", model, out, "--granularity", "group", "--group-size", "16",
+                                      "--include", "proj", "--json"});
+  REQUIRE(changed(grouped) == linears);
+  const json uneven = run_json(dir, {"quantize", model, out, "--granularity", "group", "--group-size", "24",
+                                     "--axis", "0", "--json"});
+  REQUIRE(changed(uneven) == std::vector<std::string>{linears[1]});  // 48 rows split in 24s; q_proj's 32 cannot be
+  REQUIRE(note_of(uneven, linears[0]).rfind("skipped: --group-size 24 does not divide axis 0", 0) == 0);
+}
+
+TEST_CASE("selections that match nothing and inputs with nothing to do are errors, named plainly", "[cli]") {
+  shrink::test::TempDir dir;
+  const std::string model = write_hf_model(dir);
+  const std::string out = dir.file("out.safetensors");
+  require_one_line_error(run(dir, {"quantize", model, out, "--include", "nomatch"}), 2, "quantize",
+                         "--include 'nomatch' matches no tensor");
+  require_one_line_error(run(dir, {"prune", model, out, "--method", "nm", "--force", "nomatch"}), 2, "prune",
+                         "--force 'nomatch' matches no tensor");
+  require_one_line_error(run(dir, {"quantize", model, out, "--include", "norm"}), 2, "quantize",
+                         "nothing to quantize: model.layers.0.input_layernorm.weight (a norm: kept by default");
+  REQUIRE_FALSE(std::filesystem::exists(out));
+
+  // A library error reaches the user without C++ names or C++ options.
+  const std::string nan_model = dir.file("nan.safetensors");
+  {
+    std::vector<float> w = shrink::test::random_values(16, 5);
+    w[6] = NAN;
+    SafetensorsWriter writer(nan_model);
+    writer.add_tensor("w", ScalarType::f32, {4, 4});
+    writer.write_header();
+    writer.write("w", w.data(), w.size() * sizeof(float));
+    writer.finish();
+  }
+  for (const std::vector<std::string>& args : {std::vector<std::string>{"quantize", nan_model, out},
+                                               std::vector<std::string>{"prune", nan_model, out, "--method", "nm"}}) {
+    const Result r = run(dir, args);
+    require_one_line_error(r, 1, args[0], "tensor \"w\": element [1, 2] is nan: expected finite values");
+    REQUIRE(r.err.find("shrink::") == std::string::npos);
+    REQUIRE(r.err.find("ObserverOptions") == std::string::npos);
+  }
 }
 
 TEST_CASE("prune gives the sparsity asked for, in the input's dtypes", "[cli]") {
@@ -510,9 +636,14 @@ TEST_CASE("wanda prunes by |W| times the activation norms of --activations", "[c
   for (std::int64_t row = 0; row < 32; ++row) REQUIRE(fc1[static_cast<std::size_t>(row * 64 + 5)] != 0.0f);
 
   REQUIRE(run(dir, {"prune", model, p, "--method", "wanda", "--n", "2", "--m", "4", "--activations", activations}).code == 0);
-  const Result missing = run(dir, {"prune", model, p, "--method", "wanda", "--sparsity", "0.5", "--activations", activations,
-                                   "--include", "weight"});
-  require_one_line_error(missing, 2, "prune", "Wanda prunes Linear weights");  // norm.weight is 1-D
+  // norm.weight, named by --force, is 1-D: copied with a note, the others pruned.
+  const json forced = run_json(dir, {"prune", model, p, "--method", "wanda", "--sparsity", "0.5", "--activations",
+                                     activations, "--force", "norm", "--json"});
+  REQUIRE(forced["totals"]["pruned"] == 2);
+  REQUIRE(forced["totals"]["skipped"] == 1);
+  for (const json& t : forced["tensors"])
+    if (t["name"] == "norm.weight")
+      REQUIRE(t["note"].get<std::string>().find("Wanda prunes Linear weights") != std::string::npos);
 }
 
 TEST_CASE("compare reports tensors present on one side and shapes that differ", "[cli]") {

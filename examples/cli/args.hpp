@@ -13,10 +13,10 @@
 // other failures while reading or writing files to exit code 1.
 #pragma once
 
+#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstdint>
-#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
@@ -294,8 +294,7 @@ inline std::string without_cpp_names(const std::string& message) {
       ++end;
     const bool starts_part = at == 0 || (at >= 2 && text.compare(at - 2, 2, ": ") == 0);
     // The name ends with the ':' of ": ", which the loop took in: cut "name: ".
-    if (starts_part && end > at + 1 && text[end - 1] == ':' && end < text.size() &&
-        text[end] == ' ')
+    if (starts_part && end > at + 1 && text[end - 1] == ':' && end < text.size() && text[end] == ' ')
       text.erase(at, end + 1 - at);
     else
       at = end;

@@ -108,8 +108,8 @@ std::string shape_mismatch(const io::TensorInfo& t, const PruneSettings& s) {
   if (s.method == "wanda" && rank != 2)
     return "has shape " + shape_text(t.shape) + ": Wanda prunes Linear weights [out, in]";
   if (s.use_pattern && (rank < 1 || t.shape.back() % s.pattern.m != 0))
-    return "has shape " + shape_text(t.shape) + ": an N:M pattern needs a last dimension divisible by m = " +
-           std::to_string(s.pattern.m);
+    return "has shape " + shape_text(t.shape) +
+           ": an N:M pattern needs a last dimension divisible by m = " + std::to_string(s.pattern.m);
   return "";
 }
 
@@ -161,8 +161,7 @@ void declare_options(ArgParser& args) {
               "wanda: safetensors file with, under each weight's name, norms [in] or activations [..., in]");
   TensorSelection::declare(args);
   args.flag("json", "print a JSON summary on stdout");
-  args.epilog(
-      "example: shrink prune model.safetensors model-24.safetensors --method nm --n 2 --m 4");
+  args.epilog("example: shrink prune model.safetensors model-24.safetensors --method nm --n 2 --m 4");
 }
 
 // The tensors to prune, and why each other float tensor is copied.
@@ -307,7 +306,8 @@ PruneReport read_report(const std::string& out, const io::SafetensorsFile& file,
     } else {
       const auto note = notes.find(t.name);
       entry["note"] = note == notes.end() ? Json(nullptr) : Json(note->second);
-      if (note != notes.end()) report.lines.push_back("copied  " + t.name + " " + shape_text(t.shape) + " (" + note->second + ")");
+      if (note != notes.end())
+        report.lines.push_back("copied  " + t.name + " " + shape_text(t.shape) + " (" + note->second + ")");
     }
     report.tensors.push_back(entry);
   }
@@ -336,11 +336,12 @@ void print_report(const std::string& in, const std::string& out, const io::Safet
     print_json(report);
   } else {
     for (const auto& l : r.lines) std::printf("%s\n", l.c_str());
-    std::printf("%s: %zu tensors pruned (%s), %zu copied (%lld kept by default, %lld did not fit the method); sparsity "
-                "of the pruned tensors %.4f\n",
-                out.c_str(), pruned, settings.method.c_str(), file.tensors().size() - pruned,
-                static_cast<long long>(selected.kept_by_default), static_cast<long long>(selected.not_applicable),
-                fraction(r.zeros, r.elements));
+    std::printf(
+        "%s: %zu tensors pruned (%s), %zu copied (%lld kept by default, %lld did not fit the method); sparsity "
+        "of the pruned tensors %.4f\n",
+        out.c_str(), pruned, settings.method.c_str(), file.tensors().size() - pruned,
+        static_cast<long long>(selected.kept_by_default), static_cast<long long>(selected.not_applicable),
+        fraction(r.zeros, r.elements));
   }
 }
 

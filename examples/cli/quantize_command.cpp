@@ -175,10 +175,10 @@ Plan calibrate(const io::SafetensorsFile& file, const io::TensorInfo& t, const Q
   if (s.target == Target::cast)
     plan.record = io::cast_record(t.name, s.cast_type, shape, dtype_text(t.dtype));
   else if (s.target == Target::fp8)
-    plan.record = io::fp8_record(t.name, s.fp8_format,
-                                 s.per_channel ? quant::Fp8ScaleGranularity::per_channel
-                                               : quant::Fp8ScaleGranularity::per_tensor,
-                                 s.axis, shape, s.calibrator);
+    plan.record =
+        io::fp8_record(t.name, s.fp8_format,
+                       s.per_channel ? quant::Fp8ScaleGranularity::per_channel : quant::Fp8ScaleGranularity::per_tensor,
+                       s.axis, shape, s.calibrator);
   else
     plan.record = io::integer_record(t.name, s.scheme, shape, s.calibrator);
   const std::int64_t after = stored_bytes(plan.record);
@@ -443,11 +443,12 @@ void report(const std::string& in, const std::string& out, const io::Safetensors
     print_json(summary);
   } else {
     for (const auto& l : lines) std::printf("%s\n", l.c_str());
-    std::printf("%s: %lld tensors quantized, %lld copied (%lld kept by default, %lld could not take the scheme), "
-                "%s -> %s (%.2fx smaller)\n",
-                out.c_str(), static_cast<long long>(quantized), static_cast<long long>(copied),
-                static_cast<long long>(planned.kept_by_default), static_cast<long long>(planned.not_applicable),
-                bytes_text(before).c_str(), bytes_text(after).c_str(), ratio);
+    std::printf(
+        "%s: %lld tensors quantized, %lld copied (%lld kept by default, %lld could not take the scheme), "
+        "%s -> %s (%.2fx smaller)\n",
+        out.c_str(), static_cast<long long>(quantized), static_cast<long long>(copied),
+        static_cast<long long>(planned.kept_by_default), static_cast<long long>(planned.not_applicable),
+        bytes_text(before).c_str(), bytes_text(after).c_str(), ratio);
   }
 }
 
@@ -456,13 +457,14 @@ void report(const std::string& in, const std::string& out, const io::Safetensors
 int run_quantize_command(int argc, char** argv) {
   const std::string command = "shrink quantize";
   return run_command(command, [&] {
-    ArgParser args(command,
-                   "Quantize or cast the weights of a safetensors file. Selected float tensors are calibrated on their\n"
-                   "own values and stored under shrink's convention: integers + NAME_scale (+ NAME_zero_point when\n"
-                   "affine) + a \"shrink.quant.NAME\" metadata entry. Other tensors are copied unchanged. By default\n"
-                   "embeddings, the output head, norms, biases and tensors of rank < 2 are kept (--force to quantize\n"
-                   "them), and a tensor that cannot take the scheme is copied with a note; the report says why each\n"
-                   "tensor was left alone. Nothing to quantize at all is an error.");
+    ArgParser args(
+        command,
+        "Quantize or cast the weights of a safetensors file. Selected float tensors are calibrated on their\n"
+        "own values and stored under shrink's convention: integers + NAME_scale (+ NAME_zero_point when\n"
+        "affine) + a \"shrink.quant.NAME\" metadata entry. Other tensors are copied unchanged. By default\n"
+        "embeddings, the output head, norms, biases and tensors of rank < 2 are kept (--force to quantize\n"
+        "them), and a tensor that cannot take the scheme is copied with a note; the report says why each\n"
+        "tensor was left alone. Nothing to quantize at all is an error.");
     declare_options(args);
     if (!args.parse(argc, argv)) return kExitOk;
     const QuantizeSettings settings = read_settings(args);

@@ -34,7 +34,10 @@ inline void require_finite(const std::vector<float>& values, const std::vector<s
       index = std::to_string(rest % shape[d]) + (index.empty() ? "" : ", ") + index;
       rest /= shape[d];
     }
-    throw shrink::Error("element [" + index + "] is " + (std::isnan(values[i]) ? "nan" : values[i] > 0 ? "inf" : "-inf") +
+    throw shrink::Error("element [" + index + "] is " +
+                        (std::isnan(values[i]) ? "nan"
+                         : values[i] > 0       ? "inf"
+                                               : "-inf") +
                         ": expected finite values (repair the tensor, or leave it out with --exclude)");
   }
 }

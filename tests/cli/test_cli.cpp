@@ -436,7 +436,8 @@ TEST_CASE("quantize --include and --exclude choose the tensors", "[cli]") {
   const std::string forced = dir.file("forced.safetensors");
   const json grows = run_json(dir, {"quantize", model, forced, "--include", "weight$", "--force", "^norm", "--json"});
   for (const json& t : grows["tensors"])
-    if (t["name"] == "norm.weight") REQUIRE(t["note"].get<std::string>().find("more than its 256") != std::string::npos);
+    if (t["name"] == "norm.weight")
+      REQUIRE(t["note"].get<std::string>().find("more than its 256") != std::string::npos);
   REQUIRE(grows["totals"]["skipped"] == 1);
   REQUIRE(run(dir, {"quantize", model, forced, "--force", "^norm", "--granularity", "tensor"}).code == 0);
   REQUIRE(SafetensorsFile(forced).info("norm.weight").dtype == ScalarType::i8);
@@ -486,7 +487,8 @@ TEST_CASE("quantize and prune leave embeddings, the head, norms and biases alone
   shrink::test::TempDir dir;
   const std::string model = write_hf_model(dir);
   const std::string out = dir.file("out.safetensors");
-  const std::vector<std::string> linears = {"model.layers.0.self_attn.q_proj.weight", "model.layers.0.mlp.up_proj.weight"};
+  const std::vector<std::string> linears = {"model.layers.0.self_attn.q_proj.weight",
+                                            "model.layers.0.mlp.up_proj.weight"};
   auto changed = [](const json& summary) {
     std::vector<std::string> names;
     for (const json& t : summary["tensors"])
@@ -517,13 +519,14 @@ TEST_CASE("quantize and prune leave embeddings, the head, norms and biases alone
   }
 
   const json forced = run_json(dir, {"quantize", model, out, "--force", "embed_tokens|lm_head", "--json"});
-  REQUIRE(changed(forced) == std::vector<std::string>{"model.embed_tokens.weight", linears[0], linears[1], "lm_head.weight"});
+  REQUIRE(changed(forced) ==
+          std::vector<std::string>{"model.embed_tokens.weight", linears[0], linears[1], "lm_head.weight"});
   // A tensor the scheme does not fit is copied with a note; the run goes on.
-  const json grouped = run_json(dir, {"quantize", model, out, "--granularity", "group", "--group-size", "16",
-                                      "--include", "proj", "--json"});
+  const json grouped = run_json(
+      dir, {"quantize", model, out, "--granularity", "group", "--group-size", "16", "--include", "proj", "--json"});
   REQUIRE(changed(grouped) == linears);
-  const json uneven = run_json(dir, {"quantize", model, out, "--granularity", "group", "--group-size", "24",
-                                     "--axis", "0", "--json"});
+  const json uneven =
+      run_json(dir, {"quantize", model, out, "--granularity", "group", "--group-size", "24", "--axis", "0", "--json"});
   REQUIRE(changed(uneven) == std::vector<std::string>{linears[1]});  // 48 rows split in 24s; q_proj's 32 cannot be
   REQUIRE(note_of(uneven, linears[0]).rfind("skipped: --group-size 24 does not divide axis 0", 0) == 0);
 }

@@ -69,7 +69,7 @@ double train_student(const Data& train, const Data& test, float alpha) {
       const shrink::distill::Loss loss = shrink::distill::distillation_loss_with_grad(
           shrink::TensorView<const float>(logits.data(), {kBatch, kClasses}),
           shrink::TensorView<const float>(teacher.data(), {kBatch, kClasses}),
-          shrink::TensorView<const std::int64_t>(train.labels.data() + start, {kBatch}),
+          shrink::TensorView<const std::int64_t>(train.labels.data() + start, kBatch),
           shrink::TensorView<float>(grad.data(), {kBatch, kClasses}), options);
       epoch_loss += loss.value;
       // Back through the linear layer: dW = x^T dlogits, db = column sums.

@@ -131,7 +131,7 @@ void encode_fp8_run(const float* SHRINK_RESTRICT x, std::uint8_t* SHRINK_RESTRIC
 template <Fp8Format F>
 std::array<float, 256> fp8_decode_table() {
   std::array<float, 256> table{};
-  for (int code = 0; code < 256; ++code) table[code] = shrink::fp8_decode<F>(static_cast<std::uint8_t>(code));
+  for (std::size_t code = 0; code < 256; ++code) table[code] = shrink::fp8_decode<F>(static_cast<std::uint8_t>(code));
   return table;
 }
 

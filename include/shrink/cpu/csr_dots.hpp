@@ -47,6 +47,20 @@ inline bool csr_dots(const CsrRows& w, const float* x, std::int64_t ldx, std::in
 }
 
 #if defined(SHRINK_CPU_AVX2_DISPATCH)
+namespace detail {
+// _mm512_mask_i32gather_ps(0, live, k, base, 4): base[k] in the live lanes, 0 in the others. Without optimization
+// GCC defines the intrinsic as a macro that hands the mask to its builtin as a short, which -Wsign-conversion
+// reports in the caller's code; there the builtin is called with the mask converted explicitly.
+SHRINK_TARGET_AVX512 inline __m512 gather16(__mmask16 live, __m512i k, const float* base) {
+#if defined(__GNUC__) && !defined(__clang__) && !defined(__OPTIMIZE__)
+  return __builtin_ia32_gathersiv16sf(_mm512_setzero_ps(), base, reinterpret_cast<__v16si>(k), static_cast<short>(live),
+                                      4);
+#else
+  return _mm512_mask_i32gather_ps(_mm512_setzero_ps(), live, k, base, 4);
+#endif
+}
+}  // namespace detail
+
 // csr_dots with AVX-512: 16 stored values a step, their columns checked (in range, increasing) before they are used as
 // gather indices (a bad lane is masked off, never read), x[m, columns] gathered for each of the rows of X.
 template <int Rows>
@@ -56,7 +70,7 @@ SHRINK_TARGET_AVX512 bool csr_dots_avx512(const CsrRows& w, const float* x, std:
   const __m512i cols = _mm512_set1_epi32(static_cast<std::int32_t>(w.cols));
   __mmask16 bad = 0;
   for (std::int64_t n = 0; n < w.rows; ++n) {
-    __m512 acc[Rows];
+    __m512 acc[static_cast<std::size_t>(Rows)];
     for (int i = 0; i < Rows; ++i) acc[i] = _mm512_setzero_ps();
     __m512i previous = _mm512_set1_epi32(-1);  // lane 15: the last column of the step before
     const std::int32_t end = w.row_offsets[static_cast<std::size_t>(n + 1)];
@@ -69,8 +83,7 @@ SHRINK_TARGET_AVX512 bool csr_dots_avx512(const CsrRows& w, const float* x, std:
       bad |= static_cast<__mmask16>(live & ~ok);
       previous = k;
       const __m512 v = _mm512_maskz_loadu_ps(ok, val + i);
-      for (int r = 0; r < Rows; ++r)
-        acc[r] = _mm512_fmadd_ps(v, _mm512_mask_i32gather_ps(_mm512_setzero_ps(), ok, k, x + r * ldx, 4), acc[r]);
+      for (int r = 0; r < Rows; ++r) acc[r] = _mm512_fmadd_ps(v, detail::gather16(ok, k, x + r * ldx), acc[r]);
     }
     for (int r = 0; r < Rows; ++r) yt[n * Rows + r] = detail::sum_lanes16(acc[r]);
   }
@@ -94,7 +107,7 @@ SHRINK_TARGET_AVX512 bool csr_rows_avx512(const CsrRows& w, const float* xt, flo
   const float* val = w.values;
   const auto cols = static_cast<std::uint32_t>(w.cols);
   for (std::int64_t n = 0; n < w.rows; ++n) {
-    __m512 acc[V];
+    __m512 acc[static_cast<std::size_t>(V)];
     for (int v = 0; v < V; ++v) acc[v] = _mm512_setzero_ps();
     std::int32_t previous = -1;
     for (std::int32_t i = w.row_offsets[static_cast<std::size_t>(n)];
@@ -119,7 +132,7 @@ SHRINK_TARGET_AVX2_FMA bool csr_rows_avx2(const CsrRows& w, const float* xt, flo
   const float* val = w.values;
   const auto cols = static_cast<std::uint32_t>(w.cols);
   for (std::int64_t n = 0; n < w.rows; ++n) {
-    __m256 acc[V];
+    __m256 acc[static_cast<std::size_t>(V)];
     for (int v = 0; v < V; ++v) acc[v] = _mm256_setzero_ps();
     std::int32_t previous = -1;
     for (std::int32_t i = w.row_offsets[static_cast<std::size_t>(n)];

@@ -111,11 +111,11 @@ SHRINK_TARGET_AVX2 inline __m128i sum_lanes4(__m256i a, __m256i b, __m256i c, __
 template <int MR>
 SHRINK_TARGET_AVX2 inline void int8_tile4_avx2(const std::int16_t* x, std::int64_t ldx, const std::int8_t* w,
                                                std::int64_t ldw, std::int64_t k0, std::int64_t k1, std::int32_t* acc) {
-  __m256i c[MR][4];
+  __m256i c[static_cast<std::size_t>(MR)][4];
   for (int i = 0; i < MR; ++i)
     for (int j = 0; j < 4; ++j) c[i][j] = _mm256_setzero_si256();
   for (std::int64_t k = k0; k < k1; k += 16) {
-    __m256i xv[MR];
+    __m256i xv[static_cast<std::size_t>(MR)];
     for (int i = 0; i < MR; ++i) xv[i] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + i * ldx + k));
     for (int j = 0; j < 4; ++j) {
       const __m256i wv = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + j * ldw + k)));
@@ -153,11 +153,11 @@ template <int MR>
 SHRINK_TARGET_AVX512_VNNI inline void int8_tile_vnni(const std::uint8_t* x, std::int64_t ldx, const std::int8_t* w,
                                                      std::int64_t ldw, std::int64_t k0, std::int64_t k1,
                                                      std::int32_t* acc) {
-  __m512i c[MR][8];
+  __m512i c[static_cast<std::size_t>(MR)][8];
   for (int i = 0; i < MR; ++i)
     for (int j = 0; j < 8; ++j) c[i][j] = _mm512_setzero_si512();
   for (std::int64_t k = k0; k < k1; k += 64) {
-    __m512i xv[MR];
+    __m512i xv[static_cast<std::size_t>(MR)];
     for (int i = 0; i < MR; ++i) xv[i] = _mm512_loadu_si512(x + i * ldx + k);
     for (int j = 0; j < 8; ++j) {
       const __m512i wv = _mm512_loadu_si512(w + j * ldw + k);

@@ -66,7 +66,7 @@ void panel_to_float(const T* src, float* dst, std::int64_t count) {
 template <int MR, class T, bool kStream = false>
 SHRINK_TARGET_AVX512 void panel_tile_avx512(const float* x, std::int64_t ldx, const T* panel, std::int64_t k_count,
                                             float* y, std::int64_t ldy, int valid, bool accumulate) {
-  __m512 c[MR][2];
+  __m512 c[static_cast<std::size_t>(MR)][2];
   for (int i = 0; i < MR; ++i) c[i][0] = c[i][1] = _mm512_setzero_ps();
   for (std::int64_t k = 0; k < k_count; ++k) {
     // Streaming a panel from memory: ask for the panel row kPrefetchRows ahead (prefetches never fault).
@@ -98,7 +98,7 @@ SHRINK_TARGET_AVX512 void panel_tile_avx512(const float* x, std::int64_t ldx, co
 template <int MR, class T, bool kStream = false>
 SHRINK_TARGET_AVX2_FMA_F16C void panel_tile_avx2(const float* x, std::int64_t ldx, const T* panel, std::int64_t k_count,
                                                  float* y, std::int64_t ldy, int valid, bool accumulate) {
-  __m256 c[MR][2];
+  __m256 c[static_cast<std::size_t>(MR)][2];
   for (int i = 0; i < MR; ++i) c[i][0] = c[i][1] = _mm256_setzero_ps();
   for (std::int64_t k = 0; k < k_count; ++k) {
     if (kStream) _mm_prefetch(reinterpret_cast<const char*>(panel + (k + kPrefetchRows) * kPanelWidth), _MM_HINT_T0);
@@ -142,7 +142,8 @@ template <int MaxRows, class Tile>
 void for_each_row_tile(std::int64_t m_total, Tile&& tile) {
   std::int64_t m = 0;
   for (; m + MaxRows <= m_total; m += MaxRows) tile(std::integral_constant<int, MaxRows>{}, m);
-  if (m < m_total) row_tile_remainder(m_total - m, m, tile, std::make_index_sequence<MaxRows - 1>{});
+  if (m < m_total)
+    row_tile_remainder(m_total - m, m, tile, std::make_index_sequence<static_cast<std::size_t>(MaxRows - 1)>{});
 }
 
 #if defined(SHRINK_CPU_AVX2_DISPATCH)

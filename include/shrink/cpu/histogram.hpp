@@ -172,13 +172,13 @@ SHRINK_TARGET_AVX2 SHRINK_FORCE_INLINE void increment_lanes_avx2(__m256i pos, st
   const auto p45 = static_cast<std::uint64_t>(_mm_cvtsi128_si64(high));
   const auto p67 = static_cast<std::uint64_t>(_mm_extract_epi64(high, 1));
   ++lanes[0 * s + static_cast<std::uint32_t>(p01)];
-  ++lanes[1 * s + (p01 >> 32)];
+  ++lanes[1 * s + static_cast<std::uint32_t>(p01 >> 32)];
   ++lanes[2 * s + static_cast<std::uint32_t>(p23)];
-  ++lanes[3 * s + (p23 >> 32)];
+  ++lanes[3 * s + static_cast<std::uint32_t>(p23 >> 32)];
   ++lanes[4 * s + static_cast<std::uint32_t>(p45)];
-  ++lanes[5 * s + (p45 >> 32)];
+  ++lanes[5 * s + static_cast<std::uint32_t>(p45 >> 32)];
   ++lanes[6 * s + static_cast<std::uint32_t>(p67)];
-  ++lanes[7 * s + (p67 >> 32)];
+  ++lanes[7 * s + static_cast<std::uint32_t>(p67 >> 32)];
 }
 
 // Bins of 32 consecutive floats, in four registers.
@@ -309,7 +309,9 @@ class BinCounter {
  public:
   // Room for binnings of up to `capacity` bins.
   explicit BinCounter(std::int32_t capacity)
-      : capacity_(capacity), stride_(static_cast<std::int64_t>(capacity) + 1 + kLanePad), lanes_(kLanes * stride_, 0) {}
+      : capacity_(capacity),
+        stride_(static_cast<std::int64_t>(capacity) + 1 + kLanePad),
+        lanes_(static_cast<std::size_t>(kLanes * stride_), 0) {}
 
   std::int32_t capacity() const { return capacity_; }
 
@@ -330,7 +332,7 @@ class BinCounter {
   void flush_into(std::int64_t* counts, std::int32_t bins) {
     fold();
     if (totals_.empty()) return;
-    for (std::int32_t j = 0; j < bins; ++j) counts[j] += totals_[j];
+    for (std::int32_t j = 0; j < bins; ++j) counts[j] += totals_[static_cast<std::size_t>(j)];
     totals_.clear();
   }
 
@@ -390,7 +392,7 @@ class BinCounter {
     if (totals_.empty()) totals_.assign(static_cast<std::size_t>(stride_), 0);
     for (int lane = 0; lane < kLanes; ++lane) {
       std::uint16_t* l = lanes_.data() + lane * stride_;
-      for (std::int64_t j = 0; j < stride_; ++j) totals_[j] += l[j];
+      for (std::int64_t j = 0; j < stride_; ++j) totals_[static_cast<std::size_t>(j)] += l[j];
       std::fill(l, l + stride_, std::uint16_t{0});
     }
     lane_load_ = 0;

@@ -65,7 +65,7 @@ SHRINK_TARGET_AVX512 bool nm24_dots_avx512(const NmRows& w, const float* x, std:
   for (std::int64_t r = 0; r < w.rows; ++r) {
     const float* values = w.values + r * kept;
     const std::uint8_t* positions = w.positions + r * kept;
-    __m512 acc[MR];
+    __m512 acc[static_cast<std::size_t>(MR)];
     for (int i = 0; i < MR; ++i) acc[i] = _mm512_setzero_ps();
     for (std::int64_t s = 0; s < steps; ++s) {
       const __m512 v = _mm512_loadu_ps(values + 16 * s);
@@ -73,7 +73,7 @@ SHRINK_TARGET_AVX512 bool nm24_dots_avx512(const NmRows& w, const float* x, std:
           _mm512_maskz_cvtepu8_epi32(0xFFFF, _mm_loadu_si128(reinterpret_cast<const __m128i*>(positions + 16 * s)));
       // Valid pairs: the first position below the second (its neighbour), every position below 4.
       const __m512i partner = _mm512_maskz_shuffle_epi32(0xFFFF, p, _MM_PERM_CDAB);  // each lane's pair partner
-      bad |= static_cast<__mmask16>(_mm512_cmplt_epi32_mask(p, partner) ^ 0x5555) | _mm512_cmpge_epu32_mask(p, four);
+      bad |= static_cast<__mmask16>((_mm512_cmplt_epi32_mask(p, partner) ^ 0x5555) | _mm512_cmpge_epu32_mask(p, four));
       const __m512i column = _mm512_add_epi32(group_base, p);
       for (int i = 0; i < MR; ++i) {
         const float* row = x + i * ldx + 32 * s;

@@ -32,7 +32,8 @@ inline void fake_quantize_checked(TensorView<const float> x, const QuantScheme& 
   cpu::for_each_param_run(
       param_layout(scheme, x.shape(), fn),
       [&](std::int64_t off, std::int64_t len, std::int64_t p) {
-        cpu::fake_quantize_run(data + off, out.data() + off, mask ? mask + off : nullptr, len, params[p]);
+        cpu::fake_quantize_run(data + off, out.data() + off, mask ? mask + off : nullptr, len,
+                               params[static_cast<std::size_t>(p)]);
       },
       [&](std::int64_t off, std::int64_t len, std::int64_t p) {
         cpu::fake_quantize_run_varying(data + off, out.data() + off, mask ? mask + off : nullptr, len, params.data() + p);

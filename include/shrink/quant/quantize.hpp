@@ -73,7 +73,7 @@ bool quantize_bytes(const float* x, Q* out, const cpu::ParamLayout& layout, cons
   cpu::for_each_param_run(
       layout,
       [&](std::int64_t off, std::int64_t len, std::int64_t p) {
-        finite = cpu::quantize_run(x + off, out + off, len, params[p]) && finite;
+        finite = cpu::quantize_run(x + off, out + off, len, params[static_cast<std::size_t>(p)]) && finite;
       },
       [&](std::int64_t off, std::int64_t len, std::int64_t p) {
         finite = cpu::quantize_run_varying(x + off, out + off, len, params.data() + p) && finite;
@@ -84,7 +84,10 @@ bool quantize_bytes(const float* x, Q* out, const cpu::ParamLayout& layout, cons
 template <class Q>
 void dequantize_bytes(const Q* q, float* out, const cpu::ParamLayout& layout, const std::vector<AffineParams>& params) {
   cpu::for_each_param_run(
-      layout, [&](std::int64_t off, std::int64_t len, std::int64_t p) { cpu::dequantize_run(q + off, out + off, len, params[p]); },
+      layout,
+      [&](std::int64_t off, std::int64_t len, std::int64_t p) {
+        cpu::dequantize_run(q + off, out + off, len, params[static_cast<std::size_t>(p)]);
+      },
       [&](std::int64_t off, std::int64_t len, std::int64_t p) {
         cpu::dequantize_run_varying(q + off, out + off, len, params.data() + p);
       });

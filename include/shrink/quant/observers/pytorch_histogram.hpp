@@ -171,7 +171,7 @@ SHRINK_NO_CONTRACT inline void combine_histograms(std::vector<float>& combined, 
     double mass = 0.0;
     for (float v : old) mass += static_cast<double>(v);
     const double at = (static_cast<double>(s.min_val) - r.min) / ((static_cast<double>(r.max) - r.min) / static_cast<double>(bins));
-    const std::int64_t bin = at >= 0.0 ? static_cast<std::int64_t>(std::min(at, static_cast<double>(bins - 1))) : 0;
+    const std::size_t bin = at >= 0.0 ? static_cast<std::size_t>(std::min(at, static_cast<double>(bins - 1))) : 0;
     combined[bin] = combined[bin] + static_cast<float>(mass);
     return;
   }

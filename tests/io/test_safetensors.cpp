@@ -291,3 +291,18 @@ TEST_CASE("the header is padded to 8 bytes and parses as plain JSON", "[io][safe
   CHECK(header["w"]["data_offsets"] == nlohmann::json::array({0, 4}));
   CHECK(header["__metadata__"]["format"] == "pt");
 }
+
+TEST_CASE("a Git LFS pointer and a sharded checkpoint's index are named for what they are", "[io][safetensors]") {
+  shrink::test::TempDir dir;
+  const std::string pointer = dir.file("model.safetensors");
+  std::ofstream(pointer, std::ios::binary)
+      << "version https://git-lfs.github.com/spec/v1\noid "
+         "sha256:4d7a214614ab2935c943f9e0ff69d22eadbb8f32b1258daaa5e2ca24d17e2393\nsize 90868376\n";
+  REQUIRE_THROWS_WITH(SafetensorsFile(pointer), Catch::Contains("model.safetensors: a Git LFS pointer (") &&
+                                                    Catch::Contains("not the tensor data: expected the file itself"));
+  const std::string index = dir.file("model.safetensors.index.json");
+  std::ofstream(index, std::ios::binary) << "{\n  \"metadata\": {\"total_size\": 1000},\n  \"weight_map\": {\"w\": "
+                                            "\"model-00001-of-00002.safetensors\"}\n}\n";
+  REQUIRE_THROWS_WITH(SafetensorsFile(index), Catch::Contains("a JSON document, not a safetensors file") &&
+                                                  Catch::Contains("index.json lists its shard files"));
+}

@@ -319,6 +319,19 @@ inline SafetensorsHeader parse_safetensors(ByteView file, const std::string& lab
     errors.fail("truncated file of " + std::to_string(file.size) +
                 " bytes: expected at least the 8-byte little-endian header length");
   const std::uint64_t header_bytes = detail::read_le64(file.data);
+  // Two text files are often taken for the tensors: say what they are instead of "header length = 7017841271895827067".
+  const bool impossible_length = header_bytes > kSafetensorsMaxHeaderBytes || header_bytes > file.size - 8;
+  auto starts_with = [&](const char* prefix) {
+    const std::size_t n = std::char_traits<char>::length(prefix);
+    return file.size >= n && std::memcmp(file.data, prefix, n) == 0;
+  };
+  if (impossible_length && starts_with("version https://git-lfs"))
+    errors.fail("a Git LFS pointer (" + std::to_string(file.size) +
+                " bytes of text), not the tensor data: expected the file itself (git lfs pull, or download it)");
+  if (impossible_length && (starts_with("{\n") || starts_with("{\r") || starts_with("{\"") || starts_with("{ ")))
+    errors.fail(
+        "a JSON document, not a safetensors file: expected a .safetensors file (a sharded checkpoint's "
+        "model.safetensors.index.json lists its shard files)");
   if (header_bytes > kSafetensorsMaxHeaderBytes)
     errors.fail("header length = " + std::to_string(header_bytes) + ": expected at most " +
                 std::to_string(kSafetensorsMaxHeaderBytes) + " bytes");

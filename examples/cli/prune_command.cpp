@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "args.hpp"
+#include "candidates.hpp"
 #include "commands.hpp"
 #include "output_layout.hpp"
 #include "paths.hpp"
@@ -25,7 +26,6 @@
 #include "shrink/prune/unstructured.hpp"
 #include "shrink/prune/wanda.hpp"
 #include "tensor_context.hpp"
-#include "tensor_roles.hpp"
 
 namespace shrink::cli {
 
@@ -176,31 +176,12 @@ struct Selected {
 // flags fit. Throws when nothing would be pruned, saying why.
 Selected select_tensors(const io::SafetensorsFile& file, const TensorSelection& selection,
                         const PruneSettings& settings) {
-  std::set<std::string> quantized;  // tensors of records under the convention: copied as they are
-  for (const auto& r : io::quantization_records(file))
-    for (const auto& d : io::stored_tensors(r)) quantized.insert(d.name);
-  std::vector<std::string> names;
-  for (const io::TensorInfo& t : file.tensors()) names.push_back(t.name);
-  selection.require_each_pattern_matches(names);
+  Candidates candidates = find_candidates(file, selection, "prune");
   Selected selected;
-  std::int64_t float_tensors = 0;
-  for (const io::TensorInfo& t : file.tensors()) {
-    if (quantized.count(t.name)) {
-      selected.notes[t.name] = "already quantized";
-      continue;
-    }
-    if (!is_floating(t.dtype)) continue;
-    ++float_tensors;
-    if (!selection.selected(t.name)) {
-      selected.notes[t.name] = "not selected";
-      continue;
-    }
-    const std::string role = kept_by_default(t.name, t.shape.size());
-    if (!role.empty() && !selection.forced(t.name)) {
-      selected.notes[t.name] = role + ": kept by default, --force to prune";
-      ++selected.kept_by_default;
-      continue;
-    }
+  selected.notes = std::move(candidates.notes);
+  selected.kept_by_default = candidates.kept_by_default;
+  for (const io::TensorInfo* candidate : candidates.tensors) {
+    const io::TensorInfo& t = *candidate;
     const std::string mismatch = shape_mismatch(t, settings);
     if (!mismatch.empty()) {
       selected.notes[t.name] = "skipped: " + mismatch;
@@ -209,7 +190,7 @@ Selected select_tensors(const io::SafetensorsFile& file, const TensorSelection& 
     }
     selected.tensors.push_back(&t);
   }
-  if (selected.tensors.empty()) throw_nothing_to_do("prune", float_tensors, selected.notes);
+  if (selected.tensors.empty()) throw_nothing_to_do("prune", candidates.float_tensors, selected.notes);
   return selected;
 }
 

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "args.hpp"
+#include "candidates.hpp"
 #include "commands.hpp"
 #include "output_layout.hpp"
 #include "paths.hpp"
@@ -29,7 +30,6 @@
 #include "shrink/quant/observers/percentile.hpp"
 #include "shrink/quant/quantize.hpp"
 #include "tensor_context.hpp"
-#include "tensor_roles.hpp"
 
 namespace shrink::cli {
 
@@ -272,33 +272,13 @@ struct Planned {
 
 // Pass one: the selected tensors (float, not already under the convention, not kept by default unless --force),
 // each checked and calibrated. Throws when nothing would be quantized, saying why.
-Planned plan_tensors(const io::SafetensorsFile& file, const std::set<std::string>& already,
-                     const TensorSelection& selection, const QuantizeSettings& settings, const Progress& progress) {
+Planned plan_tensors(const io::SafetensorsFile& file, const TensorSelection& selection,
+                     const QuantizeSettings& settings, const Progress& progress) {
+  Candidates candidates = find_candidates(file, selection, "quantize");
   Planned planned;
-  std::vector<const io::TensorInfo*> selected;
-  std::vector<std::string> names;
-  for (const io::TensorInfo& t : file.tensors()) names.push_back(t.name);
-  selection.require_each_pattern_matches(names);
-  std::int64_t float_tensors = 0;
-  for (const io::TensorInfo& t : file.tensors()) {
-    if (already.count(t.name)) {
-      planned.notes[t.name] = "already quantized";
-      continue;
-    }
-    if (!is_floating(t.dtype)) continue;
-    ++float_tensors;
-    if (!selection.selected(t.name)) {
-      planned.notes[t.name] = "not selected";
-      continue;
-    }
-    const std::string role = kept_by_default(t.name, t.shape.size());
-    if (!role.empty() && !selection.forced(t.name)) {
-      planned.notes[t.name] = role + ": kept by default, --force to quantize";
-      ++planned.kept_by_default;
-      continue;
-    }
-    selected.push_back(&t);
-  }
+  planned.notes = std::move(candidates.notes);
+  planned.kept_by_default = candidates.kept_by_default;
+  const std::vector<const io::TensorInfo*>& selected = candidates.tensors;
   for (std::size_t i = 0; i < selected.size(); ++i) {
     const io::TensorInfo& t = *selected[i];
     progress.step("calibrating " + t.name, i, selected.size());
@@ -310,7 +290,7 @@ Planned plan_tensors(const io::SafetensorsFile& file, const std::set<std::string
     }
     planned.plans.emplace(t.name, std::move(plan));
   }
-  if (planned.plans.empty()) throw_nothing_to_do("quantize", float_tensors, planned.notes);
+  if (planned.plans.empty()) throw_nothing_to_do("quantize", candidates.float_tensors, planned.notes);
   return planned;
 }
 
@@ -474,15 +454,12 @@ int run_quantize_command(int argc, char** argv) {
     require_distinct_output(in, out);
 
     const io::SafetensorsFile file(in);
-    const std::vector<io::QuantizationRecord> existing = io::quantization_records(file);
-    std::set<std::string> already;  // tensors of existing records: copied as they are
-    for (const auto& r : existing)
-      for (const auto& d : io::stored_tensors(r)) already.insert(d.name);
+    const bool has_records = !io::quantization_records(file).empty();
     const Progress progress(command);
-    Planned planned = plan_tensors(file, already, selection, settings, progress);
+    Planned planned = plan_tensors(file, selection, settings, progress);
     std::map<std::string, Plan>& plans = planned.plans;
     const OutputLayout layout = output_layout(file, plans);
-    write_output(out, file, plans, !existing.empty(), layout, progress);
+    write_output(out, file, plans, has_records, layout, progress);
     report(in, out, file, planned, settings, args.flag_set("json"));
     return kExitOk;
   });

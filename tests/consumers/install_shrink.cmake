@@ -3,14 +3,8 @@
 # host-only from SOURCE_DIR in BUILD_DIR (GENERATOR, CXX_COMPILER; optional MAKE_PROGRAM, EIGEN3_DIR), builds it
 # and installs that.
 
-function(run_step)
-  string(REPLACE ";" " " shown "${ARGN}")
-  message(STATUS "install_shrink: ${shown}")
-  execute_process(COMMAND ${ARGN} RESULT_VARIABLE result)
-  if(NOT result EQUAL 0)
-    message(FATAL_ERROR "install_shrink: step failed with exit status ${result}: ${shown}")
-  endif()
-endfunction()
+set(step_label install_shrink)
+include(${CMAKE_CURRENT_LIST_DIR}/script_steps.cmake)
 
 if(NOT PREFIX)
   message(FATAL_ERROR "install_shrink.cmake: pass -DPREFIX=...")
@@ -23,11 +17,7 @@ if(INSTALLED_BUILD_DIR)
   return()
 endif()
 
-foreach(input IN ITEMS SOURCE_DIR BUILD_DIR GENERATOR CXX_COMPILER)
-  if(NOT DEFINED ${input})
-    message(FATAL_ERROR "install_shrink.cmake: pass -D${input}=...")
-  endif()
-endforeach()
+require_inputs(SOURCE_DIR BUILD_DIR GENERATOR CXX_COMPILER)
 file(REMOVE_RECURSE ${BUILD_DIR})
 
 set(configure_options

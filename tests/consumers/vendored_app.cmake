@@ -3,20 +3,10 @@
 # With CONFIGURE_ONLY=ON it stops there. Otherwise it builds the app, runs it, installs the app into a fresh PREFIX
 # and checks that the install holds the app's program and nothing of shrink's.
 
-function(run_step)
-  string(REPLACE ";" " " shown "${ARGN}")
-  message(STATUS "vendored_app: ${shown}")
-  execute_process(COMMAND ${ARGN} RESULT_VARIABLE result)
-  if(NOT result EQUAL 0)
-    message(FATAL_ERROR "vendored_app: step failed with exit status ${result}: ${shown}")
-  endif()
-endfunction()
+set(step_label vendored_app)
+include(${CMAKE_CURRENT_LIST_DIR}/script_steps.cmake)
 
-foreach(input IN ITEMS SHRINK_SOURCE_DIR BUILD_DIR GENERATOR CXX_COMPILER)
-  if(NOT DEFINED ${input})
-    message(FATAL_ERROR "vendored_app.cmake: pass -D${input}=...")
-  endif()
-endforeach()
+require_inputs(SHRINK_SOURCE_DIR BUILD_DIR GENERATOR CXX_COMPILER)
 file(REMOVE_RECURSE ${BUILD_DIR})
 
 set(configure_options -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER=${CXX_COMPILER}

@@ -1,0 +1,19 @@
+# What the consumer tests' cmake -P scripts share: run_step(), which runs a command and stops the script when it
+# fails, and require_inputs(), which stops it when a -D input is missing. The including script sets step_label.
+
+function(run_step)
+  string(REPLACE ";" " " shown "${ARGN}")
+  message(STATUS "${step_label}: ${shown}")
+  execute_process(COMMAND ${ARGN} RESULT_VARIABLE result)
+  if(NOT result EQUAL 0)
+    message(FATAL_ERROR "${step_label}: step failed with exit status ${result}: ${shown}")
+  endif()
+endfunction()
+
+function(require_inputs)
+  foreach(input IN LISTS ARGN)
+    if(NOT DEFINED ${input})
+      message(FATAL_ERROR "${step_label}.cmake: pass -D${input}=...")
+    endif()
+  endforeach()
+endfunction()

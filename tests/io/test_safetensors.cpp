@@ -1,6 +1,10 @@
 // Tests for shrink/io/safetensors.hpp: write-then-read round trips of every dtype, metadata, 0-d and empty
-// tensors, typed views, and the writer's checks (order, sizes, a failed write leaves no file).
+// tensors, typed views, and the writer's checks (order, sizes, a failed write or a killed process leaves no file).
 #include <catch2/catch.hpp>
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstddef>
 #include <cstdint>
@@ -241,7 +245,7 @@ TEST_CASE("the writer checks order and sizes, and a failed write leaves no file"
   const std::vector<double> wrong = {1.0, 2.0};
   {
     SafetensorsWriter writer(path, {{"a", ScalarType::f32, {2}}, {"e", ScalarType::f32, {0}}, {"b", ScalarType::f32, {1}}});
-    CHECK(dir.entries() == 1);  // the temporary file
+    CHECK(dir.entries() == 0);  // the file being written has no name yet (O_TMPFILE)
     CHECK_THROWS_WITH(writer.write("b", two.data(), 4), Catch::Contains("expected tensor \"a\" next"));
     CHECK_THROWS_WITH(writer.write("zz", two.data(), 4), Catch::Contains("never declared"));
     CHECK_THROWS_WITH(writer.write("a", two.data(), 12), Catch::Contains("expected at most 8 more"));
@@ -305,4 +309,26 @@ TEST_CASE("a Git LFS pointer and a sharded checkpoint's index are named for what
                                             "\"model-00001-of-00002.safetensors\"}\n}\n";
   REQUIRE_THROWS_WITH(SafetensorsFile(index), Catch::Contains("a JSON document, not a safetensors file") &&
                                                   Catch::Contains("index.json lists its shard files"));
+}
+
+TEST_CASE("a process killed while writing leaves no file behind", "[io][safetensors]") {
+  shrink::test::TempDir dir;
+  const std::string path = dir.file("model.safetensors");
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    // Half of the data written, then killed as Ctrl-C or the OOM killer would: no destructor, no finish().
+    std::vector<float> values(1 << 16, 1.0f);
+    SafetensorsWriter writer(path, {{"w", ScalarType::f32, {2, 1 << 16}}});
+    writer.write("w", values.data(), values.size() * sizeof(float));
+    ::raise(SIGKILL);
+    ::_exit(3);
+  }
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  REQUIRE(WIFSIGNALED(status));
+  REQUIRE(WTERMSIG(status) == SIGKILL);
+  std::size_t files = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir.file(""))) (void)entry, ++files;
+  REQUIRE(files == 0);
 }

@@ -468,10 +468,12 @@ struct TensorDeclaration {
 
 // Writes a safetensors file tensor by tensor without holding it in memory: declare every tensor and the
 // metadata, write_header() (the constructor taking declarations does it), then write each tensor's bytes in
-// declaration order (one call or several pieces), then finish(). The file is written under a temporary name
-// beside `path` and renamed over `path` by finish(); a writer destroyed before finish() removes it, so a
-// failed write never leaves a partial file. Tensors are laid out in declaration order: declare wider
-// elements first (F64/I64, then F32/I32, ...) for every tensor to be aligned for view<T>.
+// declaration order (one call or several pieces), then finish(). The file is written as an unnamed file in
+// `path`'s directory (Linux O_TMPFILE), which finish() names and renames over `path`: a writer destroyed before
+// finish(), or a process that dies (Ctrl-C, kill, crash), leaves nothing behind. Where the filesystem has no
+// unnamed files, a temporary name beside `path` is used instead, removed by a writer destroyed before finish(). Tensors
+// are laid out in declaration order: declare wider elements first (F64/I64, then F32/I32, ...) for every tensor to be
+// aligned for view<T>.
 class SafetensorsWriter {
  public:
   explicit SafetensorsWriter(std::string path) : path_(std::move(path)) {}
@@ -598,6 +600,7 @@ class SafetensorsWriter {
     }
     flush();
     if (::fsync(fd_) != 0) fail_io("fsync");
+    if (unnamed_) name_unnamed_file();
     const int fd = fd_;
     fd_ = -1;
     if (::close(fd) != 0) fail_io("close");
@@ -638,10 +641,27 @@ class SafetensorsWriter {
     fail_here(method, std::string("called while ") + names[static_cast<int>(state_)] + ": expected a call " +
                           needs[static_cast<int>(wanted)]);
   }
-  void open_temporary() {
+  // A name beside `path_` that no file has yet (the caller creates it with O_EXCL, or links to it).
+  std::string next_temporary_name() const {
     static std::atomic<unsigned> counter{0};
+    return path_ + ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(counter++);
+  }
+  void open_temporary() {
+#if defined(O_TMPFILE) && defined(__linux__)
+    // Naming it at finish() goes through /proc/self/fd: without /proc, use a named temporary from the start.
+    if (::access("/proc/self/fd", X_OK) == 0) {
+      const std::size_t slash = path_.find_last_of('/');
+      const std::string directory = slash == std::string::npos ? "." : slash == 0 ? "/" : path_.substr(0, slash);
+      fd_ = ::open(directory.c_str(), O_TMPFILE | O_WRONLY | O_CLOEXEC, 0666);
+      if (fd_ >= 0) {
+        unnamed_ = true;
+        return;
+      }
+      // EOPNOTSUPP, EISDIR (filesystems or kernels without O_TMPFILE), ENOENT, ...: the named way says why.
+    }
+#endif
     for (int attempt = 0; attempt < 100; ++attempt) {
-      temporary_ = path_ + ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(counter++);
+      temporary_ = next_temporary_name();
       fd_ = ::open(temporary_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
       if (fd_ >= 0) return;
       if (errno != EEXIST) break;
@@ -676,7 +696,21 @@ class SafetensorsWriter {
       size -= static_cast<std::size_t>(n);
     }
   }
-  // Closes and removes the temporary file, if any.
+  // Gives the unnamed file a temporary name beside `path_`, for finish()'s rename over `path_` (link cannot replace).
+  void name_unnamed_file() {
+    const std::string self = "/proc/self/fd/" + std::to_string(fd_);
+    for (int attempt = 0; attempt < 100; ++attempt) {
+      temporary_ = next_temporary_name();
+      if (::linkat(AT_FDCWD, self.c_str(), AT_FDCWD, temporary_.c_str(), AT_SYMLINK_FOLLOW) == 0) {
+        unnamed_ = false;
+        return;
+      }
+      if (errno != EEXIST) break;
+    }
+    temporary_.clear();
+    fail_io("naming the written file beside it");
+  }
+  // Closes and removes the temporary file, if any (an unnamed one goes with its descriptor).
   void discard() noexcept {
     if (fd_ >= 0) ::close(fd_);
     fd_ = -1;
@@ -690,7 +724,8 @@ class SafetensorsWriter {
   std::map<std::string, std::string> metadata_;
   std::uint64_t data_bytes_ = 0;
   State state_ = State::declaring;
-  std::string temporary_;
+  std::string temporary_;  // the named temporary file, if any
+  bool unnamed_ = false;   // fd_ is an unnamed (O_TMPFILE) file
   int fd_ = -1;
   std::vector<char> buffer_;
   std::size_t current_ = 0;   // the tensor being written

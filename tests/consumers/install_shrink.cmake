@@ -27,12 +27,7 @@ set(configure_options
   -DSHRINK_BUILD_TESTS=OFF
   -DSHRINK_BUILD_BENCHMARKS=OFF
   -DSHRINK_BUILD_EXAMPLES=OFF)
-if(MAKE_PROGRAM)
-  list(APPEND configure_options -DCMAKE_MAKE_PROGRAM=${MAKE_PROGRAM})
-endif()
-if(EIGEN3_DIR)
-  list(APPEND configure_options -DEigen3_DIR=${EIGEN3_DIR})
-endif()
+append_tool_options(configure_options)
 
 run_step(${CMAKE_COMMAND} -S ${SOURCE_DIR} -B ${BUILD_DIR} -G ${GENERATOR} ${configure_options})
 run_step(${CMAKE_COMMAND} --build ${BUILD_DIR})

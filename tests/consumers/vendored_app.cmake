@@ -11,12 +11,7 @@ file(REMOVE_RECURSE ${BUILD_DIR})
 
 set(configure_options -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER=${CXX_COMPILER}
                       -DSHRINK_SOURCE_DIR=${SHRINK_SOURCE_DIR})
-if(MAKE_PROGRAM)
-  list(APPEND configure_options -DCMAKE_MAKE_PROGRAM=${MAKE_PROGRAM})
-endif()
-if(EIGEN3_DIR)
-  list(APPEND configure_options -DEigen3_DIR=${EIGEN3_DIR})
-endif()
+append_tool_options(configure_options)
 separate_arguments(extra_options UNIX_COMMAND "${OPTIONS}")
 run_step(${CMAKE_COMMAND} -S ${SHRINK_SOURCE_DIR}/tests/consumers/fetchcontent -B ${BUILD_DIR} -G ${GENERATOR}
          ${configure_options} ${extra_options})

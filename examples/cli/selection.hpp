@@ -108,9 +108,9 @@ class TensorSelection {
 // that could not take what was asked first. `verb` is "quantize" or "prune".
 [[noreturn]] inline void throw_nothing_to_do(const std::string& verb, std::int64_t float_tensors,
                                              const std::map<std::string, std::string>& notes) {
+  std::int64_t already = 0;
+  for (const auto& n : notes) already += n.second == "already quantized";
   if (float_tensors == 0) {
-    std::int64_t already = 0;
-    for (const auto& n : notes) already += n.second == "already quantized";
     throw shrink::Error("nothing to " + verb + ": the input has no float tensor" +
                         (already > 0 ? " left (" + std::to_string(already) + " tensors are already quantized)" : ""));
   }
@@ -126,8 +126,6 @@ class TensorSelection {
   const std::size_t shown = std::min<std::size_t>(listed.size(), 6);
   for (std::size_t i = 0; i < shown; ++i) text += (i == 0 ? " " : "; ") + listed[i];
   if (listed.size() > shown) text += "; and " + std::to_string(listed.size() - shown) + " more";
-  std::int64_t already = 0;
-  for (const auto& n : notes) already += n.second == "already quantized";
   if (already > 0) text += " (" + std::to_string(already) + " tensors are already quantized)";
   throw UsageError(text);
 }

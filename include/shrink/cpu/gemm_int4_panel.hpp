@@ -18,33 +18,44 @@
 namespace shrink::cpu {
 
 // y[m, n] = act(Σ_k x[m, k] · q[n, k] · s[n, k / group] + bias[n]) for the M rows of x (row stride ldx, contiguous
-// along k) into y (row stride ldy); bias may be null. Arguments are checked by the caller.
+// along k) into y (row stride ldy); bias may be null. Arguments are checked by the caller. Runs on the current
+// executor, cut as cpu/gemm_panel.hpp's for_each_panel_part cuts it (the same bits on any executor).
 inline void gemm_int4_panels(const float* x, std::int64_t ldx, std::int64_t m_total, const PackedInt4Weight& w,
                              float* y, std::int64_t ldy, const float* bias, Activation activation) {
   const std::int64_t n_total = w.rows, k_total = w.cols;
-  auto finish = [&](std::int64_t n0, std::int64_t n1) {
-    for (std::int64_t m = 0; m < m_total; ++m) {
-      float* row = y + m * ldy + n0;
-      finish_run(row, 1.0f, nullptr, bias != nullptr ? bias + n0 : nullptr, activation, row, n1 - n0);
-    }
+  auto finisher = [&](std::int64_t m0, std::int64_t m1) {
+    return [=](std::int64_t n0, std::int64_t n1) {
+      for (std::int64_t m = m0; m < m1; ++m) {
+        float* row = y + m * ldy + n0;
+        finish_run(row, 1.0f, nullptr, bias != nullptr ? bias + n0 : nullptr, activation, row, n1 - n0);
+      }
+    };
   };
 #if defined(SHRINK_CPU_AVX2_DISPATCH)
-  AlignedVector<float> block(static_cast<std::size_t>(kPanelBlockK * kPanelWidth));
-  auto panel = [&](std::int64_t p, std::int64_t k0, std::int64_t kc) -> const float* {
-    dequantize_int4_panel(w, p, k0, kc, block.data());
-    return block.data();
-  };
   auto source = [&](std::int64_t p, std::int64_t k0, std::int64_t kc, std::int64_t step, std::int64_t steps) {
     prefetch_part_l2(w.panels.data() + (p * k_total + k0) * kInt4PanelBytes,
                      static_cast<std::size_t>(kc * kInt4PanelBytes), step, steps);
+  };
+  // The blocked product over each part, a panel block dequantized into the part's own buffer.
+  auto run_parts = [&](auto rows_tag, auto tile) {
+    for_each_panel_part(PanelPath::blocked, m_total, n_total, k_total,
+                        [&](std::int64_t m0, std::int64_t m1, std::int64_t n0, std::int64_t n1) {
+                          AlignedVector<float> block(static_cast<std::size_t>(kPanelBlockK * kPanelWidth));
+                          auto panel = [&](std::int64_t p, std::int64_t k0, std::int64_t kc) -> const float* {
+                            dequantize_int4_panel(w, p, k0, kc, block.data());
+                            return block.data();
+                          };
+                          gemm_panels_blocked<decltype(rows_tag)::value>(x + m0 * ldx, ldx, m1 - m0, n0, n1, k_total,
+                                                                         kPanelBlockK, y + m0 * ldy, ldy, panel, source,
+                                                                         tile, finisher(m0, m1));
+                        });
   };
   if (use_avx512()) {
     auto tile = [&](auto rows, const float* xs, const float* floats, std::int64_t kc, float* ys, int valid,
                     bool accumulate) {
       panel_tile_avx512<decltype(rows)::value>(xs, ldx, floats, kc, ys, ldy, valid, accumulate);
     };
-    gemm_panels_blocked<kPanelRowsAvx512>(x, ldx, m_total, n_total, k_total, kPanelBlockK, y, ldy, panel, source,
-                                          tile, finish);
+    run_parts(std::integral_constant<int, kPanelRowsAvx512>{}, tile);
     return;
   }
   if (use_avx2_fma() && use_avx2_f16c()) {
@@ -57,18 +68,20 @@ inline void gemm_int4_panels(const float* x, std::int64_t ldx, std::int64_t m_to
                                                half_valid, accumulate);
       }
     };
-    gemm_panels_blocked<kPanelRowsAvx2>(x, ldx, m_total, n_total, k_total, kPanelBlockK, y, ldy, panel, source, tile,
-                                        finish);
+    run_parts(std::integral_constant<int, kPanelRowsAvx2>{}, tile);
     return;
   }
 #endif
-  // Eigen's product, one whole panel dequantized at a time.
-  AlignedVector<float> whole(static_cast<std::size_t>(k_total * kPanelWidth));
-  gemm_panels_eigen(x, ldx, m_total, n_total, k_total, y, ldy, [&](std::int64_t p) -> const float* {
-    dequantize_int4_panel(w, p, 0, k_total, whole.data());
-    return whole.data();
-  });
-  finish(0, n_total);
+  // Eigen's product, one whole panel dequantized at a time; parts of whole panels and all rows.
+  for_each_panel_part(
+      PanelPath::eigen, m_total, n_total, k_total, [&](std::int64_t, std::int64_t, std::int64_t n0, std::int64_t n1) {
+        AlignedVector<float> whole(static_cast<std::size_t>(k_total * kPanelWidth));
+        gemm_panels_eigen(x, ldx, m_total, n0, n1, k_total, y, ldy, [&](std::int64_t p) -> const float* {
+          dequantize_int4_panel(w, p, 0, k_total, whole.data());
+          return whole.data();
+        });
+        finisher(0, m_total)(n0, n1);
+      });
 }
 
 }  // namespace shrink::cpu

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "shrink/core/config.hpp"
+#include "shrink/core/executor.hpp"
 #include "shrink/cpu/aligned_vector.hpp"
 #include "shrink/cpu/prefetch.hpp"
 #include "shrink/cpu/simd.hpp"
@@ -185,13 +186,13 @@ void int8_rows_of_block(std::int64_t m_total, Tile&& tile) {
 
 // Computes the exact int32 products and hands each finished run of a row to
 // store(m, n0, count, const std::int32_t* acc) — count ≤ 8 outputs n0 .. n0 + count − 1 of row m.
+// Runs on the current executor (core/executor.hpp), in parts of whole weight blocks; the sums are exact, so every
+// executor gives the same bits. store is called concurrently for distinct (m, n0).
 template <class Store>
 void gemm_int8(const Int8ActivationRows& x, const Int8WeightRows& w, Store&& store) {
   const std::int64_t m_total = x.rows, k_padded = w.row_stride;
   const std::int64_t block_k = detail::int8_block_k(k_padded);
-  std::vector<std::int32_t> block_acc(static_cast<std::size_t>(m_total * kInt8TileN));
   std::vector<std::int32_t> offsets(static_cast<std::size_t>(m_total), 0);  // subtracted times the row sums (VNNI)
-  std::int32_t exact[kInt8TileN];
 
   const bool vnni = use_avx512_vnni();
   AlignedVector<std::uint8_t> x_unsigned;  // VNNI: [M, k_padded] unsigned bytes
@@ -218,7 +219,9 @@ void gemm_int8(const Int8ActivationRows& x, const Int8WeightRows& w, Store&& sto
     }
   }
 
-  for (std::int64_t n0 = 0; n0 < w.rows; n0 += kInt8TileN) {
+  // The 8 weight rows from n0 against every activation row, then their finished runs to store.
+  auto weight_block = [&](std::int64_t n0, std::vector<std::int32_t>& block_acc) {
+    std::int32_t exact[kInt8TileN];
     std::fill(block_acc.begin(), block_acc.end(), 0);
     const std::int8_t* w_block = w.data + n0 * w.row_stride;
     const std::int64_t tiles = (m_total + kInt8TileM - 1) / kInt8TileM * ((k_padded + block_k - 1) / block_k);
@@ -254,7 +257,13 @@ void gemm_int8(const Int8ActivationRows& x, const Int8WeightRows& w, Store&& sto
             offset * static_cast<std::uint32_t>(w.row_sums[n0 + j]));
       store(m, n0, count, exact);
     }
-  }
+  };
+  const std::int64_t blocks = (w.rows + kInt8TileN - 1) / kInt8TileN;
+  const double block_cost = 2.0 * static_cast<double>(m_total) * static_cast<double>(k_padded) * kInt8TileN;
+  parallel_for(blocks, chunk_size(blocks, block_cost), [&](std::int64_t begin, std::int64_t end) {
+    std::vector<std::int32_t> block_acc(static_cast<std::size_t>(m_total * kInt8TileN));
+    for (std::int64_t b = begin; b < end; ++b) weight_block(b * kInt8TileN, block_acc);
+  });
 }
 
 }  // namespace shrink::cpu

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "shrink/core/config.hpp"
+#include "shrink/core/executor.hpp"
 #include "shrink/core/half.hpp"
 #include "shrink/cpu/aligned_vector.hpp"
 #include "shrink/cpu/cast.hpp"
@@ -165,12 +166,14 @@ SHRINK_TARGET_AVX2_FMA_F16C void panel_to_float_avx2(const T* src, float* dst, s
 // of the memory that panel block is made from: the row tiles of one block prefetch the next block, a part each.
 // tile(rows, x, panel, kc, y, valid, accumulate) is the level's kernel; finish(n0, n1) runs the epilogue once
 // outputs are complete.
+// Outputs n_begin .. n_end − 1 only (n_begin a multiple of 32).
 template <int MaxRows, class Panel, class Prefetch, class Tile, class Finish>
-void gemm_panels_blocked(const float* x, std::int64_t ldx, std::int64_t m_total, std::int64_t n_total,
-                         std::int64_t k_total, std::int64_t block_k, float* y, std::int64_t ldy, Panel&& panel,
-                         Prefetch&& prefetch, Tile&& tile, Finish&& finish) {
+void gemm_panels_blocked(const float* x, std::int64_t ldx, std::int64_t m_total, std::int64_t n_begin,
+                         std::int64_t n_end, std::int64_t k_total, std::int64_t block_k, float* y, std::int64_t ldy,
+                         Panel&& panel, Prefetch&& prefetch, Tile&& tile, Finish&& finish) {
+  const std::int64_t n_total = n_end;
   const std::int64_t tiles = (m_total + MaxRows - 1) / MaxRows;
-  for (std::int64_t nb0 = 0; nb0 < n_total; nb0 += kPanelBlockN) {
+  for (std::int64_t nb0 = n_begin; nb0 < n_total; nb0 += kPanelBlockN) {
     const std::int64_t nb1 = std::min(n_total, nb0 + kPanelBlockN);
     const std::int64_t p_begin = nb0 / kPanelWidth, p_end = (nb1 + kPanelWidth - 1) / kPanelWidth;
     for (std::int64_t k0 = 0; k0 < k_total; k0 += block_k) {
@@ -194,13 +197,15 @@ void gemm_panels_blocked(const float* x, std::int64_t ldx, std::int64_t m_total,
 }
 
 // Eigen's product panel by panel: y[:, 32p .. 32p + 31] = X · panel(p) for panels given whole ([K, 32] floats).
+// Outputs n_begin .. n_end − 1 only (n_begin a multiple of 32).
 template <class Panel>
-void gemm_panels_eigen(const float* x, std::int64_t ldx, std::int64_t m_total, std::int64_t n_total,
+void gemm_panels_eigen(const float* x, std::int64_t ldx, std::int64_t m_total, std::int64_t n_begin, std::int64_t n_end,
                        std::int64_t k_total, float* y, std::int64_t ldy, Panel&& panel) {
   using RowMajor = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
   const Eigen::Map<const RowMajor, 0, Eigen::OuterStride<>> xs(x, m_total, k_total, Eigen::OuterStride<>(ldx));
+  const std::int64_t n_total = n_end;
   RowMajor product(m_total, kPanelWidth);
-  for (std::int64_t p = 0; p * kPanelWidth < n_total; ++p) {
+  for (std::int64_t p = n_begin / kPanelWidth; p * kPanelWidth < n_total; ++p) {
     product.noalias() = xs * Eigen::Map<const RowMajor>(panel(p), k_total, kPanelWidth);
     const std::int64_t valid = std::min(kPanelWidth, n_total - p * kPanelWidth);
     for (std::int64_t m = 0; m < m_total; ++m)
@@ -209,25 +214,59 @@ void gemm_panels_eigen(const float* x, std::int64_t ldx, std::int64_t m_total, s
   }
 }
 
+// How a panel product is cut for the executor (core/executor.hpp): parts of whole panels and, on the AVX paths with
+// many rows, of row tiles. Which kernel runs (streaming, blocked, Eigen) is chosen from the whole product, and each
+// output is computed by one part with the same instructions in the same order whatever the cut, so every executor
+// and thread count gives the same bits. (Rows are never cut for Eigen's product, whose blocking follows its sizes.)
+enum class PanelPath { stream, blocked, eigen };
+
+inline constexpr std::int64_t kPartRows = 192;  // rows of a part on the AVX blocked path: 16 tiles of 12, 32 of 6
+
+// Calls part(m0, m1, n0, n1) over parts covering [0, M) × [0, N), through parallel_for.
+template <class Part>
+void for_each_panel_part(PanelPath path, std::int64_t m_total, std::int64_t n_total, std::int64_t k_total,
+                         Part&& part) {
+  const std::int64_t panels = (n_total + kPanelWidth - 1) / kPanelWidth;
+  const double panel_cost = 2.0 * static_cast<double>(m_total) * static_cast<double>(k_total) * kPanelWidth;
+  std::int64_t part_panels = chunk_size(panels, panel_cost);
+  std::int64_t part_rows = m_total;
+  if (path == PanelPath::blocked) {
+    constexpr std::int64_t block_panels = kPanelBlockN / kPanelWidth;  // whole blocks: X streams once per block
+    part_panels = (part_panels + block_panels - 1) / block_panels * block_panels;
+    if (m_total >= 2 * kPartRows) part_rows = kPartRows;
+  }
+  const std::int64_t n_parts = (panels + part_panels - 1) / part_panels;
+  const std::int64_t m_parts = (m_total + part_rows - 1) / part_rows;
+  parallel_for(m_parts * n_parts, 1, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t i = begin; i < end; ++i) {
+      const std::int64_t mi = i / n_parts, ni = i % n_parts;
+      part(mi * part_rows, std::min(m_total, (mi + 1) * part_rows), ni * part_panels * kPanelWidth,
+           std::min(n_total, (ni + 1) * part_panels * kPanelWidth));
+    }
+  });
+}
+
 // y[m, n] = act(col_scale[n] · Σ_k x[m, k] · W[n, k] + bias[n]) for the M rows of x (row stride ldx, contiguous
-// along k) into y (row stride ldy). col_scale and bias may be null. Arguments are checked by the caller.
+// along k) into y (row stride ldy). col_scale and bias may be null. Arguments are checked by the caller. Runs on the
+// current executor (core/executor.hpp).
 template <class T>
 void gemm_panels(const float* x, std::int64_t ldx, std::int64_t m_total, const PackedWeight<T>& w, float* y,
                  std::int64_t ldy, const float* col_scale, const float* bias, Activation activation) {
   const std::int64_t n_total = w.rows, k_total = w.cols;
-  auto finish = [&](std::int64_t n0, std::int64_t n1) {
-    for (std::int64_t m = 0; m < m_total; ++m) {
-      float* row = y + m * ldy + n0;
-      finish_run(row, 1.0f, col_scale != nullptr ? col_scale + n0 : nullptr, bias != nullptr ? bias + n0 : nullptr,
-                 activation, row, n1 - n0);
-    }
+  // The rows m0 .. m1 − 1 of outputs n0 .. n1 − 1: the epilogue once they are complete.
+  auto finisher = [&](std::int64_t m0, std::int64_t m1) {
+    return [=](std::int64_t n0, std::int64_t n1) {
+      for (std::int64_t m = m0; m < m1; ++m) {
+        float* row = y + m * ldy + n0;
+        finish_run(row, 1.0f, col_scale != nullptr ? col_scale + n0 : nullptr, bias != nullptr ? bias + n0 : nullptr,
+                   activation, row, n1 - n0);
+      }
+    };
   };
-  AlignedVector<float> block(static_cast<std::size_t>(kPanelBlockK * kPanelWidth));
-  // A block of a packed panel as floats: in place for float weights, converted into `block` otherwise.
-  auto panel_with = [&](auto convert) {
+  // A block of a packed panel as floats, converted into `block`.
+  auto panel_with = [&](auto convert, AlignedVector<float>& block) {
     return [&, convert](std::int64_t p, std::int64_t k0, std::int64_t kc) -> const float* {
-      const T* src = w.panel(p) + k0 * kPanelWidth;
-      convert(src, block.data(), kc * kPanelWidth);
+      convert(w.panel(p) + k0 * kPanelWidth, block.data(), kc * kPanelWidth);
       return block.data();
     };
   };
@@ -235,25 +274,39 @@ void gemm_panels(const float* x, std::int64_t ldx, std::int64_t m_total, const P
     prefetch_part_l2(w.panel(p) + k0 * kPanelWidth, static_cast<std::size_t>(kc * kPanelWidth) * sizeof(T), step,
                      steps);
   };
+  // Runs level's parts: `stream(m0, m1, p)` for one panel over all of K, or the blocked product with `tile`.
+  auto run_parts = [&](int max_rows, auto rows_tag, auto convert, auto tile, auto stream) {
+    const PanelPath path = m_total <= kDirectTiles * max_rows ? PanelPath::stream : PanelPath::blocked;
+    for_each_panel_part(
+        path, m_total, n_total, k_total, [&](std::int64_t m0, std::int64_t m1, std::int64_t n0, std::int64_t n1) {
+          if (path == PanelPath::stream) {
+            for (std::int64_t p = n0 / kPanelWidth; p * kPanelWidth < n1; ++p) stream(m0, m1, p);
+            finisher(m0, m1)(n0, n1);
+            return;
+          }
+          AlignedVector<float> block(static_cast<std::size_t>(kPanelBlockK * kPanelWidth));
+          gemm_panels_blocked<decltype(rows_tag)::value>(x + m0 * ldx, ldx, m1 - m0, n0, n1, k_total, kPanelBlockK,
+                                                         y + m0 * ldy, ldy, panel_with(convert, block), source, tile,
+                                                         finisher(m0, m1));
+        });
+  };
 #if defined(SHRINK_CPU_AVX2_DISPATCH)
   if (use_avx512()) {
     auto tile = [&](auto rows, const float* xs, const auto* panel, std::int64_t kc, float* ys, int valid,
                     bool accumulate) {
       panel_tile_avx512<decltype(rows)::value>(xs, ldx, panel, kc, ys, ldy, valid, accumulate);
     };
-    if (m_total <= kDirectTiles * kPanelRowsAvx512) {  // few rows: stream panels over all of K, converting in registers
-      for (std::int64_t p = 0; p < w.panel_count(); ++p)
-        for_each_row_tile<kPanelRowsAvx512>(m_total, [&](auto rows, std::int64_t m0) {
-          panel_tile_avx512<decltype(rows)::value, T, true>(
-              x + m0 * ldx, ldx, w.panel(p), k_total, y + m0 * ldy + p * kPanelWidth, ldy,
-              static_cast<int>(std::min(kPanelWidth, n_total - p * kPanelWidth)), false);
-        });
-      finish(0, n_total);
-      return;
-    }
-    gemm_panels_blocked<kPanelRowsAvx512>(
-        x, ldx, m_total, n_total, k_total, kPanelBlockK, y, ldy,
-        panel_with([](const T* s, float* d, std::int64_t c) { panel_to_float_avx512(s, d, c); }), source, tile, finish);
+    // Few rows: stream each panel over all of K, converting in registers.
+    auto stream = [&](std::int64_t m0, std::int64_t m1, std::int64_t p) {
+      for_each_row_tile<kPanelRowsAvx512>(m1 - m0, [&](auto rows, std::int64_t m) {
+        panel_tile_avx512<decltype(rows)::value, T, true>(
+            x + (m0 + m) * ldx, ldx, w.panel(p), k_total, y + (m0 + m) * ldy + p * kPanelWidth, ldy,
+            static_cast<int>(std::min(kPanelWidth, n_total - p * kPanelWidth)), false);
+      });
+    };
+    run_parts(
+        kPanelRowsAvx512, std::integral_constant<int, kPanelRowsAvx512>{},
+        [](const T* s, float* d, std::int64_t c) { panel_to_float_avx512(s, d, c); }, tile, stream);
     return;
   }
   if (use_avx2_fma() && use_avx2_f16c()) {
@@ -266,28 +319,28 @@ void gemm_panels(const float* x, std::int64_t ldx, std::int64_t m_total, const P
                                                half_valid, accumulate);
       }
     };
-    if (m_total <= kDirectTiles * kPanelRowsAvx2) {
-      for (std::int64_t p = 0; p < w.panel_count(); ++p)
-        for_each_row_tile<kPanelRowsAvx2>(m_total, [&](auto rows, std::int64_t m0) {
-          tile(rows, x + m0 * ldx, w.panel(p), k_total, y + m0 * ldy + p * kPanelWidth,
-               static_cast<int>(std::min(kPanelWidth, n_total - p * kPanelWidth)), false);
-        });
-      finish(0, n_total);
-      return;
-    }
-    gemm_panels_blocked<kPanelRowsAvx2>(
-        x, ldx, m_total, n_total, k_total, kPanelBlockK, y, ldy,
-        panel_with([](const T* s, float* d, std::int64_t c) { panel_to_float_avx2(s, d, c); }), source, tile, finish);
+    auto stream = [&](std::int64_t m0, std::int64_t m1, std::int64_t p) {
+      for_each_row_tile<kPanelRowsAvx2>(m1 - m0, [&](auto rows, std::int64_t m) {
+        tile(rows, x + (m0 + m) * ldx, w.panel(p), k_total, y + (m0 + m) * ldy + p * kPanelWidth,
+             static_cast<int>(std::min(kPanelWidth, n_total - p * kPanelWidth)), false);
+      });
+    };
+    run_parts(
+        kPanelRowsAvx2, std::integral_constant<int, kPanelRowsAvx2>{},
+        [](const T* s, float* d, std::int64_t c) { panel_to_float_avx2(s, d, c); }, tile, stream);
     return;
   }
 #endif
-  // Eigen's product, one whole panel converted to float at a time.
-  AlignedVector<float> whole(static_cast<std::size_t>(k_total * kPanelWidth));
-  gemm_panels_eigen(x, ldx, m_total, n_total, k_total, y, ldy, [&](std::int64_t p) -> const float* {
-    panel_to_float(w.panel(p), whole.data(), k_total * kPanelWidth);
-    return whole.data();
-  });
-  finish(0, n_total);
+  // Eigen's product, one whole panel converted to float at a time; parts of whole panels and all rows.
+  for_each_panel_part(
+      PanelPath::eigen, m_total, n_total, k_total, [&](std::int64_t, std::int64_t, std::int64_t n0, std::int64_t n1) {
+        AlignedVector<float> whole(static_cast<std::size_t>(k_total * kPanelWidth));
+        gemm_panels_eigen(x, ldx, m_total, n0, n1, k_total, y, ldy, [&](std::int64_t p) -> const float* {
+          panel_to_float(w.panel(p), whole.data(), k_total * kPanelWidth);
+          return whole.data();
+        });
+        finisher(0, m_total)(n0, n1);
+      });
 }
 
 }  // namespace shrink::cpu

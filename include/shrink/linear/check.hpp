@@ -43,18 +43,55 @@ Support check_activations(const TensorView<const X>& x, std::int64_t k) {
   return s;
 }
 
-// The output: a host [M, N] view (float, or a CPU twin's half, bfloat16 or int8) whose rows are contiguous (any row
-// stride).
+// Whether every element of a 2-D view has its own address: with the dimensions ordered by stride, each stride steps
+// past the whole extent of the smaller one (a dimension of size 1 steps nowhere).
+template <class T>
+bool elements_distinct(const TensorView<T>& v) {
+  std::int64_t small_size = v.size(0), small_stride = v.stride(0), big_size = v.size(1), big_stride = v.stride(1);
+  if (small_stride > big_stride) {
+    std::swap(small_size, big_size);
+    std::swap(small_stride, big_stride);
+  }
+  if (small_size > 1 && small_stride == 0) return false;
+  return big_size == 1 || small_size == 1 ? (big_size == 1 || big_stride > 0) : big_stride >= small_size * small_stride;
+}
+
+// The output: a host [M, N] view (float, or a CPU twin's half, bfloat16 or int8) of any strides whose elements are
+// distinct; row-major rows (stride 1 along N) are written in place, others through RowOutput.
 template <class T>
 Support check_output(const TensorView<T>& out, std::int64_t m, std::int64_t n) {
   Support s = check_matrix(out, "out");
   if (!s) return s;
   if (out.size(0) != m || out.size(1) != n)
     return Support::no("out.shape", to_string(out.shape()), to_string(Shape{m, n}) + " ([M, N])");
-  if (n > 1 && out.stride(1) != 1)
-    return Support::no("out.strides", to_string(out.strides()), "contiguous rows (stride 1 along N)");
+  if (!elements_distinct(out))
+    return Support::no("out.strides", to_string(out.strides()), "strides that give every element its own address");
   return s;
 }
+
+// The output as the kernels write it, rows of unit stride: out itself when its rows are contiguous (any row stride),
+// else a row-major [M, N] buffer that finish() copies into out (a column-major Eigen matrix, a transposed view).
+template <class T>
+class RowOutput {
+ public:
+  explicit RowOutput(const TensorView<T>& out) : out_(out), rows_(out) {
+    if (out.size(1) == 1 || out.stride(1) == 1) return;
+    buffer_.resize(static_cast<std::size_t>(out.size(0) * out.size(1)));
+    rows_ = TensorView<T>(buffer_.data(), out.shape());
+  }
+  TensorView<T>& rows() { return rows_; }
+  void finish() {
+    if (buffer_.empty()) return;
+    const std::int64_t n = out_.size(1);
+    for (std::int64_t i = 0; i < out_.size(0); ++i)
+      for (std::int64_t j = 0; j < n; ++j) out_(i, j) = buffer_[static_cast<std::size_t>(i * n + j)];
+  }
+
+ private:
+  TensorView<T> out_;
+  TensorView<T> rows_;
+  std::vector<std::remove_const_t<T>> buffer_;
+};
 
 inline bool has_bias(const Epilogue& e) { return !is_empty_view(e.bias); }
 

@@ -18,11 +18,13 @@
 #include <Eigen/SparseCore>
 
 #include <algorithm>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "shrink/core/executor.hpp"
 #include "shrink/core/half.hpp"
 #include "shrink/core/view.hpp"
 #include "shrink/cpu/aligned_vector.hpp"
@@ -61,6 +63,18 @@ Support check_csr_structure(const sparse::Csr<T>& w) {
   return Support::yes();
 }
 
+// Calls part(rows r0 .. r1 − 1 of w as a CsrRows, r0) over ranges of about equal stored values, through parallel_for;
+// `columns` rows of X (or Xᵀ columns) meet each stored value. The cut never changes a row's sum.
+template <class Part>
+void for_each_row_part(const cpu::CsrRows& w, double columns, Part&& part) {
+  const double per_row = 2.0 * columns * static_cast<double>(std::max<std::int32_t>(1, w.row_offsets[w.rows])) /
+                         static_cast<double>(w.rows);
+  const std::int64_t part_rows = chunk_size(w.rows, per_row);
+  parallel_for(w.rows, part_rows, [&](std::int64_t r0, std::int64_t r1) {
+    part(cpu::CsrRows{r1 - r0, w.cols, w.row_offsets + r0, w.column_indices, w.values}, r0);
+  });
+}
+
 }  // namespace shrink::linear::detail
 
 namespace shrink::cpu {
@@ -78,11 +92,10 @@ inline Support can_implement_linear_csr(const TensorView<const float>& x, const 
   return linear::detail::check_no_overlap(out, w.row_offsets.data(), w.row_offsets.size() * 4, "w.row_offsets");
 }
 
-// out[m, n] = act(Σ_{stored k of row n} x[m, k] · w[n, k] + bias[n]); x [M, K] any strides, w a CSR [N, K].
-inline void linear_csr(TensorView<const float> x, const sparse::Csr<float>& w, TensorView<float> out,
-                       const Epilogue& epilogue = {}) {
+// linear_csr once checked, into an output whose rows are contiguous (linear_csr stages any other).
+inline void linear_csr_rows(TensorView<const float> x, const sparse::Csr<float>& w, TensorView<float> out,
+                            const Epilogue& epilogue) {
   const char* fn = "shrink::cpu::linear_csr";
-  require_supported(can_implement_linear_csr(x, w, out, epilogue), fn);
   const std::int64_t m_total = x.size(0), n_total = w.rows, k_total = w.cols;
   const float* bias = linear::detail::bias_data(epilogue);
   const CsrRows rows_of_w{w.rows, w.cols, w.row_offsets.data(), w.column_indices.data(), w.values.data()};
@@ -92,15 +105,21 @@ inline void linear_csr(TensorView<const float> x, const sparse::Csr<float>& w, T
     std::int64_t ldx = 0;
     const float* xs = linear::detail::contiguous_rows(x, x_rows, ldx);
     std::vector<float> yt(static_cast<std::size_t>(n_total * m_total));
-    bool ok = false;
+    std::atomic<bool> all_ok{true};
+    linear::detail::for_each_row_part(rows_of_w, static_cast<double>(m_total),
+                                      [&](const CsrRows& part, std::int64_t r0) {
+                                        float* part_yt = yt.data() + r0 * m_total;
+                                        bool ok = false;
 #if defined(SHRINK_CPU_AVX2_DISPATCH)
-    if (use_avx512())
-      ok = cpu::csr_dots_avx512_rows(m_total, rows_of_w, xs, ldx, yt.data(),
-                                     std::make_index_sequence<cpu::kCsrDotRows>{});
-    else
+                                        if (use_avx512())
+                                          ok = cpu::csr_dots_avx512_rows(m_total, part, xs, ldx, part_yt,
+                                                                         std::make_index_sequence<cpu::kCsrDotRows>{});
+                                        else
 #endif
-      ok = cpu::csr_dots(rows_of_w, xs, ldx, m_total, yt.data());
-    if (!ok) sparse::validate_csr(w, fn);
+                                          ok = cpu::csr_dots(part, xs, ldx, m_total, part_yt);
+                                        if (!ok) all_ok.store(false);
+                                      });
+    if (!all_ok.load()) sparse::validate_csr(w, fn);
     cpu::finish_transposed(yt.data(), m_total, m_total, n_total, 0, bias, epilogue.activation, out);
     return;
   }
@@ -121,11 +140,17 @@ inline void linear_csr(TensorView<const float> x, const sparse::Csr<float>& w, T
     sparse::validate_csr(w, fn);
     using SparseMap = Eigen::Map<const Eigen::SparseMatrix<float, Eigen::RowMajor, std::int32_t>>;
     using RowMajor = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-    const SparseMap sparse_w(n_total, k_total, w.nnz(), w.row_offsets.data(), w.column_indices.data(), w.values.data());
     RowMajor xt(k_total, m_total);
     for (std::int64_t m = 0; m < m_total; ++m)
       for (std::int64_t k = 0; k < k_total; ++k) xt(k, m) = x(m, k);
-    const RowMajor yt = sparse_w * xt;
+    RowMajor yt(n_total, m_total);
+    // Ranges of W's rows (maps of part of the arrays: the offsets stay absolute), each row's sum as for all of W.
+    linear::detail::for_each_row_part(
+        rows_of_w, static_cast<double>(m_total), [&](const CsrRows& part, std::int64_t r0) {
+          const SparseMap part_w(part.rows, k_total, part.row_offsets[part.rows] - part.row_offsets[0],
+                                 part.row_offsets, w.column_indices.data(), w.values.data());
+          yt.middleRows(r0, part.rows).noalias() = part_w * xt;
+        });
     cpu::finish_transposed(yt.data(), m_total, m_total, n_total, 0, bias, epilogue.activation, out);
     return;
   }
@@ -136,25 +161,48 @@ inline void linear_csr(TensorView<const float> x, const sparse::Csr<float>& w, T
   const std::int64_t rows_per_chunk = (m_total + chunks - 1) / chunks;
   const std::int64_t width = (rows_per_chunk + lanes - 1) / lanes * lanes;
   const int registers = static_cast<int>(width / lanes);
-  AlignedVector<float> xt(static_cast<std::size_t>(k_total * width));
+  AlignedVector<float> xt(static_cast<std::size_t>(k_total * width * chunks));
   AlignedVector<float> yt(static_cast<std::size_t>(n_total * width * chunks));  // every chunk kept until all passed
-  for (std::int64_t c = 0; c < chunks; ++c) {
-    const std::int64_t m0 = c * rows_per_chunk, rows = std::min(rows_per_chunk, m_total - m0);
-    std::fill(xt.begin(), xt.end(), 0.0f);
-    for (std::int64_t i = 0; i < rows; ++i)
-      for (std::int64_t k = 0; k < k_total; ++k) xt[static_cast<std::size_t>(k * width + i)] = x(m0 + i, k);
-    float* chunk_yt = yt.data() + c * n_total * width;
-    const bool ok =
-        lanes == 16
-            ? cpu::csr_rows_dispatch<16>(registers, rows_of_w, xt.data(), chunk_yt, std::make_index_sequence<8>{})
-            : cpu::csr_rows_dispatch<8>(registers, rows_of_w, xt.data(), chunk_yt, std::make_index_sequence<8>{});
-    if (!ok) sparse::validate_csr(w, fn);
-  }
+  parallel_for(chunks, 1, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t c = begin; c < end; ++c) {
+      const std::int64_t m0 = c * rows_per_chunk, rows = std::min(rows_per_chunk, m_total - m0);
+      float* chunk_xt = xt.data() + c * k_total * width;
+      std::fill(chunk_xt, chunk_xt + k_total * width, 0.0f);
+      for (std::int64_t i = 0; i < rows; ++i)
+        for (std::int64_t k = 0; k < k_total; ++k) chunk_xt[k * width + i] = x(m0 + i, k);
+    }
+  });
+  // Parts: a chunk of Xᵀ against a range of weight rows.
+  std::atomic<bool> all_ok{true};
+  parallel_for(chunks, 1, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t c = begin; c < end; ++c)
+      linear::detail::for_each_row_part(
+          rows_of_w, static_cast<double>(width), [&](const CsrRows& part, std::int64_t r0) {
+            const float* chunk_xt = xt.data() + c * k_total * width;
+            float* part_yt = yt.data() + c * n_total * width + r0 * width;
+            const bool ok =
+                lanes == 16
+                    ? cpu::csr_rows_dispatch<16>(registers, part, chunk_xt, part_yt, std::make_index_sequence<8>{})
+                    : cpu::csr_rows_dispatch<8>(registers, part, chunk_xt, part_yt, std::make_index_sequence<8>{});
+            if (!ok) all_ok.store(false);
+          });
+  });
+  if (!all_ok.load()) sparse::validate_csr(w, fn);
   for (std::int64_t c = 0; c < chunks; ++c) {
     const std::int64_t m0 = c * rows_per_chunk, rows = std::min(rows_per_chunk, m_total - m0);
     cpu::finish_transposed(yt.data() + c * n_total * width, width, rows, n_total, m0, bias, epilogue.activation, out);
   }
 #endif
+}
+
+// out[m, n] = act(Σ_{stored k of row n} x[m, k] · w[n, k] + bias[n]); x [M, K] any strides, w a CSR [N, K].
+inline void linear_csr(TensorView<const float> x, const sparse::Csr<float>& w, TensorView<float> out,
+                       const Epilogue& epilogue = {}) {
+  const char* fn = "shrink::cpu::linear_csr";
+  require_supported(can_implement_linear_csr(x, w, out, epilogue), fn);
+  linear::detail::RowOutput<float> staged(out);
+  linear_csr_rows(x, w, staged.rows(), epilogue);
+  staged.finish();
 }
 
 // With a raw bias pointer: N floats (w's rows), or nullptr for none.
@@ -194,8 +242,8 @@ Support check_linear_csr_16(const TensorView<const T>& x, const sparse::Csr<T>& 
   if (!s) return s;
   if (out.size(0) != x.size(0) || out.size(1) != w.rows)
     return Support::no("out.shape", to_string(out.shape()), to_string(Shape{x.size(0), w.rows}) + " ([M, N])");
-  if (w.rows > 1 && out.stride(1) != 1)
-    return Support::no("out.strides", to_string(out.strides()), "contiguous rows (stride 1 along N)");
+  if (!elements_distinct(out))
+    return Support::no("out.strides", to_string(out.strides()), "strides that give every element its own address");
   s = check_epilogue(epilogue, w.rows, TensorView<float>(nullptr, Shape{0}));  // bias overlap with out: below
   if (!s) return s;
   if (has_bias(epilogue) && views_overlap(epilogue.bias, out))

@@ -47,7 +47,8 @@ inline Support can_implement_linear_f32_eigen(const TensorView<const float>& x, 
   return s;
 }
 
-// out = act(x · wᵀ + bias) by Eigen's GEMM (x [M, K], w [N, K], any strides; out rows contiguous).
+// out = act(x · wᵀ + bias) by Eigen's GEMM (x [M, K], w [N, K], out [M, N]: any strides). Eigen's product runs on
+// the thread Eigen was built to use (one without OpenMP), not on shrink's executor.
 inline void linear_f32_eigen(TensorView<const float> x, TensorView<const float> w, TensorView<float> out,
                              const Epilogue& epilogue = {}) {
   require_supported(can_implement_linear_f32_eigen(x, w, out, epilogue), "shrink::cpu::linear_f32_eigen");
@@ -55,8 +56,8 @@ inline void linear_f32_eigen(TensorView<const float> x, TensorView<const float> 
   // with a run-time inner stride falls back to slower coefficient-wise products).
   using RowMajor = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
   using ConstRows = Eigen::Map<const RowMajor, 0, Eigen::OuterStride<>>;
-  const bool unit_inner =
-      (x.stride(1) == 1 || x.size(1) == 1) && (w.stride(1) == 1 || w.size(1) == 1) && out.stride(1) == 1;
+  const bool unit_inner = (x.stride(1) == 1 || x.size(1) == 1) && (w.stride(1) == 1 || w.size(1) == 1) &&
+                          (out.stride(1) == 1 || out.size(1) == 1);
   auto row_stride = [](const auto& v) { return Eigen::OuterStride<>(v.size(0) == 1 ? v.size(1) : v.stride(0)); };
   if (unit_inner) {
     Eigen::Map<RowMajor, 0, Eigen::OuterStride<>> y(out.data(), out.size(0), out.size(1), row_stride(out));
@@ -68,8 +69,15 @@ inline void linear_f32_eigen(TensorView<const float> x, TensorView<const float> 
   }
   const float* bias = linear::detail::bias_data(epilogue);
   if (bias == nullptr && epilogue.activation == Activation::none) return;
-  for (std::int64_t m = 0; m < out.size(0); ++m)
-    cpu::finish_run(&out(m, 0), 1.0f, nullptr, bias, epilogue.activation, &out(m, 0), out.size(1));
+  if (out.stride(1) == 1 || out.size(1) == 1) {
+    for (std::int64_t m = 0; m < out.size(0); ++m)
+      cpu::finish_run(&out(m, 0), 1.0f, nullptr, bias, epilogue.activation, &out(m, 0), out.size(1));
+    return;
+  }
+  for (std::int64_t m = 0; m < out.size(0); ++m)  // strided rows: one element at a time
+    for (std::int64_t n = 0; n < out.size(1); ++n)
+      cpu::finish_run(&out(m, n), 1.0f, nullptr, bias != nullptr ? bias + n : nullptr, epilogue.activation, &out(m, n),
+                      1);
 }
 
 }  // namespace shrink::cpu

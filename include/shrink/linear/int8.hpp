@@ -288,20 +288,23 @@ void linear_int8(const quant::QuantizedTensor& x, const PackedInt8Weight& w, Ten
   require_supported(can_implement_linear_int8(x, w, out, epilogue), "shrink::cpu::linear_int8");
   const bool per_token = x.scheme.granularity == quant::Granularity::per_channel;
   const float* bias = linear::detail::bias_data(epilogue);
-  float run[cpu::kInt8TileN];
+  linear::detail::RowOutput<Out> staged(out);
+  TensorView<Out>& rows = staged.rows();
   cpu::gemm_int8(linear::detail::activation_rows(x), linear::detail::weight_rows(w),
                  [&](std::int64_t m, std::int64_t n0, std::int64_t count, const std::int32_t* acc) {
+                   float run[cpu::kInt8TileN];  // per call: runs are stored from several threads at once
                    for (std::int64_t j = 0; j < count; ++j) run[j] = static_cast<float>(acc[j]);
                    const float row_scale = x.qparams.scale[per_token ? static_cast<std::size_t>(m) : 0];
                    const float* col_scale = w.scales.data() + n0;
                    const float* col_bias = bias != nullptr ? bias + n0 : nullptr;
                    if constexpr (std::is_same<Out, float>::value) {
-                     cpu::finish_run(run, row_scale, col_scale, col_bias, epilogue.activation, &out(m, n0), count);
+                     cpu::finish_run(run, row_scale, col_scale, col_bias, epilogue.activation, &rows(m, n0), count);
                    } else {
                      cpu::finish_run(run, row_scale, col_scale, col_bias, epilogue.activation, run, count);
-                     cpu::store_outputs(run, &out(m, n0), count, epilogue);
+                     cpu::store_outputs(run, &rows(m, n0), count, epilogue);
                    }
                  });
+  staged.finish();
 }
 
 // The same with an unpacked weight (packed on every call: pack once with pack_int8_weight for repeated use).
@@ -360,14 +363,14 @@ inline Support can_implement_gemm_s8s8s32(const TensorView<const std::int8_t>& x
                        "K ≤ " + std::to_string(int8_max_k(128)) + " (int32 accumulation cannot overflow)");
   if (acc.size(0) != m || acc.size(1) != n)
     return Support::no("acc.shape", to_string(acc.shape()), to_string(Shape{m, n}) + " ([M, N])");
-  if (n > 1 && acc.stride(1) != 1)
-    return Support::no("acc.strides", to_string(acc.strides()), "contiguous rows (stride 1 along N)");
+  if (!linear::detail::elements_distinct(acc))
+    return Support::no("acc.strides", to_string(acc.strides()), "strides that give every element its own address");
   if (views_overlap(acc, x)) return Support::no("acc", "memory overlapping x", "a separate output");
   if (views_overlap(acc, w)) return Support::no("acc", "memory overlapping w", "a separate output");
   return s;
 }
 
-// acc[m, n] = Σ_k x[m, k] · w[n, k], exact (x [M, K], w [N, K], any strides; acc [M, N] with contiguous rows).
+// acc[m, n] = Σ_k x[m, k] · w[n, k], exact (x [M, K], w [N, K], acc [M, N]: any strides).
 inline void gemm_s8s8s32(TensorView<const std::int8_t> x, TensorView<const std::int8_t> w,
                          TensorView<std::int32_t> acc) {
   require_supported(can_implement_gemm_s8s8s32(x, w, acc), "shrink::cpu::gemm_s8s8s32");
@@ -379,10 +382,13 @@ inline void gemm_s8s8s32(TensorView<const std::int8_t> x, TensorView<const std::
   rows.cols = x.size(1);
   rows.row_stride = x.stride(0);
   rows.col_stride = x.stride(1);
+  linear::detail::RowOutput<std::int32_t> staged(acc);
+  TensorView<std::int32_t>& acc_rows = staged.rows();
   cpu::gemm_int8(rows, linear::detail::weight_rows(packed),
                  [&](std::int64_t m, std::int64_t n0, std::int64_t count, const std::int32_t* run) {
-                   std::copy(run, run + count, &acc(m, n0));
+                   std::copy(run, run + count, &acc_rows(m, n0));
                  });
+  staged.finish();
 }
 
 }  // namespace shrink::cpu

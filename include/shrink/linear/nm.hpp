@@ -16,6 +16,7 @@
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -24,6 +25,7 @@
 #include <utility>
 #include <vector>
 
+#include "shrink/core/executor.hpp"
 #include "shrink/core/half.hpp"
 #include "shrink/core/no_contract.hpp"
 #include "shrink/core/view.hpp"
@@ -100,11 +102,10 @@ inline Support can_implement_linear_nm(const TensorView<const float>& x, const s
   return linear::detail::check_no_overlap(out, w.positions.data(), w.positions.size(), "w.positions");
 }
 
-// out[m, n] = act(Σ_{kept k of row n} x[m, k] · w[n, k] + bias[n]); x [M, K] any strides, w N:M compressed [N, K].
-inline void linear_nm(TensorView<const float> x, const sparse::NmCompressed<float>& w, TensorView<float> out,
-                      const Epilogue& epilogue = {}) {
+// linear_nm once checked, into an output whose rows are contiguous (linear_nm stages any other).
+inline void linear_nm_rows(TensorView<const float> x, const sparse::NmCompressed<float>& w, TensorView<float> out,
+                           const Epilogue& epilogue) {
   const char* fn = "shrink::cpu::linear_nm";
-  require_supported(can_implement_linear_nm(x, w, out, epilogue), fn);
   const std::int64_t m_total = x.size(0), n_total = w.rows, k_total = w.cols;
   const float* bias = linear::detail::bias_data(epilogue);
   std::vector<float> x_rows;
@@ -117,25 +118,44 @@ inline void linear_nm(TensorView<const float> x, const sparse::NmCompressed<floa
   use_dots = use_dots || (vector_dots && m_total <= cpu::kNmDotChunks * cpu::kNmDotRows);
 #endif
   if (use_dots) {  // dot products, 12 rows of X a pass, into private storage checked before out is written
-    const NmRows rows_of_w{w.rows,           w.cols,          w.pattern.n,       w.pattern.m,
-                           w.kept_per_row(), w.values.data(), w.positions.data()};
     const std::int64_t chunks = (m_total + cpu::kNmDotRows - 1) / cpu::kNmDotRows;
     std::vector<float> yt(static_cast<std::size_t>(n_total * m_total));
-    bool ok = true;
-    for (std::int64_t c = 0; c < chunks; ++c) {
-      const std::int64_t m0 = c * cpu::kNmDotRows, rows = std::min(cpu::kNmDotRows, m_total - m0);
-      float* chunk_yt = yt.data() + m0 * n_total;  // [N, rows]
-      const float* chunk_x = xs + m0 * ldx;
-      std::int64_t groups_done = 0;
+    // Parts: a chunk of X's rows against a range of weight rows (the same sums whatever the cut).
+    const std::int64_t part_rows =
+        chunk_size(n_total, 2.0 * static_cast<double>(std::min(m_total, cpu::kNmDotRows) * w.kept_per_row()));
+    const std::int64_t row_parts = (n_total + part_rows - 1) / part_rows;
+    std::atomic<bool> all_ok{true};
+    parallel_for(chunks * row_parts, 1, [&](std::int64_t begin, std::int64_t end) {
+      for (std::int64_t part = begin; part < end; ++part) {
+        const std::int64_t c = part / row_parts, r0 = part % row_parts * part_rows;
+        const std::int64_t r1 = std::min(n_total, r0 + part_rows);
+        const std::int64_t m0 = c * cpu::kNmDotRows, rows = std::min(cpu::kNmDotRows, m_total - m0);
+        const std::size_t first = static_cast<std::size_t>(r0 * w.kept_per_row());
+        const NmRows part_of_w{r1 - r0,
+                               w.cols,
+                               w.pattern.n,
+                               w.pattern.m,
+                               w.kept_per_row(),
+                               w.values.data() + first,
+                               w.positions.data() + first};
+        float* chunk_yt = yt.data() + m0 * n_total + r0 * rows;  // [N, rows], from weight row r0
+        const float* chunk_x = xs + m0 * ldx;
+        std::int64_t groups_done = 0;
+        bool ok = true;
 #if defined(SHRINK_CPU_AVX2_DISPATCH)
-      if (vector_dots) {
-        cpu::for_each_row_tile<cpu::kNmDotRows>(rows, [&](auto tile_rows, std::int64_t) {
-          ok = cpu::nm24_dots_avx512<decltype(tile_rows)::value>(rows_of_w, chunk_x, ldx, chunk_yt, groups_done) && ok;
-        });
-      }
+        if (vector_dots) {
+          cpu::for_each_row_tile<cpu::kNmDotRows>(rows, [&](auto tile_rows, std::int64_t) {
+            ok =
+                cpu::nm24_dots_avx512<decltype(tile_rows)::value>(part_of_w, chunk_x, ldx, chunk_yt, groups_done) && ok;
+          });
+        }
 #endif
-      ok = cpu::nm_dots_scalar(rows_of_w, chunk_x, ldx, rows, 0, n_total, groups_done, chunk_yt, groups_done > 0) && ok;
-    }
+        ok = cpu::nm_dots_scalar(part_of_w, chunk_x, ldx, rows, 0, r1 - r0, groups_done, chunk_yt, groups_done > 0) &&
+             ok;
+        if (!ok) all_ok.store(false);
+      }
+    });
+    const bool ok = all_ok.load();
     if (!ok) require_supported(linear::detail::check_nm_positions(w), fn);
     for (std::int64_t c = 0; c < chunks; ++c) {
       const std::int64_t m0 = c * cpu::kNmDotRows, rows = std::min(cpu::kNmDotRows, m_total - m0);
@@ -147,24 +167,25 @@ inline void linear_nm(TensorView<const float> x, const sparse::NmCompressed<floa
   require_supported(linear::detail::check_nm_positions(w), fn);
   const int n_keep = w.pattern.n, m_group = w.pattern.m;
   const std::int64_t block_k = std::max<std::int64_t>(1, cpu::kPanelBlockK / m_group) * m_group;
-  AlignedVector<float> block(static_cast<std::size_t>(std::max(block_k, k_total) * kPanelWidth));
-  // Rows 32p .. 32p + 31, columns k0 .. k0 + kc − 1 of W as a dense k-major panel: zeros, then each kept value
-  // stored at its column.
-  auto expand = [&](std::int64_t p, std::int64_t k0, std::int64_t kc) -> const float* {
-    std::fill(block.begin(), block.begin() + kc * kPanelWidth, 0.0f);
-    const std::int64_t r_end = std::min(n_total, (p + 1) * kPanelWidth);
-    const std::int64_t first_group = k0 / m_group, groups = kc / m_group, kept_per_row = w.kept_per_row();
-    for (std::int64_t r = p * kPanelWidth; r < r_end; ++r) {
-      const float* values = w.values.data() + r * kept_per_row + first_group * n_keep;
-      const std::uint8_t* positions = w.positions.data() + r * kept_per_row + first_group * n_keep;
-      float* column = block.data() + (r - p * kPanelWidth);
-      for (std::int64_t g = 0; g < groups; ++g, column += m_group * kPanelWidth) {
-        for (int t = 0; t < n_keep; ++t) column[positions[t] * kPanelWidth] = values[t];
-        values += n_keep;
-        positions += n_keep;
+  // Rows 32p .. 32p + 31, columns k0 .. k0 + kc − 1 of W as a dense k-major panel in `block`: zeros, then each kept
+  // value stored at its column.
+  auto expander = [&](AlignedVector<float>& block) {
+    return [&, buffer = block.data()](std::int64_t p, std::int64_t k0, std::int64_t kc) -> const float* {
+      std::fill(buffer, buffer + kc * kPanelWidth, 0.0f);
+      const std::int64_t r_end = std::min(n_total, (p + 1) * kPanelWidth);
+      const std::int64_t first_group = k0 / m_group, groups = kc / m_group, kept_per_row = w.kept_per_row();
+      for (std::int64_t r = p * kPanelWidth; r < r_end; ++r) {
+        const float* values = w.values.data() + r * kept_per_row + first_group * n_keep;
+        const std::uint8_t* positions = w.positions.data() + r * kept_per_row + first_group * n_keep;
+        float* column = buffer + (r - p * kPanelWidth);
+        for (std::int64_t g = 0; g < groups; ++g, column += m_group * kPanelWidth) {
+          for (int t = 0; t < n_keep; ++t) column[positions[t] * kPanelWidth] = values[t];
+          values += n_keep;
+          positions += n_keep;
+        }
       }
-    }
-    return block.data();
+      return buffer;
+    };
   };
   // The values and positions a panel block is made from: 32 rows, each a run of each array; a few rows per step.
   auto source = [&](std::int64_t p, std::int64_t k0, std::int64_t kc, std::int64_t step, std::int64_t steps) {
@@ -180,10 +201,22 @@ inline void linear_nm(TensorView<const float> x, const sparse::NmCompressed<floa
   };
   float* y = out.data();
   const std::int64_t ldy = out.stride(0);
-  auto finish = [&](std::int64_t n0, std::int64_t n1) {
-    for (std::int64_t m = 0; m < m_total; ++m)
-      cpu::finish_run(y + m * ldy + n0, 1.0f, nullptr, bias != nullptr ? bias + n0 : nullptr, epilogue.activation,
-                      y + m * ldy + n0, n1 - n0);
+  auto finisher = [&](std::int64_t m0, std::int64_t m1) {
+    return [=](std::int64_t n0, std::int64_t n1) {
+      for (std::int64_t m = m0; m < m1; ++m)
+        cpu::finish_run(y + m * ldy + n0, 1.0f, nullptr, bias != nullptr ? bias + n0 : nullptr, epilogue.activation,
+                        y + m * ldy + n0, n1 - n0);
+    };
+  };
+  // The blocked product over the executor's parts (cpu/gemm_panel.hpp), each expanding into its own buffer.
+  auto run_parts = [&](auto rows_tag, auto tile) {
+    cpu::for_each_panel_part(cpu::PanelPath::blocked, m_total, n_total, k_total,
+                             [&](std::int64_t m0, std::int64_t m1, std::int64_t n0, std::int64_t n1) {
+                               AlignedVector<float> block(static_cast<std::size_t>(block_k * kPanelWidth));
+                               cpu::gemm_panels_blocked<decltype(rows_tag)::value>(
+                                   xs + m0 * ldx, ldx, m1 - m0, n0, n1, k_total, block_k, y + m0 * ldy, ldy,
+                                   expander(block), source, tile, finisher(m0, m1));
+                             });
   };
 #if defined(SHRINK_CPU_AVX2_DISPATCH)
   if (use_avx512()) {
@@ -191,8 +224,7 @@ inline void linear_nm(TensorView<const float> x, const sparse::NmCompressed<floa
                     bool accumulate) {
       cpu::panel_tile_avx512<decltype(rows)::value>(xr, ldx, panel, kc, yr, ldy, valid, accumulate);
     };
-    cpu::gemm_panels_blocked<cpu::kPanelRowsAvx512>(xs, ldx, m_total, n_total, k_total, block_k, y, ldy, expand, source,
-                                                    tile, finish);
+    run_parts(std::integral_constant<int, cpu::kPanelRowsAvx512>{}, tile);
     return;
   }
   if (use_avx2_fma()) {
@@ -205,14 +237,28 @@ inline void linear_nm(TensorView<const float> x, const sparse::NmCompressed<floa
                                                     half_valid, accumulate);
       }
     };
-    cpu::gemm_panels_blocked<cpu::kPanelRowsAvx2>(xs, ldx, m_total, n_total, k_total, block_k, y, ldy, expand, source,
-                                                  tile, finish);
+    run_parts(std::integral_constant<int, cpu::kPanelRowsAvx2>{}, tile);
     return;
   }
 #endif
-  cpu::gemm_panels_eigen(xs, ldx, m_total, n_total, k_total, y, ldy,
-                         [&](std::int64_t p) { return expand(p, 0, k_total); });
-  finish(0, n_total);
+  cpu::for_each_panel_part(cpu::PanelPath::eigen, m_total, n_total, k_total,
+                           [&](std::int64_t, std::int64_t, std::int64_t n0, std::int64_t n1) {
+                             AlignedVector<float> block(static_cast<std::size_t>(k_total * kPanelWidth));
+                             auto expand = expander(block);
+                             cpu::gemm_panels_eigen(xs, ldx, m_total, n0, n1, k_total, y, ldy,
+                                                    [&](std::int64_t p) { return expand(p, 0, k_total); });
+                             finisher(0, m_total)(n0, n1);
+                           });
+}
+
+// out[m, n] = act(Σ_{kept k of row n} x[m, k] · w[n, k] + bias[n]); x [M, K] any strides, w N:M compressed [N, K].
+inline void linear_nm(TensorView<const float> x, const sparse::NmCompressed<float>& w, TensorView<float> out,
+                      const Epilogue& epilogue = {}) {
+  const char* fn = "shrink::cpu::linear_nm";
+  require_supported(can_implement_linear_nm(x, w, out, epilogue), fn);
+  linear::detail::RowOutput<float> staged(out);
+  linear_nm_rows(x, w, staged.rows(), epilogue);
+  staged.finish();
 }
 
 // With a raw bias pointer: N floats (w's rows), or nullptr for none.
@@ -265,16 +311,10 @@ Out to_linear_output(float v, float out_scale) {
   }
 }
 
-// A host [M, N] output of any element type whose rows are contiguous.
+// A host [M, N] output of any element type and any strides whose elements are distinct.
 template <class Out>
 Support check_typed_output(const TensorView<Out>& out, std::int64_t m, std::int64_t n) {
-  Support s = check_matrix(out, "out");
-  if (!s) return s;
-  if (out.size(0) != m || out.size(1) != n)
-    return Support::no("out.shape", to_string(out.shape()), to_string(Shape{m, n}) + " ([M, N])");
-  if (n > 1 && out.stride(1) != 1)
-    return Support::no("out.strides", to_string(out.strides()), "contiguous rows (stride 1 along N)");
-  return s;
+  return check_output(out, m, n);
 }
 
 // The epilogue (activation, bias; scales only when `scales_checked`) and that out shares no bytes with the bias.
@@ -438,29 +478,33 @@ void linear_nm_int8(TensorView<const std::int8_t> x, const sparse::NmCompressed<
   const float* bias = linear::detail::bias_data(epilogue);
   const int n_keep = w.pattern.n, group = w.pattern.m;
   const std::int64_t groups = w.cols / group;
-  std::vector<std::int16_t> dense(static_cast<std::size_t>(k_total));
   constexpr std::int64_t kRowsPerPass = 32;
-  for (std::int64_t m0 = 0; m0 < m_total; m0 += kRowsPerPass) {
-    const std::int64_t m1 = std::min(m_total, m0 + kRowsPerPass);
-    for (std::int64_t n = 0; n < n_total; ++n) {
-      std::fill(dense.begin(), dense.end(), std::int16_t{0});
-      const std::int8_t* values = w.values.data() + n * w.kept_per_row();
-      const std::uint8_t* positions = w.positions.data() + n * w.kept_per_row();
-      for (std::int64_t g = 0; g < groups; ++g)
-        for (int j = 0; j < n_keep; ++j)
-          dense[static_cast<std::size_t>(g * group + positions[g * n_keep + j])] = values[g * n_keep + j];
-      const float sw = epilogue.w_scales(epilogue.w_scales.size(0) > 1 ? n : 0);
-      for (std::int64_t m = m0; m < m1; ++m) {
-        const std::int8_t* row = xs + m * ldx;
-        std::int32_t acc = 0;
-        for (std::int64_t k = 0; k < k_total; ++k)
-          acc += static_cast<std::int32_t>(row[k]) * static_cast<std::int32_t>(dense[static_cast<std::size_t>(k)]);
-        out(m, n) =
-            linear::detail::finish_int8<Out>(acc, epilogue.x_scales(epilogue.x_scales.size(0) > 1 ? m : 0), sw,
-                                             bias != nullptr ? bias[n] : 0.0f, epilogue.activation, epilogue.out_scale);
+  // Parts of whole weight rows on the current executor (exact sums: the same bits on any executor).
+  const std::int64_t part_rows = chunk_size(n_total, 2.0 * static_cast<double>(m_total * k_total));
+  parallel_for(n_total, part_rows, [&](std::int64_t n_begin, std::int64_t n_end) {
+    std::vector<std::int16_t> dense(static_cast<std::size_t>(k_total));
+    for (std::int64_t m0 = 0; m0 < m_total; m0 += kRowsPerPass) {
+      const std::int64_t m1 = std::min(m_total, m0 + kRowsPerPass);
+      for (std::int64_t n = n_begin; n < n_end; ++n) {
+        std::fill(dense.begin(), dense.end(), std::int16_t{0});
+        const std::int8_t* values = w.values.data() + n * w.kept_per_row();
+        const std::uint8_t* positions = w.positions.data() + n * w.kept_per_row();
+        for (std::int64_t g = 0; g < groups; ++g)
+          for (int j = 0; j < n_keep; ++j)
+            dense[static_cast<std::size_t>(g * group + positions[g * n_keep + j])] = values[g * n_keep + j];
+        const float sw = epilogue.w_scales(epilogue.w_scales.size(0) > 1 ? n : 0);
+        for (std::int64_t m = m0; m < m1; ++m) {
+          const std::int8_t* row = xs + m * ldx;
+          std::int32_t acc = 0;
+          for (std::int64_t k = 0; k < k_total; ++k)
+            acc += static_cast<std::int32_t>(row[k]) * static_cast<std::int32_t>(dense[static_cast<std::size_t>(k)]);
+          out(m, n) = linear::detail::finish_int8<Out>(acc, epilogue.x_scales(epilogue.x_scales.size(0) > 1 ? m : 0),
+                                                       sw, bias != nullptr ? bias[n] : 0.0f, epilogue.activation,
+                                                       epilogue.out_scale);
+        }
       }
     }
-  }
+  });
 }
 
 }  // namespace shrink::cpu

@@ -177,7 +177,9 @@ void linear_weight_only_any(const TensorView<const A>& x, const W& w, const Tens
     std::vector<float> storage;
     std::int64_t ldx = 0;
     const float* xs = contiguous_rows(x, storage, ldx);
-    weight_only_product(xs, ldx, x.size(0), w, out.data(), out.stride(0), epilogue);
+    RowOutput<float> staged(out);
+    weight_only_product(xs, ldx, x.size(0), w, staged.rows().data(), staged.rows().stride(0), epilogue);
+    staged.finish();
   } else {
     const std::int64_t m_total = x.size(0), k_total = x.size(1), n_total = w.rows;
     std::vector<float> xs(static_cast<std::size_t>(m_total * k_total));
@@ -226,8 +228,11 @@ void linear_weight_only(TensorView<const float> x, const PackedWeight<T>& w, Ten
   std::vector<float> storage;
   std::int64_t ldx = 0;
   const float* xs = linear::detail::contiguous_rows(x, storage, ldx);
-  cpu::gemm_panels(xs, ldx, x.size(0), w, out.data(), out.stride(0), w.scales.empty() ? nullptr : w.scales.data(),
-                   linear::detail::bias_data(epilogue), epilogue.activation);
+  linear::detail::RowOutput<float> staged(out);
+  cpu::gemm_panels(xs, ldx, x.size(0), w, staged.rows().data(), staged.rows().stride(0),
+                   w.scales.empty() ? nullptr : w.scales.data(), linear::detail::bias_data(epilogue),
+                   epilogue.activation);
+  staged.finish();
 }
 
 // A per-group int4 weight (cpu/packed_int4_weight.hpp): out = act(X · (Q · S)ᵀ + bias), dequantized in float.

@@ -1,0 +1,248 @@
+// The executor hook: how shrink's long-running CPU operations (matrix products, quantize / dequantize, calibration
+// statistics, threshold selection, the distillation losses) run their independent tasks in parallel.
+//
+//   Executor             the interface: run(count, task) calls task(i) once for every i in [0, count), on any
+//                        threads, and returns when all have returned. Subclass it to use an application's own pool.
+//   ThreadPoolExecutor   the standard-library one: threads − 1 std::thread workers, the calling thread working too.
+//   SerialExecutor       everything on the calling thread, in order.
+//   default_executor()   a ThreadPoolExecutor of std::thread::hardware_concurrency() threads (SHRINK_NUM_THREADS,
+//                        when set to a number ≥ 1, overrides the count), made on first use.
+//   set_executor(e)      the process-wide executor (nullptr: back to the default); ScopedExecutor overrides it for
+//                        the current thread until the end of a scope.
+//
+// Results never depend on the executor: an operation cuts its work in chunks fixed by the problem's size alone
+// (parallel_for below), writes each output from exactly one chunk, and combines partial results, where it has
+// any, in chunk order. Every executor and thread count gives the same bits (tested in tests/core and beside each
+// operation).
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <cstdlib>
+#include <deque>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace shrink {
+
+// A non-owning reference to a callable void(std::int64_t): what Executor::run is given (no allocation per call).
+class TaskRef {
+ public:
+  template <class F, class = std::enable_if_t<!std::is_same<std::decay_t<F>, TaskRef>::value>>
+  TaskRef(F& f) noexcept  // NOLINT(google-explicit-constructor): passed where a lambda is written
+      : object_(static_cast<void*>(std::addressof(f))),
+        call_([](void* o, std::int64_t i) { (*static_cast<F*>(o))(i); }) {}
+
+  void operator()(std::int64_t i) const { call_(object_, i); }
+
+ private:
+  void* object_;
+  void (*call_)(void*, std::int64_t);
+};
+
+class Executor {
+ public:
+  virtual ~Executor() = default;
+  // Threads that may run tasks at the same time (1: serial). Operations skip the executor when it is 1.
+  virtual int concurrency() const noexcept = 0;
+  // Calls task(i) for every i in [0, count), each once, on any threads (the calling one included), and returns
+  // after every call has returned. A task that throws: the others still run, then one of the exceptions is
+  // rethrown here. May be called from inside a task (nested); must not deadlock then.
+  virtual void run(std::int64_t count, TaskRef task) = 0;
+};
+
+// Runs task(0) .. task(count − 1) in order on this thread; then rethrows the first exception one threw, if any.
+inline void run_in_order(std::int64_t count, TaskRef task) {
+  std::exception_ptr error;
+  for (std::int64_t i = 0; i < count; ++i) {
+    try {
+      task(i);
+    } catch (...) {
+      if (!error) error = std::current_exception();
+    }
+  }
+  if (error) std::rethrow_exception(error);
+}
+
+class SerialExecutor final : public Executor {
+ public:
+  int concurrency() const noexcept override { return 1; }
+  void run(std::int64_t count, TaskRef task) override { run_in_order(count, task); }
+};
+
+// threads − 1 workers wait for jobs; run() publishes a job, claims task indices from it as the workers do, and
+// waits for the tasks the workers claimed. Any number of threads may call run() at once, tasks included.
+class ThreadPoolExecutor final : public Executor {
+ public:
+  explicit ThreadPoolExecutor(int threads) : threads_(std::max(1, threads)) {
+    for (int i = 1; i < threads_; ++i) workers_.emplace_back([this] { work(); });
+  }
+  ThreadPoolExecutor(const ThreadPoolExecutor&) = delete;
+  ThreadPoolExecutor& operator=(const ThreadPoolExecutor&) = delete;
+  ~ThreadPoolExecutor() override {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stopping_ = true;
+    }
+    wake_.notify_all();
+    for (std::thread& t : workers_) t.join();
+  }
+
+  int concurrency() const noexcept override { return threads_; }
+
+  void run(std::int64_t count, TaskRef task) override {
+    if (count <= 0) return;
+    if (threads_ == 1 || count == 1) {
+      run_in_order(count, task);
+      return;
+    }
+    auto job = std::make_shared<Job>(task, count);
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      jobs_.push_back(job);
+    }
+    wake_.notify_all();
+    job->work();
+    std::unique_lock<std::mutex> lock(job->mutex);
+    job->finished.wait(lock, [&] { return job->done == job->count; });
+    if (job->error) std::rethrow_exception(job->error);
+  }
+
+ private:
+  struct Job {
+    Job(TaskRef t, std::int64_t n) : task(t), count(n) {}
+    TaskRef task;
+    std::int64_t count;
+    std::atomic<std::int64_t> next{0};
+    std::mutex mutex;
+    std::condition_variable finished;
+    std::int64_t done = 0;  // under mutex
+    std::exception_ptr error;
+
+    bool exhausted() const { return next.load(std::memory_order_relaxed) >= count; }
+    // Claims and runs tasks until none is left.
+    void work() {
+      for (std::int64_t i = next.fetch_add(1); i < count; i = next.fetch_add(1)) {
+        std::exception_ptr thrown;
+        try {
+          task(i);
+        } catch (...) {
+          thrown = std::current_exception();
+        }
+        std::lock_guard<std::mutex> lock(mutex);
+        if (thrown && !error) error = thrown;
+        if (++done == count) finished.notify_all();
+      }
+    }
+  };
+
+  void work() {
+    for (;;) {
+      std::shared_ptr<Job> job;
+      {
+        std::unique_lock<std::mutex> lock(mutex_);
+        wake_.wait(lock, [&] {
+          while (!jobs_.empty() && jobs_.front()->exhausted()) jobs_.pop_front();
+          return stopping_ || !jobs_.empty();
+        });
+        if (jobs_.empty()) return;  // stopping, nothing left
+        job = jobs_.front();
+      }
+      job->work();
+    }
+  }
+
+  int threads_;
+  std::vector<std::thread> workers_;
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::deque<std::shared_ptr<Job>> jobs_;  // under mutex_
+  bool stopping_ = false;                  // under mutex_
+};
+
+// The thread count of the default executor: SHRINK_NUM_THREADS when it is a number ≥ 1, else the hardware's.
+inline int default_thread_count() {
+  if (const char* text = std::getenv("SHRINK_NUM_THREADS")) {
+    char* end = nullptr;
+    const long n = std::strtol(text, &end, 10);
+    if (end != text && *end == '\0' && n >= 1) return static_cast<int>(std::min(n, 1024L));
+  }
+  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
+
+inline Executor& default_executor() {
+  static ThreadPoolExecutor pool(default_thread_count());
+  return pool;
+}
+
+inline SerialExecutor& serial_executor() {
+  static SerialExecutor serial;
+  return serial;
+}
+
+namespace executor_state {
+inline std::atomic<Executor*> process_wide{nullptr};
+inline thread_local Executor* scoped = nullptr;
+}  // namespace executor_state
+
+// The executor shrink's CPU operations use from now on, process-wide; nullptr restores default_executor(). The
+// executor must outlive its use; shrink never deletes it.
+inline void set_executor(Executor* executor) noexcept { executor_state::process_wide.store(executor); }
+
+// The executor in force on this thread: a ScopedExecutor's, else set_executor's, else default_executor().
+inline Executor& current_executor() {
+  if (executor_state::scoped != nullptr) return *executor_state::scoped;
+  if (Executor* e = executor_state::process_wide.load()) return *e;
+  return default_executor();
+}
+
+// Overrides the executor on the current thread until destroyed, e.g. ScopedExecutor serial(serial_executor()).
+class ScopedExecutor {
+ public:
+  explicit ScopedExecutor(Executor& executor) noexcept : previous_(executor_state::scoped) {
+    executor_state::scoped = &executor;
+  }
+  ScopedExecutor(const ScopedExecutor&) = delete;
+  ScopedExecutor& operator=(const ScopedExecutor&) = delete;
+  ~ScopedExecutor() { executor_state::scoped = previous_; }
+
+ private:
+  Executor* previous_;
+};
+
+// The chunk size for `count` items of about `cost` operations each: chunks of at least `min_cost` operations
+// (2^18 by default: tens of microseconds, far above a task's hand-over), a function of the problem alone.
+inline std::int64_t chunk_size(std::int64_t count, double cost, double min_cost = 262144.0) {
+  const double items = min_cost / std::max(cost, 1.0);
+  return std::max<std::int64_t>(
+      1, std::min<std::int64_t>(std::max<std::int64_t>(count, 1), static_cast<std::int64_t>(items + 0.5)));
+}
+
+// Calls body(begin, end) for the chunks [0, chunk), [chunk, 2 chunk), ... of [0, count) on the current executor; a
+// single chunk runs on the calling thread.
+template <class Body>
+void parallel_for(std::int64_t count, std::int64_t chunk, Body&& body) {
+  if (count <= 0) return;
+  chunk = std::max<std::int64_t>(chunk, 1);
+  const std::int64_t chunks = (count + chunk - 1) / chunk;
+  if (chunks == 1) {
+    body(std::int64_t{0}, count);
+    return;
+  }
+  Executor& executor = current_executor();
+  auto task = [&](std::int64_t c) { body(c * chunk, std::min(count, (c + 1) * chunk)); };
+  if (executor.concurrency() == 1) {
+    for (std::int64_t c = 0; c < chunks; ++c) task(c);
+    return;
+  }
+  executor.run(chunks, TaskRef(task));
+}
+
+}  // namespace shrink

@@ -48,8 +48,8 @@ class CountingExecutor final : public Executor {
 };
 
 // The bytes of a vector of trivially copyable values.
-template <class T>
-std::vector<unsigned char> bytes_of(const std::vector<T>& v) {
+template <class T, class Allocator>
+std::vector<unsigned char> bytes_of(const std::vector<T, Allocator>& v) {
   static_assert(std::is_trivially_copyable<T>::value, "compares bytes");
   std::vector<unsigned char> out(v.size() * sizeof(T));
   if (!v.empty()) std::memcpy(out.data(), v.data(), out.size());

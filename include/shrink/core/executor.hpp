@@ -226,7 +226,9 @@ inline std::int64_t chunk_size(std::int64_t count, double cost, double min_cost 
 }
 
 // Calls body(begin, end) for the chunks [0, chunk), [chunk, 2 chunk), ... of [0, count) on the current executor; a
-// single chunk runs on the calling thread.
+// single chunk runs on the calling thread. When bodies throw, every chunk still runs and the exception of the
+// lowest chunk is rethrown: a body that walks its range in order and stops at its first failure makes the error
+// reported that of the first failing item, as in a serial loop, whatever the executor.
 template <class Body>
 void parallel_for(std::int64_t count, std::int64_t chunk, Body&& body) {
   if (count <= 0) return;
@@ -237,12 +239,21 @@ void parallel_for(std::int64_t count, std::int64_t chunk, Body&& body) {
     return;
   }
   Executor& executor = current_executor();
-  auto task = [&](std::int64_t c) { body(c * chunk, std::min(count, (c + 1) * chunk)); };
-  if (executor.concurrency() == 1) {
-    for (std::int64_t c = 0; c < chunks; ++c) task(c);
+  if (executor.concurrency() == 1) {  // in order: the first failing chunk is the lowest
+    for (std::int64_t c = 0; c < chunks; ++c) body(c * chunk, std::min(count, (c + 1) * chunk));
     return;
   }
+  std::vector<std::exception_ptr> errors(static_cast<std::size_t>(chunks));
+  auto task = [&](std::int64_t c) {
+    try {
+      body(c * chunk, std::min(count, (c + 1) * chunk));
+    } catch (...) {
+      errors[static_cast<std::size_t>(c)] = std::current_exception();
+    }
+  };
   executor.run(chunks, TaskRef(task));
+  for (const std::exception_ptr& e : errors)
+    if (e) std::rethrow_exception(e);
 }
 
 }  // namespace shrink

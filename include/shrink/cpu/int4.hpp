@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "shrink/core/config.hpp"
+#include "shrink/core/executor.hpp"
 #include "shrink/core/int4.hpp"
 #include "shrink/cpu/simd.hpp"
 
@@ -52,16 +53,23 @@ inline void unpack_int4_row(const std::uint8_t* SHRINK_RESTRICT packed, std::int
 }
 
 // Whole tensors: rows of the last dimension of `shape`, each packed row padded to whole bytes.
+// Rows in parallel on the current executor (core/executor.hpp), each written by one task.
 inline void pack_int4_rows(const std::int8_t* values, const Shape& shape, std::uint8_t* packed) {
   const std::int64_t last = shape.rank == 0 ? 1 : shape.values[shape.rank - 1];
+  if (last == 0) return;
   const std::int64_t rows = shape.product() / last, row_bytes = int4_row_bytes(last);
-  for (std::int64_t r = 0; r < rows; ++r) pack_int4_row(values + r * last, packed + r * row_bytes, last);
+  parallel_for(rows, chunk_size(rows, 2.0 * static_cast<double>(last)), [&](std::int64_t r0, std::int64_t r1) {
+    for (std::int64_t r = r0; r < r1; ++r) pack_int4_row(values + r * last, packed + r * row_bytes, last);
+  });
 }
 
 inline void unpack_int4_rows(const std::uint8_t* packed, const Shape& shape, bool is_signed, std::int8_t* values) {
   const std::int64_t last = shape.rank == 0 ? 1 : shape.values[shape.rank - 1];
+  if (last == 0) return;
   const std::int64_t rows = shape.product() / last, row_bytes = int4_row_bytes(last);
-  for (std::int64_t r = 0; r < rows; ++r) unpack_int4_row(packed + r * row_bytes, values + r * last, last, is_signed);
+  parallel_for(rows, chunk_size(rows, 2.0 * static_cast<double>(last)), [&](std::int64_t r0, std::int64_t r1) {
+    for (std::int64_t r = r0; r < r1; ++r) unpack_int4_row(packed + r * row_bytes, values + r * last, last, is_signed);
+  });
 }
 
 }  // namespace shrink::cpu

@@ -5,9 +5,11 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <vector>
 
 #include "shrink/core/axis.hpp"
 #include "shrink/core/config.hpp"
+#include "shrink/core/executor.hpp"
 #include "shrink/cpu/simd.hpp"
 
 namespace shrink::cpu {
@@ -166,6 +168,24 @@ inline std::int64_t first_nonfinite(const float* x, std::int64_t n) {
   return -1;
 }
 
+inline constexpr std::int64_t kRangeChunk = std::int64_t{1} << 16;  // elements a task of a parallel range covers
+
+// finite_range of a long run on the current executor: fixed chunks of kRangeChunk elements, their ranges merged in
+// chunk order, so every executor gives the same bits (±0 included).
+inline FiniteRange finite_range_parallel(const float* x, std::int64_t n) {
+  const std::int64_t chunks = (n + kRangeChunk - 1) / kRangeChunk;
+  if (chunks <= 1) return finite_range(x, n);
+  std::vector<FiniteRange> parts(static_cast<std::size_t>(chunks));
+  parallel_for(chunks, chunk_size(chunks, static_cast<double>(kRangeChunk)), [&](std::int64_t c0, std::int64_t c1) {
+    for (std::int64_t c = c0; c < c1; ++c)
+      parts[static_cast<std::size_t>(c)] =
+          finite_range(x + c * kRangeChunk, std::min(kRangeChunk, n - c * kRangeChunk));
+  });
+  FiniteRange r;
+  for (const FiniteRange& p : parts) r.merge(p);
+  return r;
+}
+
 // Finite ranges of a contiguous tensor seen as [outer, channels, inner], one per channel group:
 // entry (o, c / group, i) covers channels [c, c + group) of outer index o and inner index i, where
 // `per_outer_inner` keeps outer and inner apart (per-group layout) and otherwise entries are per channel.
@@ -175,25 +195,37 @@ inline void finite_ranges_per_channel(const float* x, const AxisSplit& split, st
   const std::int64_t groups = split.channels / group;
   const std::int64_t count = per_outer_inner ? split.outer * groups * split.inner : groups;
   for (std::int64_t k = 0; k < count; ++k) ranges[k] = FiniteRange{};
-  for (std::int64_t o = 0; o < split.outer; ++o) {
-    for (std::int64_t c = 0; c < split.channels; ++c) {
-      const float* row = x + (o * split.channels + c) * split.inner;
-      if (!per_outer_inner) {
-        ranges[c / group].merge(finite_range(row, split.inner));
-        continue;
-      }
-      FiniteRange* out = ranges + (o * groups + c / group) * split.inner;
-      for (std::int64_t i = 0; i < split.inner; ++i) {
-        const float v = row[i];
-        if (std::isfinite(v)) {
-          out[i].min = std::fmin(out[i].min, v);
-          out[i].max = std::fmax(out[i].max, v);
-        } else {
-          ++out[i].nonfinite;
-        }
-      }
-    }
+  const double row_cost = static_cast<double>(split.inner);
+  if (!per_outer_inner) {
+    // Each group's rows in the serial order (o, then c), groups in parallel: each range written by one task.
+    parallel_for(groups, chunk_size(groups, row_cost * static_cast<double>(split.outer * group)),
+                 [&](std::int64_t g0, std::int64_t g1) {
+                   for (std::int64_t g = g0; g < g1; ++g)
+                     for (std::int64_t o = 0; o < split.outer; ++o)
+                       for (std::int64_t c = g * group; c < (g + 1) * group; ++c)
+                         ranges[g].merge(finite_range(x + (o * split.channels + c) * split.inner, split.inner));
+                 });
+    return;
   }
+  // Per outer index in parallel: entries (o, ·, ·) belong to o alone.
+  parallel_for(split.outer, chunk_size(split.outer, row_cost * static_cast<double>(split.channels)),
+               [&](std::int64_t o0, std::int64_t o1) {
+                 for (std::int64_t o = o0; o < o1; ++o) {
+                   for (std::int64_t c = 0; c < split.channels; ++c) {
+                     const float* row = x + (o * split.channels + c) * split.inner;
+                     FiniteRange* out = ranges + (o * groups + c / group) * split.inner;
+                     for (std::int64_t i = 0; i < split.inner; ++i) {
+                       const float v = row[i];
+                       if (std::isfinite(v)) {
+                         out[i].min = std::fmin(out[i].min, v);
+                         out[i].max = std::fmax(out[i].max, v);
+                       } else {
+                         ++out[i].nonfinite;
+                       }
+                     }
+                   }
+                 }
+               });
 }
 
 }  // namespace shrink::cpu

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "shrink/core/error.hpp"
+#include "shrink/core/executor.hpp"
 #include "shrink/core/view.hpp"
 #include "shrink/distill/feature_rows.hpp"
 #include "shrink/distill/reduction.hpp"
@@ -169,37 +170,41 @@ Loss attention_transfer(const TensorView<const T>& student, const TensorView<con
   const std::int64_t kept = mask.kept_count(samples);
   const double scale = 2.0 * options.grad_scale / reduction_divisor(options.reduction, kept, positions);
   const auto n = static_cast<std::size_t>(positions);
-  std::vector<double> map_s(n), map_t(n), g(n), coefficient(n);
   std::vector<double> per_row(static_cast<std::size_t>(samples), 0.0);
-  for (std::int64_t b = 0; b < samples; ++b) {
-    if (!mask.kept(b)) {
-      clear_sample(grad_student, gs_layout, b, options.accumulate);
-      clear_sample(grad_teacher, gt_layout, b, options.accumulate);
-      continue;
+  // Samples in chunks on the current executor (core/executor.hpp), each with its own scratch.
+  const double sample_cost = 8.0 * static_cast<double>(s_layout.channels + t_layout.channels) * static_cast<double>(n);
+  parallel_for(samples, chunk_size(samples, sample_cost), [&](std::int64_t b0, std::int64_t b1) {
+    std::vector<double> map_s(n), map_t(n), g(n), coefficient(n);
+    for (std::int64_t b = b0; b < b1; ++b) {
+      if (!mask.kept(b)) {
+        clear_sample(grad_student, gs_layout, b, options.accumulate);
+        clear_sample(grad_teacher, gt_layout, b, options.accumulate);
+        continue;
+      }
+      const double norm_s = attention_energy(student, s_layout, b, map_s.data());
+      const double norm_t = attention_energy(teacher, t_layout, b, map_t.data());
+      const double inv_s = 1.0 / std::max(norm_s, kAttentionEpsilon);
+      const double inv_t = 1.0 / std::max(norm_t, kAttentionEpsilon);
+      double sum = 0.0;
+      for (std::size_t p = 0; p < n; ++p) {
+        map_s[p] *= inv_s;
+        map_t[p] *= inv_t;
+        const double diff = map_s[p] - map_t[p];
+        sum += diff * diff;
+        g[p] = scale * diff;
+      }
+      per_row[static_cast<std::size_t>(b)] = sum;
+      if (grad_student) {
+        through_normalize(g.data(), map_s.data(), norm_s, positions, coefficient.data());
+        write_sample_gradient(student, s_layout, *grad_student, gs_layout, b, coefficient.data(), options.accumulate);
+      }
+      if (grad_teacher) {
+        for (double& v : g) v = -v;
+        through_normalize(g.data(), map_t.data(), norm_t, positions, coefficient.data());
+        write_sample_gradient(teacher, t_layout, *grad_teacher, gt_layout, b, coefficient.data(), options.accumulate);
+      }
     }
-    const double norm_s = attention_energy(student, s_layout, b, map_s.data());
-    const double norm_t = attention_energy(teacher, t_layout, b, map_t.data());
-    const double inv_s = 1.0 / std::max(norm_s, kAttentionEpsilon);
-    const double inv_t = 1.0 / std::max(norm_t, kAttentionEpsilon);
-    double sum = 0.0;
-    for (std::size_t p = 0; p < n; ++p) {
-      map_s[p] *= inv_s;
-      map_t[p] *= inv_t;
-      const double diff = map_s[p] - map_t[p];
-      sum += diff * diff;
-      g[p] = scale * diff;
-    }
-    per_row[static_cast<std::size_t>(b)] = sum;
-    if (grad_student) {
-      through_normalize(g.data(), map_s.data(), norm_s, positions, coefficient.data());
-      write_sample_gradient(student, s_layout, *grad_student, gs_layout, b, coefficient.data(), options.accumulate);
-    }
-    if (grad_teacher) {
-      for (double& v : g) v = -v;
-      through_normalize(g.data(), map_t.data(), norm_t, positions, coefficient.data());
-      write_sample_gradient(teacher, t_layout, *grad_teacher, gt_layout, b, coefficient.data(), options.accumulate);
-    }
-  }
+  });
   return reduce_rows(std::move(per_row), options.reduction, kept, positions);
 }
 

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "shrink/core/error.hpp"
+#include "shrink/core/executor.hpp"
 #include "shrink/core/view.hpp"
 #include "shrink/cpu/softmax_rows.hpp"
 #include "shrink/distill/logit_rows.hpp"
@@ -87,31 +88,34 @@ Loss run_cross_entropy(const CrossEntropyPlan<T>& plan, const Rows<T>* grad, con
   const double eps = o.label_smoothing;
   const double c = o.grad_scale / reduction_divisor(o.reduction, plan.kept_count, 1);
   std::vector<double> per_row(static_cast<std::size_t>(plan.logits.rows), 0.0);
-  for (std::int64_t r = 0; r < plan.logits.rows; ++r) {
-    const std::size_t ri = static_cast<std::size_t>(r);
-    if (!plan.kept[ri]) {
-      if (grad != nullptr && !o.accumulate) std::fill(grad->row(r), grad->row(r) + n, cpu::float_to_element<T>(0.0f));
-      continue;
+  // Rows in chunks on the current executor, each row's loss and gradient its own.
+  parallel_for(plan.logits.rows, row_chunk(plan.logits.rows, n), [&](std::int64_t r0, std::int64_t r1) {
+    for (std::int64_t r = r0; r < r1; ++r) {
+      const std::size_t ri = static_cast<std::size_t>(r);
+      if (!plan.kept[ri]) {
+        if (grad != nullptr && !o.accumulate) std::fill(grad->row(r), grad->row(r) + n, cpu::float_to_element<T>(0.0f));
+        continue;
+      }
+      const T* z = plan.logits.row(r);
+      const std::int64_t y = plan.labels[ri];
+      const float m = plan.maxes[ri];
+      const cpu::RowSums s = cpu::single_sums(z, n, m, 1.0f);
+      const double log_s = std::log(s.first);
+      const double a_y = static_cast<double>(cpu::element_to_float(z[y])) - m;
+      const double nll = log_s - a_y;
+      per_row[ri] = eps > 0.0 ? (1.0 - eps) * nll + eps * (log_s - s.cross / static_cast<double>(n)) : nll;
+      if (grad != nullptr) {
+        T* g = grad->row(r);
+        const float before = cpu::element_to_float(g[y]);  // the label entry is written exactly below
+        const double uniform = c * eps / static_cast<double>(n);
+        cpu::scaled_softmax_gradient(z, g, n, m, 1.0f, static_cast<float>(c / s.first), static_cast<float>(uniform),
+                                     o.accumulate);
+        const double q_y = std::exp(a_y) / s.first;
+        const double value = c * (q_y - (1.0 - eps)) - uniform;
+        g[y] = cpu::float_to_element<T>(static_cast<float>(o.accumulate ? before + value : value));
+      }
     }
-    const T* z = plan.logits.row(r);
-    const std::int64_t y = plan.labels[ri];
-    const float m = plan.maxes[ri];
-    const cpu::RowSums s = cpu::single_sums(z, n, m, 1.0f);
-    const double log_s = std::log(s.first);
-    const double a_y = static_cast<double>(cpu::element_to_float(z[y])) - m;
-    const double nll = log_s - a_y;
-    per_row[ri] = eps > 0.0 ? (1.0 - eps) * nll + eps * (log_s - s.cross / static_cast<double>(n)) : nll;
-    if (grad != nullptr) {
-      T* g = grad->row(r);
-      const float before = cpu::element_to_float(g[y]);  // the label entry is written exactly below
-      const double uniform = c * eps / static_cast<double>(n);
-      cpu::scaled_softmax_gradient(z, g, n, m, 1.0f, static_cast<float>(c / s.first), static_cast<float>(uniform),
-                                   o.accumulate);
-      const double q_y = std::exp(a_y) / s.first;
-      const double value = c * (q_y - (1.0 - eps)) - uniform;
-      g[y] = cpu::float_to_element<T>(static_cast<float>(o.accumulate ? before + value : value));
-    }
-  }
+  });
   return reduce_rows(std::move(per_row), o.reduction, plan.kept_count, 1);
 }
 

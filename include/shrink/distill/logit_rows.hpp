@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "shrink/core/error.hpp"
+#include "shrink/core/executor.hpp"
 #include "shrink/core/half.hpp"
 #include "shrink/core/view.hpp"
 
@@ -67,6 +68,11 @@ template <class T>
 Rows<T> as_rows(const TensorView<T>& v, const char* function, const char* name) {
   if (!v.device().is_cpu()) fail(function, (std::string(name) + ".device").c_str(), "cuda", "a host view");
   return flatten_rows(v, function, name);
+}
+
+// Rows a task of a loss takes on the executor (core/executor.hpp): about 2^18 operations, some 30 a logit.
+inline std::int64_t row_chunk(std::int64_t rows, std::int64_t cols) {
+  return chunk_size(rows, 32.0 * static_cast<double>(cols));
 }
 
 inline std::string rows_text(std::int64_t rows, std::int64_t cols) {

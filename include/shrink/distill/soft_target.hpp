@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "shrink/core/error.hpp"
+#include "shrink/core/executor.hpp"
 #include "shrink/core/view.hpp"
 #include "shrink/cpu/kl_rows.hpp"
 #include "shrink/cpu/softmax_rows.hpp"
@@ -51,8 +52,11 @@ template <class T>
 std::vector<float> scanned_row_maxes(const Rows<const T>& rows, const RowMask& mask, const char* function,
                                      const char* name) {
   std::vector<float> maxes(static_cast<std::size_t>(rows.rows), 0.0f);
-  for (std::int64_t r = 0; r < rows.rows; ++r)
-    if (mask.kept(r)) maxes[static_cast<std::size_t>(r)] = checked_row_max(cpu::scan_row(rows.row(r), rows.cols), r, function, name);
+  parallel_for(rows.rows, row_chunk(rows.rows, rows.cols), [&](std::int64_t r0, std::int64_t r1) {
+    for (std::int64_t r = r0; r < r1; ++r)
+      if (mask.kept(r))
+        maxes[static_cast<std::size_t>(r)] = checked_row_max(cpu::scan_row(rows.row(r), rows.cols), r, function, name);
+  });
   return maxes;
 }
 
@@ -167,39 +171,46 @@ Loss soft_target_loss(SoftDivergence kind, double beta, const TensorView<const T
       std::fill(g.row(r), g.row(r) + n, cpu::float_to_element<T>(0.0f));
     }
   }
+  // Kept rows in chunks on the current executor; each row's loss and gradient are the same whatever the cut.
+  const auto kept_count = static_cast<std::int64_t>(kept_list.size());
   if (one_read) {
-    forward_kl_rows(zs, zt, grad != nullptr ? &g : nullptr, kept_list, t, c, o.accumulate, per_row, fn);
+    parallel_for(kept_count, row_chunk(kept_count, n), [&](std::int64_t i0, std::int64_t i1) {
+      const std::vector<std::int64_t> part(kept_list.begin() + i0, kept_list.begin() + i1);
+      forward_kl_rows(zs, zt, grad != nullptr ? &g : nullptr, part, t, c, o.accumulate, per_row, fn);
+    });
     return reduce_rows(std::move(per_row), o.reduction, kept, n);
   }
-  for (const std::int64_t r : kept_list) {
-    const std::size_t ri = static_cast<std::size_t>(r);
-    const T* a = zs.row(r);
-    const T* b = zt.row(r);
-    const float max_s = ms(r), max_t = mt(r);
-    switch (kind) {
-      case SoftDivergence::forward_kl:
-        break;  // forward_kl_rows above
-      case SoftDivergence::reverse_kl: {
-        const cpu::RowSums s = cpu::pair_sums(a, b, n, max_s, max_t, inv_t, true);
-        per_row[ri] = t * t * (s.cross / s.first + std::log(s.second / s.first));
-        if (grad != nullptr)
-          cpu::weighted_log_ratio_gradient(a, b, g.row(r), n, max_s, max_t, inv_t, static_cast<float>(c / s.first),
-                                           static_cast<float>(s.cross / s.first), o.accumulate);
-        break;
-      }
-      case SoftDivergence::jensen_shannon: {
-        const cpu::RowSums s = cpu::pair_sums(a, b, n, max_s, max_t, inv_t, false);
-        const cpu::JsdRow jr{static_cast<float>(1.0 / s.first), static_cast<float>(1.0 / s.second),
-                                     static_cast<float>(beta)};
-        const cpu::RowSums kl = cpu::jsd_sums(a, b, n, max_s, max_t, inv_t, jr);  // KL(q||m), KL(p||m)
-        per_row[ri] = t * t * (beta * kl.second + (1.0 - beta) * kl.first);
-        if (grad != nullptr)
-          cpu::jsd_gradient(a, b, g.row(r), n, max_s, max_t, inv_t, jr, static_cast<float>(c * (1.0 - beta)),
-                            static_cast<float>(kl.first), o.accumulate);
-        break;
+  parallel_for(kept_count, row_chunk(kept_count, n), [&](std::int64_t i0, std::int64_t i1) {
+    for (std::int64_t i = i0; i < i1; ++i) {
+      const std::int64_t r = kept_list[static_cast<std::size_t>(i)];
+      const std::size_t ri = static_cast<std::size_t>(r);
+      const T* a = zs.row(r);
+      const T* b = zt.row(r);
+      const float max_s = ms(r), max_t = mt(r);
+      switch (kind) {
+        case SoftDivergence::forward_kl: break;  // forward_kl_rows above
+        case SoftDivergence::reverse_kl: {
+          const cpu::RowSums s = cpu::pair_sums(a, b, n, max_s, max_t, inv_t, true);
+          per_row[ri] = t * t * (s.cross / s.first + std::log(s.second / s.first));
+          if (grad != nullptr)
+            cpu::weighted_log_ratio_gradient(a, b, g.row(r), n, max_s, max_t, inv_t, static_cast<float>(c / s.first),
+                                             static_cast<float>(s.cross / s.first), o.accumulate);
+          break;
+        }
+        case SoftDivergence::jensen_shannon: {
+          const cpu::RowSums s = cpu::pair_sums(a, b, n, max_s, max_t, inv_t, false);
+          const cpu::JsdRow jr{static_cast<float>(1.0 / s.first), static_cast<float>(1.0 / s.second),
+                               static_cast<float>(beta)};
+          const cpu::RowSums kl = cpu::jsd_sums(a, b, n, max_s, max_t, inv_t, jr);  // KL(q||m), KL(p||m)
+          per_row[ri] = t * t * (beta * kl.second + (1.0 - beta) * kl.first);
+          if (grad != nullptr)
+            cpu::jsd_gradient(a, b, g.row(r), n, max_s, max_t, inv_t, jr, static_cast<float>(c * (1.0 - beta)),
+                              static_cast<float>(kl.first), o.accumulate);
+          break;
+        }
       }
     }
-  }
+  });
   return reduce_rows(std::move(per_row), o.reduction, kept, n);
 }
 

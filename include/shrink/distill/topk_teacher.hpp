@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "shrink/core/error.hpp"
+#include "shrink/core/executor.hpp"
 #include "shrink/core/view.hpp"
 #include "shrink/cpu/softmax_rows.hpp"
 #include "shrink/cpu/vector_math.hpp"
@@ -115,61 +116,67 @@ Loss topk_loss(SoftDivergence kind, double beta, const TensorView<const T>& stud
   const double c = o.grad_scale * t / reduction_divisor(o.reduction, kept, n);
   const bool degenerate_jsd = kind == SoftDivergence::jensen_shannon && (beta == 0.0 || beta == 1.0);
   std::vector<double> per_row(static_cast<std::size_t>(p.student.rows), 0.0);
-  std::vector<double> log_q(static_cast<std::size_t>(k)), h(static_cast<std::size_t>(k));
-  std::vector<float> before(static_cast<std::size_t>(k)), rest(static_cast<std::size_t>(n));
-  for (std::int64_t r = 0; r < p.student.rows; ++r) {
-    const std::size_t ri = static_cast<std::size_t>(r);
-    if (!p.mask.kept(r) || degenerate_jsd) {
-      if (grad != nullptr && !o.accumulate) std::fill(g.row(r), g.row(r) + n, cpu::float_to_element<T>(0.0f));
-      continue;
+  // Rows in chunks on the current executor, each with its own scratch; each row's loss and gradient its own.
+  parallel_for(p.student.rows, row_chunk(p.student.rows, n), [&](std::int64_t r0, std::int64_t r1) {
+    std::vector<double> log_q(static_cast<std::size_t>(k)), h(static_cast<std::size_t>(k));
+    std::vector<float> before(static_cast<std::size_t>(k)), rest(static_cast<std::size_t>(n));
+    for (std::int64_t r = r0; r < r1; ++r) {
+      const std::size_t ri = static_cast<std::size_t>(r);
+      if (!p.mask.kept(r) || degenerate_jsd) {
+        if (grad != nullptr && !o.accumulate) std::fill(g.row(r), g.row(r) + n, cpu::float_to_element<T>(0.0f));
+        continue;
+      }
+      const T* z = p.student.row(r);
+      const T* tl = p.logits.row(r);
+      const Index* idx = p.indices.row(r);
+      const float ms = p.student_max[ri], mt = p.teacher_max[ri];
+      const double log_s_student = std::log(cpu::single_sums(z, n, ms, inv_t).first);
+      // The student's rest class in its own frame: the row with the k entries at -inf, its max and sum.
+      for (std::int64_t j = 0; j < n; ++j) rest[static_cast<std::size_t>(j)] = cpu::element_to_float(z[j]);
+      for (std::int64_t cl = 0; cl < k; ++cl)
+        rest[static_cast<std::size_t>(idx[cl])] = -std::numeric_limits<float>::infinity();
+      const float m_rest = cpu::scan_row(rest.data(), n).max;
+      const bool has_rest = m_rest > -std::numeric_limits<float>::infinity();
+      const double s_rest = has_rest ? cpu::single_sums(rest.data(), n, m_rest, inv_t).first : 0.0;
+      const double log_q_rest =
+          has_rest ? (static_cast<double>(m_rest) - ms) / t + std::log(s_rest) - log_s_student : kNegInf;
+      double s_teacher = 0.0;
+      for (std::int64_t cl = 0; cl < k; ++cl)
+        s_teacher += cpu::exp_scalar((cpu::element_to_float(tl[cl]) - mt) * inv_t);
+      const double tail = p.tail != nullptr ? static_cast<double>(p.tail[r]) : 0.0;
+      const double log_kept_mass = std::log1p(-tail) - std::log(s_teacher);
+      double loss = 0.0, total_h = 0.0;
+      for (std::int64_t cl = 0; cl < k; ++cl) {
+        const std::size_t ci = static_cast<std::size_t>(cl);
+        const double log_p = (static_cast<double>(cpu::element_to_float(tl[cl])) - mt) / t + log_kept_mass;
+        log_q[ci] = (static_cast<double>(cpu::element_to_float(z[idx[cl]])) - ms) / t - log_s_student;
+        const ClassTerm term = coarse_term(kind, beta, log_p, log_q[ci]);
+        loss += term.loss;
+        h[ci] = term.h;
+        total_h += term.h;
+      }
+      const ClassTerm rest_term = coarse_term(kind, beta, tail > 0.0 ? std::log(tail) : kNegInf, log_q_rest);
+      loss += rest_term.loss;
+      total_h += rest_term.h;
+      per_row[ri] = t * t * loss;
+      if (grad == nullptr) continue;
+      T* gr = g.row(r);
+      if (o.accumulate)
+        for (std::int64_t cl = 0; cl < k; ++cl)
+          before[static_cast<std::size_t>(cl)] = cpu::element_to_float(gr[idx[cl]]);
+      // Rest entries: dz_j = c (q_j / q_rest) h_rest - c q_j H, both multiples of e'_j = exp((z_j - m_rest) / T):
+      // q_j / q_rest = e'_j / s_rest and q_j = e'_j exp((m_rest - m_s) / T) / S. The k entries are rewritten below.
+      const double scale_to_q = has_rest ? std::exp((static_cast<double>(m_rest) - ms) / t - log_s_student) : 0.0;
+      const double per_e = has_rest ? rest_term.h / s_rest - scale_to_q * total_h : 0.0;
+      cpu::scaled_softmax_gradient(z, gr, n, has_rest ? m_rest : ms, inv_t, static_cast<float>(c * per_e), 0.0f,
+                                   o.accumulate);
+      for (std::int64_t cl = 0; cl < k; ++cl) {
+        const std::size_t ci = static_cast<std::size_t>(cl);
+        const double value = c * (h[ci] - std::exp(log_q[ci]) * total_h);
+        gr[idx[cl]] = cpu::float_to_element<T>(static_cast<float>(o.accumulate ? before[ci] + value : value));
+      }
     }
-    const T* z = p.student.row(r);
-    const T* tl = p.logits.row(r);
-    const Index* idx = p.indices.row(r);
-    const float ms = p.student_max[ri], mt = p.teacher_max[ri];
-    const double log_s_student = std::log(cpu::single_sums(z, n, ms, inv_t).first);
-    // The student's rest class in its own frame: the row with the k entries at -inf, its max and sum.
-    for (std::int64_t j = 0; j < n; ++j) rest[static_cast<std::size_t>(j)] = cpu::element_to_float(z[j]);
-    for (std::int64_t cl = 0; cl < k; ++cl) rest[static_cast<std::size_t>(idx[cl])] = -std::numeric_limits<float>::infinity();
-    const float m_rest = cpu::scan_row(rest.data(), n).max;
-    const bool has_rest = m_rest > -std::numeric_limits<float>::infinity();
-    const double s_rest = has_rest ? cpu::single_sums(rest.data(), n, m_rest, inv_t).first : 0.0;
-    const double log_q_rest =
-        has_rest ? (static_cast<double>(m_rest) - ms) / t + std::log(s_rest) - log_s_student : kNegInf;
-    double s_teacher = 0.0;
-    for (std::int64_t cl = 0; cl < k; ++cl) s_teacher += cpu::exp_scalar((cpu::element_to_float(tl[cl]) - mt) * inv_t);
-    const double tail = p.tail != nullptr ? static_cast<double>(p.tail[r]) : 0.0;
-    const double log_kept_mass = std::log1p(-tail) - std::log(s_teacher);
-    double loss = 0.0, total_h = 0.0;
-    for (std::int64_t cl = 0; cl < k; ++cl) {
-      const std::size_t ci = static_cast<std::size_t>(cl);
-      const double log_p = (static_cast<double>(cpu::element_to_float(tl[cl])) - mt) / t + log_kept_mass;
-      log_q[ci] = (static_cast<double>(cpu::element_to_float(z[idx[cl]])) - ms) / t - log_s_student;
-      const ClassTerm term = coarse_term(kind, beta, log_p, log_q[ci]);
-      loss += term.loss;
-      h[ci] = term.h;
-      total_h += term.h;
-    }
-    const ClassTerm rest_term = coarse_term(kind, beta, tail > 0.0 ? std::log(tail) : kNegInf, log_q_rest);
-    loss += rest_term.loss;
-    total_h += rest_term.h;
-    per_row[ri] = t * t * loss;
-    if (grad == nullptr) continue;
-    T* gr = g.row(r);
-    if (o.accumulate)
-      for (std::int64_t cl = 0; cl < k; ++cl) before[static_cast<std::size_t>(cl)] = cpu::element_to_float(gr[idx[cl]]);
-    // Rest entries: dz_j = c (q_j / q_rest) h_rest - c q_j H, both multiples of e'_j = exp((z_j - m_rest) / T):
-    // q_j / q_rest = e'_j / s_rest and q_j = e'_j exp((m_rest - m_s) / T) / S. The k entries are rewritten below.
-    const double scale_to_q = has_rest ? std::exp((static_cast<double>(m_rest) - ms) / t - log_s_student) : 0.0;
-    const double per_e = has_rest ? rest_term.h / s_rest - scale_to_q * total_h : 0.0;
-    cpu::scaled_softmax_gradient(z, gr, n, has_rest ? m_rest : ms, inv_t, static_cast<float>(c * per_e), 0.0f,
-                                 o.accumulate);
-    for (std::int64_t cl = 0; cl < k; ++cl) {
-      const std::size_t ci = static_cast<std::size_t>(cl);
-      const double value = c * (h[ci] - std::exp(log_q[ci]) * total_h);
-      gr[idx[cl]] = cpu::float_to_element<T>(static_cast<float>(o.accumulate ? before[ci] + value : value));
-    }
-  }
+  });
   return reduce_rows(std::move(per_row), o.reduction, kept, n);
 }
 

@@ -9,15 +9,21 @@
 // global order is (tensor position in the list, then row-major index); among equal |w| the higher global index is
 // pruned first (amount.hpp's tie rule). +0 and -0 are equal magnitudes; subnormals order as they should. NaN and
 // +-inf anywhere, kept or not, are refused.
+//
+// The counting passes and, when no tie at the threshold stays, the mask pass run in pieces on the current executor
+// (core/executor.hpp); the counts are integers and each mask word is written by one task, so every executor gives
+// the same threshold and masks.
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
+#include <mutex>
 #include <string>
 #include <type_traits>
 #include <vector>
 
 #include "shrink/core/error.hpp"
+#include "shrink/core/executor.hpp"
 #include "shrink/core/half.hpp"
 #include "shrink/core/view.hpp"
 #include "shrink/cpu/for_each_row.hpp"
@@ -83,6 +89,54 @@ void for_each_float_run(const TensorView<const T>& v, Fn&& fn) {
     }
   });
   if (filled) fn(base, static_cast<const float*>(block), filled);
+}
+
+constexpr std::int64_t kCountPiece = std::int64_t{1} << 21;  // elements a task counts (a multiple of 64)
+
+// Totals over every candidate of the sources of count(x, base, n, words, counters), which adds n elements to
+// `buckets` 32-bit counters: contiguous tensors in pieces on the current executor, each task with its own
+// KeyCounter added to the totals at its end; others walked by for_each_float_run. Counts are integers, so any
+// executor gives the same totals.
+template <class T, class Count>
+std::vector<std::int64_t> count_keys(const std::vector<WeightSource<T>>& sources, std::int64_t buckets, Count&& count) {
+  std::vector<std::int64_t> totals(static_cast<std::size_t>(buckets), 0);
+  std::mutex totals_mutex;
+  auto add = [&](cpu::KeyCounter& counter) {
+    const std::vector<std::int64_t>& t = counter.totals();
+    std::lock_guard<std::mutex> lock(totals_mutex);
+    for (std::size_t b = 0; b < totals.size(); ++b) totals[b] += t[b];
+  };
+  for (const auto& s : sources) {
+    const std::uint64_t* words = s.current ? s.current->words().data() : nullptr;
+    if (!s.view.is_contiguous()) {
+      cpu::KeyCounter counter(buckets);
+      for_each_float_run(s.view, [&](std::int64_t base, const float* x, std::int64_t n) {
+        count(x, base, n, words, counter.reserve(n));
+      });
+      add(counter);
+      continue;
+    }
+    const std::int64_t n = s.view.numel(), pieces = (n + kCountPiece - 1) / kCountPiece;
+    parallel_for(pieces, 1, [&](std::int64_t p0, std::int64_t p1) {
+      cpu::KeyCounter counter(buckets);
+      std::vector<float> converted;
+      for (std::int64_t p = p0; p < p1; ++p) {
+        const std::int64_t base = p * kCountPiece, len = std::min(kCountPiece, n - base);
+        const float* x = nullptr;
+        if constexpr (std::is_same<T, float>::value) {
+          x = s.view.data() + base;
+        } else {
+          converted.resize(static_cast<std::size_t>(len));
+          for (std::int64_t i = 0; i < len; ++i)
+            converted[static_cast<std::size_t>(i)] = static_cast<float>(s.view.data()[base + i]);
+          x = converted.data();
+        }
+        count(x, base, len, words, counter.reserve(len));
+      }
+      add(counter);
+    });
+  }
+  return totals;
 }
 
 // Smallest b with counts[0] + ... + counts[b] >= rank (1-based); `before` gets the sum below b.
@@ -152,28 +206,20 @@ MagnitudeThreshold select_threshold(const std::vector<WeightSource<T>>& sources,
                                     std::int64_t candidates, const char* function, const char* argument) {
   MagnitudeThreshold result;
   result.candidates = candidates;
-  cpu::KeyCounter high(cpu::kHighBuckets + 1);
-  for (const auto& s : sources) {
-    const std::uint64_t* words = s.current ? s.current->words().data() : nullptr;
-    for_each_float_run(s.view, [&](std::int64_t base, const float* x, std::int64_t n) {
-      cpu::count_high(x, base, n, words, high.reserve(n));
-    });
-  }
-  const std::vector<std::int64_t>& high_totals = high.totals();
+  const std::vector<std::int64_t> high_totals =
+      count_keys(sources, cpu::kHighBuckets + 1,
+                 [](const float* x, std::int64_t base, std::int64_t n, const std::uint64_t* words,
+                    std::uint32_t* counts) { cpu::count_high(x, base, n, words, counts); });
   for (std::int64_t b = cpu::kNonfiniteSelectKey >> 16; b < cpu::kHighBuckets; ++b)
     if (high_totals[static_cast<std::size_t>(b)] != 0) fail_nonfinite(sources, function, argument);
   if (k == 0) return result;
 
   std::int64_t below_bucket = 0;
   const auto bucket = static_cast<std::uint32_t>(bucket_of_rank(high_totals, k, below_bucket));
-  cpu::KeyCounter low(cpu::kLowBuckets);
-  for (const auto& s : sources) {
-    const std::uint64_t* words = s.current ? s.current->words().data() : nullptr;
-    for_each_float_run(s.view, [&](std::int64_t base, const float* x, std::int64_t n) {
-      cpu::count_low(x, base, n, words, bucket, low.reserve(n));
-    });
-  }
-  const std::vector<std::int64_t>& low_totals = low.totals();
+  const std::vector<std::int64_t> low_totals =
+      count_keys(sources, cpu::kLowBuckets,
+                 [bucket](const float* x, std::int64_t base, std::int64_t n, const std::uint64_t* words,
+                          std::uint32_t* counts) { cpu::count_low(x, base, n, words, bucket, counts); });
   std::int64_t below_low = 0;
   const auto low_bits = static_cast<std::uint32_t>(bucket_of_rank(low_totals, k - below_bucket, below_low));
   result.bits = (bucket << 16) | low_bits;
@@ -194,7 +240,8 @@ std::vector<Mask> threshold_masks(const std::vector<WeightSource<T>>& sources, c
     masks.push_back(s.current ? *s.current : Mask(s.view.shape()));
     if (threshold.pruned() == 0) continue;
     std::uint64_t* out = masks.back().mutable_words().data();
-    for_each_float_run(s.view, [&](std::int64_t base, const float* x, std::int64_t n) {
+    // One run of elements [base, base + n): words below the threshold, and the ties past those kept, pruned.
+    auto prune_run = [&](std::int64_t base, const float* x, std::int64_t n) {
       for (std::int64_t j = 0; j < n; j += 64) {
         const std::int64_t len = std::min<std::int64_t>(64, n - j);
         std::uint64_t below = 0, equal = 0;
@@ -212,7 +259,19 @@ std::vector<Mask> threshold_masks(const std::vector<WeightSource<T>>& sources, c
         }
         word &= ~(below | equal);
       }
-    });
+    };
+    if constexpr (std::is_same<T, float>::value) {
+      if (ties_to_keep == 0 && s.view.is_contiguous()) {
+        // No tie stays: every word depends on its own elements alone, pieces in parallel.
+        const std::int64_t n = s.view.numel(), pieces = (n + kCountPiece - 1) / kCountPiece;
+        parallel_for(pieces, 1, [&](std::int64_t p0, std::int64_t p1) {
+          for (std::int64_t p = p0; p < p1; ++p)
+            prune_run(p * kCountPiece, s.view.data() + p * kCountPiece, std::min(kCountPiece, n - p * kCountPiece));
+        });
+        continue;
+      }
+    }
+    for_each_float_run(s.view, prune_run);  // ties kept in global order: one pass in that order
   }
   return masks;
 }

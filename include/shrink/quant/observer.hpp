@@ -33,7 +33,7 @@ namespace detail {
 // Finite range of every parameter entry of a batch (one per tensor, channel or group).
 inline std::vector<cpu::FiniteRange> batch_ranges(const ObservedBatch& b, const QuantScheme& scheme) {
   switch (scheme.granularity) {
-    case Granularity::per_tensor: return {cpu::finite_range(b.data, b.numel())};
+    case Granularity::per_tensor: return {cpu::finite_range_parallel(b.data, b.numel())};
     case Granularity::per_channel: {
       std::vector<cpu::FiniteRange> r(static_cast<std::size_t>(b.split.channels));
       cpu::finite_ranges_per_channel(b.data, b.split, 1, false, r.data());

@@ -6,6 +6,7 @@
 // with [qmin, qmax] = quant_range(scheme). Parameters are indexed as described in qparams_shape.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -67,18 +68,19 @@ inline cpu::ParamLayout check_quantize_args(const TensorView<const float>& x, co
 }
 
 // 8-bit quantization of contiguous input with checked parameters; false when x held NaN or +-inf.
+// The runs go to the executor (cpu/param_runs.hpp), each element written once: the same bytes on any executor.
 template <class Q>
 bool quantize_bytes(const float* x, Q* out, const cpu::ParamLayout& layout, const std::vector<AffineParams>& params) {
-  bool finite = true;
+  std::atomic<bool> finite{true};
   cpu::for_each_param_run(
       layout,
       [&](std::int64_t off, std::int64_t len, std::int64_t p) {
-        finite = cpu::quantize_run(x + off, out + off, len, params[static_cast<std::size_t>(p)]) && finite;
+        if (!cpu::quantize_run(x + off, out + off, len, params[static_cast<std::size_t>(p)])) finite.store(false);
       },
       [&](std::int64_t off, std::int64_t len, std::int64_t p) {
-        finite = cpu::quantize_run_varying(x + off, out + off, len, params.data() + p) && finite;
+        if (!cpu::quantize_run_varying(x + off, out + off, len, params.data() + p)) finite.store(false);
       });
-  return finite;
+  return finite.load();
 }
 
 template <class Q>

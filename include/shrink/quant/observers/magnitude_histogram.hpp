@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "shrink/core/error.hpp"
+#include "shrink/core/executor.hpp"
 #include "shrink/core/no_contract.hpp"
 #include "shrink/cpu/histogram.hpp"
 #include "shrink/cpu/reduce.hpp"
@@ -127,7 +128,11 @@ class MagnitudeHistogramObserver : public Observer {
   std::vector<float> amax() const {
     require_observed("amax");
     std::vector<float> result(histograms_.size());
-    for (std::size_t c = 0; c < histograms_.size(); ++c) result[c] = choose_amax(histograms_[c], mins_[c], maxs_[c]);
+    // Channels on the current executor: each search reads its own histogram and writes its own entry.
+    parallel_for(static_cast<std::int64_t>(result.size()), 1, [&](std::int64_t c0, std::int64_t c1) {
+      for (auto c = static_cast<std::size_t>(c0); c < static_cast<std::size_t>(c1); ++c)
+        result[c] = choose_amax(histograms_[c], mins_[c], maxs_[c]);
+    });
     return result;
   }
 

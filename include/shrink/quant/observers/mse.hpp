@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "shrink/core/error.hpp"
+#include "shrink/core/executor.hpp"
 #include "shrink/core/no_contract.hpp"
 #include "shrink/quant/observer.hpp"
 #include "shrink/quant/observers/magnitude_histogram.hpp"
@@ -75,15 +76,24 @@ inline std::int64_t mse_amax_bin(const MagnitudeHistogram& histogram, float min_
   const QuantRange range = quant_range(scheme);
   double best = std::numeric_limits<double>::infinity();
   std::int64_t best_bin = n - 1;
-  std::vector<double> centres, weights, terms;
+  std::vector<double> centres, weights;
   histogram_centres_and_weights(histogram.counts(), histogram.bin_width(), centres, weights);
-  for (std::int64_t i = std::min(start_bin, n - 1); i < n; ++i) {
-    const float amax = static_cast<float>((static_cast<double>(i) + 0.5) * histogram.bin_width());
-    const ClippingRange clip = MagnitudeHistogramObserver::clip_to_amax(amax, min_seen, max_seen);
-    const ScaleZeroPoint p = scale_zero_point_from_range(clip.min, clip.max, scheme, "shrink::quant::MseObserver::qparams");
-    const double error = histogram_quantization_error(centres, weights, p, range, terms);
-    if (error < best) {
-      best = error;
+  // Each candidate's error on the current executor, then the first minimum in candidate order.
+  const std::int64_t first = std::min(start_bin, n - 1);
+  std::vector<double> errors(static_cast<std::size_t>(n - first));
+  parallel_for(n - first, chunk_size(n - first, 8.0 * static_cast<double>(n)), [&](std::int64_t b, std::int64_t e) {
+    std::vector<double> terms;
+    for (std::int64_t i = first + b; i < first + e; ++i) {
+      const float amax = static_cast<float>((static_cast<double>(i) + 0.5) * histogram.bin_width());
+      const ClippingRange clip = MagnitudeHistogramObserver::clip_to_amax(amax, min_seen, max_seen);
+      const ScaleZeroPoint p =
+          scale_zero_point_from_range(clip.min, clip.max, scheme, "shrink::quant::MseObserver::qparams");
+      errors[static_cast<std::size_t>(i - first)] = histogram_quantization_error(centres, weights, p, range, terms);
+    }
+  });
+  for (std::int64_t i = first; i < n; ++i) {
+    if (errors[static_cast<std::size_t>(i - first)] < best) {
+      best = errors[static_cast<std::size_t>(i - first)];
       best_bin = i;
     }
   }

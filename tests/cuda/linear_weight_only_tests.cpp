@@ -629,8 +629,8 @@ TEST_CASE("cuda can_implement_linear_weight_only accepts good arguments and name
   }
   SECTION("the weight") {
     HostArgs h;
-    h.a.w.dtype = QuantDtype::uint4;
-    expect_refused(h.a, "w.dtype", "int8 (per output row) or int4");
+    h.a.w.dtype = QuantDtype::uint8;
+    expect_refused(h.a, "w.dtype", "int8 (per output row) or int4 / uint4");
     h = HostArgs();
     h.a.w.group_size = 32;
     expect_refused(h.a, "w.group_size", "64 or 128");

@@ -1,5 +1,6 @@
 // The CPU matrix-product paths of a Linear layer Y[M, N] = X[M, K] · W[N, K]ᵀ, single thread: Eigen's FP32 GEMM (the
-// baseline, as this file is compiled), shrink's FP32 panel kernel, FP16 / BF16 / INT8 weight-only, INT8 W8A8
+// baseline, as this file is compiled), shrink's FP32 panel kernel, FP16 / BF16 / INT8 weight-only, INT4 weight-only in
+// groups of 128 (symmetric, and affine with zero points: the zero point's cost side by side), INT8 W8A8
 // (dynamic per-token activations included), CSR at 90% sparsity and 2:4, for LLM-like shapes (N, K) = (4096, 4096)
 // and (11008, 4096) at M = 1, 16, 128 rows; ratios against the baseline measured in the same run.
 // Each iteration's time is the thread's CPU time (a shared machine steals wall time; a quiet one shows the same).
@@ -39,6 +40,8 @@ struct Weights {
   cpu::PackedWeight<half> f16;
   cpu::PackedWeight<bfloat16> bf16;
   cpu::PackedWeight<std::int8_t> int8_weight_only;
+  cpu::PackedInt4Weight int4_g128;         // symmetric int4, groups of 128
+  cpu::PackedInt4Weight int4_affine_g128;  // uint4 with zero points, groups of 128 (GPTQ / AWQ style)
   cpu::PackedInt8Weight int8;
   sparse::Csr<float> csr90;
   sparse::NmCompressed<float> nm24;
@@ -64,6 +67,10 @@ const Weights& weights(std::int64_t n, std::int64_t k) {
       quant::quantize(view, quant::QuantScheme::per_channel(quant::QuantDtype::int8, quant::Symmetry::symmetric, 0));
   w.int8_weight_only = cpu::pack_weight(q);
   w.int8 = cpu::pack_int8_weight(q);
+  w.int4_g128 = cpu::pack_weight_int4(quant::quantize(
+      view, quant::QuantScheme::per_group(quant::QuantDtype::int4, quant::Symmetry::symmetric, 1, 128)));
+  w.int4_affine_g128 = cpu::pack_weight_int4(
+      quant::quantize(view, quant::QuantScheme::per_group(quant::QuantDtype::uint4, quant::Symmetry::affine, 1, 128)));
   w.csr90 = sparse::to_csr(view, prune::l1_unstructured_mask(view, prune::Amount::fraction(0.9)));
   w.nm24 = sparse::compress_nm(view, prune::NmPattern{2, 4});
   return w;
@@ -119,6 +126,10 @@ const Path kPaths[] = {
      [](const Weights& w, TensorView<const float> x, TensorView<float> y) { cpu::linear_weight_only(x, w.bf16, y); }},
     {"int8_weight_only", [](const Weights& w, TensorView<const float> x,
                             TensorView<float> y) { cpu::linear_weight_only(x, w.int8_weight_only, y); }},
+    {"int4_weight_only", [](const Weights& w, TensorView<const float> x,
+                            TensorView<float> y) { cpu::linear_weight_only(x, w.int4_g128, y); }},
+    {"int4_affine_weight_only", [](const Weights& w, TensorView<const float> x,
+                                   TensorView<float> y) { cpu::linear_weight_only(x, w.int4_affine_g128, y); }},
     {"int8_w8a8",
      [](const Weights& w, TensorView<const float> x, TensorView<float> y) { cpu::linear_int8_dynamic(x, w.int8, y); }},
     {"csr_90",
@@ -165,6 +176,10 @@ const bool registered = [] {
                                    : "")});
       t.push_back({run_name("int8_weight_only", n, k, m), ours, Measure::time, 0.0,
                    "INT8 weight-only / shrink FP32, " + shape});
+      t.push_back({run_name("int4_weight_only", n, k, m), ours, Measure::time, 0.0,
+                   "INT4 weight-only (g128) / shrink FP32, " + shape});
+      t.push_back({run_name("int4_affine_weight_only", n, k, m), run_name("int4_weight_only", n, k, m), Measure::time,
+                   0.0, "INT4 affine (zero points) / INT4 symmetric weight-only, " + shape});
       t.push_back({run_name("f16_weights", n, k, m), ours, Measure::time, 0.0, "FP16 weights / shrink FP32, " + shape});
       t.push_back(
           {run_name("bf16_weights", n, k, m), ours, Measure::time, 0.0, "BF16 weights / shrink FP32, " + shape});

@@ -31,13 +31,18 @@ bool has_bias(const TensorView<const float>& bias) {
   return !((bias.rank() == 0 && bias.data() == nullptr) || (bias.rank() == 1 && bias.size(0) == 0));
 }
 
-// W's data and scales against x [M, K]: int8 [N, K] + [N] with K a multiple of 16; int4 [N, K / 2] +
-// [N, K / group_size] with group_size 64 or 128 dividing K.
+bool has_zero_points(const WeightOnlyWeight& w) {
+  return !(w.zero_points.rank() == 0 && w.zero_points.data() == nullptr);
+}
+
+// W's data and scales against x [M, K]: int8 [N, K] + [N] with K a multiple of 16; int4 / uint4 [N, K / 2] +
+// [N, K / group_size] with group_size 64 or 128 dividing K, and zero points of the scales' shape or none.
 Support check_weight(const WeightOnlyWeight& w, const Shape& x_shape, const Device& device) {
   const std::int64_t k = x_shape.values[1];
-  const bool int4 = w.dtype == quant::QuantDtype::int4;
+  const bool int4 = w.dtype == quant::QuantDtype::int4 || w.dtype == quant::QuantDtype::uint4;
   if (w.dtype != quant::QuantDtype::int8 && !int4)
-    return Support::no("w.dtype", quant::to_string(w.dtype), "int8 (per output row) or int4 (per group)");
+    return Support::no("w.dtype", quant::to_string(w.dtype),
+                       "int8 (per output row) or int4 / uint4 (per group, with or without zero points)");
   if (int4 && w.group_size != 64 && w.group_size != 128)
     return Support::no("w.group_size", std::to_string(w.group_size), "64 or 128");
   if (!int4 && w.group_size != 0)
@@ -60,6 +65,16 @@ Support check_weight(const WeightOnlyWeight& w, const Shape& x_shape, const Devi
   if (w.scales.shape() != expected)
     return Support::no("w.scales.shape", to_string(w.scales.shape()),
                        to_string(expected) + (int4 ? " (one scale per row and group)" : " (one scale per row)"));
+  if (has_zero_points(w)) {
+    if (!int4)
+      return Support::no("w.zero_points", to_string(w.zero_points.shape()),
+                         "an empty view: int8 weights are symmetric (zero points are for int4 and uint4)");
+    s = check_device_view(w.zero_points, "w.zero_points", DeviceViewRules{2, device.index, alignof(std::int32_t)});
+    if (!s) return s;
+    if (w.zero_points.shape() != expected)
+      return Support::no("w.zero_points.shape", to_string(w.zero_points.shape()),
+                         to_string(expected) + " (one zero point per row and group, as the scales) or an empty view");
+  }
   return Support::yes();
 }
 
@@ -104,6 +119,7 @@ Support check_args(const LinearWeightOnlyArgs<T>& a) {
   const char* overlapped = views_overlap(a.out, a.x)                                            ? "x"
                            : views_overlap(a.out, a.w.data)                                     ? "w.data"
                            : views_overlap(a.out, a.w.scales)                                   ? "w.scales"
+                           : has_zero_points(a.w) && views_overlap(a.out, a.w.zero_points)      ? "w.zero_points"
                            : has_bias(a.epilogue.bias) && views_overlap(a.out, a.epilogue.bias) ? "epilogue.bias"
                                                                                                 : nullptr;
   if (overlapped != nullptr)
@@ -178,6 +194,9 @@ kernels::linear_weight_only::Problem<T> make_problem(const LinearWeightOnlyArgs<
   p.x = a.x.data();
   p.w = a.w.data.data();
   p.scales = a.w.scales.data();
+  p.zero_points = has_zero_points(a.w) ? a.w.zero_points.data() : nullptr;
+  p.zero_point_bias = a.w.dtype == quant::QuantDtype::uint4 ? 0 : 8;
+  p.int4_flip = a.w.dtype == quant::QuantDtype::uint4 ? 0u : 0x88888888u;
   p.bias = has_bias(a.epilogue.bias) ? a.epilogue.bias.data() : nullptr;
   p.out = a.out.data();
   p.status = static_cast<int*>(workspace.data);

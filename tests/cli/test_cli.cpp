@@ -20,6 +20,8 @@
 #include "io/temp_dir.hpp"
 #include "shrink/core/config.hpp"
 #include "shrink/io/quantized_safetensors.hpp"
+#include "shrink/linear/weight_only.hpp"
+#include "shrink/quant/quantize.hpp"
 #include "support/random.hpp"
 
 using nlohmann::json;
@@ -398,6 +400,28 @@ TEST_CASE("quantize -> dequantize -> compare gives the SQNR each format should",
     CHECK(sqnr >= c.min_db);
     CHECK(sqnr <= c.max_db);
     REQUIRE(tensor_sqnr(direct, "fc1.weight") == sqnr);
+    if (c.dtype == "int4" || c.dtype == "uint4") {  // the stored 4-bit weight multiplies as it is, affine or not
+      const shrink::quant::QuantizedTensor w = shrink::io::read_quantized(SafetensorsFile(q), "fc1.weight");
+      const std::int64_t n = w.shape.values[0], k = w.shape.values[1];
+      std::vector<float> x(static_cast<std::size_t>(3 * k));
+      for (std::size_t i = 0; i < x.size(); ++i) x[i] = std::sin(0.37f * static_cast<float>(i));
+      std::vector<float> y(static_cast<std::size_t>(3 * n)), expected(y.size());
+      shrink::cpu::linear_weight_only(shrink::TensorView<const float>(x.data(), shrink::Shape{3, k}),
+                                      shrink::cpu::pack_weight_int4(w),
+                                      shrink::TensorView<float>(y.data(), shrink::Shape{3, n}));
+      const std::vector<float> real = shrink::quant::dequantize(w);
+      for (std::int64_t r = 0; r < 3; ++r)
+        for (std::int64_t j = 0; j < n; ++j) {
+          double sum = 0, magnitude = 0;
+          for (std::int64_t i = 0; i < k; ++i) {
+            const double p =
+                static_cast<double>(x[static_cast<std::size_t>(r * k + i)]) * real[static_cast<std::size_t>(j * k + i)];
+            sum += p;
+            magnitude += std::fabs(p);
+          }
+          REQUIRE(std::fabs(y[static_cast<std::size_t>(r * n + j)] - sum) <= 1e-5 * magnitude + 1e-30);
+        }
+    }
     // The overall error covers the changed weights, not the copied bias, norm and step (nor fc2, F16 cast to fp16).
     const bool fc2_same = c.dtype == "fp16";
     REQUIRE(direct["overall"]["tensors"] == (fc2_same ? 1 : 2));

@@ -1,9 +1,10 @@
 // Tests for shrink/linear/weight_only_cuda.hpp (W8A16 / W4A16): [gpu] cases run every path, weight type (int8, int4
-// group 64 and 128), activation type and epilogue for M in {1, 2, 3, 5, 16, 33, 64} on shapes with odd N and K not a
-// multiple of 64, outputs poisoned with NaN, against the CPU twin (cpu::linear_weight_only) and an FP64 reference
-// (1e-3 relative, plus the output type's own rounding); split-K runs twice give the same bits; bad scales and biases
-// are reported. [host] cases check the bit-level conversions exhaustively, the mma.sync fragment order on an emulated
-// warp, can_implement's reasons and every host check, none of which touches the driver.
+// group 64 and 128, affine int4 group 64 and uint4 group 128 with zero points), activation type and epilogue for M in
+// {1, 2, 3, 5, 16, 33, 64} on shapes with odd N and K not a multiple of 64, outputs poisoned with NaN, against the CPU
+// twin (cpu::linear_weight_only) and an FP64 reference (1e-3 relative, plus the output type's own rounding); split-K
+// runs twice give the same bits; bad scales and biases are reported. [host] cases check the bit-level conversions
+// exhaustively, the mma.sync fragment order on an emulated warp, can_implement's reasons and every host check, none of
+// which touches the driver.
 #include <cuda_runtime_api.h>
 #include <catch2/catch.hpp>
 
@@ -93,15 +94,27 @@ std::pair<double, double> weight_pair(bool int4, const std::uint32_t* raw, int s
 }
 
 // ---- Host references ----------------------------------------------------------------------------------------------
-enum class WeightCase { int8, int4_g64, int4_g128 };
+// The affine cases carry zero points (GPTQ / AWQ style): signed int4 in groups of 64, unsigned uint4 in groups of 128.
+enum class WeightCase { int8, int4_g64, int4_g128, int4_affine_g64, uint4_affine_g128 };
 
 const char* case_name(WeightCase c) {
-  return c == WeightCase::int8 ? "int8" : c == WeightCase::int4_g64 ? "int4 g64" : "int4 g128";
+  switch (c) {
+    case WeightCase::int8: return "int8";
+    case WeightCase::int4_g64: return "int4 g64";
+    case WeightCase::int4_g128: return "int4 g128";
+    case WeightCase::int4_affine_g64: return "int4 affine g64";
+    case WeightCase::uint4_affine_g128: return "uint4 affine g128";
+  }
+  return "?";
 }
 
-std::int64_t group_of(WeightCase c) { return c == WeightCase::int8 ? 0 : c == WeightCase::int4_g64 ? 64 : 128; }
+std::int64_t group_of(WeightCase c) {
+  return c == WeightCase::int8 ? 0 : c == WeightCase::int4_g64 || c == WeightCase::int4_affine_g64 ? 64 : 128;
+}
 
-// A weight quantized by the quantization module, with its exact real values q · s.
+bool is_affine(WeightCase c) { return c == WeightCase::int4_affine_g64 || c == WeightCase::uint4_affine_g128; }
+
+// A weight quantized by the quantization module, with its exact real values (q − zp) · s.
 struct HostWeight {
   shrink::quant::QuantizedTensor q;
   std::vector<double> real;  // [N, K]
@@ -111,8 +124,14 @@ HostWeight make_weight(WeightCase c, std::int64_t n, std::int64_t k, std::mt1993
   std::normal_distribution<float> normal(0.0f, 1.0f / std::sqrt(static_cast<float>(k)));
   std::vector<float> w(static_cast<std::size_t>(n * k));
   for (float& v : w) v = normal(rng);
-  const QuantScheme scheme = c == WeightCase::int8
-                                 ? QuantScheme::per_channel(QuantDtype::int8, Symmetry::symmetric, 0)
+  if (is_affine(c))  // off centre, row by row: zero points far from the symmetric ones
+    for (std::size_t i = 0; i < w.size(); ++i)
+      w[i] += (0.5f + 0.25f * static_cast<float>((i / static_cast<std::size_t>(k)) % 4)) * normal.stddev();
+  const QuantScheme scheme = c == WeightCase::int8 ? QuantScheme::per_channel(QuantDtype::int8, Symmetry::symmetric, 0)
+                             : c == WeightCase::int4_affine_g64
+                                 ? QuantScheme::per_group(QuantDtype::int4, Symmetry::affine, 1, 64)
+                             : c == WeightCase::uint4_affine_g128
+                                 ? QuantScheme::per_group(QuantDtype::uint4, Symmetry::affine, 1, 128)
                                  : QuantScheme::per_group(QuantDtype::int4, Symmetry::symmetric, 1, group_of(c));
   HostWeight h{shrink::quant::quantize(TensorView<const float>(w.data(), Shape{n, k}), scheme), {}};
   h.real.resize(w.size());
@@ -121,7 +140,8 @@ HostWeight make_weight(WeightCase c, std::int64_t n, std::int64_t k, std::mt1993
       const std::size_t s = c == WeightCase::int8 ? static_cast<std::size_t>(r)
                                                   : static_cast<std::size_t>(r * (k / group_of(c)) + j / group_of(c));
       h.real[static_cast<std::size_t>(r * k + j)] =
-          static_cast<double>(h.q.value(r * k + j)) * static_cast<double>(h.q.qparams.scale[s]);
+          static_cast<double>(h.q.value(r * k + j) - h.q.qparams.zero_point[s]) *
+          static_cast<double>(h.q.qparams.scale[s]);
     }
   return h;
 }
@@ -139,21 +159,41 @@ std::vector<T> random_activations(std::int64_t count, std::mt19937& rng) {
 
 // The device copy of one problem's inputs.
 struct DeviceProblem {
-  DeviceBuffer x, data, scales, bias, out;
+  DeviceBuffer x, data, scales, bias, out, zero_points;
   DeviceProblem(std::size_t x_bytes, std::size_t data_bytes, std::size_t scale_bytes, std::size_t bias_bytes,
-                std::size_t out_bytes)
-      : x(x_bytes), data(data_bytes), scales(scale_bytes), bias(bias_bytes), out(out_bytes) {}
+                std::size_t out_bytes, std::size_t zero_point_bytes = 0)
+      : x(x_bytes),
+        data(data_bytes),
+        scales(scale_bytes),
+        bias(bias_bytes),
+        out(out_bytes),
+        zero_points(zero_point_bytes) {}
 
-  // The weight [n, k] of case wc in `data` and `scales`.
+  // The weight [n, k] of case wc in `data`, `scales` and (affine cases) `zero_points`.
   WeightOnlyWeight weight(WeightCase wc, std::int64_t n, std::int64_t k) const {
     if (wc == WeightCase::int8)
       return WeightOnlyWeight::int8(TensorView<const std::int8_t>(data.as<std::int8_t>(), Shape{n, k}, Device::cuda(0)),
                                     TensorView<const float>(scales.as<float>(), Shape{n}, Device::cuda(0)));
-    return WeightOnlyWeight::int4(
-        TensorView<const std::uint8_t>(data.as<std::uint8_t>(), Shape{n, k / 2}, Device::cuda(0)),
-        TensorView<const float>(scales.as<float>(), Shape{n, k / group_of(wc)}, Device::cuda(0)), group_of(wc));
+    const TensorView<const std::uint8_t> packed(data.as<std::uint8_t>(), Shape{n, k / 2}, Device::cuda(0));
+    const TensorView<const float> s(scales.as<float>(), Shape{n, k / group_of(wc)}, Device::cuda(0));
+    const TensorView<const std::int32_t> zp(zero_points.as<std::int32_t>(), Shape{n, k / group_of(wc)},
+                                            Device::cuda(0));
+    if (wc == WeightCase::int4_affine_g64) return WeightOnlyWeight::int4(packed, s, group_of(wc), zp);
+    if (wc == WeightCase::uint4_affine_g128) return WeightOnlyWeight::uint4(packed, s, zp, group_of(wc));
+    return WeightOnlyWeight::int4(packed, s, group_of(wc));
+  }
+
+  // Uploads the weight's bytes, scales and zero points.
+  void upload_weight(const HostWeight& w) {
+    data.upload(w.q.data.data(), data.bytes());
+    scales.upload(w.q.qparams.scale.data(), scales.bytes());
+    if (zero_points.bytes() > 0) zero_points.upload(w.q.qparams.zero_point.data(), zero_points.bytes());
   }
 };
+
+std::size_t zero_point_bytes(WeightCase wc, const HostWeight& w) {
+  return is_affine(wc) ? w.q.qparams.zero_point.size() * sizeof(std::int32_t) : 0;
+}
 
 constexpr std::int64_t kGuard = 64;  // outputs past the end that must stay poisoned
 
@@ -196,10 +236,10 @@ void check_problem(WeightCase wc, std::int64_t m, Shapes shape, std::uint32_t se
   for (float& b : bias) b = normal(rng);
 
   DeviceProblem d(x.size() * sizeof(T), w.q.data.size(), w.q.qparams.scale.size() * sizeof(float),
-                  bias.size() * sizeof(float), static_cast<std::size_t>(m * n + kGuard) * sizeof(T));
+                  bias.size() * sizeof(float), static_cast<std::size_t>(m * n + kGuard) * sizeof(T),
+                  zero_point_bytes(wc, w));
   d.x.upload(x.data(), d.x.bytes());
-  d.data.upload(w.q.data.data(), d.data.bytes());
-  d.scales.upload(w.q.qparams.scale.data(), d.scales.bytes());
+  d.upload_weight(w);
   d.bias.upload(bias.data(), d.bias.bytes());
 
   LinearWeightOnlyArgs<T> args;
@@ -208,7 +248,7 @@ void check_problem(WeightCase wc, std::int64_t m, Shapes shape, std::uint32_t se
   args.out = TensorView<T>(d.out.as<T>(), Shape{m, n}, Device::cuda(0));
   REQUIRE(shrink::cuda::can_implement_linear_weight_only(args));
 
-  // Pre-activation FP64 reference and its scale: Σ_k x · q · s + bias, Σ_k |x · q · s|.
+  // Pre-activation FP64 reference and its scale: Σ_k x · (q − zp) · s + bias, Σ_k |x · (q − zp) · s|.
   std::vector<double> pre(static_cast<std::size_t>(m * n)), magnitude(pre.size());
   for (std::int64_t r = 0; r < m; ++r)
     for (std::int64_t c = 0; c < n; ++c) {
@@ -289,6 +329,8 @@ std::vector<Shapes> shapes_for(WeightCase c) {
     case WeightCase::int8: return {{33, 272}, {257, 1040}, {8, 16}};
     case WeightCase::int4_g64: return {{33, 256}, {257, 1152}, {100, 64}};
     case WeightCase::int4_g128: return {{33, 384}, {257, 1152}, {70, 128}};
+    case WeightCase::int4_affine_g64: return {{33, 256}, {257, 1152}, {101, 64}};
+    case WeightCase::uint4_affine_g128: return {{35, 384}, {257, 1152}, {70, 128}};
   }
   return {};
 }
@@ -296,6 +338,13 @@ std::vector<Shapes> shapes_for(WeightCase c) {
 template <class T>
 void check_all_problems(std::uint32_t seed) {
   for (const WeightCase wc : {WeightCase::int8, WeightCase::int4_g64, WeightCase::int4_g128})
+    for (const Shapes& shape : shapes_for(wc))
+      for (const std::int64_t m : {1, 2, 3, 5, 16, 33, 64}) check_problem<T>(wc, m, shape, seed++);
+}
+
+template <class T>
+void check_affine_problems(std::uint32_t seed) {
+  for (const WeightCase wc : {WeightCase::int4_affine_g64, WeightCase::uint4_affine_g128})
     for (const Shapes& shape : shapes_for(wc))
       for (const std::int64_t m : {1, 2, 3, 5, 16, 33, 64}) check_problem<T>(wc, m, shape, seed++);
 }
@@ -453,12 +502,96 @@ void check_fragment_order(bool int4, std::uint32_t seed) {
     }
 }
 
+TEST_CASE("weight-only bits: every zero-point offset and nibble give u − o exactly, in half, bfloat16 and float",
+          "[host]") {
+  CHECK(bits::half_minus_offset_pair(8) == bits::kHalfMinus1032Pair);
+  CHECK(bits::bfloat16_minus_offset_pair(8) == bits::kBfloat16Minus136Pair);
+  CHECK(bits::float_magic_offset(8) == bits::kFloatMagicInt4);
+  for (std::uint32_t o = 0; o < 16; ++o) {
+    const std::uint32_t h = bits::half_minus_offset_pair(o), b = bits::bfloat16_minus_offset_pair(o);
+    REQUIRE(low_of<half>(h) == -(1024.0 + o));
+    REQUIRE(high_of<half>(h) == -(1024.0 + o));
+    REQUIRE(low_of<bfloat16>(b) == -(128.0 + o));
+    REQUIRE(high_of<bfloat16>(b) == -(128.0 + o));
+    for (std::uint32_t u = 0; u < 16; ++u)
+      for (int e = 0; e < 8; ++e) {
+        INFO("offset " << o << " nibble " << u << " element " << e);
+        const std::uint32_t word = (0x9E3779B9u & ~(0xFu << (4 * e))) | (u << (4 * e));
+        const double expected = static_cast<double>(u) - static_cast<double>(o);
+        REQUIRE(bits::int4_element_minus_offset(word, e, bits::float_magic_offset(o)) == expected);
+        // The kernels' 16-bit fma (biased · 1 − (magic + o)) is exact: the difference is a small integer.
+        const int j = e % 4;
+        const std::uint32_t hb = bits::int4_pair_as_biased(word, j, bits::kHalfMagicPair);
+        REQUIRE((e < 4 ? low_of<half>(hb) : high_of<half>(hb)) + low_of<half>(h) == expected);
+        const std::uint32_t bb = bits::int4_pair_as_biased(word, j, bits::kBfloat16MagicPair);
+        REQUIRE((e < 4 ? low_of<bfloat16>(bb) : high_of<bfloat16>(bb)) + low_of<bfloat16>(b) == expected);
+      }
+  }
+  // int4: o = 8 + zp on the flipped nibble gives q − zp; uint4: o = zp on the nibble as it is gives u − zp.
+  for (int q = -8; q < 8; ++q)
+    for (int zp = -8; zp < 8; ++zp) {
+      const std::uint32_t flipped = bits::flip_int4_signs(static_cast<std::uint32_t>(q & 0xF));
+      REQUIRE(
+          bits::int4_element_minus_offset(flipped, 0, bits::float_magic_offset(static_cast<std::uint32_t>(8 + zp))) ==
+          static_cast<float>(q - zp));
+    }
+  for (int u = 0; u < 16; ++u)
+    for (int zp = 0; zp < 16; ++zp)
+      REQUIRE(bits::int4_element_minus_offset(static_cast<std::uint32_t>(u), 0,
+                                              bits::float_magic_offset(static_cast<std::uint32_t>(zp))) ==
+              static_cast<float>(u - zp));
+}
+
 TEST_CASE("weight-only mma.sync fragments: every k meets its own activation once (emulated warp)", "[host]") {
   for (std::uint32_t seed = 1; seed <= 4; ++seed) {
     check_fragment_order<half>(false, seed);
     check_fragment_order<half>(true, seed + 10);
     check_fragment_order<bfloat16>(false, seed + 20);
     check_fragment_order<bfloat16>(true, seed + 30);
+  }
+}
+
+TEST_CASE("cuda can_implement_linear_weight_only: zero points of int4 and uint4 weights", "[host]") {
+  const std::int64_t n = 48, k = 128, group = 64;
+  HostArgs h(4, n, k, group);
+  const TensorView<const std::int32_t> zp(fake_address<const std::int32_t>(6), Shape{n, k / group}, Device::cuda(0));
+  h.a.w.zero_points = zp;
+  CHECK(shrink::cuda::can_implement_linear_weight_only(h.a));
+  HostArgs u(4, n, k, group);
+  u.a.w = WeightOnlyWeight::uint4(u.a.w.data, u.a.w.scales, zp, group);
+  CHECK(shrink::cuda::can_implement_linear_weight_only(u.a));
+  CHECK(u.a.w.cols() == k);
+  u.a.w.zero_points = TensorView<const std::int32_t>();  // symmetric uint4: zero point 8
+  CHECK(shrink::cuda::can_implement_linear_weight_only(u.a));
+  {
+    HostArgs b(4, n, k, group);
+    b.a.w.zero_points = TensorView<const std::int32_t>(zp.data(), Shape{n, k / group + 1}, Device::cuda(0));
+    expect_refused(b.a, "w.zero_points.shape", "one zero point per row and group");
+  }
+  {
+    HostArgs b(4, n, k, group);
+    b.a.w.zero_points = TensorView<const std::int32_t>(zp.data(), Shape{n, k / group});  // host memory
+    expect_refused(b.a, "w.zero_points", "a CUDA view");
+  }
+  {
+    HostArgs b(4, n, k, group);
+    b.a.w.zero_points =
+        TensorView<const std::int32_t>(fake_address<const std::int32_t>(6, 2), Shape{n, k / group}, Device::cuda(0));
+    expect_refused(b.a, "w.zero_points", "aligned");
+  }
+  {
+    HostArgs b(4, n, k, group);
+    b.a.w.zero_points = TensorView<const std::int32_t>(reinterpret_cast<const std::int32_t*>(b.a.out.data()),
+                                                       Shape{n, k / group}, Device::cuda(0));
+    expect_refused(b.a, "out", "w.zero_points");
+  }
+  {
+    HostArgs b(4, n, k, group);
+    b.a.w = WeightOnlyWeight::int8(
+        TensorView<const std::int8_t>(fake_address<const std::int8_t>(2), Shape{n, k}, Device::cuda(0)),
+        TensorView<const float>(fake_address<const float>(3), Shape{n}, Device::cuda(0)));
+    b.a.w.zero_points = TensorView<const std::int32_t>(zp.data(), Shape{n, 1}, Device::cuda(0));
+    expect_refused(b.a, "w.zero_points", "int8 weights are symmetric");
   }
 }
 
@@ -496,8 +629,8 @@ TEST_CASE("cuda can_implement_linear_weight_only accepts good arguments and name
   }
   SECTION("the weight") {
     HostArgs h;
-    h.a.w.dtype = QuantDtype::uint4;
-    expect_refused(h.a, "w.dtype", "int8 (per output row) or int4");
+    h.a.w.dtype = QuantDtype::uint8;
+    expect_refused(h.a, "w.dtype", "int8 (per output row) or int4 / uint4");
     h = HostArgs();
     h.a.w.group_size = 32;
     expect_refused(h.a, "w.group_size", "64 or 128");
@@ -622,18 +755,27 @@ TEST_CASE("cuda linear_weight_only matches the CPU twin and an FP64 reference: b
   check_all_problems<bfloat16>(500);
 }
 
+TEST_CASE("cuda linear_weight_only with zero points (affine int4 g64, uint4 g128) matches the CPU twin: half",
+          "[gpu]") {
+  check_affine_problems<half>(1300);
+}
+
+TEST_CASE("cuda linear_weight_only with zero points (affine int4 g64, uint4 g128) matches the CPU twin: bfloat16",
+          "[gpu]") {
+  check_affine_problems<bfloat16>(1700);
+}
+
 TEST_CASE("cuda linear_weight_only: K slices give the same bits on every run, and agree with one slice", "[gpu]") {
-  for (const WeightCase wc : {WeightCase::int8, WeightCase::int4_g128})
+  for (const WeightCase wc : {WeightCase::int8, WeightCase::int4_g128, WeightCase::int4_affine_g64})
     for (const WeightOnlyPath path : {WeightOnlyPath::cuda_core, WeightOnlyPath::tensor_core}) {
       const std::int64_t m = 7, n = 300, k = 2048;
       std::mt19937 rng(900);
       const HostWeight w = make_weight(wc, n, k, rng);
       const std::vector<half> x = random_activations<half>(m * k, rng);
       DeviceProblem d(x.size() * 2, w.q.data.size(), w.q.qparams.scale.size() * 4, 4,
-                      static_cast<std::size_t>(m * n + kGuard) * 2);
+                      static_cast<std::size_t>(m * n + kGuard) * 2, zero_point_bytes(wc, w));
       d.x.upload(x.data(), d.x.bytes());
-      d.data.upload(w.q.data.data(), d.data.bytes());
-      d.scales.upload(w.q.qparams.scale.data(), d.scales.bytes());
+      d.upload_weight(w);
       LinearWeightOnlyArgs<half> args;
       args.x = TensorView<const half>(d.x.as<half>(), Shape{m, k}, Device::cuda(0));
       args.w = d.weight(wc, n, k);
@@ -660,8 +802,9 @@ TEST_CASE("cuda linear_weight_only: K slices give the same bits on every run, an
     }
 }
 
-TEST_CASE("cuda linear_weight_only reports bad scales and biases when asked to synchronise", "[gpu]") {
-  for (const WeightCase wc : {WeightCase::int8, WeightCase::int4_g64})
+TEST_CASE("cuda linear_weight_only reports bad scales, zero points and biases when asked to synchronise", "[gpu]") {
+  for (const WeightCase wc :
+       {WeightCase::int8, WeightCase::int4_g64, WeightCase::int4_affine_g64, WeightCase::uint4_affine_g128})
     for (const WeightOnlyPath path : {WeightOnlyPath::cuda_core, WeightOnlyPath::tensor_core})
       for (const int slices : {1, 2}) {
         INFO(case_name(wc) << " path " << shrink::cuda::to_string(path) << " split_k " << slices);
@@ -671,9 +814,9 @@ TEST_CASE("cuda linear_weight_only reports bad scales and biases when asked to s
         const std::vector<half> x = random_activations<half>(m * k, rng);
         std::vector<float> bias(static_cast<std::size_t>(n), 0.5f);
         DeviceProblem d(x.size() * 2, w.q.data.size(), w.q.qparams.scale.size() * 4, bias.size() * 4,
-                        static_cast<std::size_t>(m * n + kGuard) * 2);
+                        static_cast<std::size_t>(m * n + kGuard) * 2, zero_point_bytes(wc, w));
         d.x.upload(x.data(), d.x.bytes());
-        d.data.upload(w.q.data.data(), d.data.bytes());
+        d.upload_weight(w);
         LinearWeightOnlyArgs<half> args;
         args.x = TensorView<const half>(d.x.as<half>(), Shape{m, k}, Device::cuda(0));
         args.w = d.weight(wc, n, k);
@@ -692,6 +835,15 @@ TEST_CASE("cuda linear_weight_only reports bad scales and biases when asked to s
             Contains("scale is not finite and > 0"));
 
         d.scales.upload(w.q.qparams.scale.data(), d.scales.bytes());
+        if (is_affine(wc)) {  // one past the top of the dtype's range: 8 for int4, 16 for uint4
+          std::vector<std::int32_t> zero_points = w.q.qparams.zero_point;
+          zero_points[zero_points.size() / 3] = wc == WeightCase::uint4_affine_g128 ? 16 : 8;
+          d.zero_points.upload(zero_points.data(), d.zero_points.bytes());
+          CHECK_THROWS_WITH(
+              shrink::cuda::linear_weight_only(args, workspace.workspace(), nullptr, shrink::cuda::Synchronize::yes),
+              Contains("zero point lies outside"));
+          d.zero_points.upload(w.q.qparams.zero_point.data(), d.zero_points.bytes());
+        }
         bias[7] = std::numeric_limits<float>::quiet_NaN();
         d.bias.upload(bias.data(), d.bias.bytes());
         CHECK_THROWS_WITH(
@@ -707,9 +859,13 @@ TEST_CASE("cuda linear_weight_only reports bad scales and biases when asked to s
 
 // benchmarks/gpu/device-check.sh runs the "[sanitize]" cases under compute-sanitizer memcheck and racecheck: each
 // weight format through every path (check_problem), K slices included, on a few CTAs.
-TEST_CASE("cuda linear_weight_only sanitizer subset: int8, int4 g64 and g128 (K slices), every path",
-          "[gpu][sanitize]") {
+TEST_CASE(
+    "cuda linear_weight_only sanitizer subset: int8, int4 g64 and g128, affine int4 and uint4 (K slices), every "
+    "path",
+    "[gpu][sanitize]") {
   check_problem<half>(WeightCase::int8, 5, {33, 272}, 41);
   check_problem<bfloat16>(WeightCase::int4_g64, 16, {33, 256}, 42);
   check_problem<half>(WeightCase::int4_g128, 3, {257, 1152}, 43);
+  check_problem<half>(WeightCase::int4_affine_g64, 16, {33, 256}, 44);
+  check_problem<bfloat16>(WeightCase::uint4_affine_g128, 2, {257, 1152}, 45);
 }

@@ -539,3 +539,13 @@ TEST_CASE("linear_int8 int8 output needs a usable out_scale and writes nothing o
     CHECK(can_implement_linear_int8(x, w, TensorView<half>(h.data(), Shape{m, n}), e));
   }
 }
+
+TEST_CASE("pack_int8_weight names the pack function of a 4-bit weight", "[cpu][linear][int8][errors]") {
+  std::mt19937 rng(41);
+  const auto w = shrink::test::normal_values(8 * 64, rng);
+  const quant::QuantizedTensor q4 =
+      quant::quantize(TensorView<const float>(w.data(), Shape{8, 64}),
+                      quant::QuantScheme::per_group(quant::QuantDtype::int4, quant::Symmetry::affine, 1, 32));
+  CHECK_FALSE(can_implement_pack_int8_weight(q4));
+  shrink::test::require_error_mentioning([&] { pack_int8_weight(q4); }, "shrink::cpu::pack_weight_int4");
+}

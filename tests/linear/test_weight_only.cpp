@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <random>
 #include <string>
 #include <tuple>
@@ -261,6 +262,170 @@ TEST_CASE("pack_weight_int4 lays rows out as panels of nibbles with their group 
   }
 }
 
+// Affine 4-bit weights (a zero point per group or channel, GPTQ / AWQ style). The weights are shifted off zero so that
+// the zero points are far from the symmetric ones.
+struct AffineInt4Case {
+  std::int64_t m, n, k;
+  quant::Granularity granularity;
+  std::int64_t group;  // per_group only
+};
+
+quant::QuantScheme affine_int4_scheme(const AffineInt4Case& c, quant::QuantDtype dtype) {
+  using quant::QuantScheme;
+  using quant::Symmetry;
+  switch (c.granularity) {
+    case quant::Granularity::per_group: return QuantScheme::per_group(dtype, Symmetry::affine, 1, c.group);
+    case quant::Granularity::per_channel: return QuantScheme::per_channel(dtype, Symmetry::affine, 0);
+    default: return QuantScheme::per_tensor(dtype, Symmetry::affine);
+  }
+}
+
+std::vector<float> shifted_weights(std::int64_t n, std::int64_t k, std::mt19937& rng) {
+  std::vector<float> w = shrink::test::normal_values(static_cast<std::size_t>(n * k), rng, 0.05f);
+  for (std::int64_t r = 0; r < n; ++r)
+    for (std::int64_t c = 0; c < k; ++c)
+      w[static_cast<std::size_t>(r * k + c)] += 0.04f + 0.01f * static_cast<float>(r % 5);
+  return w;
+}
+
+TEST_CASE(
+    "pack_weight_int4 keeps the zero points of affine int4 and uint4 weights: panels dequantize as "
+    "quant::dequantize",
+    "[cpu][linear][int4][affine]") {
+  std::mt19937 rng(27);
+  const std::int64_t n = 37, k = 99;
+  const auto w = shifted_weights(n, k, rng);
+  for (quant::QuantDtype dtype : {quant::QuantDtype::int4, quant::QuantDtype::uint4})
+    for (const AffineInt4Case c : {AffineInt4Case{1, n, k, quant::Granularity::per_channel, 0},
+                                   AffineInt4Case{1, n, 96, quant::Granularity::per_group, 32},
+                                   AffineInt4Case{1, n, 96, quant::Granularity::per_tensor, 0}}) {
+      INFO("dtype " << quant::to_string(dtype) << " granularity " << quant::to_string(c.granularity));
+      const quant::QuantizedTensor q =
+          quant::quantize(TensorView<const float>(w.data(), Shape{n, c.k}), affine_int4_scheme(c, dtype));
+      const std::vector<float> dequantized = quant::dequantize(q);
+      const PackedInt4Weight p = pack_weight_int4(q);
+      REQUIRE(p.affine());
+      CHECK(p.group_size == (c.granularity == quant::Granularity::per_group ? c.group : c.k));
+      CHECK(p.storage_bytes() == n * ((c.k + 1) / 2) + n * p.groups() * 5);
+      std::vector<float> block(static_cast<std::size_t>(c.k * kPanelWidth));
+      int mismatches = 0;
+      for (std::int64_t panel = 0; panel < p.panel_count(); ++panel) {
+        shrink::cpu::dequantize_int4_panel(p, panel, 0, c.k, block.data());
+        for (std::int64_t kk = 0; kk < c.k; ++kk)
+          for (std::int64_t j = 0; j < kPanelWidth; ++j) {
+            const std::int64_t row = panel * kPanelWidth + j;
+            const float expected = row < n ? dequantized[static_cast<std::size_t>(row * c.k + kk)] : 0.0f;
+            mismatches += block[static_cast<std::size_t>(kk * kPanelWidth + j)] != expected;
+          }
+      }
+      CHECK(mismatches == 0);
+    }
+  // Zero points that are the symmetric ones (0 for int4, 8 for uint4) take the symmetric loop.
+  const quant::QuantizedTensor sym_u4 =
+      quant::quantize(TensorView<const float>(w.data(), Shape{n, 96}),
+                      quant::QuantScheme::per_group(quant::QuantDtype::uint4, quant::Symmetry::symmetric, 1, 32));
+  const PackedInt4Weight p = pack_weight_int4(sym_u4);
+  CHECK_FALSE(p.affine());
+  CHECK(p.storage_bytes() == n * 48 + n * 3 * 4);
+  std::vector<float> block(static_cast<std::size_t>(96 * kPanelWidth));
+  shrink::cpu::dequantize_int4_panel(p, 0, 0, 96, block.data());
+  const std::vector<float> dequantized = quant::dequantize(sym_u4);
+  for (std::int64_t kk = 0; kk < 96; kk += 7)
+    CHECK(block[static_cast<std::size_t>(kk * kPanelWidth + 3)] == dequantized[static_cast<std::size_t>(3 * 96 + kk)]);
+}
+
+TEST_CASE("linear_weight_only with affine int4 and uint4 weights matches a double reference and dequantize-then-GEMM",
+          "[cpu][linear][float][int4][affine]") {
+  std::mt19937 rng(28);
+  using quant::Granularity;
+  // Odd N and K, groups that do not divide the 256-wide k blocks (48, 96), K not a multiple of 32 or 64 per channel.
+  const std::vector<AffineInt4Case> cases = {
+      {1, 1, 1, Granularity::per_channel, 0},     {1, 33, 77, Granularity::per_channel, 0},
+      {2, 31, 300, Granularity::per_group, 60},   {5, 3, 144, Granularity::per_group, 48},
+      {7, 17, 384, Granularity::per_group, 96},   {12, 64, 128, Granularity::per_group, 32},
+      {13, 45, 640, Granularity::per_group, 128}, {30, 70, 513, Granularity::per_channel, 0},
+      {6, 19, 257, Granularity::per_tensor, 0},   {3, 45, 1024, Granularity::per_group, 64}};
+  for (const AffineInt4Case& c : cases)
+    for (quant::QuantDtype dtype : {quant::QuantDtype::int4, quant::QuantDtype::uint4}) {
+      const std::int64_t m = c.m, n = c.n, k = c.k;
+      INFO("M " << m << " N " << n << " K " << k << " " << quant::to_string(c.granularity) << " group " << c.group
+                << " " << quant::to_string(dtype));
+      const auto x = shrink::test::normal_values(static_cast<std::size_t>(m * k), rng);
+      const auto w = shifted_weights(n, k, rng);
+      const auto bias = shrink::test::normal_values(static_cast<std::size_t>(n), rng);
+      const quant::QuantizedTensor q =
+          quant::quantize(TensorView<const float>(w.data(), Shape{n, k}), affine_int4_scheme(c, dtype));
+      const std::vector<float> dequantized = quant::dequantize(q);  // (q − zp) · s in float: what the kernel multiplies
+      const PackedInt4Weight packed = pack_weight_int4(q);
+      if (k > 1) CHECK(packed.affine());
+      const auto ref = shrink::test::reference_product(x, dequantized, m, n, k);
+      const PackedWeight<float> dense = pack_weight(TensorView<const float>(dequantized.data(), Shape{n, k}));
+      const TensorView<const float> xv(x.data(), Shape{m, k});
+      for (Activation act : {Activation::none, Activation::relu, Activation::gelu}) {
+        const Epilogue e = Epilogue::with_bias(TensorView<const float>(bias.data(), Shape{n}), act);
+        at_each_level([&](SimdLevel) {
+          std::vector<float> out(static_cast<std::size_t>(m * n), kPoison), dense_out(out.size(), kPoison);
+          linear_weight_only(xv, packed, TensorView<float>(out.data(), Shape{m, n}), e);
+          shrink::test::check_against_reference(out, n, ref, m, n, k, {}, bias, act);
+          linear_f32(xv, dense, TensorView<float>(dense_out.data(), Shape{m, n}), e);
+          int far = 0;
+          for (std::size_t i = 0; i < out.size(); ++i)
+            far += !(std::fabs(out[i] - dense_out[i]) <=
+                     2 * (static_cast<double>(k) + 4) * std::ldexp(1.0, -23) * ref.magnitude[i] +
+                         std::ldexp(1.0, -21) *
+                             (std::fabs(dense_out[i]) + std::fabs(bias[i % static_cast<std::size_t>(n)])));
+          CHECK(far == 0);
+          // A second call gives the same bits: nothing depends on call history.
+          std::vector<float> again(out.size(), kPoison);
+          linear_weight_only(xv, packed, TensorView<float>(again.data(), Shape{m, n}), e);
+          CHECK(std::memcmp(again.data(), out.data(), out.size() * sizeof(float)) == 0);
+        });
+      }
+      // The QuantizedTensor overload packs the same weight; half and bfloat16 activations round the float result.
+      const Epilogue e = Epilogue::with_bias(TensorView<const float>(bias.data(), Shape{n}), Activation::silu);
+      std::vector<float> a(static_cast<std::size_t>(m * n)), b(a.size());
+      linear_weight_only(xv, q, TensorView<float>(a.data(), Shape{m, n}), e);
+      linear_weight_only(xv, packed, TensorView<float>(b.data(), Shape{m, n}), e);
+      CHECK(a == b);
+      check_16bit_matches_float<half>(x, packed, m, n, k, e);
+      check_16bit_matches_float<bfloat16>(x, packed, m, n, k, e);
+    }
+}
+
+TEST_CASE("linear_weight_only with an affine int4 weight reads strided activations and writes strided outputs",
+          "[cpu][linear][float][int4][affine]") {
+  std::mt19937 rng(29);
+  const std::int64_t m = 14, n = 37, k = 192, group = 64;
+  const Eigen::MatrixXf x = Eigen::MatrixXf::Random(m, k);  // column-major: strides {1, m}
+  std::vector<float> x_rows(static_cast<std::size_t>(m * k));
+  const std::int64_t ldx = k + 5;
+  std::vector<float> x_padded(static_cast<std::size_t>(m * ldx), kPoison);  // row stride k + 5
+  for (std::int64_t r = 0; r < m; ++r)
+    for (std::int64_t c = 0; c < k; ++c) {
+      x_rows[static_cast<std::size_t>(r * k + c)] = x(r, c);
+      x_padded[static_cast<std::size_t>(r * ldx + c)] = x(r, c);
+    }
+  const auto w = shifted_weights(n, k, rng);
+  const auto bias = shrink::test::normal_values(static_cast<std::size_t>(n), rng);
+  const quant::QuantizedTensor q =
+      quant::quantize(TensorView<const float>(w.data(), Shape{n, k}),
+                      quant::QuantScheme::per_group(quant::QuantDtype::uint4, quant::Symmetry::affine, 1, group));
+  const auto ref = shrink::test::reference_product(x_rows, quant::dequantize(q), m, n, k);
+  const PackedInt4Weight packed = pack_weight_int4(q);
+  const Epilogue e = Epilogue::with_bias(TensorView<const float>(bias.data(), Shape{n}), Activation::relu);
+  at_each_level([&](SimdLevel) {
+    const std::int64_t ld = n + 3;
+    for (const TensorView<const float>& xv :
+         {as_view(x), TensorView<const float>(x_padded.data(), Shape{m, k}, Strides{ldx, 1})}) {
+      std::vector<float> out(static_cast<std::size_t>(m * ld), kPoison);
+      linear_weight_only(xv, packed, TensorView<float>(out.data(), Shape{m, n}, Strides{ld, 1}), e);
+      shrink::test::check_against_reference(out, ld, ref, m, n, k, {}, bias, Activation::relu);
+      for (std::int64_t r = 0; r < m; ++r)
+        for (std::int64_t c = n; c < ld; ++c) CHECK(out[static_cast<std::size_t>(r * ld + c)] == kPoison);
+    }
+  });
+}
+
 TEST_CASE("linear_weight_only with half and bfloat16 activations and outputs", "[cpu][linear][float][16bit]") {
   std::mt19937 rng(27);
   for (auto [m, n, k] : kInt4Shapes) {
@@ -418,29 +583,37 @@ TEST_CASE("weight-only linear layers reject bad input and leave the output untou
   SECTION("a 1-D weight") {
     expect_rejected([&] { pack_weight(TensorView<const float>(w.data(), Shape{n * k})); }, "w.shape");
   }
-  SECTION("int4 weights: uint4, a zero point, per channel, groups along axis 0, an inconsistent pack") {
+  SECTION(
+      "4-bit weights: the wrong pack function, per channel along axis 1, groups along axis 0, an inconsistent "
+      "pack") {
     const auto w4 = shrink::test::normal_values(static_cast<std::size_t>(n * 64), rng);
     const TensorView<const float> x4v(w4.data(), Shape{m, 64});  // any [M, 64] activations
     const TensorView<const float> w4v(w4.data(), Shape{n, 64});
     using quant::QuantDtype;
     using quant::QuantScheme;
     using quant::Symmetry;
+    // Each pack function names the one that takes the weight it refuses.
+    const auto q4 = quant::quantize(w4v, QuantScheme::per_group(QuantDtype::uint4, Symmetry::affine, 1, 32));
+    expect_rejected([&] { pack_weight(q4); }, "shrink::cpu::pack_weight_int4");
+    const auto q8 = quant::quantize(w4v, QuantScheme::per_channel(QuantDtype::int8, Symmetry::symmetric, 0));
+    expect_rejected([&] { pack_weight_int4(q8); }, "shrink::cpu::pack_weight)");
+    const auto q8a = quant::quantize(w4v, QuantScheme::per_channel(QuantDtype::int8, Symmetry::affine, 0));
+    expect_rejected([&] { linear_weight_only(x4v, q8a, ov); }, "shrink::cpu::pack_weight_int4");
     expect_rejected(
         [&] {
-          linear_weight_only(
-              x4v, quant::quantize(w4v, QuantScheme::per_group(QuantDtype::uint4, Symmetry::affine, 1, 32)), ov);
+          linear_weight_only(x4v, quant::quantize(w4v, QuantScheme::per_tensor(QuantDtype::uint8, Symmetry::affine)),
+                             ov);
         },
-        "w.scheme.dtype");
+        "int4 / uint4 (symmetric or affine");
     auto qa = quant::quantize(w4v, QuantScheme::per_group(QuantDtype::int4, Symmetry::affine, 1, 32));
-    std::fill(qa.qparams.zero_point.begin(), qa.qparams.zero_point.end(), 0);
-    qa.qparams.zero_point[3] = 2;
-    expect_rejected([&] { linear_weight_only(x4v, qa, ov); }, "w.qparams.zero_point[3]");
+    qa.qparams.zero_point[3] = 8;  // outside [-8, 7]
+    expect_rejected([&] { linear_weight_only(x4v, qa, ov); }, "qparams.zero_point[3]");
     expect_rejected(
         [&] {
-          linear_weight_only(
-              x4v, quant::quantize(w4v, QuantScheme::per_channel(QuantDtype::int4, Symmetry::symmetric, 0)), ov);
+          linear_weight_only(x4v, quant::quantize(w4v, QuantScheme::per_channel(QuantDtype::int4, Symmetry::affine, 1)),
+                             ov);
         },
-        "w.scheme.granularity");
+        "w.scheme.axis");
     const std::vector<float> tall(static_cast<std::size_t>(64 * 64), 0.5f);
     expect_rejected(
         [&] {
@@ -452,6 +625,11 @@ TEST_CASE("weight-only linear layers reject bad input and leave the output untou
         pack_weight_int4(quant::quantize(w4v, QuantScheme::per_group(QuantDtype::int4, Symmetry::symmetric, 1, 32)));
     broken.scales.pop_back();
     expect_rejected([&] { linear_weight_only(x4v, broken, ov); }, "PackedInt4Weight");
+    PackedInt4Weight broken_zeros =
+        pack_weight_int4(quant::quantize(w4v, QuantScheme::per_group(QuantDtype::int4, Symmetry::affine, 1, 32)));
+    REQUIRE(broken_zeros.affine());
+    broken_zeros.zero_points.pop_back();
+    expect_rejected([&] { linear_weight_only(x4v, broken_zeros, ov); }, "PackedInt4Weight");
     expect_rejected(
         [&] {
           linear_weight_only(xv,

@@ -1,8 +1,9 @@
 // The float product over a per-group int4 weight (cpu/packed_int4_weight.hpp): Y[M, N] = X[M, K] · Wᵀ with
-// w[n, k] = q[n, k] · s[n, k / group] dequantized in float one panel block at a time (256 k × 32 outputs, kept in L1),
-// then the float tiles of cpu/gemm_panel.hpp (AVX-512, AVX2, or Eigen's product) pass over it: the weight leaves
-// memory once, at half a byte a value, whatever M. The result is that of dequantize-then-float-GEMM up to the
-// order of the float sums.
+// w[n, k] = q[n, k] · s[n, k / group], or (q[n, k] − z[n, k / group]) · s[n, k / group] when affine, dequantized in
+// float one panel block at a time (256 k × 32 outputs, kept in L1; the zero point costs one integer subtraction a
+// value there, shared by all M rows), then the float tiles of cpu/gemm_panel.hpp (AVX-512, AVX2, or Eigen's product)
+// pass over it: the weight leaves memory once, at half a byte a value, whatever M. The result is that of
+// dequantize-then-float-GEMM up to the order of the float sums.
 #pragma once
 
 #include <algorithm>
@@ -17,9 +18,9 @@
 
 namespace shrink::cpu {
 
-// y[m, n] = act(Σ_k x[m, k] · q[n, k] · s[n, k / group] + bias[n]) for the M rows of x (row stride ldx, contiguous
-// along k) into y (row stride ldy); bias may be null. Arguments are checked by the caller. Runs on the current
-// executor, cut as cpu/gemm_panel.hpp's for_each_panel_part cuts it (the same bits on any executor).
+// y[m, n] = act(Σ_k x[m, k] · w[n, k] + bias[n]), w dequantized as above, for the M rows of x (row stride ldx,
+// contiguous along k) into y (row stride ldy); bias may be null. Arguments are checked by the caller. Runs on the
+// current executor, cut as cpu/gemm_panel.hpp's for_each_panel_part cuts it (the same bits on any executor).
 inline void gemm_int4_panels(const float* x, std::int64_t ldx, std::int64_t m_total, const PackedInt4Weight& w,
                              float* y, std::int64_t ldy, const float* bias, Activation activation) {
   const std::int64_t n_total = w.rows, k_total = w.cols;

@@ -117,6 +117,10 @@ inline Support check_int8_operand(const quant::QuantizedTensor& t, const char* n
 }
 
 inline Support check_int8_weight(const quant::QuantizedTensor& w) {
+  if (quant::is_packed(w.scheme.dtype))
+    return Support::no("w.scheme.dtype", quant::to_string(w.scheme.dtype),
+                       "int8 (an int4 or uint4 weight runs weight-only: shrink::cpu::pack_weight_int4 and "
+                       "linear_weight_only)");
   Support s = check_int8_operand(w, "w", false);
   if (!s) return s;
   for (std::size_t i = 0; i < w.qparams.zero_point.size(); ++i)

@@ -1,11 +1,13 @@
 // Weight-only linear layers on the CPU: Y[M, N] = X[M, K] · W[N, K]ᵀ with the weight stored in fewer bits — int8
-// (symmetric, per tensor or per output channel), int4 (symmetric, one scale per group of inputs), half (FP16) or
+// (symmetric, per tensor or per output channel), int4 / uint4 (symmetric or affine: a scale and a zero point per group
+// of inputs, per output channel or per tensor), half (FP16) or
 // bfloat16 (BF16) — converted to float on the fly inside the product kernel; the arithmetic is float (FMA), only the
 // weight's storage shrinks. Activations and outputs are float, or half / bfloat16 (the CPU twin of the GPU's
 // W8A16 / W4A16 kernels, shrink/linear/weight_only_cuda.hpp).
 //
 //   out[m, n] = act(s[n] · Σ_k x[m, k] · q[n, k] + bias[n])          int8: q the stored integers, s the scales
-//   out[m, n] = act(Σ_k x[m, k] · (q[n, k] · s[n, k / g]) + bias[n])   int4, groups of g inputs: dequantized in float
+//   out[m, n] = act(Σ_k x[m, k] · ((q[n, k] − zp[n, k / g]) · s[n, k / g]) + bias[n])
+//                                                                     4-bit, groups of g inputs: dequantized in float
 //   out[m, n] = act(Σ_k x[m, k] · float(w[n, k]) + bias[n])          half / bfloat16
 //
 // Half / bfloat16 activations are converted to float (exactly), the product and epilogue run in float, and each
@@ -41,7 +43,9 @@ namespace shrink::cpu {
 inline PackedWeight<std::int8_t> pack_weight(const quant::QuantizedTensor& w) {
   const char* fn = "shrink::cpu::pack_weight";
   if (w.scheme.dtype != quant::QuantDtype::int8)
-    fail(fn, "w.scheme.dtype", quant::to_string(w.scheme.dtype), "int8 (weight-only int8)");
+    fail(fn, "w.scheme.dtype", quant::to_string(w.scheme.dtype),
+         quant::is_packed(w.scheme.dtype) ? "int8 (an int4 or uint4 weight packs with shrink::cpu::pack_weight_int4)"
+                                          : "int8 (weight-only int8)");
   if (w.shape.rank != 2) fail(fn, "w.shape", to_string(w.shape), "a 2-D weight [N, K]");
   if (w.shape.product() == 0) fail(fn, "w.shape", to_string(w.shape), "at least one element");
   const bool per_channel = w.scheme.granularity == quant::Granularity::per_channel;
@@ -55,7 +59,8 @@ inline PackedWeight<std::int8_t> pack_weight(const quant::QuantizedTensor& w) {
   for (std::size_t i = 0; i < w.qparams.zero_point.size(); ++i)
     if (w.qparams.zero_point[i] != 0)
       fail(fn, ("w.qparams.zero_point[" + std::to_string(i) + "]").c_str(), w.qparams.zero_point[i],
-           "0: a symmetric int8 weight");
+           "0: a symmetric int8 weight (zero points are taken for int4 and uint4 weights, by "
+           "shrink::cpu::pack_weight_int4)");
   PackedWeight<std::int8_t> p = pack_panels<std::int8_t>(w.int8_view(), [](std::int8_t v) { return v; });
   p.per_channel = per_channel;
   p.scales.assign(static_cast<std::size_t>(p.rows), w.qparams.scale[0]);
@@ -63,45 +68,61 @@ inline PackedWeight<std::int8_t> pack_weight(const quant::QuantizedTensor& w) {
   return p;
 }
 
-// Packs a symmetric int4 weight [N, K] quantized per group along the input axis (scheme per_group, axis 1 or -1,
-// zero points 0), as quant::quantize writes it (packed nibbles, scales [N, K / group_size]).
+// Packs a 4-bit weight [N, K] as quant::quantize writes it (packed nibbles, a scale and a zero point per parameter):
+// int4 or uint4, symmetric or affine (zero points, GPTQ / AWQ style), per group along the input axis (per_group,
+// axis 1 or -1: parameters [N, K / group_size]), per output channel (per_channel, axis 0 or -2: [N]) or per tensor.
+// A channel or the tensor is one group of K inputs. w[n, k] = (q[n, k] − zp[n, g]) · s[n, g], as quant::dequantize.
 inline PackedInt4Weight pack_weight_int4(const quant::QuantizedTensor& w) {
   const char* fn = "shrink::cpu::pack_weight_int4";
-  if (w.scheme.dtype != quant::QuantDtype::int4)
-    fail(fn, "w.scheme.dtype", quant::to_string(w.scheme.dtype), "int4 (signed, symmetric, per group)");
+  const quant::QuantScheme& scheme = w.scheme;
+  if (scheme.dtype != quant::QuantDtype::int4 && scheme.dtype != quant::QuantDtype::uint4)
+    fail(fn, "w.scheme.dtype", quant::to_string(scheme.dtype),
+         scheme.dtype == quant::QuantDtype::int8 ? "int4 or uint4 (an int8 weight packs with shrink::cpu::pack_weight)"
+                                                 : "int4 or uint4");
   if (w.shape.rank != 2) fail(fn, "w.shape", to_string(w.shape), "a 2-D weight [N, K]");
   if (w.shape.product() == 0) fail(fn, "w.shape", to_string(w.shape), "at least one element");
-  if (w.scheme.granularity != quant::Granularity::per_group)
-    fail(fn, "w.scheme.granularity", quant::to_string(w.scheme.granularity), "per_group (along the input axis)");
-  if (w.scheme.axis != 1 && w.scheme.axis != -1)
-    fail(fn, "w.scheme.axis", w.scheme.axis, "axis 1 (groups of consecutive inputs k of a row)");
-  quant::validate_qparams(w.qparams, w.scheme, w.shape, fn);  // the group size divides K, scales finite and > 0
   const std::int64_t n_total = w.shape.values[0], k_total = w.shape.values[1];
+  std::int64_t group = k_total;  // per tensor and per channel: one group of K
+  if (scheme.granularity == quant::Granularity::per_group) {
+    if (scheme.axis != 1 && scheme.axis != -1)
+      fail(fn, "w.scheme.axis", scheme.axis, "axis 1 (groups of consecutive inputs k of a row)");
+    group = scheme.group_size;
+  } else if (scheme.granularity == quant::Granularity::per_channel && scheme.axis != 0 && scheme.axis != -2) {
+    fail(fn, "w.scheme.axis", scheme.axis, "axis 0 (one scale per output row) for a per-channel weight");
+  }
+  // The group size divides K, the scales are finite and > 0, the zero points inside the dtype's range.
+  quant::validate_qparams(w.qparams, scheme, w.shape, fn);
   if (static_cast<std::int64_t>(w.data.size()) != n_total * int4_row_bytes(k_total))
     fail(fn, "w.data.size()", w.data.size(),
          std::to_string(n_total * int4_row_bytes(k_total)) + " bytes (rows of ceil(K / 2) packed bytes)");
-  for (std::size_t i = 0; i < w.qparams.zero_point.size(); ++i)
-    if (w.qparams.zero_point[i] != 0)
-      fail(fn, ("w.qparams.zero_point[" + std::to_string(i) + "]").c_str(), w.qparams.zero_point[i],
-           "0: a symmetric int4 weight");
 
   PackedInt4Weight p;
   p.rows = n_total;
   p.cols = k_total;
-  p.group_size = w.scheme.group_size;
+  p.group_size = group;
+  // Unsigned values and zero points become their signed equivalents (q − 8, zp − 8): q − zp is unchanged.
+  const bool is_signed = quant::is_signed(scheme.dtype);
+  const int offset = is_signed ? 0 : 8;
+  const bool affine = std::any_of(w.qparams.zero_point.begin(), w.qparams.zero_point.end(),
+                                  [&](std::int32_t zp) { return zp != offset; });
   p.panels.assign(static_cast<std::size_t>(p.panel_count() * k_total * kInt4PanelBytes), std::uint8_t{0});
   p.scales.assign(static_cast<std::size_t>(p.panel_count() * p.groups() * kPanelWidth), 0.0f);
+  if (affine) p.zero_points.assign(p.scales.size(), std::int8_t{0});
   const std::int64_t row_bytes = int4_row_bytes(k_total);
+  const std::int64_t row_params = static_cast<std::int64_t>(w.qparams.scale.size()) / n_total;  // 0 per tensor
   for (std::int64_t n = 0; n < n_total; ++n) {
     const std::int64_t panel = n / kPanelWidth, lane = n % kPanelWidth;
     const std::uint8_t* row = w.data.data() + n * row_bytes;
     std::uint8_t* dst = p.panels.data() + panel * k_total * kInt4PanelBytes + lane / 2;
     const int shift = lane % 2 == 0 ? 0 : 4;
     for (std::int64_t k = 0; k < k_total; ++k)
-      dst[k * kInt4PanelBytes] |= static_cast<std::uint8_t>((load_int4(row, k, true) & 0xF) << shift);
-    for (std::int64_t g = 0; g < p.groups(); ++g)
-      p.scales[static_cast<std::size_t>((panel * p.groups() + g) * kPanelWidth + lane)] =
-          w.qparams.scale[static_cast<std::size_t>(n * p.groups() + g)];
+      dst[k * kInt4PanelBytes] |= static_cast<std::uint8_t>(((load_int4(row, k, is_signed) - offset) & 0xF) << shift);
+    for (std::int64_t g = 0; g < p.groups(); ++g) {
+      const std::size_t from = static_cast<std::size_t>(n * row_params + g);  // row_params is G, 1 or 0
+      const std::size_t to = static_cast<std::size_t>((panel * p.groups() + g) * kPanelWidth + lane);
+      p.scales[to] = w.qparams.scale[from];
+      if (affine) p.zero_points[to] = static_cast<std::int8_t>(w.qparams.zero_point[from] - offset);
+    }
   }
   return p;
 }
@@ -134,7 +155,8 @@ inline Support check_packed_weight(const PackedInt4Weight& w) {
   if (w.group_size <= 0 || w.cols % w.group_size != 0)
     return Support::no("w.group_size", std::to_string(w.group_size), "a divisor of K = " + std::to_string(w.cols));
   if (static_cast<std::int64_t>(w.panels.size()) != w.panel_count() * w.cols * kInt4PanelBytes ||
-      static_cast<std::int64_t>(w.scales.size()) != w.panel_count() * w.groups() * kPanelWidth)
+      static_cast<std::int64_t>(w.scales.size()) != w.panel_count() * w.groups() * kPanelWidth ||
+      (w.affine() && w.zero_points.size() != w.scales.size()))
     return Support::no("w", "an inconsistent PackedInt4Weight", "the result of pack_weight_int4");
   return Support::yes();
 }
@@ -193,17 +215,18 @@ void linear_weight_only_any(const TensorView<const A>& x, const W& w, const Tens
   }
 }
 
-// Packs an int8 (per tensor or channel) or int4 (per group) symmetric QuantizedTensor and runs the layer.
+// Packs an int8 (symmetric, per tensor or channel) or 4-bit (int4 / uint4, symmetric or affine, per tensor, channel
+// or group) QuantizedTensor and runs the layer.
 template <class A>
 void linear_weight_only_quantized(const TensorView<const A>& x, const quant::QuantizedTensor& w,
                                   const TensorView<A>& out, const Epilogue& epilogue, const char* fn) {
-  if (w.scheme.dtype == quant::QuantDtype::int4)
+  if (quant::is_packed(w.scheme.dtype))
     linear_weight_only_any(x, pack_weight_int4(w), out, epilogue, fn);
   else if (w.scheme.dtype == quant::QuantDtype::int8)
     linear_weight_only_any(x, pack_weight(w), out, epilogue, fn);
   else
     fail(fn, "w.scheme.dtype", quant::to_string(w.scheme.dtype),
-         "int8 (per tensor or channel) or int4 (per group), symmetric");
+         "int8 (symmetric, per tensor or channel) or int4 / uint4 (symmetric or affine, per tensor, channel or group)");
 }
 
 }  // namespace shrink::linear::detail
@@ -235,7 +258,7 @@ void linear_weight_only(TensorView<const float> x, const PackedWeight<T>& w, Ten
   staged.finish();
 }
 
-// A per-group int4 weight (cpu/packed_int4_weight.hpp): out = act(X · (Q · S)ᵀ + bias), dequantized in float.
+// A 4-bit weight (cpu/packed_int4_weight.hpp): out = act(X · ((Q − Z) · S)ᵀ + bias), dequantized in float.
 inline Support can_implement_linear_weight_only(const TensorView<const float>& x, const PackedInt4Weight& w,
                                                 const TensorView<float>& out, const Epilogue& epilogue = {}) {
   return linear::detail::check_weight_only(x, w, out, epilogue);
@@ -245,8 +268,8 @@ inline void linear_weight_only(TensorView<const float> x, const PackedInt4Weight
   linear::detail::linear_weight_only_any(x, w, out, epilogue, "shrink::cpu::linear_weight_only");
 }
 
-// The same, packing a symmetric QuantizedTensor on every call: int8 per tensor or per channel along axis 0
-// (pack_weight), or int4 per group along axis 1 (pack_weight_int4).
+// The same, packing a QuantizedTensor on every call: int8 symmetric per tensor or per channel along axis 0
+// (pack_weight), or int4 / uint4, symmetric or affine, per tensor, channel or group along axis 1 (pack_weight_int4).
 inline void linear_weight_only(TensorView<const float> x, const quant::QuantizedTensor& w, TensorView<float> out,
                                const Epilogue& epilogue = {}) {
   linear::detail::linear_weight_only_quantized(x, w, out, epilogue, "shrink::cpu::linear_weight_only");
@@ -310,7 +333,7 @@ inline void linear_weight_only(TensorView<const bfloat16> x, const PackedInt4Wei
                                const Epilogue& epilogue = {}) {
   linear::detail::linear_weight_only_any(x, w, out, epilogue, "shrink::cpu::linear_weight_only");
 }
-// An int8 or int4 symmetric QuantizedTensor, packed on every call.
+// An int8 or 4-bit QuantizedTensor, packed on every call.
 inline void linear_weight_only(TensorView<const half> x, const quant::QuantizedTensor& w, TensorView<half> out,
                                const Epilogue& epilogue = {}) {
   linear::detail::linear_weight_only_quantized(x, w, out, epilogue, "shrink::cpu::linear_weight_only");

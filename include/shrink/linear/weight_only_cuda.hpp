@@ -2,13 +2,15 @@
 // cuda/linear_weight_only.cu; plain C++, no CUDA headers):
 //
 //   out[m, n] = act(s[n] · Σ_k x[m, k] · q[n, k] + bias[n])                     int8, one scale per output row
-//   out[m, n] = act(Σ_g s[n, g] · Σ_{k in group g} x[m, k] · q[n, k] + bias[n])  int4, one scale per group of K
+//   out[m, n] = act(Σ_g s[n, g] · Σ_{k in group g} x[m, k] · (q[n, k] − zp[n, g]) + bias[n])
+//                                                          int4 / uint4, one scale (and zero point) per group of K
 //
 // x [M, K] half or bfloat16 (M from 1 to 64: decode and small batches), out [M, N] of the same type, rounded to
-// nearest even; W [N, K] symmetric int8 or int4 with float scales exactly as the quantization module stores them
-// (quant::QuantizedTensor: int8 bytes [N, K] and scales [N] for per_channel axis 0; int4 packed two a byte, the
-// even k in the low nibble, [N, K / 2], and scales [N, K / group_size] for per_group axis 1). Products are exact
-// (16-bit x times a small integer) and sums float; the integers are turned into 16-bit floats in registers, never
+// nearest even; W [N, K] symmetric int8, or int4 / uint4 symmetric or affine (GPTQ / AWQ style zero points), with float
+// scales and int32 zero points exactly as the quantization module stores them (quant::QuantizedTensor: int8 bytes
+// [N, K] and scales [N] for per_channel axis 0; int4 / uint4 packed two a byte, the even k in the low nibble,
+// [N, K / 2], scales and zero points [N, K / group_size] for per_group axis 1). Products are exact (16-bit x times
+// q − zp, an integer in [-15, 15]) and sums float; the integers are turned into 16-bit floats in registers, never
 // stored. act and its formulas are Activation's (core/epilogue.hpp); the CPU twin is
 // cpu::linear_weight_only (linear/weight_only.hpp), which the tests compare against.
 //
@@ -22,8 +24,9 @@
 // current device's multiprocessor count), then linear_weight_only(args, workspace, stream), which enqueues, allocates
 // nothing and returns at once. Every argument is checked on the host before any CUDA call (shrink::Error naming it);
 // can_implement_linear_weight_only(args) asks the same questions without throwing. Device-side checks go to the status
-// word and are read with Synchronize::yes (or check_status): kBadScale (a scale not finite and > 0), kNonFinite (a
-// bias not finite). NaN and inf in x propagate as IEEE arithmetic does, as on the CPU.
+// word and are read with Synchronize::yes (or check_status): kBadScale (a scale not finite and > 0), kBadZeroPoint (a
+// zero point outside the dtype's range), kNonFinite (a bias not finite). NaN and inf in x propagate as IEEE arithmetic
+// does, as on the CPU.
 #pragma once
 
 #include <cstddef>
@@ -53,16 +56,19 @@ inline const char* to_string(WeightOnlyPath p) {
 
 // A quantized weight W[N, K] in device memory.
 struct WeightOnlyWeight {
-  quant::QuantDtype dtype = quant::QuantDtype::int8;  // int8 or int4, symmetric (zero points 0)
-  TensorView<const std::uint8_t> data;  // int8: [N, K] two's-complement bytes; int4: [N, K / 2] packed nibbles
-  TensorView<const float> scales;       // int8: [N]; int4: [N, K / group_size]; finite and > 0
-  std::int64_t group_size = 0;          // int4: 64 or 128 (the scheme's group_size); int8: 0
+  quant::QuantDtype dtype = quant::QuantDtype::int8;  // int8 (symmetric), int4 or uint4
+  TensorView<const std::uint8_t> data;  // int8: [N, K] two's-complement bytes; int4 / uint4: [N, K / 2] packed nibbles
+  TensorView<const float> scales;       // int8: [N]; int4 / uint4: [N, K / group_size]; finite and > 0
+  std::int64_t group_size = 0;          // int4 / uint4: 64 or 128 (the scheme's group_size); int8: 0
+  // int4 / uint4 affine: [N, K / group_size], in [-8, 7] (int4) or [0, 15] (uint4): w = (q − zp) · s. An empty view
+  // means the symmetric zero point: 0 for int4, 8 for uint4. int8: empty.
+  TensorView<const std::int32_t> zero_points;
 
   // Output rows N and inputs K, from the data's shape.
   std::int64_t rows() const { return data.rank() == 2 ? data.size(0) : 0; }
   std::int64_t cols() const {
     if (data.rank() != 2) return 0;
-    return dtype == quant::QuantDtype::int4 ? 2 * data.size(1) : data.size(1);
+    return dtype == quant::QuantDtype::int4 || dtype == quant::QuantDtype::uint4 ? 2 * data.size(1) : data.size(1);
   }
 
   static WeightOnlyWeight int8(TensorView<const std::int8_t> values, TensorView<const float> scales) {
@@ -72,13 +78,22 @@ struct WeightOnlyWeight {
     w.scales = scales;
     return w;
   }
+  // Signed nibbles; zero points optional (affine int4).
   static WeightOnlyWeight int4(TensorView<const std::uint8_t> packed, TensorView<const float> scales,
-                               std::int64_t group_size) {
+                               std::int64_t group_size, TensorView<const std::int32_t> zero_points = {}) {
     WeightOnlyWeight w;
     w.dtype = quant::QuantDtype::int4;
     w.data = packed;
     w.scales = scales;
     w.group_size = group_size;
+    w.zero_points = zero_points;
+    return w;
+  }
+  // Unsigned nibbles with their zero points (GPTQ / AWQ checkpoints).
+  static WeightOnlyWeight uint4(TensorView<const std::uint8_t> packed, TensorView<const float> scales,
+                                TensorView<const std::int32_t> zero_points, std::int64_t group_size) {
+    WeightOnlyWeight w = int4(packed, scales, group_size, zero_points);
+    w.dtype = quant::QuantDtype::uint4;
     return w;
   }
 };

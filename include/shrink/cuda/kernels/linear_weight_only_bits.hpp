@@ -72,6 +72,25 @@ SHRINK_HOST_DEVICE inline float int4_element_as_float(std::uint32_t flipped, int
   return shrink::bits_to_float(kFloatMagicBits | ((flipped >> (4 * e)) & 0xFu)) - kFloatMagicInt4;
 }
 
+// ---- Zero points (affine int4 / uint4): one offset o per group replaces the fixed 8 -------------------------------
+// A nibble u (after the sign flip for int4, as it is for uint4) stands for u − o: o = 8 + zp for int4 (zp in [-8, 7]),
+// o = zp for uint4 (zp in [0, 15]), o = 8 without zero points (symmetric int4; uint4 with zp 8). o is in [0, 15], so
+// the subtracted magics −(1024 + o), −(128 + o) and 2^23 + o are exact in half, bfloat16 and float (their unit in
+// the last place is 1 there), and so is every difference u − o in [-15, 15].
+SHRINK_HOST_DEVICE constexpr std::uint32_t half_minus_offset_pair(std::uint32_t o) {
+  return (0xE400u | o) * 0x00010001u;  // half −(1024 + o) in both halves; o = 8 gives kHalfMinus1032Pair
+}
+SHRINK_HOST_DEVICE constexpr std::uint32_t bfloat16_minus_offset_pair(std::uint32_t o) {
+  return (0xC300u | o) * 0x00010001u;  // bfloat16 −(128 + o) in both halves; o = 8 gives kBfloat16Minus136Pair
+}
+SHRINK_HOST_DEVICE inline float float_magic_offset(std::uint32_t o) {
+  return shrink::bits_to_float(kFloatMagicBits | o);  // 2^23 + o; o = 8 gives kFloatMagicInt4
+}
+// Element e of a word (flipped or not, see above) as the float u − o, exactly: (2^23 + u) − (2^23 + o).
+SHRINK_HOST_DEVICE inline float int4_element_minus_offset(std::uint32_t word, int e, float magic_offset) {
+  return shrink::bits_to_float(kFloatMagicBits | ((word >> (4 * e)) & 0xFu)) - magic_offset;
+}
+
 // ---- The mma.sync order of one thread's block (see the file comment) ----------------------------------------------
 // run[r] holds the activations k = kb + 16t + 2r (low half) and + 2r + 1 (high half), as loaded.
 // A register of step s for the weight pair `which` (0: B0, 1: B1).

@@ -3,6 +3,9 @@
 // linear_weight_only_cuda_core.cuh and linear_weight_only_tensor_core.cuh; the host API is
 // shrink/linear/weight_only_cuda.hpp.
 //
+// int4 weights with zero points subtract a per-group offset instead of the fixed 8 when they turn nibbles into 16-bit
+// values (linear_weight_only_bits.hpp): the kernels then multiply q − zp, exactly, and the rest is unchanged.
+//
 // Output stage, in float, then rounded to nearest even into T (core/half.hpp's encoders, as the CPU twin):
 //   v = acc · s[n] (int8; int4 scales are inside acc) + bias[n];  out = T(act(v))
 // With K cut in slices, each slice stores its float acc in partials[slice, m, n] and add_slices_kernel sums them in
@@ -32,6 +35,12 @@ struct Problem {
   const T* x = nullptr;              // [M, K]
   const std::uint8_t* w = nullptr;   // int8: [N, K] bytes; int4: [N, K / 2] packed nibbles
   const float* scales = nullptr;     // int8: [N]; int4: [N, K / group_size]
+  // int4 affine: [N, K / group_size], or null for the symmetric zero point. A nibble u (flipped by int4_flip) stands
+  // for u − o with o = zero_point + zero_point_bias, in [0, 15] (linear_weight_only_bits.hpp); o = 8 without zero
+  // points.
+  const std::int32_t* zero_points = nullptr;
+  int zero_point_bias = 8;                // 8 for int4 (zp in [-8, 7]), 0 for uint4 (zp in [0, 15])
+  std::uint32_t int4_flip = 0x88888888u;  // int4: the sign flip of every nibble; uint4: 0 (nibbles as they are)
   const float* bias = nullptr;       // [N], or null
   T* out = nullptr;                  // [M, N]
   float* partials = nullptr;         // [slices, M, N] with more than one slice
@@ -60,8 +69,13 @@ struct Sixteen<half> {
   __device__ __forceinline__ static std::uint32_t int8_weights(const std::uint32_t* flipped, int step, int which) {
     return subtract(int8_weight_pair_biased_half(flipped, step, which), kHalfMinus1152Pair);
   }
-  __device__ __forceinline__ static std::uint32_t int4_weights(const std::uint32_t* flipped, int step, int which) {
-    return subtract(int4_weight_pair_biased(flipped, step, which, kHalfMagicPair), kHalfMinus1032Pair);
+  // minus_offset: half_minus_offset_pair(o) of the group (kHalfMinus1032Pair without zero points).
+  __device__ __forceinline__ static std::uint32_t int4_weights(const std::uint32_t* flipped, int step, int which,
+                                                               std::uint32_t minus_offset) {
+    return subtract(int4_weight_pair_biased(flipped, step, which, kHalfMagicPair), minus_offset);
+  }
+  __device__ __forceinline__ static std::uint32_t minus_offset_pair(std::uint32_t o) {
+    return half_minus_offset_pair(o);
   }
   // d += a · b: A [16, 16] row-major, B [16, 8] column-major, fp16 inputs, fp32 accumulators.
   __device__ __forceinline__ static void mma(float (&d)[4], const std::uint32_t (&a)[4], std::uint32_t b0,
@@ -92,8 +106,12 @@ struct Sixteen<bfloat16> {
   __device__ __forceinline__ static std::uint32_t int8_weights(const std::uint32_t* flipped, int step, int which) {
     return int8_weight_pair_bfloat16(flipped, step, which);
   }
-  __device__ __forceinline__ static std::uint32_t int4_weights(const std::uint32_t* flipped, int step, int which) {
-    return subtract(int4_weight_pair_biased(flipped, step, which, kBfloat16MagicPair), kBfloat16Minus136Pair);
+  __device__ __forceinline__ static std::uint32_t int4_weights(const std::uint32_t* flipped, int step, int which,
+                                                               std::uint32_t minus_offset) {
+    return subtract(int4_weight_pair_biased(flipped, step, which, kBfloat16MagicPair), minus_offset);
+  }
+  __device__ __forceinline__ static std::uint32_t minus_offset_pair(std::uint32_t o) {
+    return bfloat16_minus_offset_pair(o);
   }
   __device__ __forceinline__ static void mma(float (&d)[4], const std::uint32_t (&a)[4], std::uint32_t b0,
                                              std::uint32_t b1) {
@@ -132,14 +150,27 @@ __device__ __forceinline__ Words4 load_cached16(const void* p) {
 
 __device__ __forceinline__ bool valid_scale(float s) { return s > 0.0f && isfinite(s); }
 
+// The offset o of row n's group g (see Problem): 8 without zero points; a zero point outside the dtype's range is
+// flagged and read as the symmetric one, so that o stays a nibble.
+template <class T>
+__device__ __forceinline__ std::uint32_t int4_offset(const Problem<T>& p, std::int64_t index, bool& bad) {
+  if (p.zero_points == nullptr) return 8u;
+  const int o = __ldg(p.zero_points + index) + p.zero_point_bias;
+  const bool ok = o >= 0 && o <= 15;
+  bad |= !ok;
+  return ok ? static_cast<std::uint32_t>(o) : 8u;
+}
+
 // ---- Output stage ----------------------------------------------------------------------------------------------------
 // Flags met on the way, or-ed into the status word once per thread.
 struct Flags {
   bool bad_scale = false;
+  bool bad_zero_point = false;
   bool bad_bias = false;
 
   __device__ __forceinline__ void report(int* status) const {
     if (bad_scale) atomicOr(status, kBadScale);
+    if (bad_zero_point) atomicOr(status, kBadZeroPoint);
     if (bad_bias) atomicOr(status, kNonFinite);
   }
 };

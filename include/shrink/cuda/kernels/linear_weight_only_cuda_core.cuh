@@ -6,7 +6,8 @@
 // 8 loads of 16 bytes in flight per lane. Weights become floats exactly with the magic-number trick
 // (linear_weight_only_bits.hpp); activations are read as 16 bytes from the read-only cache (all warps of the device
 // read the same few KiB) and widened exactly. int4 chunks lie inside one group (32 | 64 | group), so each chunk's sum
-// is scaled once: acc += s[n, g] · Σ_chunk x · q. At the end a butterfly of shuffles adds the lanes, in a fixed order.
+// is scaled once: acc += s[n, g] · Σ_chunk x · (q − zp[n, g]), the zero point inside the exact conversion (2^23 + u
+// minus 2^23 + o). At the end a butterfly of shuffles adds the lanes, in a fixed order.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -34,9 +35,11 @@ __device__ __forceinline__ void load_activations8(const T* x, float (&out)[8]) {
   }
 }
 
-// The 8 weights of piece `piece` (k + 8 piece .. + 7) of a 16-byte chunk, as floats.
+// The 8 weights of piece `piece` (k + 8 piece .. + 7) of a 16-byte chunk, as floats. int4: each nibble u ^ flip less
+// the group's offset, magic_offset = 2^23 + o (float_magic_offset).
 template <WeightKind Kind>
-__device__ __forceinline__ void piece_weights(const Words4& chunk, int piece, float (&out)[8]) {
+__device__ __forceinline__ void piece_weights(const Words4& chunk, int piece, std::uint32_t int4_flip,
+                                              float magic_offset, float (&out)[8]) {
   if constexpr (Kind == WeightKind::int8) {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
@@ -45,9 +48,9 @@ __device__ __forceinline__ void piece_weights(const Words4& chunk, int piece, fl
       for (int b = 0; b < 4; ++b) out[4 * h + b] = int8_byte_as_float(flipped, b);
     }
   } else {
-    const std::uint32_t flipped = flip_int4_signs(chunk.w[piece]);
+    const std::uint32_t flipped = chunk.w[piece] ^ int4_flip;
 #pragma unroll
-    for (int e = 0; e < 8; ++e) out[e] = int4_element_as_float(flipped, e);
+    for (int e = 0; e < 8; ++e) out[e] = int4_element_minus_offset(flipped, e, magic_offset);
   }
 }
 
@@ -75,6 +78,7 @@ __global__ void __launch_bounds__(kThreads) cuda_core_kernel(Problem<T> p) {
   for (std::int64_t c0 = 0; c0 < chunks; c0 += 32 * kCoreChunksAhead) {
     Words4 raw[kCoreChunksAhead][kR];
     float scale[kCoreChunksAhead][kR];
+    float magic_offset[kCoreChunksAhead][kR];  // int4: 2^23 + o of the chunk's group
 #pragma unroll
     for (int u = 0; u < kCoreChunksAhead; ++u) {
       const std::int64_t c = c0 + 32 * u + lane;
@@ -86,9 +90,12 @@ __global__ void __launch_bounds__(kThreads) cuda_core_kernel(Problem<T> p) {
         raw[u][r] = ok ? load_streaming16(p.w + n * row_bytes + (Kind == WeightKind::int8 ? k : k / 2))
                        : Words4{{0u, 0u, 0u, 0u}};
         scale[u][r] = 0.0f;
+        magic_offset[u][r] = kFloatMagicInt4;
         if (Kind == WeightKind::int4 && ok) {
-          scale[u][r] = __ldg(p.scales + n * groups + k / p.group_size);
+          const std::int64_t param = n * groups + k / p.group_size;
+          scale[u][r] = __ldg(p.scales + param);
           flags.bad_scale |= !valid_scale(scale[u][r]);
+          magic_offset[u][r] = float_magic_offset(int4_offset(p, param, flags.bad_zero_point));
         }
       }
     }
@@ -117,7 +124,7 @@ __global__ void __launch_bounds__(kThreads) cuda_core_kernel(Problem<T> p) {
 #pragma unroll
         for (int r = 0; r < kR; ++r) {
           float ws[8];
-          piece_weights<Kind>(raw[u][r], piece, ws);
+          piece_weights<Kind>(raw[u][r], piece, p.int4_flip, magic_offset[u][r], ws);
 #pragma unroll
           for (int e = 0; e < 8; ++e)
 #pragma unroll

@@ -9,8 +9,9 @@
 // hands them to 4 mma steps in the order linear_weight_only_bits.hpp defines; each thread loads the 16 matching
 // activations of its rows g and g + 8 (32 bytes each, from the read-only cache) and arranges them in the same order.
 // int8: acc += x · q over the whole slice, s[n] in the output stage. int4: a block of 64 k lies inside one group, so
-// its sums go to fresh accumulators and are scaled once: acc += s[n, g] · Σ_block x · q. Products are exact; sums
-// are the tensor cores' fp32.
+// its sums go to fresh accumulators and are scaled once: acc += s[n, g] · Σ_block x · (q − zp[n, g]), the zero point
+// subtracted with the magic number (−(magic + o) for the thread's weight row, linear_weight_only_bits.hpp). Products
+// are exact; sums are the tensor cores' fp32.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -78,6 +79,7 @@ __global__ void __launch_bounds__(kThreads) tensor_core_kernel(Problem<T> p) {
   for (std::int64_t b0 = 0; b0 < blocks; b0 += kU) {
     std::uint32_t raw[kU][kMmaTilesN][kWords];
     float col_scale[kU][kMmaTilesN][2];  // int4: the scales of this thread's accumulator columns 2t, 2t + 1
+    std::uint32_t minus_offset[kU][kMmaTilesN];  // int4: −(magic + o) of this thread's weight row n, both halves
 #pragma unroll
     for (int u = 0; u < kU; ++u) {
       const std::int64_t kb = (b0 + u) * kBlockK;
@@ -87,6 +89,7 @@ __global__ void __launch_bounds__(kThreads) tensor_core_kernel(Problem<T> p) {
       for (int j = 0; j < kMmaTilesN; ++j) {
         const int n = n_warp + 8 * j + g;
         const std::int64_t k = k_begin + kb + 16 * t;
+        minus_offset[u][j] = Sixteen<T>::minus_offset_pair(8u);
         if (Kind == WeightKind::int8) {
           const Words4 w = run_ok && n < p.n ? load_streaming16(p.w + n * row_bytes + k) : Words4{{0u, 0u, 0u, 0u}};
 #pragma unroll
@@ -95,6 +98,9 @@ __global__ void __launch_bounds__(kThreads) tensor_core_kernel(Problem<T> p) {
           const Words2 w = run_ok && n < p.n ? load_streaming8(p.w + n * row_bytes + k / 2) : Words2{{0u, 0u}};
 #pragma unroll
           for (int i = 0; i < kWords; ++i) raw[u][j][i] = w.w[i];
+          if (block_ok && n < p.n)  // the group of block kb, which lies inside one group
+            minus_offset[u][j] = Sixteen<T>::minus_offset_pair(
+                int4_offset(p, n * groups + (k_begin + kb) / p.group_size, flags.bad_zero_point));
 #pragma unroll
           for (int c = 0; c < 2; ++c) {
             const int column = n_warp + 8 * j + 2 * t + c;
@@ -120,13 +126,14 @@ __global__ void __launch_bounds__(kThreads) tensor_core_kernel(Problem<T> p) {
         std::uint32_t flipped[kWords];
 #pragma unroll
         for (int i = 0; i < kWords; ++i)
-          flipped[i] = Kind == WeightKind::int8 ? flip_int8_signs(raw[u][j][i]) : flip_int4_signs(raw[u][j][i]);
+          flipped[i] = Kind == WeightKind::int8 ? flip_int8_signs(raw[u][j][i]) : raw[u][j][i] ^ p.int4_flip;
 #pragma unroll
         for (int s = 0; s < 4; ++s)
 #pragma unroll
           for (int which = 0; which < 2; ++which)
-            b_frag[j][s][which] = Kind == WeightKind::int8 ? Sixteen<T>::int8_weights(flipped, s, which)
-                                                           : Sixteen<T>::int4_weights(flipped, s, which);
+            b_frag[j][s][which] = Kind == WeightKind::int8
+                                      ? Sixteen<T>::int8_weights(flipped, s, which)
+                                      : Sixteen<T>::int4_weights(flipped, s, which, minus_offset[u][j]);
       }
 
 #pragma unroll

@@ -178,9 +178,9 @@ Plan calibrate(const io::SafetensorsFile& file, const io::TensorInfo& t, const Q
     plan.record =
         io::fp8_record(t.name, s.fp8_format,
                        s.per_channel ? quant::Fp8ScaleGranularity::per_channel : quant::Fp8ScaleGranularity::per_tensor,
-                       s.axis, shape, s.calibrator);
+                       s.axis, shape, s.calibrator, plan.source_dtype);
   else
-    plan.record = io::integer_record(t.name, s.scheme, shape, s.calibrator);
+    plan.record = io::integer_record(t.name, s.scheme, shape, s.calibrator, plan.source_dtype);
   const std::int64_t after = stored_bytes(plan.record);
   if (after > plan.bytes_before)
     return skip("stored as " + s.dtype + " it would take " + std::to_string(after) + " bytes, more than its " +

@@ -483,6 +483,39 @@ TEST_CASE("dequantize writes each tensor in its source dtype; --dtype forces one
   REQUIRE(SafetensorsFile(d).info("w").dtype == ScalarType::f32);
 }
 
+TEST_CASE("quantize --format compressed-tensors: tensors, config.json, and what it refuses", "[cli]") {
+  shrink::test::TempDir dir;
+  const std::string model = write_model(dir);
+  std::filesystem::create_directories(dir.file("ct"));
+  const std::string out = dir.file("ct/model.safetensors");
+  const json summary = run_json(dir, {"quantize", model, out, "--format", "compressed-tensors", "--dtype", "int4",
+                                      "--granularity", "group", "--group-size", "16", "--scheme", "affine", "--json"});
+  REQUIRE(summary["totals"]["quantized"] == 2);
+  const SafetensorsFile file(out);
+  REQUIRE(file.info("fc1.weight_packed").dtype == ScalarType::i32);
+  REQUIRE(file.info("fc1.weight_packed").shape == std::vector<std::int64_t>{32, 8});
+  REQUIRE(file.info("fc1.weight_zero_point").shape == std::vector<std::int64_t>{4, 4});
+  REQUIRE(file.info("fc1.weight_shape").dtype == ScalarType::i64);
+  REQUIRE(file.metadata().count("shrink.format_version") == 0);
+  const json config = json::parse(read_text(dir.file("ct/config.json")));
+  REQUIRE(config["quantization_config"]["format"] == "pack-quantized");
+  REQUIRE(config["quantization_config"]["ignore"].empty());
+
+  // No compressed-tensors form: a usage error for the dtype, a note per tensor for the scheme.
+  REQUIRE(run(dir, {"quantize", model, out, "--format", "compressed-tensors", "--dtype", "fp16"}).code == 2);
+  const Result per_tensor = run(
+      dir, {"quantize", model, out, "--format", "compressed-tensors", "--granularity", "tensor", "--scheme", "affine"});
+  REQUIRE(per_tensor.code == 2);
+  REQUIRE(per_tensor.err.find("no compressed-tensors form") != std::string::npos);
+  // config.json beside IN would be replaced.
+  { std::ofstream(dir.file("config.json")) << "{}"; }
+  const Result same_dir =
+      run(dir, {"quantize", model, dir.file("beside.safetensors"), "--format", "compressed-tensors"});
+  REQUIRE(same_dir.code == 2);
+  REQUIRE(same_dir.err.find("another directory") != std::string::npos);
+  REQUIRE_FALSE(std::filesystem::exists(dir.file("beside.safetensors")));
+}
+
 TEST_CASE("quantize --include and --exclude choose the tensors", "[cli]") {
   shrink::test::TempDir dir;
   const std::string model = write_model(dir);

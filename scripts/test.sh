@@ -14,6 +14,8 @@ jobs=${SHRINK_JOBS:-2}
 # The interop tests' Python packages (numpy, safetensors) in a virtual environment outside the tree; with them there,
 # a Python test that would skip fails instead.
 python=$("$root/scripts/python-env.sh")
+# compressed-tensors' own decompression, over Debian's torch (scripts/python-env.sh torch).
+torch_python=$("$root/scripts/python-env.sh" torch)
 export SHRINK_PYTHON_STRICT=1
 
 summaries=()
@@ -23,7 +25,7 @@ run_preset() {
   local preset=$1 log status start
   start=$SECONDS
   echo "=== test.sh: configure, build and test the '$preset' preset"
-  cmake --preset "$preset" -DSHRINK_PYTHON3="$python"
+  cmake --preset "$preset" -DSHRINK_PYTHON3="$python" -DSHRINK_TORCH_PYTHON3="$torch_python"
   cmake --build --preset "$preset" -j "$jobs"
   log="build/$preset/test.sh-ctest.log"
   set +e

@@ -1,5 +1,6 @@
-// `shrink dequantize IN OUT`: every tensor stored under shrink's convention back to float32 with its stored
-// parameters; the `_scale` / `_zero_point` tensors and the convention's metadata entries dropped, the rest copied.
+// `shrink dequantize IN OUT`: every tensor stored under shrink's convention back to floats with its stored
+// parameters, in the dtype it had before quantization (or the one --dtype names); the `_scale` / `_zero_point`
+// tensors and the convention's metadata entries dropped, the rest copied.
 #include <cstdio>
 #include <string>
 
@@ -15,32 +16,50 @@ namespace shrink::cli {
 int run_dequantize_command(int argc, char** argv) {
   const std::string command = "shrink dequantize";
   return run_command(command, [&] {
-    ArgParser args(command,
-                   "Turn the quantized and cast tensors of a file back into float32, using the scales and zero points\n"
-                   "stored with them (shrink's convention, see `shrink quantize --help`). Their NAME_scale and\n"
-                   "NAME_zero_point tensors and \"shrink.quant.*\" metadata entries are dropped; every other tensor\n"
-                   "and metadata entry is copied unchanged.");
+    ArgParser args(
+        command,
+        "Turn the quantized and cast tensors of a file back into floats, using the scales and zero points\n"
+        "stored with them (shrink's convention, see `shrink quantize --help`), in the dtype each tensor had\n"
+        "before quantization (F32 for files that do not record it, with a note). Their NAME_scale and\n"
+        "NAME_zero_point tensors and \"shrink.quant.*\" metadata entries are dropped; every other tensor\n"
+        "and metadata entry is copied unchanged.");
     args.positional("IN", "input .safetensors file").positional("OUT", "output file (never the input)");
+    args.option("dtype", "TYPE", "source|f32|f16|bf16: the dtype dequantized tensors are written in", "source");
     args.flag("json", "print a JSON summary on stdout");
     if (!args.parse(argc, argv)) return kExitOk;
+    const std::string dtype = args.choice("dtype", {"source", "f32", "f16", "bf16"}, "source");
+    const io::DequantizeTo to = dtype == "f32"    ? io::DequantizeTo::f32
+                                : dtype == "f16"  ? io::DequantizeTo::f16
+                                : dtype == "bf16" ? io::DequantizeTo::bf16
+                                                  : io::DequantizeTo::source;
     const std::string in = args.arg("IN");
     const std::string out = args.arg("OUT");
     require_distinct_output(in, out);
 
     const Progress progress(command);
-    const io::DequantizeFileSummary summary =
-        io::dequantize_file(in, out, [&](const std::string& name, std::size_t i, std::size_t n) { progress.step(name, i, n); });
+    const io::DequantizeFileSummary summary = io::dequantize_file(
+        in, out, [&](const std::string& name, std::size_t i, std::size_t n) { progress.step(name, i, n); }, to);
     if (args.flag_set("json")) {
       Json report;
       report["input"] = in;
       report["output"] = out;
       report["dequantized"] = summary.dequantized;
+      Json dtypes = Json::object();
+      for (std::size_t i = 0; i < summary.dequantized.size(); ++i)
+        dtypes[summary.dequantized[i]] = dtype_text(summary.dequantized_dtypes[i]);
+      report["dtypes"] = dtypes;
+      report["notes"] = summary.notes;
       report["copied"] = summary.copied;
       print_json(report);
     } else {
-      for (const auto& name : summary.dequantized) std::printf("dequantized  %s\n", name.c_str());
-      std::printf("%s: %zu tensors dequantized to F32, %zu copied\n", out.c_str(), summary.dequantized.size(),
-                  summary.copied.size());
+      for (std::size_t i = 0; i < summary.dequantized.size(); ++i) {
+        const std::string& name = summary.dequantized[i];
+        const auto note = summary.notes.find(name);
+        std::printf("dequantized  %-5s %s%s\n", dtype_text(summary.dequantized_dtypes[i]).c_str(), name.c_str(),
+                    note == summary.notes.end() ? "" : (" (" + note->second + ")").c_str());
+      }
+      std::printf("%s: %zu tensors dequantized (%s), %zu copied\n", out.c_str(), summary.dequantized.size(),
+                  dtype == "source" ? "each in its source dtype" : dtype.c_str(), summary.copied.size());
     }
     return kExitOk;
   });

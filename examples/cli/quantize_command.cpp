@@ -15,11 +15,13 @@
 #include "args.hpp"
 #include "candidates.hpp"
 #include "commands.hpp"
+#include "config_json.hpp"
 #include "output_layout.hpp"
 #include "paths.hpp"
 #include "progress.hpp"
 #include "report.hpp"
 #include "selection.hpp"
+#include "shrink/io/compressed_tensors.hpp"
 #include "shrink/io/quantized_safetensors.hpp"
 #include "shrink/metrics/error.hpp"
 #include "shrink/quant/cast.hpp"
@@ -47,11 +49,16 @@ struct QuantizeSettings {
   ScalarType cast_type = ScalarType::f16;
   std::string calibrator = "minmax";  // minmax, percentile:P, histogram, entropy, mse
   double percentile = 99.99;
+  bool compressed_tensors = false;  // --format compressed-tensors: the serving convention, not shrink's
 };
 
 QuantizeSettings read_settings(const ArgParser& args) {
   QuantizeSettings s;
   s.dtype = args.choice("dtype", {"int8", "uint8", "int4", "uint4", "fp16", "bf16", "fp8-e4m3", "fp8-e5m2"}, "int8");
+  s.compressed_tensors = args.choice("format", {"shrink", "compressed-tensors"}, "shrink") == "compressed-tensors";
+  if (s.compressed_tensors && (s.dtype == "fp16" || s.dtype == "bf16" || s.dtype == "fp8-e5m2"))
+    throw UsageError("--format compressed-tensors stores int4/uint4/int8/uint8 and fp8-e4m3 weights: --dtype " +
+                     s.dtype + " has no compressed-tensors form");
   const std::string granularity = args.choice("granularity", {"tensor", "channel", "group"}, "channel");
   s.axis = static_cast<int>(args.integer("axis", -8, 7, granularity == "group" ? -1 : 0));
   auto refuse = [&](const char* option, const std::string& why) {
@@ -135,6 +142,7 @@ struct Plan {
   std::int64_t bytes_before = 0;
   double sqnr_db = 0.0;  // filled in pass two
   std::string skipped;   // why the tensor cannot take the scheme; empty when it can
+  io::compressed_tensors::WeightArgs ct_args;  // --format compressed-tensors
 };
 
 std::int64_t declared_bytes(const io::TensorDeclaration& d) {
@@ -178,9 +186,9 @@ Plan calibrate(const io::SafetensorsFile& file, const io::TensorInfo& t, const Q
     plan.record =
         io::fp8_record(t.name, s.fp8_format,
                        s.per_channel ? quant::Fp8ScaleGranularity::per_channel : quant::Fp8ScaleGranularity::per_tensor,
-                       s.axis, shape, s.calibrator);
+                       s.axis, shape, s.calibrator, plan.source_dtype);
   else
-    plan.record = io::integer_record(t.name, s.scheme, shape, s.calibrator);
+    plan.record = io::integer_record(t.name, s.scheme, shape, s.calibrator, plan.source_dtype);
   const std::int64_t after = stored_bytes(plan.record);
   if (after > plan.bytes_before)
     return skip("stored as " + s.dtype + " it would take " + std::to_string(after) + " bytes, more than its " +
@@ -243,6 +251,30 @@ ByteBuffer encode_part(const io::SafetensorsFile& file, Plan& plan, std::size_t 
   return data;
 }
 
+// The bytes of declaration `index` of io::compressed_tensors::declarations for a plan (--format compressed-tensors).
+ByteBuffer encode_compressed_tensors_part(const io::SafetensorsFile& file, Plan& plan, std::size_t index) {
+  namespace ct = io::compressed_tensors;
+  const io::QuantizationRecord& r = plan.record;
+  switch (ct::declarations(r, plan.ct_args)[index].part) {
+    case ct::Part::scale: return encode_part(file, plan, 1);
+    case ct::Part::shape: return ct::shape_tensor(r);
+    case ct::Part::zero_point: {
+      std::vector<std::int32_t> zero_points = plan.qparams.zero_point;
+      if (zero_points.empty()) zero_points.assign(plan.qparams.scale.size(), quant::symmetric_zero_point(r.scheme));
+      return ct::packed_zero_points(r, plan.ct_args, zero_points);
+    }
+    case ct::Part::data: break;
+  }
+  ByteBuffer data = encode_part(file, plan, 0);  // shrink's stored bytes (FP8 codes are the same), SQNR measured
+  if (r.encoding == io::StoredEncoding::fp8) return data;
+  quant::QuantizedTensor q;
+  q.shape = Shape(r.shape);
+  q.scheme = r.scheme;
+  q.qparams = plan.qparams;
+  q.data = std::move(data);
+  return ct::packed_weight(q, plan.ct_args);
+}
+
 // The command line of `shrink quantize`.
 void declare_options(ArgParser& args) {
   args.positional("IN", "input .safetensors file").positional("OUT", "output file (never the input)");
@@ -255,6 +287,10 @@ void declare_options(ArgParser& args) {
   args.option("calib", "C", "minmax|percentile:P|histogram|entropy|mse (integer types; group: minmax only)", "minmax");
   args.flag("restricted-range", "symmetric signed range [-127, 127] (TensorRT weights); unsigned [1, 255]");
   args.flag("reduce-range", "one bit less: int8 [-64, 63], uint8 [0, 127]");
+  args.option("format", "F",
+              "shrink|compressed-tensors: the convention OUT is written in; compressed-tensors (what vLLM and "
+              "transformers load) also writes config.json beside OUT, from the one beside IN",
+              "shrink");
   TensorSelection::declare(args);
   args.flag("json", "print a JSON summary on stdout");
   args.epilog(
@@ -283,6 +319,13 @@ Planned plan_tensors(const io::SafetensorsFile& file, const TensorSelection& sel
     const io::TensorInfo& t = *selected[i];
     progress.step("calibrating " + t.name, i, selected.size());
     Plan plan = in_tensor_context(t.name, [&] { return calibrate(file, t, settings); });
+    if (plan.skipped.empty() && settings.compressed_tensors) {
+      const io::compressed_tensors::Expressible e = io::compressed_tensors::weight_args(plan.record);
+      if (e.args)
+        plan.ct_args = *e.args;
+      else
+        plan.skipped = e.why_not + ": no compressed-tensors form";
+    }
     if (!plan.skipped.empty()) {
       planned.notes[t.name] = "skipped: " + plan.skipped;
       ++planned.not_applicable;
@@ -306,7 +349,8 @@ struct OutputLayout {
 };
 
 // The output's tensors, each name once, laid out for alignment.
-OutputLayout output_layout(const io::SafetensorsFile& file, std::map<std::string, Plan>& plans) {
+OutputLayout output_layout(const io::SafetensorsFile& file, std::map<std::string, Plan>& plans,
+                           bool compressed_tensors) {
   OutputLayout layout;
   for (const io::TensorInfo& t : file.tensors()) {
     const auto found = plans.find(t.name);
@@ -315,7 +359,12 @@ OutputLayout output_layout(const io::SafetensorsFile& file, std::map<std::string
       layout.parts[t.name] = Part{nullptr, 0};
       continue;
     }
-    const std::vector<io::TensorDeclaration> stored = io::stored_tensors(found->second.record);
+    std::vector<io::TensorDeclaration> stored;
+    if (compressed_tensors)
+      for (const auto& d : io::compressed_tensors::declarations(found->second.record, found->second.ct_args))
+        stored.push_back(d.tensor);
+    else
+      stored = io::stored_tensors(found->second.record);
     for (std::size_t k = 0; k < stored.size(); ++k) {
       layout.declarations.push_back(stored[k]);
       layout.parts[stored[k].name] = Part{&found->second, k};
@@ -334,13 +383,15 @@ OutputLayout output_layout(const io::SafetensorsFile& file, std::map<std::string
 
 // Pass two: streams the output, quantizing each planned tensor again with its parameters when its turn comes.
 void write_output(const std::string& out, const io::SafetensorsFile& file, const std::map<std::string, Plan>& plans,
-                  bool has_records, const OutputLayout& layout, const Progress& progress) {
+                  bool has_records, bool compressed_tensors, const OutputLayout& layout, const Progress& progress) {
   io::SafetensorsWriter writer(out);
   for (const auto& d : layout.declarations) writer.add_tensor(d.name, d.dtype, d.shape);
   for (const auto& m : file.metadata()) writer.add_metadata(m.first, m.second);
-  for (const auto& p : plans)
-    writer.add_metadata(io::quant_metadata_key(p.first), io::to_metadata_value(p.second.record));
-  if (!plans.empty() || has_records) writer.add_metadata(io::kFormatVersionKey, io::kFormatVersion);
+  if (!compressed_tensors) {
+    for (const auto& p : plans)
+      writer.add_metadata(io::quant_metadata_key(p.first), io::to_metadata_value(p.second.record));
+    if (!plans.empty() || has_records) writer.add_metadata(io::kFormatVersionKey, io::kFormatVersion);
+  }
   writer.write_header();
   for (std::size_t i = 0; i < layout.declarations.size(); ++i) {
     const io::TensorDeclaration& d = layout.declarations[i];
@@ -350,8 +401,10 @@ void write_output(const std::string& out, const io::SafetensorsFile& file, const
       writer.write(d.name, file.bytes(d.name));
       continue;
     }
-    const ByteBuffer bytes =
-        in_tensor_context(part.plan->record.name, [&] { return encode_part(file, *part.plan, part.index); });
+    const ByteBuffer bytes = in_tensor_context(part.plan->record.name, [&] {
+      return compressed_tensors ? encode_compressed_tensors_part(file, *part.plan, part.index)
+                                : encode_part(file, *part.plan, part.index);
+    });
     writer.write(d.name, bytes.data(), bytes.size());
   }
   writer.finish();
@@ -455,11 +508,27 @@ int run_quantize_command(int argc, char** argv) {
 
     const io::SafetensorsFile file(in);
     const bool has_records = !io::quantization_records(file).empty();
+    nlohmann::ordered_json config;
+    if (settings.compressed_tensors) {
+      if (has_records)
+        throw shrink::Error(in +
+                            " holds tensors under shrink's convention, which compressed-tensors cannot read: "
+                            "expected a float model (run `shrink dequantize` first)");
+      config = read_model_config(in, out);
+    }
     const Progress progress(command);
     Planned planned = plan_tensors(file, selection, settings, progress);
     std::map<std::string, Plan>& plans = planned.plans;
-    const OutputLayout layout = output_layout(file, plans);
-    write_output(out, file, plans, has_records, layout, progress);
+    const OutputLayout layout = output_layout(file, plans, settings.compressed_tensors);
+    write_output(out, file, plans, has_records, settings.compressed_tensors, layout, progress);
+    if (settings.compressed_tensors) {
+      std::vector<const io::TensorInfo*> unquantized;
+      for (const io::TensorInfo& t : file.tensors())
+        if (!plans.count(t.name)) unquantized.push_back(&t);
+      config["quantization_config"] = io::compressed_tensors::quantization_config(plans.begin()->second.ct_args,
+                                                                                  ignored_linear_layers(unquantized));
+      write_model_config(out, config);
+    }
     report(in, out, file, planned, settings, args.flag_set("json"));
     return kExitOk;
   });

@@ -153,7 +153,7 @@ def main():
         quantized = os.path.join(work, "q.safetensors")
         restored = os.path.join(work, "d.safetensors")
         subprocess.run([shrink, "quantize", model, quantized, *flags], check=True, stdout=subprocess.DEVNULL)
-        subprocess.run([shrink, "dequantize", quantized, restored], check=True, stdout=subprocess.DEVNULL)
+        subprocess.run([shrink, "dequantize", quantized, restored, "--dtype", "f32"], check=True, stdout=subprocess.DEVNULL)
         tensors, metadata = read_raw(quantized)
         if metadata.get("shrink.format_version") != "1" or metadata.get("format") != "np":
             fail(f"{flags}: metadata {metadata}")

@@ -435,13 +435,109 @@ TEST_CASE("quantize -> dequantize -> compare gives the SQNR each format should",
     for (const json& t : summary["tensors"])
       if (t["name"] == "fc1.weight") REQUIRE(t["sqnr_db"].get<double>() == Approx(sqnr).epsilon(1e-9));
 
-    const SafetensorsFile restored(d);
+    const SafetensorsFile restored(d);  // each weight back in its source dtype
     REQUIRE(restored.info("fc1.weight").dtype == ScalarType::f32);
-    REQUIRE(restored.info("fc2.weight").dtype == ScalarType::f32);
+    REQUIRE(restored.info("fc2.weight").dtype == ScalarType::f16);
     REQUIRE_FALSE(restored.contains("fc1.weight_scale"));
     REQUIRE(restored.metadata().count("shrink.format_version") == 0);
     REQUIRE(restored.metadata().at("format") == "pt");
   }
+}
+
+TEST_CASE("dequantize writes each tensor in its source dtype; --dtype forces one; older files give F32", "[cli]") {
+  shrink::test::TempDir dir;
+  const std::string model = dir.file("bf16.safetensors");
+  std::vector<std::uint16_t> bf16_bits;
+  for (float v : shrink::test::random_values(32 * 64, 5, 0.05f)) bf16_bits.push_back(shrink::bfloat16(v).to_bits());
+  {
+    SafetensorsWriter writer(model);
+    writer.add_tensor("a.weight", ScalarType::bf16, {32, 64});
+    writer.add_tensor("b.weight", ScalarType::f16, {16, 32});
+    writer.write_header();
+    writer.write("a.weight", bf16_bits.data(), bf16_bits.size() * 2);
+    const std::vector<std::uint16_t> h = to_half_bits(shrink::test::random_values(16 * 32, 6, 0.1f));
+    writer.write("b.weight", h.data(), h.size() * 2);
+    writer.finish();
+  }
+  const std::string q = dir.file("q.safetensors");
+  const std::string d = dir.file("d.safetensors");
+  for (const char* dtype : {"int8", "int4", "fp8-e4m3"}) {
+    CAPTURE(dtype);
+    std::vector<std::string> args{"quantize", model, q, "--dtype", dtype};
+    if (std::string(dtype) == "int4") args.insert(args.end(), {"--granularity", "group", "--group-size", "16"});
+    REQUIRE(run(dir, args).code == 0);
+    const json summary = run_json(dir, {"dequantize", q, d, "--json"});
+    REQUIRE(summary["dtypes"]["a.weight"] == "BF16");
+    REQUIRE(summary["dtypes"]["b.weight"] == "F16");
+    REQUIRE(summary["notes"].empty());
+    const SafetensorsFile restored(d);
+    REQUIRE(restored.info("a.weight").dtype == ScalarType::bf16);
+    REQUIRE(restored.info("b.weight").dtype == ScalarType::f16);
+    // The F32 values rounded once to the source dtype.
+    const SafetensorsFile quantized(q);
+    const std::vector<float> exact = shrink::io::read_float(quantized, "a.weight");
+    const std::vector<float> got = shrink::io::read_float(restored, "a.weight");
+    for (std::size_t i = 0; i < exact.size(); ++i) REQUIRE(got[i] == shrink::bfloat16(exact[i]).to_float());
+    REQUIRE(run(dir, {"dequantize", q, d, "--dtype", "f32"}).code == 0);
+    REQUIRE(SafetensorsFile(d).info("a.weight").dtype == ScalarType::f32);
+    REQUIRE(shrink::io::read_float(SafetensorsFile(d), "a.weight") == exact);
+  }
+  REQUIRE(run(dir, {"dequantize", q, d, "--dtype", "bf16"}).code == 0);
+  REQUIRE(SafetensorsFile(d).info("b.weight").dtype == ScalarType::bf16);
+  REQUIRE(run(dir, {"dequantize", q, d, "--dtype", "f64"}).code == 2);
+
+  // A file of an older shrink: its records say nothing of the source dtype.
+  const std::string old = dir.file("old.safetensors");
+  {
+    const std::vector<float> x = shrink::test::random_values(64, 7);
+    const shrink::TensorView<const float> view(x.data(), shrink::Shape{8, 8});
+    const shrink::io::EncodedQuantization e = shrink::io::encode_quantized(
+        "w",
+        shrink::quant::quantize(view, shrink::quant::QuantScheme::per_channel(shrink::quant::QuantDtype::int8,
+                                                                              shrink::quant::Symmetry::symmetric, 0)));
+    SafetensorsWriter writer(old);
+    e.declare(writer);
+    writer.write_header();
+    e.write(writer);
+    writer.finish();
+  }
+  const Result r = run(dir, {"dequantize", old, d});
+  REQUIRE(r.code == 0);
+  REQUIRE(r.out.find("no source dtype recorded") != std::string::npos);
+  REQUIRE(SafetensorsFile(d).info("w").dtype == ScalarType::f32);
+}
+
+TEST_CASE("quantize --format compressed-tensors: tensors, config.json, and what it refuses", "[cli]") {
+  shrink::test::TempDir dir;
+  const std::string model = write_model(dir);
+  std::filesystem::create_directories(dir.file("ct"));
+  const std::string out = dir.file("ct/model.safetensors");
+  const json summary = run_json(dir, {"quantize", model, out, "--format", "compressed-tensors", "--dtype", "int4",
+                                      "--granularity", "group", "--group-size", "16", "--scheme", "affine", "--json"});
+  REQUIRE(summary["totals"]["quantized"] == 2);
+  const SafetensorsFile file(out);
+  REQUIRE(file.info("fc1.weight_packed").dtype == ScalarType::i32);
+  REQUIRE(file.info("fc1.weight_packed").shape == std::vector<std::int64_t>{32, 8});
+  REQUIRE(file.info("fc1.weight_zero_point").shape == std::vector<std::int64_t>{4, 4});
+  REQUIRE(file.info("fc1.weight_shape").dtype == ScalarType::i64);
+  REQUIRE(file.metadata().count("shrink.format_version") == 0);
+  const json config = json::parse(read_text(dir.file("ct/config.json")));
+  REQUIRE(config["quantization_config"]["format"] == "pack-quantized");
+  REQUIRE(config["quantization_config"]["ignore"].empty());
+
+  // No compressed-tensors form: a usage error for the dtype, a note per tensor for the scheme.
+  REQUIRE(run(dir, {"quantize", model, out, "--format", "compressed-tensors", "--dtype", "fp16"}).code == 2);
+  const Result per_tensor = run(
+      dir, {"quantize", model, out, "--format", "compressed-tensors", "--granularity", "tensor", "--scheme", "affine"});
+  REQUIRE(per_tensor.code == 2);
+  REQUIRE(per_tensor.err.find("no compressed-tensors form") != std::string::npos);
+  // config.json beside IN would be replaced.
+  { std::ofstream(dir.file("config.json")) << "{}"; }
+  const Result same_dir =
+      run(dir, {"quantize", model, dir.file("beside.safetensors"), "--format", "compressed-tensors"});
+  REQUIRE(same_dir.code == 2);
+  REQUIRE(same_dir.err.find("another directory") != std::string::npos);
+  REQUIRE_FALSE(std::filesystem::exists(dir.file("beside.safetensors")));
 }
 
 TEST_CASE("quantize --include and --exclude choose the tensors", "[cli]") {

@@ -264,6 +264,57 @@ TEST_CASE("dequantize_file writes float32 and drops the convention's tensors and
   REQUIRE(a.numel() == 64);
 }
 
+TEST_CASE("dequantize_file writes each tensor in its recorded source dtype, or the dtype asked",
+          "[io][quantized_safetensors]") {
+  shrink::test::TempDir dir;
+  const std::vector<float> x = shrink::test::random_values(64, 14);
+  const TensorView<const float> view(x.data(), Shape{8, 8});
+  const QuantizedTensor q = quantize(view, QuantScheme::per_channel(QuantDtype::int8, Symmetry::symmetric, 0));
+  const Fp8Tensor f = quantize_fp8(view, shrink::Fp8Format::e4m3);
+  const std::string in = dir.file("q.safetensors");
+  write_encoded(in, {encode_quantized("bf", q, "minmax", "BF16"), encode_quantized("h", q, "minmax", "F16"),
+                     encode_fp8("d", f, "amax", "F64"), encode_quantized("old", q),
+                     encode_cast("c", view, ScalarType::f16, "BF16")});
+  REQUIRE(quantization_record(SafetensorsFile(in), "bf")->source_dtype == "BF16");
+  REQUIRE(quantization_record(SafetensorsFile(in), "old")->source_dtype.empty());
+  const std::string out = dir.file("d.safetensors");
+  const DequantizeFileSummary summary = dequantize_file(in, out);
+  const SafetensorsFile file(out);
+  REQUIRE(file.info("bf").dtype == ScalarType::bf16);
+  REQUIRE(file.info("h").dtype == ScalarType::f16);
+  REQUIRE(file.info("d").dtype == ScalarType::f64);
+  REQUIRE(file.info("old").dtype == ScalarType::f32);
+  REQUIRE(file.info("c").dtype == ScalarType::bf16);
+  REQUIRE(summary.notes.size() == 1);
+  REQUIRE(summary.notes.at("old").find("no source dtype recorded") != std::string::npos);
+  const std::vector<float> exact = dequantize(q);
+  const std::vector<float> bf = read_float(file, "bf");
+  const std::vector<float> h = read_float(file, "h");
+  for (std::size_t i = 0; i < exact.size(); ++i) {
+    REQUIRE(bf[i] == shrink::bfloat16(exact[i]).to_float());  // the float32 value rounded once
+    REQUIRE(h[i] == shrink::half(exact[i]).to_float());
+  }
+  REQUIRE(read_float(file, "old") == exact);
+
+  for (const auto& forced :
+       {std::make_pair(DequantizeTo::f32, ScalarType::f32), std::make_pair(DequantizeTo::bf16, ScalarType::bf16),
+        std::make_pair(DequantizeTo::f16, ScalarType::f16)}) {
+    const DequantizeFileSummary s = dequantize_file(in, out, {}, forced.first);
+    REQUIRE(s.notes.empty());
+    const SafetensorsFile g(out);
+    for (const char* name : {"bf", "h", "d", "old", "c"}) REQUIRE(g.info(name).dtype == forced.second);
+  }
+}
+
+TEST_CASE("a record's source_dtype is checked", "[io][quantized_safetensors]") {
+  const std::string base = R"({"dtype":"int8","scheme":"symmetric","granularity":"per_tensor","shape":[4],)";
+  REQUIRE(parse_quantization_record("w", base + R"("source_dtype":"BF16"})").source_dtype == "BF16");
+  REQUIRE_THROWS_WITH(parse_quantization_record("w", base + R"("source_dtype":"I8"})"),
+                      Catch::Contains("expected \"F32\", \"F16\", \"BF16\" or \"F64\""));
+  REQUIRE_THROWS_WITH(parse_quantization_record("w", R"({"dtype":"bf16","source_dtype":"F32","shape":[4]})"),
+                      Catch::Contains("unexpected key \"source_dtype\""));
+}
+
 TEST_CASE("parse_quantization_record reads and rejects record texts", "[io][quantized_safetensors]") {
   const QuantizationRecord r = parse_quantization_record(
       "w", R"({"dtype":"int4","scheme":"affine","granularity":"per_group","axis":-1,"group_size":32,"shape":[64,128]})");

@@ -58,7 +58,7 @@ ByteBuffer bytes_of(const std::vector<T>& values) {
 
 // The stored form of a QuantizedTensor (moved in: its data becomes the first tensor's bytes).
 inline EncodedQuantization encode_quantized(const std::string& name, quant::QuantizedTensor q,
-                                            std::string calibrator = {}) {
+                                            std::string calibrator = {}, std::string source_dtype = {}) {
   const char* fn = "shrink::io::encode_quantized";
   quant::validate_qparams(q.qparams, q.scheme, q.shape, fn);
   if (static_cast<std::int64_t>(q.data.size()) != quant::quantized_data_bytes(q.scheme.dtype, q.shape))
@@ -66,7 +66,7 @@ inline EncodedQuantization encode_quantized(const std::string& name, quant::Quan
          std::to_string(quant::quantized_data_bytes(q.scheme.dtype, q.shape)) + " bytes for shape " +
              to_string(q.shape));
   EncodedQuantization e;
-  e.record = integer_record(name, q.scheme, q.shape, std::move(calibrator));
+  e.record = integer_record(name, q.scheme, q.shape, std::move(calibrator), std::move(source_dtype));
   const std::vector<TensorDeclaration> declarations = stored_tensors(e.record);
   e.tensors.push_back({declarations[0], std::move(q.data)});
   e.tensors.push_back({declarations[1], detail::bytes_of(q.qparams.scale)});
@@ -79,14 +79,15 @@ inline EncodedQuantization encode_quantized(const std::string& name, quant::Quan
   return e;
 }
 
-inline EncodedQuantization encode_fp8(const std::string& name, quant::Fp8Tensor q, std::string calibrator = {}) {
+inline EncodedQuantization encode_fp8(const std::string& name, quant::Fp8Tensor q, std::string calibrator = {},
+                                      std::string source_dtype = {}) {
   const char* fn = "shrink::io::encode_fp8";
   if (static_cast<std::int64_t>(q.data.size()) != q.numel())
     fail(fn, "q.data.size()", q.data.size(), std::to_string(q.numel()) + " codes for shape " + to_string(q.shape));
   const auto granularity =
       q.axis < 0 ? quant::Fp8ScaleGranularity::per_tensor : quant::Fp8ScaleGranularity::per_channel;
   EncodedQuantization e;
-  e.record = fp8_record(name, q.format, granularity, q.axis, q.shape, std::move(calibrator));
+  e.record = fp8_record(name, q.format, granularity, q.axis, q.shape, std::move(calibrator), std::move(source_dtype));
   const std::vector<TensorDeclaration> declarations = stored_tensors(e.record);
   const std::int64_t scales = Shape(declarations[1].shape).product();
   if (static_cast<std::int64_t>(q.scale.size()) != scales)

@@ -22,15 +22,17 @@
 // strings) is a compact JSON object:
 //   integer: {"dtype":"int8|uint8|int4|uint4","scheme":"symmetric|affine",
 //             "granularity":"per_tensor|per_channel|per_group","axis":0,"group_size":0,
-//             "restricted_range":false,"reduce_range":false,"calibrator":"minmax","shape":[out,in]}
+//             "restricted_range":false,"reduce_range":false,"calibrator":"minmax","source_dtype":"BF16",
+//             "shape":[out,in]}
 //   fp8:     {"dtype":"fp8_e4m3|fp8_e5m2","granularity":"per_tensor|per_channel","axis":0,
-//             "calibrator":"amax","shape":[...]}
+//             "calibrator":"amax","source_dtype":"F32","shape":[...]}
 //   cast:    {"dtype":"fp16|bf16","cast_from":"F32","shape":[...]}
 // "dtype", "shape" and (integer) "scheme" and "granularity" are required; "axis" is required per channel and
 // per group (negative counts from the end; writers store it normalised), "group_size" per group;
 // "restricted_range" and "reduce_range" default to false, "calibrator" (free text saying how the range was
-// chosen) and "cast_from" to "". Unknown keys are errors. The file also carries "shrink.format_version":"1"
-// whenever it holds any "shrink.quant." entry.
+// chosen) and "cast_from" to "". "source_dtype" (integer and fp8; F32, F16, BF16 or F64) is the dtype the tensor had
+// before quantization, absent in files of older writers. Unknown keys are errors. The file also carries
+// "shrink.format_version":"1" whenever it holds any "shrink.quant." entry.
 //
 // Readers trust nothing: every metadata entry must be well-formed JSON of that form, name a tensor of the
 // right dtype and shape, and have its `_scale` (and `_zero_point` exactly when affine) of the right dtype and
@@ -85,6 +87,7 @@ struct QuantizationRecord {
   ScalarType cast_type = ScalarType::f16;  // cast: f16 or bf16
   std::string cast_from;                   // cast: the dtype it was cast from ("F32"), informational
   std::string calibrator;                  // informational: how the range was chosen
+  std::string source_dtype;                // integer, fp8: the dtype before quantization ("BF16"); "" when unrecorded
   std::vector<std::int64_t> shape;         // the logical shape
 
   // "int8", "uint4", "fp8_e4m3", "bf16", ...
@@ -96,6 +99,8 @@ struct QuantizationRecord {
     }
     return "?";
   }
+  // The dtype the tensor had before it was compressed ("F32", "BF16", ...); "" when the file does not say.
+  std::string original_dtype() const { return encoding == StoredEncoding::cast ? cast_from : source_dtype; }
   bool has_scale() const { return encoding != StoredEncoding::cast; }
   bool has_zero_point() const {
     return encoding == StoredEncoding::integer && scheme.symmetry == quant::Symmetry::affine;
@@ -202,6 +207,12 @@ inline QuantizationRecord parse_quantization_record(const std::string& name, con
           std::to_string(max) + "]");
     return v.get<std::int64_t>();
   };
+  auto source_dtype_field = [&]() -> std::string {
+    const std::string value = string_field("source_dtype", false).value_or("");
+    if (!value.empty() && value != "F32" && value != "F16" && value != "BF16" && value != "F64")
+      bad("\"source_dtype\" = " + detail::quoted(value) + ": expected \"F32\", \"F16\", \"BF16\" or \"F64\"");
+    return value;
+  };
   auto allow_keys = [&](std::initializer_list<const char*> allowed) {
     for (const auto& item : j.items()) {
       bool known = false;
@@ -240,7 +251,7 @@ inline QuantizationRecord parse_quantization_record(const std::string& name, con
 
   if (dtype == "int8" || dtype == "uint8" || dtype == "int4" || dtype == "uint4") {
     allow_keys({"dtype", "scheme", "granularity", "axis", "group_size", "restricted_range", "reduce_range",
-                "calibrator", "shape"});
+                "calibrator", "source_dtype", "shape"});
     r.encoding = StoredEncoding::integer;
     r.scheme.dtype = dtype == "int8"    ? quant::QuantDtype::int8
                      : dtype == "uint8" ? quant::QuantDtype::uint8
@@ -278,8 +289,9 @@ inline QuantizationRecord parse_quantization_record(const std::string& name, con
     r.scheme.restricted_range = bool_field("restricted_range");
     r.scheme.reduce_range = bool_field("reduce_range");
     r.calibrator = string_field("calibrator", false).value_or("");
+    r.source_dtype = source_dtype_field();
   } else if (dtype == "fp8_e4m3" || dtype == "fp8_e5m2") {
-    allow_keys({"dtype", "granularity", "axis", "calibrator", "shape"});
+    allow_keys({"dtype", "granularity", "axis", "calibrator", "source_dtype", "shape"});
     r.encoding = StoredEncoding::fp8;
     r.fp8_format = dtype == "fp8_e4m3" ? Fp8Format::e4m3 : Fp8Format::e5m2;
     const std::string granularity = *string_field("granularity", true);
@@ -293,6 +305,7 @@ inline QuantizationRecord parse_quantization_record(const std::string& name, con
       bad("\"granularity\" = " + detail::quoted(granularity) + ": expected \"per_tensor\" or \"per_channel\" for FP8");
     }
     r.calibrator = string_field("calibrator", false).value_or("");
+    r.source_dtype = source_dtype_field();
   } else if (dtype == "fp16" || dtype == "bf16") {
     allow_keys({"dtype", "cast_from", "shape"});
     r.encoding = StoredEncoding::cast;
@@ -317,10 +330,12 @@ inline std::string to_metadata_value(const QuantizationRecord& r) {
     j["restricted_range"] = r.scheme.restricted_range;
     j["reduce_range"] = r.scheme.reduce_range;
     j["calibrator"] = r.calibrator;
+    if (!r.source_dtype.empty()) j["source_dtype"] = r.source_dtype;
   } else if (r.encoding == StoredEncoding::fp8) {
     j["granularity"] = quant::to_string(r.fp8_granularity);
     j["axis"] = r.fp8_axis < 0 ? 0 : r.fp8_axis;
     j["calibrator"] = r.calibrator;
+    if (!r.source_dtype.empty()) j["source_dtype"] = r.source_dtype;
   } else {
     j["cast_from"] = r.cast_from;
   }
@@ -330,7 +345,7 @@ inline std::string to_metadata_value(const QuantizationRecord& r) {
 
 // Records for what a writer is about to store (the scheme is checked against the shape, the axis normalised).
 inline QuantizationRecord integer_record(const std::string& name, const quant::QuantScheme& scheme, const Shape& shape,
-                                         std::string calibrator = {}) {
+                                         std::string calibrator = {}, std::string source_dtype = {}) {
   const char* fn = "shrink::io::integer_record";
   if (shape.product() <= 0) fail(fn, "shape", to_string(shape), "at least one element");
   quant::quant_range(scheme);
@@ -347,12 +362,14 @@ inline QuantizationRecord integer_record(const std::string& name, const quant::Q
     if (scheme.granularity == quant::Granularity::per_channel) r.scheme.group_size = 0;
   }
   r.calibrator = std::move(calibrator);
+  r.source_dtype = std::move(source_dtype);
   r.shape = shape.to_vector();
   return r;
 }
 
 inline QuantizationRecord fp8_record(const std::string& name, Fp8Format format, quant::Fp8ScaleGranularity granularity,
-                                     int axis, const Shape& shape, std::string calibrator = {}) {
+                                     int axis, const Shape& shape, std::string calibrator = {},
+                                     std::string source_dtype = {}) {
   const char* fn = "shrink::io::fp8_record";
   if (shape.product() <= 0) fail(fn, "shape", to_string(shape), "at least one element");
   QuantizationRecord r;
@@ -362,6 +379,7 @@ inline QuantizationRecord fp8_record(const std::string& name, Fp8Format format, 
   r.fp8_granularity = granularity;
   r.fp8_axis = granularity == quant::Fp8ScaleGranularity::per_tensor ? -1 : normalize_axis(axis, shape.rank, fn);
   r.calibrator = std::move(calibrator);
+  r.source_dtype = std::move(source_dtype);
   r.shape = shape.to_vector();
   return r;
 }

@@ -146,7 +146,9 @@ Loss attention_transfer(const TensorView<const T>& student, const TensorView<con
   static_assert(is_element_type<T>, "attention transfer takes float, shrink::half or shrink::bfloat16 elements");
   require_host_view(student, function, "student");
   require_host_view(teacher, function, "teacher");
-  const auto [s_layout, t_layout] = attention_pair_samples(student, teacher, function);
+  const std::pair<Samples, Samples> layouts = attention_pair_samples(student, teacher, function);
+  const Samples& s_layout = layouts.first;  // named references, not structured bindings: lambdas capture them in C++17
+  const Samples& t_layout = layouts.second;
   Samples gs_layout, gt_layout;
   if (grad_student) {
     check_gradient_view(*grad_student, student.shape(), function, "grad_student", "student");

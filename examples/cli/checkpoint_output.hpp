@@ -51,6 +51,10 @@ class CheckpointOutput {
     }
     const std::string parent = parent_directory(out_);
     const std::string base = out_.substr(out_.find_last_of('/') + 1);
+    if (base.empty() || base == "." || base == "..")
+      throw UsageError("OUT '" + out +
+                       "': expected a directory named by its own name (it is built beside OUT and "
+                       "renamed to it), not '.', '..' or '/'");
     const std::string prefix = "." + base + ".shrink-partial-";
     remove_stale_staging(parent, prefix);
     staging_ = parent + "/" + prefix + std::to_string(::getpid());

@@ -988,7 +988,9 @@ TEST_CASE("sharded checkpoints: a non-empty OUT, hostile indexes and failures le
   require_one_line_error(run(dir, {"dequantize", ckpt, out + "/keep.txt"}), 2, "dequantize", "is an existing file");
   REQUIRE(read_text(out + "/keep.txt") == "mine");
   std::filesystem::remove_all(out);
-  std::filesystem::create_directories(out);  // an empty directory is taken
+  std::filesystem::create_directories(out);
+  require_one_line_error(run(dir, {"quantize", ckpt, out + "/."}), 2, "quantize", "not '.', '..' or '/'");
+  // an empty directory is taken
   REQUIRE(run(dir, {"quantize", ckpt, out}).code == 0);
   require_consistent_checkpoint(out);
   std::filesystem::remove_all(out);

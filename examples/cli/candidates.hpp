@@ -23,16 +23,20 @@ struct Candidates {
   std::int64_t kept_by_default = 0;
 };
 
-// `verb` ("quantize", "prune") completes the note "kept by default, --force to <verb>". Throws UsageError when a
-// --include or --force pattern matches no tensor of the file.
+inline std::vector<std::string> tensor_names(const std::vector<io::TensorInfo>& tensors) {
+  std::vector<std::string> names;
+  for (const io::TensorInfo& t : tensors) names.push_back(t.name);
+  return names;
+}
+
+// `verb` ("quantize", "prune") completes the note "kept by default, --force to <verb>". The caller checks first that
+// each --include and --force pattern matches a tensor of the whole input (require_each_pattern_matches), since a
+// sharded checkpoint comes here one shard at a time.
 inline Candidates find_candidates(const io::SafetensorsFile& file, const TensorSelection& selection,
                                   const std::string& verb) {
   std::set<std::string> quantized;  // the stored tensors of records under the convention: copied as they are
   for (const auto& r : io::quantization_records(file))
     for (const auto& d : io::stored_tensors(r)) quantized.insert(d.name);
-  std::vector<std::string> names;
-  for (const io::TensorInfo& t : file.tensors()) names.push_back(t.name);
-  selection.require_each_pattern_matches(names);
 
   Candidates c;
   for (const io::TensorInfo& t : file.tensors()) {

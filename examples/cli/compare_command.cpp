@@ -13,6 +13,7 @@
 #include "commands.hpp"
 #include "progress.hpp"
 #include "report.hpp"
+#include "shrink/io/checkpoint.hpp"
 #include "shrink/io/quantized_safetensors.hpp"
 #include "shrink/metrics/error.hpp"
 
@@ -27,12 +28,12 @@ struct Side {
   std::int64_t bytes = 0;
 };
 
-std::map<std::string, Side> model_tensors(const io::SafetensorsFile& file, std::vector<std::string>& order) {
+// The model tensors of one file (a shard), added to `out` and `order`.
+void model_tensors(const io::SafetensorsFile& file, std::map<std::string, Side>& out, std::vector<std::string>& order) {
   const std::vector<io::QuantizationRecord> records = io::quantization_records(file);
   const std::set<std::string> parameters = io::parameter_tensor_names(records);
   std::map<std::string, const io::QuantizationRecord*> record_of;
   for (const auto& r : records) record_of[r.name] = &r;
-  std::map<std::string, Side> out;
   for (const io::TensorInfo& t : file.tensors()) {
     if (parameters.count(t.name)) continue;
     Side side;
@@ -50,6 +51,12 @@ std::map<std::string, Side> model_tensors(const io::SafetensorsFile& file, std::
     out.emplace(t.name, side);
     order.push_back(t.name);
   }
+}
+
+// The model tensors of a checkpoint, shard by shard.
+std::map<std::string, Side> model_tensors(io::CheckpointReader& reader, std::vector<std::string>& order) {
+  std::map<std::string, Side> out;
+  for (std::size_t k = 0; k < reader.checkpoint().shards.size(); ++k) model_tensors(reader.shard(k), out, order);
   return out;
 }
 
@@ -59,7 +66,8 @@ Json side_json(const Side& side, std::int64_t zeros, std::int64_t elements) {
 
 // The command line of `shrink compare`.
 void declare_options(ArgParser& args) {
-  args.positional("A", "reference .safetensors file").positional("B", "the file to compare with it");
+  args.positional("A", "reference .safetensors file, checkpoint directory or sharded index .json")
+      .positional("B", "the file or checkpoint to compare with it");
   args.flag("json", "print JSON on stdout instead of a table");
 }
 
@@ -87,15 +95,15 @@ std::string tensor_line(const std::string& name, const Side& sa, const Side& sb,
 }
 
 // Compares one tensor present in both files: adds its figures to `c`, or lists it as skipped with the reason.
-void compare_tensor(const io::SafetensorsFile& a, const io::SafetensorsFile& b, const std::string& name, const Side& sa,
+void compare_tensor(io::CheckpointReader& a, io::CheckpointReader& b, const std::string& name, const Side& sa,
                     const Side& sb, Comparison& c) {
   if (sa.shape != sb.shape) {
     c.skipped.push_back(
         {{"name", name}, {"reason", "shape " + shape_text(sa.shape) + " in A, " + shape_text(sb.shape) + " in B"}});
     return;
   }
-  const std::vector<float> x = io::read_float(a, name);
-  const std::vector<float> y = io::read_float(b, name);
+  const std::vector<float> x = io::read_float(a.file_of(name), name);
+  const std::vector<float> y = io::read_float(b.file_of(name), name);
   if (x.empty()) {
     c.skipped.push_back({{"name", name}, {"reason", "no elements"}});
     return;
@@ -135,7 +143,7 @@ void compare_tensor(const io::SafetensorsFile& a, const io::SafetensorsFile& b, 
 }
 
 // Every tensor of A matched by name in B, in A's order; then the tensors of B that A lacks.
-Comparison compare_files(const io::SafetensorsFile& a, const io::SafetensorsFile& b, const Progress& progress) {
+Comparison compare_files(io::CheckpointReader& a, io::CheckpointReader& b, const Progress& progress) {
   std::vector<std::string> order_a, order_b;
   const std::map<std::string, Side> side_a = model_tensors(a, order_a);
   const std::map<std::string, Side> side_b = model_tensors(b, order_b);
@@ -161,13 +169,13 @@ const metrics::ErrorSums& overall_sums(const Comparison& c) {
 }
 
 // The comparison as JSON on stdout (--json).
-void print_json_report(const io::SafetensorsFile& a, const io::SafetensorsFile& b, const Comparison& c) {
+void print_json_report(const std::string& a, const std::string& b, const Comparison& c) {
   const metrics::ErrorSums& sums = overall_sums(c);
   const metrics::ErrorStats overall = metrics::stats_from_sums(sums);
   const std::int64_t counted = static_cast<std::int64_t>(c.tensors.size()) - (c.totals.count > 0 ? c.unchanged : 0);
   Json report;
-  report["a"] = a.path();
-  report["b"] = b.path();
+  report["a"] = a;
+  report["b"] = b;
   report["tensors"] = c.tensors;
   report["overall"] = {
       {"tensors", counted},
@@ -221,12 +229,13 @@ int run_compare_command(int argc, char** argv) {
                    "holding NaN/inf are listed and left out of the totals.");
     declare_options(args);
     if (!args.parse(argc, argv)) return kExitOk;
-    const io::SafetensorsFile a(args.arg("A"));
-    const io::SafetensorsFile b(args.arg("B"));
+    const io::Checkpoint a = io::open_checkpoint(args.arg("A"));
+    const io::Checkpoint b = io::open_checkpoint(args.arg("B"));
+    io::CheckpointReader reader_a(a), reader_b(b);  // one shard of each open at a time
     const Progress progress(command);
-    const Comparison comparison = compare_files(a, b, progress);
+    const Comparison comparison = compare_files(reader_a, reader_b, progress);
     if (args.flag_set("json"))
-      print_json_report(a, b, comparison);
+      print_json_report(args.arg("A"), args.arg("B"), comparison);
     else
       print_table(comparison);
     return kExitOk;

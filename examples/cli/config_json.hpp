@@ -24,13 +24,8 @@ inline std::filesystem::path config_beside(const std::string& file) {
   return std::filesystem::absolute(std::filesystem::path(file)).parent_path() / "config.json";
 }
 
-// The config.json to write: IN's (read and checked now, before any output exists) or a new object.
-inline nlohmann::ordered_json read_model_config(const std::string& in, const std::string& out) {
-  const std::filesystem::path source = config_beside(in);
-  const std::filesystem::path target = config_beside(out);
-  if (std::filesystem::exists(source) && std::filesystem::equivalent(source.parent_path(), target.parent_path()))
-    throw UsageError("--format compressed-tensors writes config.json beside OUT, which would replace " +
-                     source.string() + " of the input: expected OUT in another directory");
+// A model's config.json as a JSON object, or a new object when there is none at `source`.
+inline nlohmann::ordered_json read_config_file(const std::filesystem::path& source) {
   if (!std::filesystem::exists(source)) return nlohmann::ordered_json::object();
   std::ifstream stream(source, std::ios::binary);
   const std::string text{std::istreambuf_iterator<char>(stream), std::istreambuf_iterator<char>()};
@@ -38,6 +33,16 @@ inline nlohmann::ordered_json read_model_config(const std::string& in, const std
   if (config.is_discarded() || !config.is_object())
     throw shrink::Error(source.string() + ": not a JSON object: expected the model's config.json");
   return config;
+}
+
+// The config.json to write for a file OUT: IN's (read and checked now, before any output exists) or a new object.
+inline nlohmann::ordered_json read_model_config(const std::string& in, const std::string& out) {
+  const std::filesystem::path source = config_beside(in);
+  const std::filesystem::path target = config_beside(out);
+  if (std::filesystem::exists(source) && std::filesystem::equivalent(source.parent_path(), target.parent_path()))
+    throw UsageError("--format compressed-tensors writes config.json beside OUT, which would replace " +
+                     source.string() + " of the input: expected OUT in another directory");
+  return read_config_file(source);
 }
 
 // The Linear layers compressed-tensors must leave alone: every 2-D float `X.weight` not quantized, except embeddings

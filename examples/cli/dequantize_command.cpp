@@ -5,8 +5,8 @@
 #include <string>
 
 #include "args.hpp"
+#include "checkpoint_output.hpp"
 #include "commands.hpp"
-#include "paths.hpp"
 #include "progress.hpp"
 #include "report.hpp"
 #include "shrink/io/quantized_safetensors.hpp"
@@ -23,7 +23,9 @@ int run_dequantize_command(int argc, char** argv) {
         "before quantization (F32 for files that do not record it, with a note). Their NAME_scale and\n"
         "NAME_zero_point tensors and \"shrink.quant.*\" metadata entries are dropped; every other tensor\n"
         "and metadata entry is copied unchanged.");
-    args.positional("IN", "input .safetensors file").positional("OUT", "output file (never the input)");
+    args.positional("IN", "input .safetensors file, checkpoint directory or sharded index .json")
+        .positional("OUT",
+                    "output file; a new or empty directory when IN is a directory or an index (never the input)");
     args.option("dtype", "TYPE", "source|f32|f16|bf16: the dtype dequantized tensors are written in", "source");
     args.flag("json", "print a JSON summary on stdout");
     if (!args.parse(argc, argv)) return kExitOk;
@@ -34,11 +36,22 @@ int run_dequantize_command(int argc, char** argv) {
                                                   : io::DequantizeTo::source;
     const std::string in = args.arg("IN");
     const std::string out = args.arg("OUT");
-    require_distinct_output(in, out);
+    const io::Checkpoint input = io::open_checkpoint(in);
+    CheckpointOutput output(input, in, out);
 
     const Progress progress(command);
-    const io::DequantizeFileSummary summary = io::dequantize_file(
-        in, out, [&](const std::string& name, std::size_t i, std::size_t n) { progress.step(name, i, n); }, to);
+    io::DequantizeFileSummary summary;  // over every shard, one at a time
+    for (std::size_t k = 0; k < input.shards.size(); ++k) {
+      const io::DequantizeFileSummary shard = io::dequantize_file(
+          input.shards[k].path, output.shard_path(k),
+          [&](const std::string& name, std::size_t i, std::size_t n) { progress.step(name, i, n); }, to);
+      summary.dequantized.insert(summary.dequantized.end(), shard.dequantized.begin(), shard.dequantized.end());
+      summary.dequantized_dtypes.insert(summary.dequantized_dtypes.end(), shard.dequantized_dtypes.begin(),
+                                        shard.dequantized_dtypes.end());
+      summary.notes.insert(shard.notes.begin(), shard.notes.end());
+      summary.copied.insert(summary.copied.end(), shard.copied.begin(), shard.copied.end());
+    }
+    output.commit();
     if (args.flag_set("json")) {
       Json report;
       report["input"] = in;

@@ -10,6 +10,7 @@
 #include "commands.hpp"
 #include "progress.hpp"
 #include "report.hpp"
+#include "shrink/io/checkpoint.hpp"
 #include "shrink/io/quantized_safetensors.hpp"
 
 namespace shrink::cli {
@@ -63,7 +64,8 @@ Json record_json(const io::QuantizationRecord& r, std::int64_t stored_bytes) {
 
 // The command line of `shrink inspect`.
 void declare_options(ArgParser& args) {
-  args.positional("FILE", "a .safetensors file").flag("json", "print JSON on stdout instead of a table");
+  args.positional("FILE", "a .safetensors file, a checkpoint directory or a sharded checkpoint's index .json")
+      .flag("json", "print JSON on stdout instead of a table");
 }
 
 // The file's quantization records by tensor name, and which record each `_scale` / `_zero_point` tensor serves.
@@ -90,15 +92,19 @@ struct Listing {
   std::vector<std::vector<std::string>> rows;
 };
 
-// Adds one tensor to the listing: its dtype, shape, bytes and sparsity, and what it is to the convention.
-void list_tensor(const io::SafetensorsFile& file, const io::TensorInfo& t, const RecordIndex& index, Listing& listing) {
+// Adds one tensor to the listing: its dtype, shape, bytes and sparsity, and what it is to the convention; `shard`
+// names the file of a sharded checkpoint holding it (empty otherwise).
+void list_tensor(const io::SafetensorsFile& file, const std::string& shard, const io::TensorInfo& t,
+                 const RecordIndex& index, Listing& listing) {
   listing.total_bytes += static_cast<std::int64_t>(t.bytes);
   Json entry;
   entry["name"] = t.name;
+  if (!shard.empty()) entry["shard"] = shard;
   entry["dtype"] = dtype_text(t.dtype);
   entry["shape"] = t.shape;
   entry["bytes"] = t.bytes;
   std::vector<std::string> row{t.name, dtype_text(t.dtype), shape_text(t.shape), std::to_string(t.bytes)};
+  if (!shard.empty()) row.insert(row.begin() + 1, shard);
 
   const auto parameter = index.parameter_of.find(t.name);
   const auto record = index.record_of.find(t.name);
@@ -131,21 +137,39 @@ void list_tensor(const io::SafetensorsFile& file, const io::TensorInfo& t, const
   listing.rows.push_back(row);
 }
 
-// Every tensor of the file, in its order.
-Listing list_tensors(const io::SafetensorsFile& file, const RecordIndex& index, const Progress& progress) {
+// Every tensor of the checkpoint, shard by shard (one open at a time), each in its file's order; the metadata of
+// its files, and the count of quantized tensors.
+struct Contents {
   Listing listing;
-  const auto& infos = file.tensors();
-  for (std::size_t i = 0; i < infos.size(); ++i) {
-    progress.step(infos[i].name, i, infos.size());
-    list_tensor(file, infos[i], index, listing);
+  std::map<std::string, std::string> metadata;  // of every file (shards of one checkpoint agree on shared keys)
+  std::size_t tensors = 0, quantized_tensors = 0;
+};
+
+Contents list_tensors(const io::Checkpoint& checkpoint, const Progress& progress) {
+  Contents c;
+  for (const io::CheckpointShard& shard : checkpoint.shards) {
+    const io::SafetensorsFile file = io::open_shard(shard);
+    const std::vector<io::QuantizationRecord> records = io::quantization_records(file);
+    const RecordIndex index = index_records(records);
+    const auto& infos = file.tensors();
+    for (std::size_t i = 0; i < infos.size(); ++i) {
+      progress.step(infos[i].name, i, infos.size());
+      list_tensor(file, checkpoint.sharded() ? shard.file : std::string(), infos[i], index, c.listing);
+    }
+    c.metadata.insert(file.metadata().begin(), file.metadata().end());
+    c.tensors += infos.size();
+    c.quantized_tensors += records.size();
   }
-  return listing;
+  return c;
 }
 
-// The listing as JSON on stdout (--json): the file, its metadata, every tensor and the totals.
-void print_json_listing(const io::SafetensorsFile& file, const Listing& listing, std::size_t quantized_tensors) {
+// The listing as JSON on stdout (--json): the file, its metadata, every tensor and the totals; for a sharded
+// checkpoint also the index and each shard.
+void print_json_listing(const std::string& path, const io::Checkpoint& checkpoint, const Contents& contents) {
+  const Listing& listing = contents.listing;
+  const std::size_t quantized_tensors = contents.quantized_tensors;
   Json totals;
-  totals["tensors"] = file.tensors().size();
+  totals["tensors"] = contents.tensors;
   totals["model_tensors"] = listing.model_tensors;
   totals["quantized_tensors"] = quantized_tensors;
   totals["bytes"] = listing.total_bytes;
@@ -154,10 +178,20 @@ void print_json_listing(const io::SafetensorsFile& file, const Listing& listing,
   totals["sparsity"] = fraction(listing.model_zeros, listing.model_elements);
 
   Json out;
-  out["file"] = file.path();
-  const auto version = file.metadata().find(io::kFormatVersionKey);
-  out["format_version"] = version == file.metadata().end() ? Json(nullptr) : Json(version->second);
-  out["metadata"] = file.metadata();
+  out["file"] = path;
+  const auto version = contents.metadata.find(io::kFormatVersionKey);
+  out["format_version"] = version == contents.metadata.end() ? Json(nullptr) : Json(version->second);
+  out["metadata"] = contents.metadata;
+  if (checkpoint.sharded()) {
+    out["index"] = {{"path", checkpoint.index_path}, {"metadata", Json::parse(checkpoint.index_metadata.dump())}};
+    Json shards = Json::array();
+    for (const io::CheckpointShard& s : checkpoint.shards) {
+      std::uint64_t bytes = 0;
+      for (const io::TensorInfo& t : s.tensors) bytes += t.bytes;
+      shards.push_back({{"file", s.file}, {"tensors", s.tensors.size()}, {"bytes", bytes}});
+    }
+    out["shards"] = shards;
+  }
   out["tensors"] = listing.tensors;
   out["totals"] = totals;
   print_json(out);
@@ -176,12 +210,20 @@ void print_row(const std::vector<std::string>& row, const std::vector<std::size_
 }
 
 // The listing as a table: a heading line, one row per tensor, and the totals line.
-void print_table(const io::SafetensorsFile& file, const Listing& listing, std::size_t quantized_tensors) {
+void print_table(const std::string& path, const io::Checkpoint& checkpoint, const Contents& contents) {
+  const Listing& listing = contents.listing;
+  const std::size_t quantized_tensors = contents.quantized_tensors;
   std::vector<std::size_t> widths{4, 5, 5, 5, 8};
-  const std::vector<std::string> header{"name", "dtype", "shape", "bytes", "sparsity", "stored as"};
+  std::vector<std::string> header{"name", "dtype", "shape", "bytes", "sparsity", "stored as"};
+  if (checkpoint.sharded()) {
+    header.insert(header.begin() + 1, "shard");
+    widths.insert(widths.begin() + 1, 5);
+  }
   for (const auto& row : listing.rows)
     for (std::size_t c = 0; c < widths.size(); ++c) widths[c] = std::max(widths[c], row[c].size());
-  std::printf("%s: %zu tensors, %s of data\n", file.path().c_str(), file.tensors().size(),
+  const std::string shards =
+      checkpoint.sharded() ? " in " + std::to_string(checkpoint.shards.size()) + " shards" : std::string();
+  std::printf("%s: %zu tensors%s, %s of data\n", path.c_str(), contents.tensors, shards.c_str(),
               bytes_text(listing.total_bytes).c_str());
   print_row(header, widths);
   for (const auto& row : listing.rows) print_row(row, widths);
@@ -204,15 +246,13 @@ int run_inspect_command(int argc, char** argv) {
     if (!args.parse(argc, argv)) return kExitOk;
     const bool json = args.flag_set("json");
 
-    const io::SafetensorsFile file(args.arg("FILE"));
-    const std::vector<io::QuantizationRecord> records = io::quantization_records(file);
-    const RecordIndex index = index_records(records);
+    const io::Checkpoint checkpoint = io::open_checkpoint(args.arg("FILE"));
     const Progress progress(command);
-    const Listing listing = list_tensors(file, index, progress);
+    const Contents contents = list_tensors(checkpoint, progress);
     if (json)
-      print_json_listing(file, listing, records.size());
+      print_json_listing(args.arg("FILE"), checkpoint, contents);
     else
-      print_table(file, listing, records.size());
+      print_table(args.arg("FILE"), checkpoint, contents);
     return kExitOk;
   });
 }

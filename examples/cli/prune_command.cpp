@@ -12,6 +12,7 @@
 
 #include "args.hpp"
 #include "candidates.hpp"
+#include "checkpoint_output.hpp"
 #include "commands.hpp"
 #include "output_layout.hpp"
 #include "paths.hpp"
@@ -146,7 +147,8 @@ prune::Mask mask_for(const io::SafetensorsFile& file, const io::SafetensorsFile*
 
 // The command line of `shrink prune`.
 void declare_options(ArgParser& args) {
-  args.positional("IN", "input .safetensors file").positional("OUT", "output file (never the input)");
+  args.positional("IN", "input .safetensors file, checkpoint directory or sharded index .json")
+      .positional("OUT", "output file; a new or empty directory when IN is a directory or an index (never the input)");
   args.option("method", "M",
               "magnitude (smallest |w| of each tensor), global (smallest |w| over all selected tensors), random, "
               "structured (whole slices by Ln norm), nm (keep N of every M along the last dim), wanda "
@@ -164,22 +166,23 @@ void declare_options(ArgParser& args) {
   args.epilog("example: shrink prune model.safetensors model-24.safetensors --method nm --n 2 --m 4");
 }
 
-// The tensors to prune, and why each other float tensor is copied.
+// The tensors to prune (by name), and why each other float tensor is copied.
 struct Selected {
-  std::vector<const io::TensorInfo*> tensors;
+  std::set<std::string> tensors;
   std::map<std::string, std::string> notes;
   std::int64_t kept_by_default = 0;  // by tensor_roles.hpp's rules
   std::int64_t not_applicable = 0;   // the flags do not fit its shape
+  std::int64_t float_tensors = 0;    // float tensors not already quantized
 };
 
-// The tensors to prune: float, not under the convention, not kept by default unless --force, and of a shape the
-// flags fit. Throws when nothing would be pruned, saying why.
-Selected select_tensors(const io::SafetensorsFile& file, const TensorSelection& selection,
-                        const PruneSettings& settings) {
+// Adds the tensors of one file (a shard) to prune: float, not under the convention, not kept by default unless
+// --force, and of a shape the flags fit.
+void select_tensors(const io::SafetensorsFile& file, const TensorSelection& selection, const PruneSettings& settings,
+                    Selected& selected) {
   Candidates candidates = find_candidates(file, selection, "prune");
-  Selected selected;
-  selected.notes = std::move(candidates.notes);
-  selected.kept_by_default = candidates.kept_by_default;
+  selected.notes.insert(candidates.notes.begin(), candidates.notes.end());
+  selected.kept_by_default += candidates.kept_by_default;
+  selected.float_tensors += candidates.float_tensors;
   for (const io::TensorInfo* candidate : candidates.tensors) {
     const io::TensorInfo& t = *candidate;
     const std::string mismatch = shape_mismatch(t, settings);
@@ -188,27 +191,31 @@ Selected select_tensors(const io::SafetensorsFile& file, const TensorSelection& 
       ++selected.not_applicable;
       continue;
     }
-    selected.tensors.push_back(&t);
+    selected.tensors.insert(t.name);
   }
-  if (selected.tensors.empty()) throw_nothing_to_do("prune", candidates.float_tensors, selected.notes);
-  return selected;
 }
 
-// --method global: every selected tensor's mask, computed together before writing; other methods: none here.
-std::map<std::string, prune::Mask> global_masks(const io::SafetensorsFile& file,
-                                                const std::vector<const io::TensorInfo*>& selected,
+// --method global: every selected tensor's mask, computed together before writing (the one step that holds every
+// selected tensor at once: one threshold over all of them); other methods: none here.
+std::map<std::string, prune::Mask> global_masks(const io::Checkpoint& input, const std::set<std::string>& selected,
                                                 const PruneSettings& settings) {
   std::map<std::string, prune::Mask> masks;
   if (settings.method != "global" || selected.empty()) return masks;
   std::vector<std::vector<float>> values;
-  std::vector<TensorView<const float>> views;
-  for (const io::TensorInfo* t : selected) {
-    values.push_back(io::read_float(file, t->name));
-    in_tensor_context(t->name, [&] { require_finite(values.back(), t->shape); });
+  std::vector<io::TensorInfo> infos;
+  for (const io::CheckpointShard& shard : input.shards) {
+    const io::SafetensorsFile file = io::open_shard(shard);
+    for (const io::TensorInfo& t : shard.tensors) {
+      if (!selected.count(t.name)) continue;
+      values.push_back(io::read_float(file, t.name));
+      infos.push_back(t);
+      in_tensor_context(t.name, [&] { require_finite(values.back(), t.shape); });
+    }
   }
-  for (std::size_t i = 0; i < selected.size(); ++i) views.emplace_back(values[i].data(), Shape(selected[i]->shape));
+  std::vector<TensorView<const float>> views;
+  for (std::size_t i = 0; i < infos.size(); ++i) views.emplace_back(values[i].data(), Shape(infos[i].shape));
   std::vector<prune::Mask> global = prune::global_unstructured_masks(views, prune::Amount::fraction(settings.sparsity));
-  for (std::size_t i = 0; i < selected.size(); ++i) masks.emplace(selected[i]->name, std::move(global[i]));
+  for (std::size_t i = 0; i < infos.size(); ++i) masks.emplace(infos[i].name, std::move(global[i]));
   return masks;
 }
 
@@ -261,12 +268,13 @@ struct PruneReport {
   std::vector<std::string> lines;
 };
 
-// Reads the report from the written file, so the sparsity shown is the sparsity stored.
-PruneReport read_report(const std::string& out, const io::SafetensorsFile& file, const std::set<std::string>& chosen,
-                        const std::map<std::string, std::string>& notes) {
+// Adds to the report one written file (a shard) and its input's `tensors`, read back so the sparsity shown is the
+// sparsity stored.
+void read_report(const std::string& out, const std::vector<io::TensorInfo>& tensors,
+                 const std::set<std::string>& chosen, const std::map<std::string, std::string>& notes,
+                 PruneReport& report) {
   const io::SafetensorsFile written(out);
-  PruneReport report;
-  for (const io::TensorInfo& t : file.tensors()) {
+  for (const io::TensorInfo& t : tensors) {
     Json entry;
     entry["name"] = t.name;
     const bool pruned = chosen.count(t.name) != 0;
@@ -292,11 +300,10 @@ PruneReport read_report(const std::string& out, const io::SafetensorsFile& file,
     }
     report.tensors.push_back(entry);
   }
-  return report;
 }
 
 // Prints the report: a JSON summary (--json), or a line per pruned tensor and the totals.
-void print_report(const std::string& in, const std::string& out, const io::SafetensorsFile& file, const PruneReport& r,
+void print_report(const std::string& in, const std::string& out, std::size_t tensor_count, const PruneReport& r,
                   const Selected& selected, const PruneSettings& settings, bool json) {
   const std::size_t pruned = selected.tensors.size();
   if (json) {
@@ -308,7 +315,7 @@ void print_report(const std::string& in, const std::string& out, const io::Safet
     report["pattern"] = settings.use_pattern ? Json(prune::to_string(settings.pattern)) : Json(nullptr);
     report["tensors"] = r.tensors;
     report["totals"] = {{"pruned", pruned},
-                        {"copied", file.tensors().size() - pruned},
+                        {"copied", tensor_count - pruned},
                         {"kept_by_default", selected.kept_by_default},
                         {"skipped", selected.not_applicable},
                         {"elements", r.elements},
@@ -320,7 +327,7 @@ void print_report(const std::string& in, const std::string& out, const io::Safet
     std::printf(
         "%s: %zu tensors pruned (%s), %zu copied (%lld kept by default, %lld did not fit the method); sparsity "
         "of the pruned tensors %.4f\n",
-        out.c_str(), pruned, settings.method.c_str(), file.tensors().size() - pruned,
+        out.c_str(), pruned, settings.method.c_str(), tensor_count - pruned,
         static_cast<long long>(selected.kept_by_default), static_cast<long long>(selected.not_applicable),
         fraction(r.zeros, r.elements));
   }
@@ -344,21 +351,29 @@ int run_prune_command(int argc, char** argv) {
     const TensorSelection selection(args);
     const std::string in = args.arg("IN");
     const std::string out = args.arg("OUT");
-    require_distinct_output(in, out);
     const bool json = args.flag_set("json");
+    const io::Checkpoint input = io::open_checkpoint(in);
+    CheckpointOutput output(input, in, out);
+    const std::vector<io::TensorInfo> tensors = input.tensors();
+    selection.require_each_pattern_matches(tensor_names(tensors));
 
-    const io::SafetensorsFile file(in);
-    const Selected chosen_tensors = select_tensors(file, selection, settings);
-    const std::vector<const io::TensorInfo*>& selected = chosen_tensors.tensors;
+    Selected selected;
+    for (const io::CheckpointShard& shard : input.shards)
+      select_tensors(io::open_shard(shard), selection, settings, selected);
+    if (selected.tensors.empty()) throw_nothing_to_do("prune", selected.float_tensors, selected.notes);
     std::unique_ptr<io::SafetensorsFile> activations;
     if (!settings.activations.empty()) activations = std::make_unique<io::SafetensorsFile>(settings.activations);
 
     const Progress progress(command);
-    std::map<std::string, prune::Mask> masks = global_masks(file, selected, settings);  // otherwise one at a time
-    std::set<std::string> chosen;
-    for (const io::TensorInfo* t : selected) chosen.insert(t->name);
-    write_output(out, file, chosen, masks, activations.get(), settings, progress);
-    print_report(in, out, file, read_report(out, file, chosen, chosen_tensors.notes), chosen_tensors, settings, json);
+    std::map<std::string, prune::Mask> masks = global_masks(input, selected.tensors, settings);  // else one at a time
+    for (std::size_t k = 0; k < input.shards.size(); ++k)
+      write_output(output.shard_path(k), io::open_shard(input.shards[k]), selected.tensors, masks, activations.get(),
+                   settings, progress);
+    output.commit();
+    PruneReport report;
+    for (std::size_t k = 0; k < input.shards.size(); ++k)
+      read_report(output.final_shard_path(k), input.shards[k].tensors, selected.tensors, selected.notes, report);
+    print_report(in, out, tensors.size(), report, selected, settings, json);
     return kExitOk;
   });
 }

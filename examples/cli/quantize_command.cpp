@@ -14,6 +14,7 @@
 
 #include "args.hpp"
 #include "candidates.hpp"
+#include "checkpoint_output.hpp"
 #include "commands.hpp"
 #include "config_json.hpp"
 #include "output_layout.hpp"
@@ -277,7 +278,8 @@ ByteBuffer encode_compressed_tensors_part(const io::SafetensorsFile& file, Plan&
 
 // The command line of `shrink quantize`.
 void declare_options(ArgParser& args) {
-  args.positional("IN", "input .safetensors file").positional("OUT", "output file (never the input)");
+  args.positional("IN", "input .safetensors file, checkpoint directory or sharded index .json")
+      .positional("OUT", "output file; a new or empty directory when IN is a directory or an index (never the input)");
   args.option("dtype", "TYPE", "int8|uint8|int4|uint4|fp16|bf16|fp8-e4m3|fp8-e5m2", "int8");
   args.option("scheme", "S", "symmetric|affine (integer types)", "symmetric");
   args.option("granularity", "G", "tensor|channel|group: what shares one scale", "channel");
@@ -304,16 +306,17 @@ struct Planned {
   std::map<std::string, std::string> notes;
   std::int64_t kept_by_default = 0;  // by tensor_roles.hpp's rules
   std::int64_t not_applicable = 0;   // could not take the scheme
+  std::int64_t float_tensors = 0;    // float tensors not already quantized
 };
 
-// Pass one: the selected tensors (float, not already under the convention, not kept by default unless --force),
-// each checked and calibrated. Throws when nothing would be quantized, saying why.
-Planned plan_tensors(const io::SafetensorsFile& file, const TensorSelection& selection,
-                     const QuantizeSettings& settings, const Progress& progress) {
+// Pass one over one file (a shard): the selected tensors (float, not already under the convention, not kept by
+// default unless --force), each checked and calibrated, added to `planned`.
+void plan_tensors(const io::SafetensorsFile& file, const TensorSelection& selection, const QuantizeSettings& settings,
+                  const Progress& progress, Planned& planned) {
   Candidates candidates = find_candidates(file, selection, "quantize");
-  Planned planned;
-  planned.notes = std::move(candidates.notes);
-  planned.kept_by_default = candidates.kept_by_default;
+  planned.notes.insert(candidates.notes.begin(), candidates.notes.end());
+  planned.kept_by_default += candidates.kept_by_default;
+  planned.float_tensors += candidates.float_tensors;
   const std::vector<const io::TensorInfo*>& selected = candidates.tensors;
   for (std::size_t i = 0; i < selected.size(); ++i) {
     const io::TensorInfo& t = *selected[i];
@@ -333,8 +336,6 @@ Planned plan_tensors(const io::SafetensorsFile& file, const TensorSelection& sel
     }
     planned.plans.emplace(t.name, std::move(plan));
   }
-  if (planned.plans.empty()) throw_nothing_to_do("quantize", candidates.float_tensors, planned.notes);
-  return planned;
 }
 
 // Where an output tensor comes from: a part of a plan (0 data, 1 scale, 2 zero point), or the input (plan null).
@@ -348,11 +349,11 @@ struct OutputLayout {
   std::map<std::string, Part> parts;
 };
 
-// The output's tensors, each name once, laid out for alignment.
-OutputLayout output_layout(const io::SafetensorsFile& file, std::map<std::string, Plan>& plans,
+// The output's tensors for one file's `tensors`, each name once, laid out for alignment.
+OutputLayout output_layout(const std::vector<io::TensorInfo>& tensors, std::map<std::string, Plan>& plans,
                            bool compressed_tensors) {
   OutputLayout layout;
-  for (const io::TensorInfo& t : file.tensors()) {
+  for (const io::TensorInfo& t : tensors) {
     const auto found = plans.find(t.name);
     if (found == plans.end()) {
       layout.declarations.push_back({t.name, t.dtype, t.shape});
@@ -389,7 +390,8 @@ void write_output(const std::string& out, const io::SafetensorsFile& file, const
   for (const auto& m : file.metadata()) writer.add_metadata(m.first, m.second);
   if (!compressed_tensors) {
     for (const auto& p : plans)
-      writer.add_metadata(io::quant_metadata_key(p.first), io::to_metadata_value(p.second.record));
+      if (file.contains(p.first))
+        writer.add_metadata(io::quant_metadata_key(p.first), io::to_metadata_value(p.second.record));
     if (!plans.empty() || has_records) writer.add_metadata(io::kFormatVersionKey, io::kFormatVersion);
   }
   writer.write_header();
@@ -412,12 +414,12 @@ void write_output(const std::string& out, const io::SafetensorsFile& file, const
 
 // The report, in input order: one line (or JSON entry) per tensor, why each copied tensor was left alone, and the
 // totals.
-void report(const std::string& in, const std::string& out, const io::SafetensorsFile& file, const Planned& planned,
-            const QuantizeSettings& settings, bool json) {
+void report(const std::string& in, const std::string& out, const std::vector<io::TensorInfo>& tensors_in,
+            const Planned& planned, const QuantizeSettings& settings, bool json) {
   Json tensors = Json::array();
   std::int64_t before = 0, after = 0, quantized = 0, copied = 0;
   std::vector<std::string> lines;
-  for (const io::TensorInfo& t : file.tensors()) {
+  for (const io::TensorInfo& t : tensors_in) {
     Json entry;
     entry["name"] = t.name;
     const auto found = planned.plans.find(t.name);
@@ -504,32 +506,58 @@ int run_quantize_command(int argc, char** argv) {
     const TensorSelection selection(args);
     const std::string in = args.arg("IN");
     const std::string out = args.arg("OUT");
-    require_distinct_output(in, out);
+    const io::Checkpoint input = io::open_checkpoint(in);
+    CheckpointOutput output(input, in, out);
+    const std::vector<io::TensorInfo> tensors = input.tensors();
+    selection.require_each_pattern_matches(tensor_names(tensors));
 
-    const io::SafetensorsFile file(in);
-    const bool has_records = !io::quantization_records(file).empty();
+    // Pass one, shard by shard (one open at a time); then every layout, so a name clash in any shard stops the run
+    // before anything is written.
+    bool any_records = false;
+    for (const io::CheckpointShard& shard : input.shards)
+      any_records = any_records || !io::quantization_records(io::open_shard(shard)).empty();
     nlohmann::ordered_json config;
     if (settings.compressed_tensors) {
-      if (has_records)
+      if (any_records)
         throw shrink::Error(in +
                             " holds tensors under shrink's convention, which compressed-tensors cannot read: "
                             "expected a float model (run `shrink dequantize` first)");
-      config = read_model_config(in, out);
+      config = output.is_directory() ? read_config_file(input.directory + "/config.json") : read_model_config(in, out);
     }
     const Progress progress(command);
-    Planned planned = plan_tensors(file, selection, settings, progress);
-    std::map<std::string, Plan>& plans = planned.plans;
-    const OutputLayout layout = output_layout(file, plans, settings.compressed_tensors);
-    write_output(out, file, plans, has_records, settings.compressed_tensors, layout, progress);
+    Planned planned;
+    for (const io::CheckpointShard& shard : input.shards)
+      plan_tensors(io::open_shard(shard), selection, settings, progress, planned);
+    if (planned.plans.empty()) throw_nothing_to_do("quantize", planned.float_tensors, planned.notes);
+    std::vector<OutputLayout> layouts;
+    std::set<std::string> names;
+    for (const io::CheckpointShard& shard : input.shards) {
+      layouts.push_back(output_layout(shard.tensors, planned.plans, settings.compressed_tensors));
+      for (const auto& d : layouts.back().declarations)
+        if (!names.insert(d.name).second)
+          throw shrink::Error("tensor \"" + d.name +
+                              "\" would be written twice: another shard has a tensor of that "
+                              "name, which shrink's convention needs for the scales or zero points of another; "
+                              "rename it or --exclude the tensor it belongs to");
+    }
+    for (std::size_t k = 0; k < input.shards.size(); ++k) {
+      const io::SafetensorsFile file = io::open_shard(input.shards[k]);
+      const bool has_records = !io::quantization_records(file).empty();
+      write_output(output.shard_path(k), file, planned.plans, has_records, settings.compressed_tensors, layouts[k],
+                   progress);
+    }
     if (settings.compressed_tensors) {
       std::vector<const io::TensorInfo*> unquantized;
-      for (const io::TensorInfo& t : file.tensors())
-        if (!plans.count(t.name)) unquantized.push_back(&t);
-      config["quantization_config"] = io::compressed_tensors::quantization_config(plans.begin()->second.ct_args,
+      for (const io::TensorInfo& t : tensors)
+        if (!planned.plans.count(t.name)) unquantized.push_back(&t);
+      config["quantization_config"] = io::compressed_tensors::quantization_config(planned.plans.begin()->second.ct_args,
                                                                                   ignored_linear_layers(unquantized));
-      write_model_config(out, config);
+      // A checkpoint directory gets it in place of the input's copy; a file output beside OUT, once OUT is complete.
+      if (output.is_directory()) output.write_file("config.json", config.dump(2) + "\n");
     }
-    report(in, out, file, planned, settings, args.flag_set("json"));
+    output.commit();
+    if (settings.compressed_tensors && !output.is_directory()) write_model_config(out, config);
+    report(in, out, tensors, planned, settings, args.flag_set("json"));
     return kExitOk;
   });
 }

@@ -6,7 +6,8 @@ usage: convention_check.py SHRINK WORK_DIR
 Writes a model with Hugging Face's safetensors package, quantizes it with `shrink quantize` under many schemes,
 then dequantizes every "shrink.quant.<name>" tensor in numpy from nothing but the description in docs/model-files.md (header
 parsed by hand, packed nibbles, scales, zero points, FP8 codes) and requires the values `shrink dequantize` wrote,
-bit for bit. Also checks that safetensors itself opens shrink's quantized files (metadata included).
+bit for bit. Also checks that safetensors itself opens shrink's quantized files (metadata included), and every shard
+of a sharded checkpoint quantized into shards, whose index must map each tensor to the shard holding it.
 Exits 77 (CTest: skipped) when numpy or safetensors is not importable, 1 under SHRINK_PYTHON_STRICT=1."""
 import json
 import os
@@ -121,6 +122,36 @@ def dequantize(tensors, name, record):
     return (difference * expand(scale, shape, record)).astype(np.float32)
 
 
+def check_sharded(shrink, work, rng):
+    """A checkpoint in two shards (written by safetensors) quantized into shards: safetensors loads every output
+    shard, and the rewritten index maps each tensor to the shard that holds it, total_size their data bytes."""
+    source = os.path.join(work, "sharded")
+    os.makedirs(source)
+    shards = {"model-00001-of-00002.safetensors": {"a.weight": rng.normal(0, 0.05, (12, 10)).astype(np.float32),
+                                                   "a.bias": rng.normal(0, 1, (12,)).astype(np.float32)},
+              "model-00002-of-00002.safetensors": {"b.weight": rng.normal(0, 1.0, (6, 8)).astype(np.float32)}}
+    weight_map = {}
+    for shard, tensors in shards.items():
+        save_file(tensors, os.path.join(source, shard), metadata={"format": "np"})
+        weight_map.update({name: shard for name in tensors})
+    with open(os.path.join(source, "model.safetensors.index.json"), "w") as f:
+        json.dump({"metadata": {"total_size": 0}, "weight_map": weight_map}, f)
+    out = os.path.join(work, "sharded-int8")
+    subprocess.run([shrink, "quantize", source, out], check=True, stdout=subprocess.DEVNULL)
+    with open(os.path.join(out, "model.safetensors.index.json")) as f:
+        index = json.load(f)
+    held, total = {}, 0
+    for shard in shards:
+        for name, value in load_file(os.path.join(out, shard)).items():
+            held[name] = shard
+            total += value.nbytes
+    if index["weight_map"] != held:
+        fail(f"sharded: the index maps {index['weight_map']}, the shards hold {held}")
+    if index["metadata"]["total_size"] != total or "b.weight_scale" not in held:
+        fail(f"sharded: total_size {index['metadata']['total_size']}, expected {total}; tensors {sorted(held)}")
+    print(f"convention_check.py: sharded: {len(held)} tensors in {len(shards)} shards, index matches")
+
+
 def main():
     if len(sys.argv) != 3:
         fail("usage: convention_check.py SHRINK WORK_DIR")
@@ -171,6 +202,7 @@ def main():
                 if f.metadata() != metadata or set(f.keys()) != set(tensors):
                     fail(f"{flags}: safetensors reads other tensors or metadata")
         print(f"convention_check.py: {' '.join(flags) or '(defaults)'}: {len(records)} tensors match")
+    check_sharded(shrink, work, rng)
     print("convention_check.py: passed")
 
 

@@ -3,7 +3,11 @@
 // files written (quantize -> dequantize -> compare SQNR ranges, pruning sparsities and the 2:4 pattern).
 #include <catch2/catch.hpp>
 
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstdint>
@@ -121,6 +125,7 @@ std::string write_model(const shrink::test::TempDir& dir, const std::string& nam
 // The JSON a successful `shrink args...` prints.
 json run_json(const shrink::test::TempDir& dir, const std::vector<std::string>& args) {
   const Result r = run(dir, args);
+  INFO(r.err);
   REQUIRE(r.code == 0);
   return r.parsed();
 }
@@ -936,4 +941,340 @@ TEST_CASE("bench --gpu on: GPU rows beside the CPU ones, or exit 1 with one line
               3.0);
     }
   }
+}
+
+namespace {
+
+const std::vector<std::string> kShardNames = {"model-00001-of-00003.safetensors", "model-00002-of-00003.safetensors",
+                                              "model-00003-of-00003.safetensors"};
+
+void write_text_file(const std::string& path, const std::string& text) {
+  std::ofstream(path, std::ios::binary) << text;
+}
+
+// Splits the tensors of `model` into shards of `directory` (created), named like Hugging Face's, `groups[k]` in
+// shard k, with the index and two small files a checkpoint carries.
+void write_shards(const std::string& model, const std::string& directory,
+                  const std::vector<std::vector<std::string>>& groups) {
+  std::filesystem::create_directories(directory);
+  const SafetensorsFile file(model);
+  json index = {{"metadata", {{"total_size", 0}}}, {"weight_map", json::object()}};
+  std::uint64_t total = 0;
+  for (std::size_t k = 0; k < groups.size(); ++k) {
+    SafetensorsWriter writer(directory + "/" + kShardNames[k]);
+    for (const std::string& name : groups[k]) {
+      const auto& t = file.info(name);
+      writer.add_tensor(name, t.dtype, t.shape);
+      index["weight_map"][name] = kShardNames[k];
+      total += t.bytes;
+    }
+    writer.add_metadata("format", "pt");
+    writer.write_header();
+    for (const std::string& name : groups[k]) writer.write(name, file.bytes(name));
+    writer.finish();
+  }
+  index["metadata"]["total_size"] = total;
+  write_text_file(directory + "/model.safetensors.index.json", index.dump(2));
+  write_text_file(directory + "/config.json", "{\"model_type\": \"tiny\"}\n");
+  write_text_file(directory + "/tokenizer.json", "{\"version\": \"1.0\"}\n");
+}
+
+// The model of write_model in three shards under `dir`/`name`.
+std::string write_sharded_model(const shrink::test::TempDir& dir, const std::string& name = "ckpt") {
+  const std::string model = write_model(dir, name + ".source.safetensors");
+  write_shards(model, dir.file(name), {{"fc1.weight", "fc1.bias"}, {"fc2.weight", "norm.weight"}, {"step"}});
+  std::filesystem::remove(model);
+  return dir.file(name);
+}
+
+// Checks an output checkpoint directory: the input's shard names, the other files copied, and an index that maps
+// each tensor of each shard to that shard and sums their bytes.
+void require_consistent_checkpoint(const std::string& directory) {
+  for (const std::string& name : kShardNames) REQUIRE(std::filesystem::exists(directory + "/" + name));
+  REQUIRE(read_text(directory + "/config.json") == "{\"model_type\": \"tiny\"}\n");
+  REQUIRE(std::filesystem::exists(directory + "/tokenizer.json"));
+  const json index = json::parse(read_text(directory + "/model.safetensors.index.json"));
+  std::uint64_t total = 0;
+  std::size_t tensors = 0;
+  for (const std::string& shard : kShardNames) {
+    const SafetensorsFile file(directory + "/" + shard);
+    for (const auto& t : file.tensors()) {
+      INFO(t.name);
+      REQUIRE(index["weight_map"][t.name] == shard);
+      total += t.bytes;
+      ++tensors;
+    }
+  }
+  REQUIRE(index["weight_map"].size() == tensors);
+  REQUIRE(index["metadata"]["total_size"] == total);
+}
+
+// Entries of `directory` whose name starts with `prefix` (staging directories left behind).
+std::size_t entries_starting(const std::string& directory, const std::string& prefix) {
+  std::size_t n = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(directory))
+    n += entry.path().filename().string().rfind(prefix, 0) == 0;
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("sharded checkpoints: inspect names each tensor's shard; quantize, dequantize, prune rewrite the shards",
+          "[cli][sharded]") {
+  shrink::test::TempDir dir;
+  const std::string ckpt = write_sharded_model(dir);
+  const std::string model = write_model(dir);
+
+  for (const std::string& input : {ckpt, ckpt + "/model.safetensors.index.json"}) {
+    const json listing = run_json(dir, {"inspect", input, "--json"});
+    REQUIRE(listing["tensors"].size() == 5);
+    REQUIRE(listing["shards"].size() == 3);
+    REQUIRE(listing["index"]["metadata"]["total_size"].get<std::int64_t>() > 0);
+    for (const auto& t : listing["tensors"]) {
+      const std::string expected = t["name"] == "step"                                       ? kShardNames[2]
+                                   : t["name"] == "fc2.weight" || t["name"] == "norm.weight" ? kShardNames[1]
+                                                                                             : kShardNames[0];
+      REQUIRE(t["shard"] == expected);
+    }
+  }
+  const Result table = run(dir, {"inspect", ckpt});
+  REQUIRE(table.code == 0);
+  REQUIRE(table.out.find("5 tensors in 3 shards") != std::string::npos);
+  const std::size_t row = table.out.find("\nfc2.weight ");
+  REQUIRE(row != std::string::npos);
+  REQUIRE(table.out.substr(row, table.out.find('\n', row + 1) - row).find(kShardNames[1]) != std::string::npos);
+
+  const std::string quantized = dir.file("ckpt-int8");
+  const json q = run_json(dir, {"quantize", ckpt, quantized, "--json"});
+  REQUIRE(q["tensors"].size() == 5);
+  REQUIRE(q["totals"]["quantized"] == 2);
+  require_consistent_checkpoint(quantized);
+  const json index = json::parse(read_text(quantized + "/model.safetensors.index.json"));
+  REQUIRE(index["weight_map"]["fc2.weight_scale"] == kShardNames[1]);
+  REQUIRE(entries_starting(dir.file(""), ".ckpt-int8.shrink-partial-") == 0);
+
+  // Sharded against sharded, single file against sharded, sharded against single file.
+  for (const auto& [a, b] : std::vector<std::pair<std::string, std::string>>{
+           {ckpt, quantized}, {model, quantized}, {ckpt + "/model.safetensors.index.json", model}}) {
+    const json c = compare(dir, a, b);
+    REQUIRE(c["tensors"].size() == 5);
+    REQUIRE(c["only_in_a"].empty());
+    REQUIRE(c["only_in_b"].empty());
+  }
+  REQUIRE(tensor_sqnr(compare(dir, model, quantized), "fc1.weight") > 35);
+
+  const std::string restored = dir.file("ckpt-restored");
+  const json d = run_json(dir, {"dequantize", quantized, restored, "--json"});
+  REQUIRE(d["dequantized"].size() == 2);
+  require_consistent_checkpoint(restored);
+  const json restored_index = json::parse(read_text(restored + "/model.safetensors.index.json"));
+  REQUIRE(restored_index["weight_map"].size() == 5);  // the scales are gone from the index too
+  const json c = compare(dir, ckpt, restored);
+  REQUIRE(tensor_sqnr(c, "fc1.weight") > 35);
+  REQUIRE(tensor_sqnr(c, "fc2.weight") > 35);
+
+  const std::string pruned = dir.file("ckpt-24");
+  const json p = run_json(dir, {"prune", ckpt, pruned, "--method", "nm", "--json"});
+  REQUIRE(p["totals"]["pruned"] == 2);
+  REQUIRE(p["totals"]["sparsity"] == 0.5);
+  require_consistent_checkpoint(pruned);
+  const json g =
+      run_json(dir, {"prune", ckpt, dir.file("ckpt-global"), "--method", "global", "--sparsity", "0.25", "--json"});
+  REQUIRE(g["totals"]["pruned"] == 2);
+
+  // A directory holding model.safetensors gives a directory with the other files copied.
+  const std::string single_dir = dir.file("single");
+  std::filesystem::create_directories(single_dir);
+  std::filesystem::copy_file(model, single_dir + "/model.safetensors");
+  write_text_file(single_dir + "/config.json", "{}");
+  REQUIRE(run(dir, {"quantize", single_dir, dir.file("single-int8")}).code == 0);
+  REQUIRE(std::filesystem::exists(dir.file("single-int8/model.safetensors")));
+  REQUIRE(std::filesystem::exists(dir.file("single-int8/config.json")));
+  REQUIRE_FALSE(std::filesystem::exists(dir.file("single-int8/model.safetensors.index.json")));
+  // --include patterns match over the whole checkpoint, not shard by shard.
+  REQUIRE(run(dir, {"quantize", ckpt, dir.file("only-fc2"), "--include", "fc2"}).code == 0);
+}
+
+TEST_CASE("sharded checkpoints: a non-empty OUT, hostile indexes and failures leave no output", "[cli][sharded]") {
+  shrink::test::TempDir dir;
+  const std::string ckpt = write_sharded_model(dir);
+  const std::string out = dir.file("out");
+
+  std::filesystem::create_directories(out);
+  write_text_file(out + "/keep.txt", "mine");
+  require_one_line_error(run(dir, {"quantize", ckpt, out}), 2, "quantize", "is a directory that is not empty");
+  require_one_line_error(run(dir, {"prune", ckpt, ckpt, "--method", "nm"}), 2, "prune",
+                         "is a directory that is not empty");
+  require_one_line_error(run(dir, {"dequantize", ckpt, out + "/keep.txt"}), 2, "dequantize", "is an existing file");
+  REQUIRE(read_text(out + "/keep.txt") == "mine");
+  std::filesystem::remove_all(out);
+  std::filesystem::create_directories(out);
+  require_one_line_error(run(dir, {"quantize", ckpt, out + "/."}), 2, "quantize", "not '.', '..' or '/'");
+  // an empty directory is taken
+  REQUIRE(run(dir, {"quantize", ckpt, out}).code == 0);
+  require_consistent_checkpoint(out);
+  std::filesystem::remove_all(out);
+
+  const std::string index_path = ckpt + "/model.safetensors.index.json";
+  const std::string good_index = read_text(index_path);
+  const std::string s1 = kShardNames[0], s2 = kShardNames[1], s3 = kShardNames[2];
+  auto map_with = [&](const std::string& extra) {
+    return "{\"weight_map\": {\"fc1.weight\": \"" + s1 + "\", \"fc1.bias\": \"" + s1 + "\", \"fc2.weight\": \"" + s2 +
+           "\", \"norm.weight\": \"" + s2 + "\", \"step\": \"" + s3 + "\"" + extra + "}}";
+  };
+  const std::vector<std::pair<std::string, std::string>> hostile = {
+      {"{\"weight_map\": {\"fc1.weight\": ", "not valid JSON"},
+      {map_with(", \"x\": \"../x.safetensors\""), "maps tensor \"x\" to \"../x.safetensors\", a path"},
+      {map_with(", \"x\": \"model-00004-of-00003.safetensors\""), "is not a file in"},
+      {map_with(", \"x\": \"" + s3 + "\""), "maps tensor \"x\" to"},
+      {map_with(", \"fc1.weight\": \"" + s2 + "\""), "duplicate key \"fc1.weight\""},
+  };
+  for (const auto& [text, expected] : hostile) {
+    INFO(text);
+    write_text_file(index_path, text);
+    require_one_line_error(run(dir, {"quantize", ckpt, out}), 1, "quantize", expected);
+    require_one_line_error(run(dir, {"inspect", ckpt}), 1, "inspect", expected);
+    REQUIRE_FALSE(std::filesystem::exists(out));
+  }
+  write_text_file(index_path, good_index);
+
+  // The last shard holds a NaN: found while calibrating, before any shard is written.
+  {
+    const std::vector<float> values = {1.0f, NAN, 2.0f, 3.0f};
+    SafetensorsWriter writer(ckpt + "/" + s3);
+    writer.add_tensor("step", ScalarType::f32, {2, 2});
+    writer.write_header();
+    writer.write("step", values.data(), values.size() * sizeof(float));
+    writer.finish();
+  }
+  require_one_line_error(run(dir, {"quantize", ckpt, out, "--force", "step"}), 1, "quantize", "tensor \"step\": ");
+  REQUIRE_FALSE(std::filesystem::exists(out));
+  // A quantized shard with a bad scale fails dequantize after the first shard is written: nothing is left.
+  const std::string quantized = dir.file("q");
+  REQUIRE(run(dir, {"quantize", write_sharded_model(dir, "ckpt2"), quantized}).code == 0);
+  {
+    SafetensorsWriter writer(quantized + "/" + s3);
+    writer.add_tensor("step_scale", ScalarType::f32, {});
+    writer.add_tensor("step", ScalarType::i8, {4});
+    writer.add_metadata("shrink.format_version", "1");
+    writer.add_metadata("shrink.quant.step",
+                        R"({"dtype":"int8","scheme":"symmetric","granularity":"per_tensor","shape":[4]})");
+    writer.write_header();
+    const float scale = -0.5f;
+    writer.write("step_scale", &scale, sizeof scale);
+    const std::int8_t w[4] = {1, 2, 3, 4};
+    writer.write("step", w, sizeof w);
+    writer.finish();
+    json index = json::parse(read_text(quantized + "/model.safetensors.index.json"));
+    index["weight_map"]["step_scale"] = s3;
+    write_text_file(quantized + "/model.safetensors.index.json", index.dump());
+  }
+  require_one_line_error(run(dir, {"dequantize", quantized, out}), 1, "dequantize", "expected a finite scale > 0");
+  REQUIRE_FALSE(std::filesystem::exists(out));
+  REQUIRE(entries_starting(dir.file(""), ".out.shrink-partial-") == 0);
+}
+
+namespace {
+
+// Starts `shrink args...` with its output discarded; returns its process id.
+pid_t start_cli(const std::vector<std::string>& args) {
+  const std::string path = cli_path();
+  std::vector<std::string> words{path};
+  words.insert(words.end(), args.begin(), args.end());
+  const pid_t child = ::fork();
+  if (child == 0) {
+    const int null = ::open("/dev/null", O_RDWR);
+    ::dup2(null, 0), ::dup2(null, 1), ::dup2(null, 2);
+    std::vector<char*> argv;
+    for (std::string& w : words) argv.push_back(w.data());
+    argv.push_back(nullptr);
+    ::execv(path.c_str(), argv.data());
+    ::_exit(127);
+  }
+  return child;
+}
+
+// A checkpoint of `shards` shards of two F32 [1024, 1024] tensors each (8 MiB a shard); returns its total bytes.
+std::uint64_t write_large_checkpoint(const std::string& directory, int shards) {
+  std::filesystem::create_directories(directory);
+  json index = {{"metadata", json::object()}, {"weight_map", json::object()}};
+  std::vector<float> values(1024 * 1024);
+  std::uint32_t state = 12345;
+  std::uint64_t total = 0;
+  for (int k = 0; k < shards; ++k) {
+    char shard_name[64];
+    std::snprintf(shard_name, sizeof shard_name, "model-%05d-of-%05d.safetensors", k + 1, shards);
+    const std::string shard = shard_name;
+    SafetensorsWriter writer(directory + "/" + shard);
+    for (const char* part : {".q.weight", ".k.weight"}) {
+      writer.add_tensor("layers." + std::to_string(k) + part, ScalarType::f32, {1024, 1024});
+      index["weight_map"]["layers." + std::to_string(k) + part] = shard;
+    }
+    writer.write_header();
+    for (const char* part : {".q.weight", ".k.weight"}) {
+      for (float& v : values) v = static_cast<float>((state = state * 1664525u + 1013904223u) >> 8) * 0x1p-24f - 0.5f;
+      writer.write("layers." + std::to_string(k) + part, values.data(), values.size() * sizeof(float));
+      total += values.size() * sizeof(float);
+    }
+    writer.finish();
+  }
+  index["metadata"]["total_size"] = total;
+  write_text_file(directory + "/model.safetensors.index.json", index.dump());
+  return total;
+}
+
+}  // namespace
+
+TEST_CASE("sharded checkpoints stream: peak memory stays far below the checkpoint; a killed run leaves no OUT",
+          "[cli][sharded]") {
+  shrink::test::TempDir dir;
+  const std::string ckpt = dir.file("large");
+  const std::uint64_t total = write_large_checkpoint(ckpt, 16);  // 128 MiB, 8 MiB a shard, 4 MiB a tensor
+
+  // Peak resident bytes of a run of the command; Linux reports KiB.
+  const auto peak_of = [](const std::vector<std::string>& args) {
+    const pid_t child = start_cli(args);
+    REQUIRE(child > 0);
+    int status = 0;
+    struct rusage usage {};
+    REQUIRE(::wait4(child, &status, 0, &usage) == child);
+    REQUIRE(WIFEXITED(status));
+    REQUIRE(WEXITSTATUS(status) == 0);
+    return static_cast<std::uint64_t>(usage.ru_maxrss) * 1024;
+  };
+  // What the program holds doing nothing (a build with the CUDA layer starts the CUDA runtime: ~200 MB).
+  const std::uint64_t baseline = peak_of({"--version"});
+  const std::uint64_t peak = peak_of({"quantize", ckpt, dir.file("q")});
+  INFO("peak resident " << peak << " bytes (" << baseline << " for --version) for a checkpoint of " << total);
+#if defined(__SANITIZE_ADDRESS__)
+  WARN("peak memory not checked under AddressSanitizer (its quarantine holds freed memory)");
+#else
+  // One shard mapped (8 MiB) and one tensor's buffers (float copy, restored values, int8 data) at a time.
+  REQUIRE(peak < baseline + total / 2);
+#endif
+  int status = 0;
+
+  // Killed once the first shard is written: OUT never appears; the next run removes what the killed one left.
+  const std::string out = dir.file("killed");
+  const pid_t victim = start_cli({"quantize", ckpt, out});
+  REQUIRE(victim > 0);
+  const std::string staging = dir.file(".killed.shrink-partial-" + std::to_string(victim));
+  bool caught = false;
+  for (int i = 0; i < 200000 && !caught; ++i) {
+    if (::waitpid(victim, &status, WNOHANG) == victim) break;
+    std::error_code ignored;
+    caught = std::filesystem::exists(staging + "/model-00001-of-00016.safetensors", ignored);
+    if (!caught) ::usleep(100);
+  }
+  if (!caught) {
+    WARN("the run finished before it could be killed; nothing to check");
+    return;
+  }
+  ::kill(victim, SIGKILL);
+  REQUIRE(::waitpid(victim, &status, 0) == victim);
+  REQUIRE(WIFSIGNALED(status));
+  REQUIRE_FALSE(std::filesystem::exists(out));
+  REQUIRE(run(dir, {"quantize", ckpt, out}).code == 0);
+  REQUIRE(std::filesystem::exists(out + "/model.safetensors.index.json"));
+  REQUIRE(entries_starting(dir.file(""), ".killed.shrink-partial-") == 0);
 }

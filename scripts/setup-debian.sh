@@ -10,8 +10,9 @@ if [[ $purpose != bench && $purpose != test ]]; then
   exit 2
 fi
 
-# The build of the `shrink` command and the Google Benchmark suites.
-packages=(cmake ninja-build g++ libeigen3-dev nlohmann-json3-dev libbenchmark-dev)
+# The build of the `shrink` command and the Google Benchmark suites; libdnnl-dev and libopenblas-dev: the PyTorch CPU
+# backends benchmarks/bench_threads.cpp times beside shrink (OpenBLAS is also what makes Debian's torch fast).
+packages=(cmake ninja-build g++ libeigen3-dev nlohmann-json3-dev libbenchmark-dev libdnnl-dev libopenblas-dev)
 if [[ $purpose == test ]]; then
   # catch2: the unit tests. python3, python3-venv: the interop tests' packages (scripts/python-env.sh). git: the
   # consumer tests. clang and libclang-rt-14-dev (bookworm's clang is 14): the clang consumer test and the libFuzzer

@@ -9,6 +9,8 @@
 #include <utility>
 #include <vector>
 
+#include "shrink/core/executor.hpp"
+
 namespace shrink::bench {
 
 // A target: `name` compared with `baseline`, by bandwidth (bytes_per_second, higher is better) or by
@@ -115,7 +117,10 @@ inline bool run_benchmarks(std::vector<char*> args, RecordingReporter& reporter)
 }
 
 // Runs the registered benchmarks, then prints the ratio table.
+// Benchmarks time one thread unless they scope an executor of their own (bench_threads.cpp): the process-wide
+// executor is set to the serial one here, so shrink's operations do not spread over the default pool.
 inline int run_with_ratio_table(int argc, char** argv) {
+  set_executor(&serial_executor());
   RecordingReporter reporter;
   if (!run_benchmarks(arguments_with_repetitions(argc, argv), reporter)) return 1;
   print_ratio_table(reporter);

@@ -1,6 +1,7 @@
-// `shrink bench`: times Y = X · Wᵀ at every precision on this machine (one CPU thread; GPU rows on CUDA device 0 when
-// the command is built with the CUDA layer and a device is found), with the error of each against the CPU fp32
-// output, and writes the table, bench.json, bench.svg (CPU rows) and bench-gpu.svg (GPU rows, when there are some).
+// `shrink bench`: times Y = X · Wᵀ at every precision on this machine (CPU rows at 1 thread and at every hardware
+// thread, through shrink's executor; GPU rows on CUDA device 0 when the command is built with the CUDA layer and a
+// device is found), with the error of each against the CPU fp32 output, and writes the table, bench.json, bench.svg
+// (CPU rows) and bench-gpu.svg (GPU rows, when there are some).
 #include "bench_command.hpp"
 
 #include <time.h>
@@ -23,6 +24,7 @@
 #include "bench_precisions.hpp"
 #include "bench_report.hpp"
 #include "progress.hpp"
+#include "shrink/core/executor.hpp"
 #include "shrink/cpu/gemm_int8.hpp"
 #include "shrink/cpu/simd.hpp"
 
@@ -93,6 +95,17 @@ std::vector<Shape2> parse_shapes(const std::string& text) {
   }
   if (shapes.empty()) throw UsageError("--shapes is empty: expected NxK[,NxK...]");
   return shapes;
+}
+
+// "1,all" -> thread counts, "all" being default_thread_count(); each once, in the order given.
+std::vector<int> parse_threads(const std::string& text) {
+  std::vector<int> threads;
+  for (const std::string& item : split(text, ',')) {
+    const int t = item == "all" ? default_thread_count() : static_cast<int>(parse_size("--threads", item, 1024));
+    if (std::find(threads.begin(), threads.end(), t) == threads.end()) threads.push_back(t);
+  }
+  if (threads.empty()) throw UsageError("--threads is empty: expected T[,T...] such as 1,all");
+  return threads;
 }
 
 std::vector<std::int64_t> parse_batches(const std::string& text) {
@@ -205,6 +218,8 @@ void declare_options(ArgParser& args) {
               "GPU rows on CUDA device 0: auto adds them when this shrink is built with CUDA and finds a device, on "
               "requires them (exit 1 without), off leaves them out",
               "auto")
+      .option("threads", "T,...",
+              "CPU thread counts to time every CPU row at (all = the hardware's, or SHRINK_NUM_THREADS)", "1,all")
       .option("min-time", "S", "seconds spent timing each row (at least 3 runs; the best is kept)", "0.2")
       .option("price-per-hour", "P",
               "machine price per hour: adds the cost of 1M rows per precision, P/3600 * s/row * 1e6")
@@ -214,7 +229,8 @@ void declare_options(ArgParser& args) {
       .flag("json", "print the JSON on stdout instead of the table")
       .epilog(
           "Weights are normal(0, 0.02) with 0.1% outliers x10; activations Laplace with hot channels (LLM-like).\n"
-          "Times are the best thread CPU time of repeated runs (wall time is in the JSON). fp16/bf16/int8\n"
+          "Times are the best wall-clock time of repeated runs, at each --threads count (shrink's executor,\n"
+          "results identical at every count); speedups compare rows at the same thread count. fp16/bf16/int8\n"
           "weight-only rows store the weight in fewer bits and compute in float; int8-w8a8 quantizes the\n"
           "activations per token at run time (included in its time) and sums in int32.\n"
           "\n"
@@ -229,6 +245,7 @@ void declare_options(ArgParser& args) {
 struct BenchSettings {
   std::vector<Shape2> shapes;
   std::vector<std::int64_t> batches;
+  std::vector<int> threads;
   Selection selection;
   std::string gpu_mode;
   double min_time = 0.2;
@@ -244,6 +261,7 @@ BenchSettings read_settings(const ArgParser& args) {
   const bool quick = args.flag_set("quick");
   s.shapes = parse_shapes(args.text("shapes", quick ? "4096x4096" : "4096x4096,11008x4096,4096x11008"));
   s.batches = parse_batches(args.text("batches", quick ? "1,128" : "1,16,128"));
+  s.threads = parse_threads(args.text("threads", "1,all"));
   s.selection = parse_precisions(args.text("precisions", "all"));
   s.gpu_mode = args.choice("gpu", {"auto", "on", "off"}, "auto");
   s.min_time = args.number("min-time", 0.0, 60.0, quick ? 0.05 : 0.2);
@@ -268,7 +286,8 @@ BenchReport empty_report(double price, const GpuBench* gpu) {
   BenchReport report;
   report.cpu = cpu_model();
   report.simd = simd_text();
-  report.timing = "time = best single-thread CPU time of at least 3 runs";
+  report.timing = "time = best wall-clock time of at least 3 runs";
+  report.hardware_threads = default_thread_count();
   report.price_per_hour = price;
   if (gpu) {
     report.gpu = gpu->description();
@@ -287,8 +306,8 @@ struct RowProgress {
 // Times one CPU row on x [M, K]; its output goes to `reference` when it is the CPU fp32 row (which then sets
 // fp32_seconds), to `y` otherwise.
 BenchResult time_cpu_row(const PreparedPrecision& row, const TensorView<const float>& xv, const Shape2& shape,
-                         std::int64_t m, std::vector<float>& reference, std::vector<float>& y, double& fp32_seconds,
-                         const BenchSettings& settings) {
+                         std::int64_t m, int threads, std::vector<float>& reference, std::vector<float>& y,
+                         double& fp32_seconds, const BenchSettings& settings) {
   const bool is_reference = row.name == "fp32" && row.device == "cpu";
   std::vector<float>& out = is_reference ? reference : y;
   const TensorView<float> ov(out.data(), Shape{m, shape.n});
@@ -300,10 +319,12 @@ BenchResult time_cpu_row(const PreparedPrecision& row, const TensorView<const fl
   r.n = shape.n;
   r.k = shape.k;
   r.m = m;
-  r.seconds = t.cpu;
+  r.threads = threads;
+  r.seconds = t.wall;
   r.wall_seconds = t.wall;
+  r.cpu_seconds = t.cpu;
   r.repetitions = t.repetitions;
-  if (is_reference) fp32_seconds = t.cpu;
+  if (is_reference) fp32_seconds = t.wall;
   r.weight_bytes = row.weight_bytes;
   measure_error(r, reference, out);
   complete_result(r, fp32_seconds, settings.price);
@@ -316,15 +337,19 @@ void bench_batch(BenchReport& report, const Shape2& shape, std::int64_t m, const
   const std::vector<float> x = llm_like_activations(m, shape.k, settings.seed + 1 + static_cast<unsigned>(m));
   const TensorView<const float> xv(x.data(), Shape{m, shape.k});
   std::vector<float> reference(static_cast<std::size_t>(m * shape.n)), y(reference.size());
-  double fp32_seconds = NAN;
+  double fp32_seconds = NAN;  // of the thread count being timed; the last one's for the GPU rows
   const auto announce = [&](const std::string& name) {
     progress.progress.step(
         name + " " + std::to_string(shape.n) + "x" + std::to_string(shape.k) + " M=" + std::to_string(m),
         progress.done++, progress.total);
   };
-  for (const PreparedPrecision& row : rows) {
-    announce(row.name);
-    report.results.push_back(time_cpu_row(row, xv, shape, m, reference, y, fp32_seconds, settings));
+  for (int threads : settings.threads) {
+    ThreadPoolExecutor pool(threads);
+    ScopedExecutor scope(threads == 1 ? static_cast<Executor&>(serial_executor()) : pool);
+    for (const PreparedPrecision& row : rows) {
+      announce(row.name + " " + std::to_string(threads) + (threads == 1 ? " thread" : " threads"));
+      report.results.push_back(time_cpu_row(row, xv, shape, m, threads, reference, y, fp32_seconds, settings));
+    }
   }
   if (gpu)
     for (BenchResult& r : gpu->run_batch(x, m, reference, settings.min_time, announce)) {
@@ -337,7 +362,8 @@ void bench_batch(BenchReport& report, const Shape2& shape, std::int64_t m, const
 void bench_all(BenchReport& report, GpuBench* gpu, const BenchSettings& settings) {
   const std::vector<std::string>& precisions = settings.selection.cpu;
   RowProgress progress;
-  const std::size_t rows_per_batch = precisions.size() + (gpu ? settings.selection.gpu.size() : 0);
+  const std::size_t rows_per_batch =
+      precisions.size() * settings.threads.size() + (gpu ? settings.selection.gpu.size() : 0);
   progress.total = settings.shapes.size() * settings.batches.size() * rows_per_batch;
   for (const Shape2& shape : settings.shapes) {
     progress.progress.step("preparing the weights of " + std::to_string(shape.n) + "x" + std::to_string(shape.k),
@@ -380,8 +406,9 @@ void print_result(const BenchReport& report, const Json& json, const std::filesy
 int run(int argc, char** argv) {
   ArgParser args(kCommand,
                  "Time the matrix product of a Linear layer, Y[M,N] = X[M,K] * W[N,K]^T, at each precision on this "
-                 "machine (one CPU thread, and CUDA device 0 when there is one), with its speedup and error against "
-                 "fp32, the bytes of the weight and, given a price, the cost of a million rows. Prints a table and "
+                 "machine (CPU rows at each --threads count, and CUDA device 0 when there is one), with its speedup "
+                 "and error against fp32, the bytes of the weight and, given a price, the cost of a million rows. "
+                 "Prints a table and "
                  "writes bench.json and bench.svg (and bench-gpu.svg with GPU rows).");
   declare_options(args);
   if (!args.parse(argc, argv)) return kExitOk;

@@ -5,18 +5,23 @@
 //   { "schema": "shrink-bench/1",
 //     "product": "Y[M,N] = X[M,K] · W[N,K]^T",
 //     "machine": { "cpu": "<model name>", "simd": "AVX-512 + VNNI" | "AVX-512" | "AVX2" | "SSE2" | "scalar",
-//                  "threads": 1, "gpu": "<shrink::cuda::describe of device 0>" | null (+) },
+//                  "threads": the hardware's threads (shrink's default executor; 1 before --threads) (+),
+//                  "gpu": "<shrink::cuda::describe of device 0>" | null (+) },
 //     "timing": "<how the CPU rows' seconds are measured>",
 //     "gpu_timing": "<how the GPU rows' seconds are measured>" | null (+),
 //     "price_per_hour": P | null,
 //     "results": [ { "device": "cpu" or the GPU's name (shrink::cuda::device_info),
 //                    "precision": "int8-w8a8", "stored": "<what the weight is stored as>",
 //                    "n": 4096, "k": 4096, "m": 128,
-//                    "seconds": CPU rows: best thread CPU time of one product; GPU rows: median CUDA-event time,
-//                    "wall_seconds": CPU rows: best wall time; GPU rows: best CUDA-event time,
+//                    "threads": CPU rows: the executor's threads (--threads); GPU rows: null (+),
+//                    "seconds": CPU rows: best wall time of one product (+: was the thread CPU time with one
+//                               thread); GPU rows: median CUDA-event time,
+//                    "wall_seconds": CPU rows: the same; GPU rows: best CUDA-event time,
+//                    "cpu_seconds": CPU rows: the calling thread's CPU time in the fastest run; GPU rows: null (+),
 //                    "repetitions": products timed,
 //                    "gflops": 2·M·N·K / seconds / 1e9 (dense-equivalent, also for the sparse rows),
-//                    "speedup_vs_fp32": the CPU fp32 row's seconds / seconds, same shape and M, same run,
+//                    "speedup_vs_fp32": the CPU fp32 row's seconds / seconds, same shape and M, same run (CPU rows:
+//                                       same thread count; GPU rows: the last --threads count),
 //                    "baseline": "fp32" (CPU rows) | "gpu-fp16-cublas" (GPU rows) (+),
 //                    "speedup_vs_baseline": the baseline's seconds / seconds, same shape and M, same run (+),
 //                    "weight_bytes": bytes of the stored weight (values, scales, indices, positions),
@@ -45,8 +50,10 @@ struct BenchResult {
   std::string precision;
   std::string stored;
   std::int64_t n = 0, k = 0, m = 0;
-  double seconds = 0;       // CPU: best thread CPU time of one product; GPU: median CUDA-event time
-  double wall_seconds = 0;  // CPU: best wall-clock time of one product; GPU: best CUDA-event time
+  int threads = 0;           // CPU: the executor's threads; 0 for GPU rows
+  double seconds = 0;        // CPU: best wall-clock time of one product; GPU: median CUDA-event time
+  double wall_seconds = 0;   // CPU: the same; GPU: best CUDA-event time
+  double cpu_seconds = NAN;  // CPU: the calling thread's CPU time in the fastest run; NaN for GPU rows
   std::int64_t repetitions = 0;
   double gflops = 0;
   std::string baseline = "fp32";  // the row `speedup` is measured against: fp32, or gpu-fp16-cublas for GPU rows
@@ -62,6 +69,7 @@ struct BenchResult {
 struct BenchReport {
   std::string cpu;
   std::string simd;
+  int hardware_threads = 1;  // default_thread_count()
   std::string timing;
   std::string gpu;              // shrink::cuda::describe of the GPU rows' device; empty without GPU rows
   std::string gpu_timing;       // how the GPU rows are timed; empty without GPU rows
@@ -97,19 +105,36 @@ inline std::string shape_label(const BenchResult& r) { return std::to_string(r.n
 // The device column: "cpu", or "gpu" (the GPU's name is on the line above the table).
 inline const char* device_label(const BenchResult& r) { return r.device == "cpu" ? "cpu" : "gpu"; }
 
+// The thread counts of the CPU rows, in the order they first appear.
+inline std::vector<int> thread_counts(const BenchReport& report) {
+  std::vector<int> counts;
+  for (const BenchResult& r : report.results)
+    if (r.device == "cpu" && r.threads > 0 && std::find(counts.begin(), counts.end(), r.threads) == counts.end())
+      counts.push_back(r.threads);
+  return counts;
+}
+
+// A row's name in the chart: the precision, with its thread count when the run timed several.
+inline std::string series_name(const BenchResult& r, bool several_thread_counts) {
+  if (!several_thread_counts || r.device != "cpu") return r.precision;
+  return r.precision + " (" + std::to_string(r.threads) + (r.threads == 1 ? " thread)" : " threads)");
+}
+
 inline void print_bench_table(const BenchReport& report, std::FILE* out) {
   const bool priced = !std::isnan(report.price_per_hour);
-  std::fprintf(out, "Y[M,N] = X[M,K] * W[N,K]^T on %s (%s), one thread; %s\n", report.cpu.c_str(), report.simd.c_str(),
-               report.timing.c_str());
-  std::fprintf(out, "speedup and error against fp32 of the same shape and M in this run; GFLOP/s counts 2*M*N*K\n");
+  std::fprintf(out, "Y[M,N] = X[M,K] * W[N,K]^T on %s (%s, %d hardware threads); %s\n", report.cpu.c_str(),
+               report.simd.c_str(), report.hardware_threads, report.timing.c_str());
+  std::fprintf(out,
+               "speedup and error against fp32 of the same shape, M and thread count in this run; GFLOP/s counts "
+               "2*M*N*K\n");
   if (!report.gpu.empty())
     std::fprintf(out, "gpu rows: %s; %s; speedup against gpu-fp16-cublas, error against the cpu fp32 output\n",
                  report.gpu.c_str(), report.gpu_timing.c_str());
   std::fprintf(out, "\n");
   int width = 17;  // the precision column, wider for the longer GPU names
   for (const BenchResult& r : report.results) width = std::max(width, static_cast<int>(r.precision.size()));
-  std::fprintf(out, "%-*s %-6s %-11s %4s %10s %9s %8s %10s %8s %9s", width, "precision", "device", "N x K", "M", "time",
-               "GFLOP/s", "speedup", "weight MB", "SQNR dB", "rel err");
+  std::fprintf(out, "%-*s %-6s %4s %-11s %4s %10s %9s %8s %10s %8s %9s", width, "precision", "device", "thr", "N x K",
+               "M", "time", "GFLOP/s", "speedup", "weight MB", "SQNR dB", "rel err");
   if (priced) std::fprintf(out, " %12s", "cost/1M rows");
   std::fprintf(out, "\n");
   std::string previous_group;
@@ -118,13 +143,15 @@ inline void print_bench_table(const BenchReport& report, std::FILE* out) {
     if (!previous_group.empty() && group != previous_group) std::fprintf(out, "\n");
     previous_group = group;
     if (!r.not_run.empty()) {
-      std::fprintf(out, "%-*s %-6s %-11s %4lld  n/a (%s)\n", width, r.precision.c_str(), device_label(r),
-                   shape_label(r).c_str(), static_cast<long long>(r.m), r.not_run.c_str());
+      std::fprintf(out, "%-*s %-6s %4s %-11s %4lld  n/a (%s)\n", width, r.precision.c_str(), device_label(r),
+                   r.threads > 0 ? std::to_string(r.threads).c_str() : "-", shape_label(r).c_str(),
+                   static_cast<long long>(r.m), r.not_run.c_str());
       continue;
     }
-    std::fprintf(out, "%-*s %-6s %-11s %4lld %10s %9.1f %7sx %10.2f %8s %9s", width, r.precision.c_str(),
-                 device_label(r), shape_label(r).c_str(), static_cast<long long>(r.m), time_text(r.seconds).c_str(),
-                 r.gflops, number_text(r.speedup, "%.2f").c_str(), static_cast<double>(r.weight_bytes) / 1e6,
+    std::fprintf(out, "%-*s %-6s %4s %-11s %4lld %10s %9.1f %7sx %10.2f %8s %9s", width, r.precision.c_str(),
+                 device_label(r), r.threads > 0 ? std::to_string(r.threads).c_str() : "-", shape_label(r).c_str(),
+                 static_cast<long long>(r.m), time_text(r.seconds).c_str(), r.gflops,
+                 number_text(r.speedup, "%.2f").c_str(), static_cast<double>(r.weight_bytes) / 1e6,
                  number_text(r.sqnr_db, "%.1f").c_str(), number_text(r.relative_error, "%.1e").c_str());
     if (priced) std::fprintf(out, " %12s", number_text(r.cost_per_million_rows, "%.4f").c_str());
     std::fprintf(out, "\n");
@@ -145,8 +172,10 @@ inline Json bench_json(const BenchReport& report) {
                            {"n", r.n},
                            {"k", r.k},
                            {"m", r.m},
+                           {"threads", r.threads > 0 ? Json(r.threads) : Json(nullptr)},
                            {"seconds", r.seconds},
                            {"wall_seconds", r.wall_seconds},
+                           {"cpu_seconds", json_number(r.cpu_seconds)},
                            {"repetitions", r.repetitions},
                            {"gflops", json_number(r.gflops)},
                            {"speedup_vs_fp32", json_number(r.speedup_vs_fp32)},
@@ -158,15 +187,17 @@ inline Json bench_json(const BenchReport& report) {
                            {"cost_per_million_rows", json_number(r.cost_per_million_rows)}});
   }
   const auto text_or_null = [](const std::string& s) { return s.empty() ? Json(nullptr) : Json(s); };
-  return Json{
-      {"schema", "shrink-bench/1"},
-      {"product", "Y[M,N] = X[M,K] · W[N,K]^T"},
-      {"machine", Json{{"cpu", report.cpu}, {"simd", report.simd}, {"threads", 1}, {"gpu", text_or_null(report.gpu)}}},
-      {"timing", report.timing},
-      {"gpu_timing", text_or_null(report.gpu_timing)},
-      {"price_per_hour", json_number(report.price_per_hour)},
-      {"results", std::move(results)},
-      {"not_run", std::move(not_run)}};
+  return Json{{"schema", "shrink-bench/1"},
+              {"product", "Y[M,N] = X[M,K] · W[N,K]^T"},
+              {"machine", Json{{"cpu", report.cpu},
+                               {"simd", report.simd},
+                               {"threads", report.hardware_threads},
+                               {"gpu", text_or_null(report.gpu)}}},
+              {"timing", report.timing},
+              {"gpu_timing", text_or_null(report.gpu_timing)},
+              {"price_per_hour", json_number(report.price_per_hour)},
+              {"results", std::move(results)},
+              {"not_run", std::move(not_run)}};
 }
 
 namespace detail {
@@ -215,9 +246,10 @@ inline std::string bench_svg(const BenchReport& report, ChartRows rows = ChartRo
   std::vector<const BenchResult*> shown;
   for (const BenchResult& r : report.results)
     if ((r.device != "cpu") == gpu && r.not_run.empty()) shown.push_back(&r);
+  const bool several_thread_counts = thread_counts(report).size() > 1;
   for (const BenchResult* row : shown) {
     const BenchResult& r = *row;
-    const std::string& name = r.precision;
+    const std::string name = series_name(r, several_thread_counts);
     if (std::find(precisions.begin(), precisions.end(), name) == precisions.end()) precisions.push_back(name);
     const std::string group = shape_label(r) + " M=" + std::to_string(r.m);
     if (std::find(groups.begin(), groups.end(), group) == groups.end()) groups.push_back(group);
@@ -243,9 +275,10 @@ inline std::string bench_svg(const BenchReport& report, ChartRows rows = ChartRo
   s += "<text x=\"" + svg_number(left) +
        "\" y=\"28\" font-size=\"16\" font-weight=\"bold\">shrink bench: Y = X \u00b7 W\u1d40, " +
        (gpu ? xml_escape(shown.empty() ? std::string() : shown.front()->device)
-            : xml_escape(report.cpu) + " (" + xml_escape(report.simd) + "), one thread") +
+            : xml_escape(report.cpu) + " (" + xml_escape(report.simd) + ")") +
        "</text>\n";
   s += "<text x=\"" + svg_number(left) + "\" y=\"50\">Speedup against " + (gpu ? "gpu-fp16-cublas" : "fp32") +
+       (gpu ? "" : " at the same thread count") +
        " of the same shape and M, in the same run (higher is faster)</text>\n";
   // Speedup axis, grid and the 1x line.
   for (int t = 0; t <= 5; ++t) {

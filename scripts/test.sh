@@ -16,6 +16,8 @@ jobs=${SHRINK_JOBS:-2}
 python=$("$root/scripts/python-env.sh")
 # compressed-tensors' own decompression, over Debian's torch (scripts/python-env.sh torch).
 torch_python=$("$root/scripts/python-env.sh" torch)
+# cli/real_checkpoint's model, all-MiniLM-L6-v2, downloaded once into the same cache folder.
+test_model_dir=$("$root/scripts/fetch-test-models.sh")
 export SHRINK_PYTHON_STRICT=1
 
 summaries=()
@@ -25,7 +27,8 @@ run_preset() {
   local preset=$1 log status start
   start=$SECONDS
   echo "=== test.sh: configure, build and test the '$preset' preset"
-  cmake --preset "$preset" -DSHRINK_PYTHON3="$python" -DSHRINK_TORCH_PYTHON3="$torch_python"
+  cmake --preset "$preset" -DSHRINK_PYTHON3="$python" -DSHRINK_TORCH_PYTHON3="$torch_python" \
+    -DSHRINK_TEST_MODEL_DIR="$test_model_dir"
   cmake --build --preset "$preset" -j "$jobs"
   log="build/$preset/test.sh-ctest.log"
   set +e

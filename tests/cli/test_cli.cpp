@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -858,10 +859,21 @@ TEST_CASE("bench --gpu off and auto give the CPU table; bad --gpu and --precisio
   REQUIRE(j["machine"]["gpu"].is_null());
   REQUIRE(j["gpu_timing"].is_null());
   REQUIRE(j["not_run"].empty());
-  REQUIRE(j["results"].size() == 8 * 2);  // every CPU precision at M = 1 and 3
+  // Every CPU precision at M = 1 and 3, at 1 thread and at every hardware thread (once when that is 1).
+  const int hardware = j["machine"]["threads"].get<int>();
+  REQUIRE(hardware >= 1);
+  const std::size_t thread_counts = hardware > 1 ? 2 : 1;
+  REQUIRE(j["results"].size() == 8 * 2 * thread_counts);
+  std::map<std::string, double> sqnr_at_one_thread;  // the outputs are the same at every thread count
+  for (const json& r : j["results"])
+    if (r["threads"] == 1)
+      sqnr_at_one_thread[r["precision"].get<std::string>() + "/" + std::to_string(r["m"].get<int>())] = sqnr_of(r);
   for (const json& r : j["results"]) {
     CAPTURE(r.dump());
     REQUIRE(r["device"] == "cpu");
+    REQUIRE((r["threads"] == 1 || r["threads"] == hardware));
+    REQUIRE(sqnr_of(r) ==
+            sqnr_at_one_thread.at(r["precision"].get<std::string>() + "/" + std::to_string(r["m"].get<int>())));
     REQUIRE(r["n"] == 128);
     REQUIRE(r["k"] == 256);
     REQUIRE(r["seconds"].get<double>() > 0);
@@ -885,12 +897,13 @@ TEST_CASE("bench --gpu off and auto give the CPU table; bad --gpu and --precisio
            (automatic.error_lines() == 1 && automatic.err.rfind("shrink bench: no GPU rows: ", 0) == 0)));
   for (const auto& [precision, m] : {std::pair<const char*, int>{"fp32", 1}, {"csr-90%", 3}}) {
     INFO(precision << " M=" << m);
-    REQUIRE(has_table_row(automatic.out, {precision, "cpu", "128x256", std::to_string(m)}));
+    REQUIRE(has_table_row(automatic.out, {precision, "cpu", "1", "128x256", std::to_string(m)}));
   }
   REQUIRE(automatic.out.find("wrote ") != std::string::npos);
 
   const std::vector<FailingCase> cases = {
       {"bench", {"--gpu", "maybe", "--out", dir.file("none")}, "--gpu = 'maybe': expected one of auto|on|off"},
+      {"bench", {"--threads", "0", "--out", dir.file("none")}, "--threads"},
       {"bench",
        {"--precisions", "gpu-fp64", "--out", dir.file("none")},
        "--precisions: unknown 'gpu-fp64': expected some of fp32, "},

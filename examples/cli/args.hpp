@@ -28,6 +28,8 @@
 #include <utility>
 #include <vector>
 
+#include "interrupt.hpp"
+
 namespace shrink::cli {
 
 inline constexpr int kExitOk = 0;
@@ -316,6 +318,9 @@ template <class Body>
 int run_command(const std::string& command, Body&& body) {
   try {
     return body();
+  } catch (const Interrupted& e) {
+    print_error(command, e.what());
+    return 128 + e.signal();
   } catch (const UsageError& e) {
     print_error(command, e.what());
     return kExitUsageError;

@@ -5,6 +5,7 @@
 #include "args.hpp"
 #include "bench_command.hpp"
 #include "commands.hpp"
+#include "interrupt.hpp"
 #include "shrink/core/config.hpp"
 
 namespace {
@@ -47,6 +48,7 @@ void print_version() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  shrink::cli::install_interrupt_handlers();  // Ctrl-C stops a command cleanly at its next tensor
   if (argc < 2) {
     print_usage(stderr);
     return shrink::cli::kExitUsageError;

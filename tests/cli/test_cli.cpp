@@ -1291,3 +1291,29 @@ TEST_CASE("sharded checkpoints stream: peak memory stays far below the checkpoin
   REQUIRE(std::filesystem::exists(out + "/model.safetensors.index.json"));
   REQUIRE(entries_starting(dir.file(""), ".killed.shrink-partial-") == 0);
 }
+
+TEST_CASE("Ctrl-C stops a run at its next tensor: exit 130, no OUT and no staging directory left", "[cli][sharded]") {
+  shrink::test::TempDir dir;
+  const std::string ckpt = dir.file("large");
+  write_large_checkpoint(ckpt, 16);
+  for (const std::string what : {"directory", "file"}) {
+    INFO(what);
+    // A checkpoint directory into OUT (staged beside it), or its first shard into one file (an unnamed file).
+    const std::string in = what == "directory" ? ckpt : ckpt + "/model-00001-of-00016.safetensors";
+    const std::string out = dir.file("interrupted-" + what);
+    const pid_t child = start_cli({"quantize", in, out, "--calib", "mse"});  // seconds a tensor: a slow run
+    REQUIRE(child > 0);
+    ::usleep(200000);  // into the run: opened, calibrating or writing
+    int status = 0;
+    if (::waitpid(child, &status, WNOHANG) == child) {
+      WARN("the run finished before Ctrl-C; nothing to check");
+      continue;
+    }
+    ::kill(child, SIGINT);
+    REQUIRE(::waitpid(child, &status, 0) == child);
+    REQUIRE(WIFEXITED(status));
+    REQUIRE(WEXITSTATUS(status) == 130);
+    REQUIRE_FALSE(std::filesystem::exists(out));
+    REQUIRE(entries_starting(dir.file(""), ".interrupted-") == 0);
+  }
+}

@@ -12,7 +12,6 @@
 #include <cstdio>
 #include <map>
 #include <memory>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -25,6 +24,7 @@
 #include "shrink/quant/quantize.hpp"
 #include "shrink/sparse/csr.hpp"
 #include "shrink/sparse/nm_compressed.hpp"
+#include "support/product_data.hpp"
 #include "support/ratio_table.hpp"
 
 namespace {
@@ -55,10 +55,7 @@ const Weights& weights(std::int64_t n, std::int64_t k) {
   Weights& w = *slot;
   w.n = n;
   w.k = k;
-  w.dense.resize(static_cast<std::size_t>(n * k));
-  std::mt19937 rng(1);
-  std::normal_distribution<float> normal(0.0f, 0.02f);
-  for (float& v : w.dense) v = normal(rng);
+  w.dense = shrink::bench::product_weights(n, k);
   const TensorView<const float> view(w.dense.data(), Shape{n, k});
   w.f32 = cpu::pack_weight(view);
   w.f16 = cpu::pack_weight_as<half>(view);
@@ -76,13 +73,7 @@ const Weights& weights(std::int64_t n, std::int64_t k) {
   return w;
 }
 
-std::vector<float> activations(std::int64_t m, std::int64_t k) {
-  std::vector<float> x(static_cast<std::size_t>(m * k));
-  std::mt19937 rng(2);
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  for (float& v : x) v = normal(rng);
-  return x;
-}
+std::vector<float> activations(std::int64_t m, std::int64_t k) { return shrink::bench::product_activations(m, k); }
 
 double thread_seconds() {
   timespec t{};

@@ -21,7 +21,6 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -30,6 +29,7 @@
 #include "shrink/linear/f32.hpp"
 #include "shrink/linear/int8.hpp"
 #include "shrink/quant/quantize.hpp"
+#include "support/product_data.hpp"
 #include "support/ratio_table.hpp"
 
 namespace {
@@ -70,10 +70,7 @@ const Weights& weights(std::int64_t n, std::int64_t k) {
   Weights& w = *slot;
   w.n = n;
   w.k = k;
-  w.dense.resize(static_cast<std::size_t>(n * k));
-  std::mt19937 rng(1);
-  std::normal_distribution<float> normal(0.0f, 0.02f);
-  for (float& v : w.dense) v = normal(rng);
+  w.dense = shrink::bench::product_weights(n, k);
   const TensorView<const float> view(w.dense.data(), Shape{n, k});
   w.f32 = cpu::pack_weight(view);
   w.int8 =
@@ -82,13 +79,7 @@ const Weights& weights(std::int64_t n, std::int64_t k) {
   return w;
 }
 
-std::vector<float> activations(std::int64_t m, std::int64_t k) {
-  std::vector<float> x(static_cast<std::size_t>(m * k));
-  std::mt19937 rng(2);
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  for (float& v : x) v = normal(rng);
-  return x;
-}
+std::vector<float> activations(std::int64_t m, std::int64_t k) { return shrink::bench::product_activations(m, k); }
 
 // Times run() by the wall clock after one warm-up call; reports the dense flops 2·M·N·K.
 template <class Run>

@@ -1292,21 +1292,70 @@ TEST_CASE("sharded checkpoints stream: peak memory stays far below the checkpoin
   REQUIRE(entries_starting(dir.file(""), ".killed.shrink-partial-") == 0);
 }
 
+// Whether process `pid` runs the shrink program (not the forked test before its exec, which holds Catch's handlers)
+// and has a handler for SIGINT yet (/proc/PID/status, SigCgt: the caught signals as a hex mask).
+bool catches_sigint(pid_t pid) {
+  std::error_code error;
+  const std::string exe = std::filesystem::read_symlink("/proc/" + std::to_string(pid) + "/exe", error).filename();
+  if (error || exe != "shrink") return false;
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(status, line))
+    if (line.rfind("SigCgt:", 0) == 0) return (std::stoull(line.substr(7), nullptr, 16) >> (SIGINT - 1)) & 1u;
+  return false;
+}
+
 TEST_CASE("Ctrl-C stops a run at its next tensor: exit 130, no OUT and no staging directory left", "[cli][sharded]") {
   shrink::test::TempDir dir;
   const std::string ckpt = dir.file("large");
-  write_large_checkpoint(ckpt, 16);
+  write_large_checkpoint(ckpt, 16);  // 32 tensors: many steps, each short (so is the wait after Ctrl-C, ASan or not)
   for (const std::string what : {"directory", "file"}) {
     INFO(what);
-    // A checkpoint directory into OUT (staged beside it), or its first shard into one file (an unnamed file).
-    const std::string in = what == "directory" ? ckpt : ckpt + "/model-00001-of-00016.safetensors";
+    // The checkpoint directory into OUT (staged beside it), or one file into one file (an unnamed file until done).
     const std::string out = dir.file("interrupted-" + what);
-    const pid_t child = start_cli({"quantize", in, out, "--calib", "mse"});  // seconds a tensor: a slow run
-    REQUIRE(child > 0);
-    ::usleep(200000);  // into the run: opened, calibrating or writing
+    pid_t child = 0;
     int status = 0;
-    if (::waitpid(child, &status, WNOHANG) == child) {
+    bool running = false;
+    if (what == "directory") {
+      child = start_cli({"quantize", ckpt, out});
+      REQUIRE(child > 0);
+      // Once the first shard is written: the run is past its first steps and has a staging directory to remove.
+      const std::string first = dir.file(".interrupted-directory.shrink-partial-" + std::to_string(child)) +
+                                "/model-00001-of-00016.safetensors";
+      for (int i = 0; i < 200000 && !running; ++i) {
+        if (::waitpid(child, &status, WNOHANG) == child) break;
+        std::error_code ignored;
+        running = std::filesystem::exists(first, ignored);
+        if (!running) ::usleep(100);
+      }
+    } else {
+      // One file of 64 small tensors (64 MiB): short steps from the start.
+      const std::string in = dir.file("many.safetensors");
+      {
+        SafetensorsWriter writer(in);
+        for (int t = 0; t < 64; ++t)
+          writer.add_tensor("layers." + std::to_string(t) + ".weight", ScalarType::f32, {256, 1024});
+        writer.write_header();
+        std::vector<float> values(256 * 1024);
+        for (int t = 0; t < 64; ++t) {
+          for (std::size_t i = 0; i < values.size(); ++i)
+            values[i] = static_cast<float>((i * 2654435761u + t) % 1000) * 1e-3f;
+          writer.write("layers." + std::to_string(t) + ".weight", values.data(), values.size() * sizeof(float));
+        }
+        writer.finish();
+      }
+      child = start_cli({"quantize", in, out});
+      REQUIRE(child > 0);
+      // Once it handles Ctrl-C (before that, Ctrl-C ends it as any program, with nothing written yet).
+      for (int i = 0; i < 200000 && !running; ++i) {
+        if (::waitpid(child, &status, WNOHANG) == child) break;
+        running = catches_sigint(child);
+        if (!running) ::usleep(100);
+      }
+    }
+    if (!running) {
       WARN("the run finished before Ctrl-C; nothing to check");
+      if (child > 0) ::waitpid(child, &status, 0);
       continue;
     }
     ::kill(child, SIGINT);

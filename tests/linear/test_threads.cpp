@@ -54,7 +54,7 @@ const std::int64_t kRowCounts[] = {5, 400};
 
 TEST_CASE("float and weight-only products give the same bytes on every executor", "[cpu][linear][threads]") {
   shrink::test::SimdLevelGuard guard;
-  const std::int64_t n = 1100, k = 320;  // N not a multiple of a panel, nor of a block
+  const std::int64_t n = 600, k = 160;  // N not a multiple of a panel, nor of a block of 512
   const auto w = values(n * k, 1);
   const auto bias = values(n, 2);
   const auto wq8 =
@@ -91,7 +91,7 @@ TEST_CASE("float and weight-only products give the same bytes on every executor"
 
 TEST_CASE("INT8 products give the same bytes on every executor", "[cpu][linear][threads]") {
   shrink::test::SimdLevelGuard guard;
-  const std::int64_t n = 300, k = 700;
+  const std::int64_t n = 300, k = 300;
   const auto w = values(n * k, 4);
   const auto bias = values(n, 5);
   const auto wq =
@@ -120,7 +120,7 @@ TEST_CASE("INT8 products give the same bytes on every executor", "[cpu][linear][
 
 TEST_CASE("sparse products (N:M, CSR) give the same bytes on every executor", "[cpu][linear][threads]") {
   shrink::test::SimdLevelGuard guard;
-  const std::int64_t n = 700, k = 512;
+  const std::int64_t n = 600, k = 256;
   const auto w = values(n * k, 7);
   const auto bias = values(n, 8);
   const auto nm = sparse::compress_nm(TensorView<const float>(w.data(), Shape{n, k}), prune::NmPattern{2, 4});

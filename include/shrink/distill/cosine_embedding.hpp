@@ -19,7 +19,6 @@
 #include <vector>
 
 #include "shrink/core/error.hpp"
-#include "shrink/core/executor.hpp"
 #include "shrink/core/view.hpp"
 #include "shrink/distill/feature_rows.hpp"
 #include "shrink/distill/options.hpp"
@@ -56,49 +55,40 @@ Loss cosine_embedding(const TensorView<const T>& student, const TensorView<const
   const double scale = options.grad_scale / reduction_divisor(options.reduction, kept, 1);
   const bool accumulate = options.accumulate;
   std::vector<double> per_row(static_cast<std::size_t>(rows), 0.0);
-  // Rows in chunks on the current executor (core/executor.hpp), each row's loss and gradients its own.
-  parallel_for(rows, chunk_size(rows, 8.0 * static_cast<double>(d)), [&](std::int64_t r0, std::int64_t r1) {
-    for (std::int64_t r = r0; r < r1; ++r) {
-      const T* s = student.data() + r * pair.student.stride;
-      const T* t = teacher.data() + r * pair.teacher.stride;
-      T* gs = grad_student ? grad_student->data() + r * pair.grad_student.stride : nullptr;
-      T* gt = grad_teacher ? grad_teacher->data() + r * pair.grad_teacher.stride : nullptr;
-      if (!pair.mask.kept(r)) {
-        clear_row(gs, d, accumulate);
-        clear_row(gt, d, accumulate);
-        continue;
-      }
-      double dot = 0.0, ss = 0.0, tt = 0.0;
-      for (std::int64_t j = 0; j < d; ++j) {
-        const double sj = load(s[j]);
-        const double tj = load(t[j]);
-        dot += sj * tj;
-        ss += sj * sj;
-        tt += tj * tj;
-      }
-      const double a = ss + kCosineEpsilon;
-      const double b = tt + kCosineEpsilon;
-      const double denominator = std::sqrt(a * b);
-      const double cos = dot / denominator;
-      const bool similar = y == nullptr || y[r] == 1;
-      double slope = -1.0;  // d loss_r / d cos
-      if (similar) {
-        per_row[static_cast<std::size_t>(r)] = 1.0 - cos;
-      } else {
-        const double hinge = cos - options.margin;
-        per_row[static_cast<std::size_t>(r)] = hinge > 0.0 ? hinge : 0.0;
-        slope = hinge >= 0.0 ? 1.0 : 0.0;
-      }
-      if (!gs && !gt) continue;
-      const double g = slope * scale;
-      for (std::int64_t j = 0; j < d; ++j) {
-        const double sj = load(s[j]);
-        const double tj = load(t[j]);
-        if (gs) write_gradient(gs[j], g * (tj / denominator - cos * sj / a), accumulate);
-        if (gt) write_gradient(gt[j], g * (sj / denominator - cos * tj / b), accumulate);
-      }
-    }
-  });
+  feature_detail::for_each_feature_row(pair, student, teacher, grad_student, grad_teacher, accumulate,
+                                       [&](std::int64_t r, const T* s, const T* t, T* gs, T* gt) {
+                                         double dot = 0.0, ss = 0.0, tt = 0.0;
+                                         for (std::int64_t j = 0; j < d; ++j) {
+                                           const double sj = load(s[j]);
+                                           const double tj = load(t[j]);
+                                           dot += sj * tj;
+                                           ss += sj * sj;
+                                           tt += tj * tj;
+                                         }
+                                         const double a = ss + kCosineEpsilon;
+                                         const double b = tt + kCosineEpsilon;
+                                         const double denominator = std::sqrt(a * b);
+                                         const double cos = dot / denominator;
+                                         const bool similar = y == nullptr || y[r] == 1;
+                                         double slope = -1.0;  // d loss_r / d cos
+                                         if (similar) {
+                                           per_row[static_cast<std::size_t>(r)] = 1.0 - cos;
+                                         } else {
+                                           const double hinge = cos - options.margin;
+                                           per_row[static_cast<std::size_t>(r)] = hinge > 0.0 ? hinge : 0.0;
+                                           slope = hinge >= 0.0 ? 1.0 : 0.0;
+                                         }
+                                         if (!gs && !gt) return;
+                                         const double g = slope * scale;
+                                         for (std::int64_t j = 0; j < d; ++j) {
+                                           const double sj = load(s[j]);
+                                           const double tj = load(t[j]);
+                                           if (gs)
+                                             write_gradient(gs[j], g * (tj / denominator - cos * sj / a), accumulate);
+                                           if (gt)
+                                             write_gradient(gt[j], g * (sj / denominator - cos * tj / b), accumulate);
+                                         }
+                                       });
   return reduce_rows(std::move(per_row), options.reduction, kept, 1);
 }
 

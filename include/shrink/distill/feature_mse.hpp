@@ -11,7 +11,6 @@
 #include <utility>
 #include <vector>
 
-#include "shrink/core/executor.hpp"
 #include "shrink/core/view.hpp"
 #include "shrink/distill/feature_rows.hpp"
 #include "shrink/distill/reduction.hpp"
@@ -29,28 +28,18 @@ Loss mse(const TensorView<const T>& student, const TensorView<const T>& teacher,
   const double scale = 2.0 * options.grad_scale / reduction_divisor(options.reduction, kept, d);
 
   std::vector<double> per_row(static_cast<std::size_t>(rows), 0.0);
-  // Rows in chunks on the current executor (core/executor.hpp), each row's loss and gradients its own.
-  parallel_for(rows, chunk_size(rows, 8.0 * static_cast<double>(d)), [&](std::int64_t r0, std::int64_t r1) {
-    for (std::int64_t r = r0; r < r1; ++r) {
-      const T* s = student.data() + r * pair.student.stride;
-      const T* t = teacher.data() + r * pair.teacher.stride;
-      T* gs = grad_student ? grad_student->data() + r * pair.grad_student.stride : nullptr;
-      T* gt = grad_teacher ? grad_teacher->data() + r * pair.grad_teacher.stride : nullptr;
-      if (!pair.mask.kept(r)) {
-        clear_row(gs, d, options.accumulate);
-        clear_row(gt, d, options.accumulate);
-        continue;
-      }
-      double sum = 0.0;
-      for (std::int64_t j = 0; j < d; ++j) {
-        const double diff = static_cast<double>(load(s[j])) - static_cast<double>(load(t[j]));
-        sum += diff * diff;
-        if (gs) write_gradient(gs[j], scale * diff, options.accumulate);
-        if (gt) write_gradient(gt[j], -scale * diff, options.accumulate);
-      }
-      per_row[static_cast<std::size_t>(r)] = sum;
-    }
-  });
+  feature_detail::for_each_feature_row(pair, student, teacher, grad_student, grad_teacher, options.accumulate,
+                                       [&](std::int64_t r, const T* s, const T* t, T* gs, T* gt) {
+                                         double sum = 0.0;
+                                         for (std::int64_t j = 0; j < d; ++j) {
+                                           const double diff =
+                                               static_cast<double>(load(s[j])) - static_cast<double>(load(t[j]));
+                                           sum += diff * diff;
+                                           if (gs) write_gradient(gs[j], scale * diff, options.accumulate);
+                                           if (gt) write_gradient(gt[j], -scale * diff, options.accumulate);
+                                         }
+                                         per_row[static_cast<std::size_t>(r)] = sum;
+                                       });
   return reduce_rows(std::move(per_row), options.reduction, kept, d);
 }
 

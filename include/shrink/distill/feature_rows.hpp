@@ -14,6 +14,7 @@
 #include <type_traits>
 
 #include "shrink/core/error.hpp"
+#include "shrink/core/executor.hpp"
 #include "shrink/core/half.hpp"
 #include "shrink/core/view.hpp"
 #include "shrink/cpu/for_each_row.hpp"
@@ -202,6 +203,30 @@ FeaturePair check_feature_pair(const TensorView<const T>& student, const TensorV
   require_finite_elements(student, function, "student");
   require_finite_elements(teacher, function, "teacher");
   return pair;
+}
+
+// Calls body(r, s, t, gs, gt) for every kept row r of a checked pair, with pointers to its student and teacher
+// values and its gradient rows (null when not wanted); a masked-out row's gradients are cleared (or, accumulating,
+// left alone) instead. Rows in chunks on the current executor (core/executor.hpp), each row's work its own.
+template <class T, class Body>
+void for_each_feature_row(const FeaturePair& pair, const TensorView<const T>& student,
+                          const TensorView<const T>& teacher, const TensorView<T>* grad_student,
+                          const TensorView<T>* grad_teacher, bool accumulate, Body&& body) {
+  const std::int64_t rows = pair.student.count, d = pair.student.length;
+  parallel_for(rows, chunk_size(rows, 8.0 * static_cast<double>(d)), [&](std::int64_t r0, std::int64_t r1) {
+    for (std::int64_t r = r0; r < r1; ++r) {
+      const T* s = student.data() + r * pair.student.stride;
+      const T* t = teacher.data() + r * pair.teacher.stride;
+      T* gs = grad_student ? grad_student->data() + r * pair.grad_student.stride : nullptr;
+      T* gt = grad_teacher ? grad_teacher->data() + r * pair.grad_teacher.stride : nullptr;
+      if (!pair.mask.kept(r)) {
+        clear_row(gs, d, accumulate);
+        clear_row(gt, d, accumulate);
+        continue;
+      }
+      body(r, s, t, gs, gt);
+    }
+  });
 }
 
 // The gradient views a *_with_grad call was given, as pointers (null = not wanted).

@@ -1,5 +1,6 @@
 // Tests of the tokenizer's parts that need no model file: the byte-level alphabet, UTF-8 decoding, the character
-// classes and the smollm pre-tokenization.
+// classes, the smollm pre-tokenization, BPE on a small made-up vocabulary, and validation errors.
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cstdint>
 #include <optional>
@@ -10,6 +11,7 @@
 
 #include "byte_level.hpp"
 #include "pre_tokenizer.hpp"
+#include "tokenizer.hpp"
 #include "unicode_classes.hpp"
 #include "utf8.hpp"
 
@@ -21,6 +23,26 @@ std::string utf8_of(std::uint32_t code_point) {
   std::string out;
   llm::utf8::append(out, code_point);
   return out;
+}
+
+// The byte-level text of a byte string ("a b" -> "aĠb").
+std::string byte_level_text(std::string_view bytes) {
+  std::string out;
+  for (const char b : bytes) llm::utf8::append(out, llm::byte_level::code_point_of(static_cast<std::uint8_t>(b)));
+  return out;
+}
+
+// All 256 single-byte tokens (ids 0..255 in byte order, less those in `missing`), then `extra` tokens.
+std::vector<std::string> toy_tokens(const std::vector<std::string>& extra, const std::set<int>& missing = {}) {
+  std::vector<std::string> tokens;
+  for (int b = 0; b < 256; ++b)
+    if (!missing.count(b)) tokens.push_back(byte_level_text(std::string(1, static_cast<char>(b))));
+  for (const auto& t : extra) tokens.push_back(byte_level_text(t));
+  return tokens;
+}
+
+std::string merge_of(std::string_view left, std::string_view right) {
+  return byte_level_text(left) + " " + byte_level_text(right);
 }
 
 std::vector<std::string> pieces(std::string_view text) {
@@ -126,4 +148,88 @@ TEST_CASE("pre_tokenize: each digit alone, before the GPT-2 split") {
 TEST_CASE("pre_tokenize: refuses invalid UTF-8, naming the byte") {
   CHECK_THROWS_WITH(llm::smollm_pre_tokenize(std::string_view("ab\xC3(", 4)),
                     Catch::Contains("byte 2 = 0xC3") && Catch::Contains("valid UTF-8"));
+}
+
+TEST_CASE("BpeTokenizer: merges apply lowest rank first, leftmost among equals") {
+  // Tokens 0..255 are the bytes; 256 "ab", 257 "bc", 258 "abc", 259 "aa", 260 " a".
+  const llm::BpeTokenizer tok(
+      toy_tokens({"ab", "bc", "abc", "aa", " a"}),
+      {merge_of("b", "c"), merge_of("a", "b"), merge_of("a", "bc"), merge_of("a", "a"), merge_of(" ", "a")});
+  CHECK(tok.vocab_size() == 261);
+  CHECK(tok.encode("abc") == std::vector<std::int32_t>{258});  // "b c" (rank 0) before "a b", then "a bc"
+  CHECK(tok.encode("ab") == std::vector<std::int32_t>{256});
+  CHECK(tok.encode("aaa") == std::vector<std::int32_t>{259, 'a'});  // leftmost pair first
+  CHECK(tok.encode("aaaa") == std::vector<std::int32_t>{259, 259});
+  CHECK(tok.encode("x a") == std::vector<std::int32_t>{'x', 260});
+  CHECK(tok.encode("x ab") == std::vector<std::int32_t>{'x', ' ', 256});  // "a b" (rank 1) before " a" (rank 4)
+  CHECK(tok.encode("") == std::vector<std::int32_t>{});
+  for (const std::string text : {"abc", "aaa", "x ab", "a\n\tb  c", "caf\xC3\xA9 1234 \xF0\x9F\x98\x80"})
+    CHECK(tok.decode(tok.encode(text)) == text);
+}
+
+TEST_CASE("BpeTokenizer: a byte without a token is dropped, and its neighbours may merge") {
+  const llm::BpeTokenizer tok(toy_tokens({"++"}, {0x04}), {merge_of("+", "+")});
+  const std::int32_t plus_plus = tok.id_of(byte_level_text("++"));
+  CHECK(tok.encode("+\x04+") == std::vector<std::int32_t>{plus_plus});
+  CHECK(tok.encode("\x04") == std::vector<std::int32_t>{});
+  CHECK(tok.decode(tok.encode("a\x04"
+                              "b")) == "ab");
+}
+
+TEST_CASE("BpeTokenizer: special-token text is plain text") {
+  std::vector<std::string> tokens = toy_tokens({});
+  tokens.insert(tokens.begin(), "<|im_start|>");  // id 0, like SmolLM2's control tokens
+  const llm::BpeTokenizer tok(tokens, {});
+  const std::vector<std::int32_t> ids = tok.encode("<|im_start|>");
+  CHECK(ids.size() == 12);  // one id per byte: no merges here
+  CHECK(std::find(ids.begin(), ids.end(), 0) == ids.end());
+  CHECK(tok.decode({0}) == "<|im_start|>");
+  CHECK(tok.token(0) == "<|im_start|>");
+}
+
+TEST_CASE("BpeTokenizer: encode refuses invalid UTF-8, naming the byte offset") {
+  const llm::BpeTokenizer tok(toy_tokens({}), {});
+  CHECK_THROWS_WITH(tok.encode(std::string_view("ok \xED\xA0\x80", 6)),
+                    Catch::Contains("llm::BpeTokenizer::encode") && Catch::Contains("utf8_text byte 3 = 0xED"));
+  CHECK_THROWS_WITH(tok.encode("\xFF"), Catch::Contains("byte 0 = 0xFF"));
+}
+
+TEST_CASE("BpeTokenizer: decode refuses ids out of range") {
+  const llm::BpeTokenizer tok(toy_tokens({}), {});
+  CHECK_THROWS_WITH(tok.decode({1, 256}), Catch::Contains("ids[1] = 256") && Catch::Contains("[0, 256)"));
+  CHECK_THROWS_WITH(tok.decode({-1}), Catch::Contains("ids[0] = -1"));
+  CHECK_THROWS_WITH(tok.token(300), Catch::Contains("id = 300"));
+}
+
+TEST_CASE("BpeTokenizer: validates its vocabulary and merges, naming the index") {
+  using Strings = std::vector<std::string>;
+  const auto error_of = [](Strings tokens, const Strings& merges) {
+    try {
+      llm::BpeTokenizer tok(std::move(tokens), merges);
+    } catch (const shrink::Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  CHECK_THAT(error_of({}, {}), Catch::Contains("tokens.size() = 0"));
+  Strings duplicate = toy_tokens({"ab"});
+  duplicate.push_back(byte_level_text("ab"));
+  CHECK_THAT(error_of(duplicate, {}), Catch::Contains("tokens[257]") && Catch::Contains("already at index 256"));
+  Strings empty = toy_tokens({});
+  empty.push_back("");
+  CHECK_THAT(error_of(empty, {}), Catch::Contains("tokens[256]") && Catch::Contains("non-empty"));
+  Strings invalid = toy_tokens({});
+  invalid.push_back("\xC3");
+  CHECK_THAT(error_of(invalid, {}), Catch::Contains("tokens[256] byte 0 = 0xC3"));
+  const Strings tokens = toy_tokens({"ab"});
+  for (const std::string bad : {"ab", " a", "a ", "a b c", ""})
+    CHECK_THAT(error_of(tokens, {merge_of("a", "b"), bad}),
+               Catch::Contains("merges[1]") && Catch::Contains("left right"));
+  CHECK_THAT(error_of(tokens, {merge_of("a", "b"), merge_of("ab", "zz")}),
+             Catch::Contains("merges[1]") && Catch::Contains("\"zz\" is not one"));
+  CHECK_THAT(error_of(tokens, {merge_of("b", "a")}),
+             Catch::Contains("merges[0]") && Catch::Contains("\"ba\" is not one"));
+  CHECK_THAT(error_of(tokens, {merge_of("a", "b"), merge_of("a", "b")}),
+             Catch::Contains("merges[1]") && Catch::Contains("already at rank 0"));
+  CHECK(error_of(tokens, {merge_of("a", "b")}) == "no error");
 }

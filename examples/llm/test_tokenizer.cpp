@@ -1,5 +1,5 @@
 // Tests of the tokenizer's parts that need no model file: the byte-level alphabet, UTF-8 decoding, the character
-// classes, the smollm pre-tokenization, BPE on a small made-up vocabulary, and validation errors.
+// classes, the smollm pre-tokenization, BPE on a small made-up vocabulary, validation errors, and SHA-256.
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <cstdint>
@@ -11,6 +11,7 @@
 
 #include "byte_level.hpp"
 #include "pre_tokenizer.hpp"
+#include "sha256.hpp"
 #include "tokenizer.hpp"
 #include "unicode_classes.hpp"
 #include "utf8.hpp"
@@ -232,4 +233,13 @@ TEST_CASE("BpeTokenizer: validates its vocabulary and merges, naming the index")
   CHECK_THAT(error_of(tokens, {merge_of("a", "b"), merge_of("a", "b")}),
              Catch::Contains("merges[1]") && Catch::Contains("already at rank 0"));
   CHECK(error_of(tokens, {merge_of("a", "b")}) == "no error");
+}
+
+TEST_CASE("sha256: FIPS 180-4 examples") {
+  CHECK(llm::sha256_hex("") == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  CHECK(llm::sha256_hex("abc") == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  CHECK(llm::sha256_hex("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq") ==
+        "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+  CHECK(llm::sha256_hex(std::string(1000000, 'a')) ==
+        "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
 }

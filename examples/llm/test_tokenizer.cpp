@@ -1,5 +1,6 @@
 // Tests of the tokenizer's parts that need no model file: the byte-level alphabet, UTF-8 decoding, the character
 // classes, the smollm pre-tokenization, BPE on a small made-up vocabulary, validation errors, and SHA-256.
+// test_tokenizer_gguf.cpp checks SmolLM2's real vocabulary against Hugging Face's ids.
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <cstdint>

@@ -5,9 +5,9 @@
 //   1. text must be valid UTF-8 (utf8.hpp); otherwise shrink::Error naming the offset of the first bad byte.
 //   2. smollm_pre_tokenize (pre_tokenizer.hpp) cuts it into pieces.
 //   3. Each piece's bytes become symbols of the byte-level alphabet (byte_level.hpp), one token id per byte (a byte
-//      without a token is dropped, see below); then,
-//      while some adjacent pair of symbols is a merge, the pair of lowest merge rank (leftmost among equals) is
-//      replaced by the merged token. The ids of the remaining symbols, piece after piece, are the result.
+//      without a token is dropped, see below); then, while some adjacent pair of symbols is a merge, the pair of
+//      lowest merge rank (leftmost among equals) is replaced by the merged token. The ids of the remaining symbols,
+//      piece after piece, are the result.
 // decode(ids): the bytes of each token, concatenated.
 //
 // Choices, where the Hugging Face tokenizer is not simply followed:
@@ -17,10 +17,10 @@
 //   - decode returns the exact bytes, which are not valid UTF-8 when the ids cut a character in two; Hugging Face
 //     replaces such bytes with U+FFFD.
 //   - A byte whose single-symbol token is not in the vocabulary is dropped, and its neighbours become adjacent (and
-//      may merge): Hugging Face's BPE does so when there is no unknown token. SmolLM2 lacks 21 of the 256: the
-//      controls 0x04 0x06 0x13 0x14 0x16 0x1D, and 0xC0 0xC1 0xF1 0xF2 0xF5..0xFF, which UTF-8 uses only for
-//      overlong forms, past U+10FFFF, or as the lead bytes of U+40000..U+BFFFF (planes 4 to 11, unassigned). So
-//      decode(encode(text)) == text exactly for text without those controls and code points.
+//     may merge): Hugging Face's BPE does the same when there is no unknown token (checked on "+\x04+" -> "++").
+//     SmolLM2 lacks 21 of the 256: 0xC0 0xC1 0xF5..0xFF, never in valid UTF-8; 0xF1 0xF2, the lead bytes of
+//     U+40000..U+BFFFF (planes 4 to 11, unassigned); and the controls 0x04 0x06 0x13 0x14 0x16 0x1D. So
+//     decode(encode(text)) == text exactly for text without those six controls and those planes.
 //   - A token whose text holds a code point outside the byte-level alphabet (none in SmolLM2's vocabulary) decodes
 //     to its own UTF-8 text.
 #pragma once

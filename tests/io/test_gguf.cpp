@@ -309,6 +309,8 @@ TEST_CASE("gguf: general.alignment places the data section and the tensors", "[i
   b.add_tensor({"a", {3}, 0, f32_bytes({1, 2, 3}), {}});
   b.add_tensor({"b", {1}, 0, f32_bytes({4}), {}});
   b.add_tensor({"empty", {0, 5}, 0, {}, 0});  // no elements, no bytes: overlaps nothing
+  // Found by fuzz_gguf: a zero innermost dimension under dimensions whose product overflows.
+  b.add_tensor({"zero_inner", {0, 1ull << 40, 1ull << 40}, 8, {}, 0});
   const GgufFile f = parse(b.bytes());
   CHECK(f.alignment() == 64);
   CHECK(f.data_offset() % 64 == 0);
@@ -317,6 +319,9 @@ TEST_CASE("gguf: general.alignment places the data section and the tensors", "[i
   CHECK(f.tensor("empty").elements() == 0);
   CHECK(f.tensor("empty").shape == std::vector<std::int64_t>{5, 0});
   CHECK(f.dequantize("empty").empty());
+  CHECK(f.tensor("zero_inner").elements() == 0);
+  CHECK(f.tensor("zero_inner").bytes == 0);
+  CHECK(f.dequantize("zero_inner").empty());
 }
 
 TEST_CASE("gguf: tensors of known but unsupported types open, and refuse to dequantize", "[io][gguf]") {

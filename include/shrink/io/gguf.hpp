@@ -84,8 +84,10 @@ struct GgufTensorInfo {
   std::uint64_t bytes = 0;          // stored size
 
   std::int64_t elements() const {
+    // The product was checked when the file was opened, in ne order: a zero anywhere must win before the others.
+    if (std::find(shape.begin(), shape.end(), 0) != shape.end()) return 0;
     std::int64_t n = 1;
-    for (std::int64_t d : shape) n *= d;  // validated not to overflow when the file was opened
+    for (std::int64_t d : shape) n *= d;
     return n;
   }
 };

@@ -2,7 +2,7 @@
 # Builds and runs every test of shrink: the release preset (with CUDA when nvcc is found; consumer projects and
 # the header check included), then the debug-asan preset, then the GPU check's archive where nvcc is found
 # (benchmarks/gpu/pack.sh --check-clean; SHRINK_GPU_PACK=0 skips it), then a bounded libFuzzer run of the safetensors
-# reader (scripts/fuzz.sh, SHRINK_FUZZ_SECONDS, 60 by default; 0 skips it). Fails on the first failure; ends with the
+# and GGUF readers (scripts/fuzz.sh, SHRINK_FUZZ_SECONDS, 60 by default; 0 skips it). Fails on the first failure; ends with the
 # summaries.
 set -euo pipefail
 
@@ -18,6 +18,8 @@ python=$("$root/scripts/python-env.sh")
 torch_python=$("$root/scripts/python-env.sh" torch)
 # cli/real_checkpoint's model, all-MiniLM-L6-v2, downloaded once into the same cache folder.
 test_model_dir=$("$root/scripts/fetch-test-models.sh")
+# io/gguf_real_model's SmolLM2 GGUF (and the LLM example's texts), downloaded once into the same cache folder.
+llm_data_dir=$("$root/scripts/fetch-llm-data.sh")
 export SHRINK_PYTHON_STRICT=1
 
 summaries=()
@@ -28,7 +30,7 @@ run_preset() {
   start=$SECONDS
   echo "=== test.sh: configure, build and test the '$preset' preset"
   cmake --preset "$preset" -DSHRINK_PYTHON3="$python" -DSHRINK_TORCH_PYTHON3="$torch_python" \
-    -DSHRINK_TEST_MODEL_DIR="$test_model_dir"
+    -DSHRINK_TEST_MODEL_DIR="$test_model_dir" -DSHRINK_LLM_DATA_DIR="$llm_data_dir"
   cmake --build --preset "$preset" -j "$jobs"
   log="build/$preset/test.sh-ctest.log"
   set +e
@@ -63,7 +65,7 @@ fuzz_seconds=${SHRINK_FUZZ_SECONDS:-60}
 if ((fuzz_seconds > 0)); then
   start=$SECONDS
   SHRINK_FUZZ_SECONDS=$fuzz_seconds "$root/scripts/fuzz.sh"
-  summaries+=("fuzz ($((SECONDS - start)) s): the safetensors reader, ${fuzz_seconds} s under ASan/UBSan, no crash")
+  summaries+=("fuzz ($((SECONDS - start)) s): the safetensors and GGUF readers, ${fuzz_seconds} s under ASan/UBSan, no crash")
 fi
 
 echo "=== test.sh: all tests passed in $SECONDS s"

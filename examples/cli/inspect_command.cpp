@@ -1,4 +1,5 @@
-// `shrink inspect FILE [--json]`: every tensor's dtype, shape, bytes and sparsity, how it is quantized, totals.
+// `shrink inspect FILE [--json]`: every tensor's dtype, shape, bytes and sparsity, how it is quantized, totals; for a
+// GGUF file (recognised by its magic), its metadata and tensor table (inspect_gguf.cpp).
 #include <algorithm>
 #include <cstdio>
 #include <map>
@@ -8,6 +9,7 @@
 
 #include "args.hpp"
 #include "commands.hpp"
+#include "inspect_gguf.hpp"
 #include "progress.hpp"
 #include "report.hpp"
 #include "shrink/io/checkpoint.hpp"
@@ -64,7 +66,8 @@ Json record_json(const io::QuantizationRecord& r, std::int64_t stored_bytes) {
 
 // The command line of `shrink inspect`.
 void declare_options(ArgParser& args) {
-  args.positional("FILE", "a .safetensors file, a checkpoint directory or a sharded checkpoint's index .json")
+  args.positional("FILE",
+                  "a .safetensors file, a checkpoint directory, a sharded checkpoint's index .json or a GGUF file")
       .flag("json", "print JSON on stdout instead of a table");
 }
 
@@ -241,10 +244,15 @@ int run_inspect_command(int argc, char** argv) {
     ArgParser args(command,
                    "List every tensor of a safetensors file: dtype, shape, bytes, sparsity (the fraction of elements\n"
                    "that are exactly zero, after dequantizing tensors stored under shrink's convention) and how each\n"
-                   "quantized tensor is stored; then the totals.");
+                   "quantized tensor is stored; then the totals. For a GGUF file: its version, metadata (long arrays\n"
+                   "summarised) and every tensor's ggml type, shape and bytes, with the totals.");
     declare_options(args);
     if (!args.parse(argc, argv)) return kExitOk;
     const bool json = args.flag_set("json");
+    if (is_gguf_file(args.arg("FILE"))) {
+      inspect_gguf(args.arg("FILE"), json);
+      return kExitOk;
+    }
 
     const io::Checkpoint checkpoint = io::open_checkpoint(args.arg("FILE"));
     const Progress progress(command);

@@ -22,6 +22,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "io/gguf_writer.hpp"
 #include "io/temp_dir.hpp"
 #include "shrink/core/config.hpp"
 #include "shrink/io/quantized_safetensors.hpp"
@@ -309,6 +310,57 @@ TEST_CASE("unreadable and hostile files exit 1 with one line and write nothing",
   std::size_t files = 0;
   for (const auto& entry : std::filesystem::directory_iterator(dir.file(""))) (void)entry, ++files;
   REQUIRE(files == 4);
+}
+
+TEST_CASE("inspect lists a GGUF file, found by its magic: version, metadata and tensor table", "[cli]") {
+  shrink::test::TempDir dir;
+  shrink::test::GgufBuilder b;
+  b.add_string("general.architecture", "llama");
+  b.add_u32("llama.block_count", 30);
+  b.add_strings("tokenizer.ggml.tokens", {"a", "b", "c"});
+  b.add_tensor({"token_embd.weight", {64, 3}, 8, shrink::test::Bytes(3 * 2 * 34, 0), {}});     // Q8_0, shape {3, 64}
+  b.add_tensor({"output_norm.weight", {64}, 0, shrink::test::Bytes(256, 0), {}});              // F32
+  b.add_tensor({"blk.0.ffn_down.weight", {256, 2}, 14, shrink::test::Bytes(2 * 210, 0), {}});  // Q6_K
+  const std::string model = dir.file("model.bin");  // not named .gguf: the magic tells
+  {
+    const shrink::test::Bytes bytes = b.bytes();
+    std::ofstream(model, std::ios::binary)
+        .write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  }
+  const Result text = run(dir, {"inspect", model});
+  REQUIRE(text.code == 0);
+  REQUIRE(text.err.empty());
+  CHECK(text.out.find(model + ": GGUF version 3, 3 metadata keys, 3 tensors") == 0);
+  CHECK(text.out.find("general.architecture   string         \"llama\"") != std::string::npos);
+  CHECK(text.out.find("tokenizer.ggml.tokens  array[string]  [string x 3]") != std::string::npos);
+  CHECK(text.out.find("token_embd.weight      Q8_0  [3, 64]   204") != std::string::npos);
+  CHECK(text.out.find("blk.0.ffn_down.weight  Q6_K  [2, 256]  420") != std::string::npos);
+  CHECK(text.out.find("total: 3 tensors, 768 elements, 880 bytes") != std::string::npos);
+
+  const json j = run_json(dir, {"inspect", model, "--json"});
+  CHECK(j["format"] == "gguf");
+  CHECK(j["version"] == 3);
+  CHECK(j["alignment"] == 32);
+  REQUIRE(j["metadata"].size() == 3);
+  CHECK(j["metadata"][0] == json({{"key", "general.architecture"}, {"type", "string"}, {"value", "llama"}}));
+  CHECK(j["metadata"][1]["value"] == 30);
+  CHECK(j["metadata"][2] ==
+        json({{"key", "tokenizer.ggml.tokens"}, {"type", "array[string]"}, {"count", 3}, {"value", "[string x 3]"}}));
+  REQUIRE(j["tensors"].size() == 3);
+  CHECK(j["tensors"][0]["name"] == "token_embd.weight");
+  CHECK(j["tensors"][0]["type"] == "Q8_0");
+  CHECK(j["tensors"][0]["shape"] == json::array({3, 64}));
+  CHECK(j["tensors"][0]["bytes"] == 204);
+  CHECK(j["tensors"][2]["dequantizable"] == false);
+  CHECK(j["totals"] == json({{"tensors", 3}, {"elements", 768}, {"bytes", 880}}));
+
+  // A truncated GGUF file: one line naming the file and the defect, exit code 1.
+  const std::string truncated = dir.file("truncated.gguf");
+  {
+    const shrink::test::Bytes bytes = b.bytes();
+    std::ofstream(truncated, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()), 100);
+  }
+  require_one_line_error(run(dir, {"inspect", truncated}), 1, "inspect", truncated + ": truncated file of 100 bytes");
 }
 
 TEST_CASE("inspect lists every tensor and the totals; --json is machine-readable", "[cli]") {

@@ -1,4 +1,4 @@
-// Hostile safetensors files (tests/io/corpus/, written by make_corpus.py): each must raise shrink::Error
+// Hostile safetensors and GGUF files (tests/io/corpus/, written by make_corpus.py): each must raise shrink::Error
 // whose message names the file and the defect.
 #include <catch2/catch.hpp>
 
@@ -7,6 +7,7 @@
 #include <random>
 #include <string>
 
+#include "shrink/io/gguf.hpp"
 #include "shrink/io/safetensors.hpp"
 
 namespace {
@@ -42,7 +43,54 @@ const std::map<std::string, std::string>& expected_messages() {
   return messages;
 }
 
+// GGUF file stem -> a fragment its error message must hold.
+const std::map<std::string, std::string>& expected_gguf_messages() {
+  static const std::map<std::string, std::string> messages = {
+      {"empty_file", "empty file: expected a GGUF file"},
+      {"bad_magic", "starts with \"GGML\": expected the magic \"GGUF\""},
+      {"big_endian", "a big-endian GGUF file of version 3"},
+      {"version_1", "GGUF version 1 (32-bit counts and lengths): expected version 2 or 3"},
+      {"kv_count_huge", "kv_count = 9223372036854775808: more than the 0 bytes left can hold"},
+      {"tensor_count_huge", "tensor_count = 9223372036854775808: more than the 8 bytes left can hold"},
+      {"key_length_past_file", "key/value 0 key: string length 1099511627776 at byte 24 runs past the end"},
+      {"unknown_value_type", "key \"k\": value type 13: expected a GGUF value type (0 to 12)"},
+      {"array_count_huge", "key \"k\": array of 2305843009213693952 string values: more than the 0 bytes left"},
+      {"bool_not_0_or_1", "key \"k\": bool byte 5: expected 0 or 1"},
+      {"arrays_nested_too_deep", "key \"k\": arrays nested more than 8 deep"},
+      {"duplicate_key", "key \"k\" appears twice: expected unique keys"},
+      {"duplicate_tensor", "tensor \"w\" appears twice: expected unique tensor names"},
+      {"too_many_dims", "tensor \"w\": n_dims = 5: expected at most 4"},
+      {"dims_overflow", "tensor \"w\": ne = [4294967296, 4294967296]: element count overflows int64"},
+      {"unknown_tensor_type", "tensor \"w\": type 99 is not a ggml type"},
+      {"row_not_whole_blocks", "tensor \"w\": ne = [16] of type Q8_0: expected ne[0] a multiple of 32"},
+      {"offset_unaligned", "tensor \"w\": offset = 8: expected a multiple of the alignment 32"},
+      {"offset_past_file", "tensor \"w\": offset = 1099511627776 and 4 bytes: expected them inside the data section"},
+      {"truncated_tensor_data", "tensor \"w\": offset = 0 and 16 bytes: expected them inside the data section of 8"},
+      {"overlapping_tensors", "tensor \"b\" at data offset 32 overlaps tensor \"a\" at [0, 64)"},
+      {"alignment_not_power_of_two", "key \"general.alignment\" = 24: expected a power of two"},
+  };
+  return messages;
+}
+
 }  // namespace
+
+TEST_CASE("every hostile GGUF file is rejected with a message naming the file and the defect", "[io][gguf]") {
+  for (const auto& [stem, fragment] : expected_gguf_messages()) {
+    const std::string path = kCorpus + "/" + stem + ".gguf";
+    INFO(path);
+    REQUIRE(std::filesystem::is_regular_file(path));
+    std::string message;
+    try {
+      shrink::io::GgufFile::open(path);
+      FAIL("opened without an error");
+    } catch (const shrink::Error& e) {
+      message = e.what();
+    }
+    INFO(message);
+    CHECK(message.find("shrink::io::GgufFile: " + path + ": ") == 0);
+    CHECK(message.find(fragment) != std::string::npos);
+  }
+}
 
 TEST_CASE("every hostile file is rejected with a message naming the file and the defect", "[io][safetensors]") {
   for (const auto& [stem, fragment] : expected_messages()) {
@@ -62,15 +110,21 @@ TEST_CASE("every hostile file is rejected with a message naming the file and the
   }
 }
 
-TEST_CASE("the corpus holds exactly the files the test expects", "[io][safetensors]") {
-  std::size_t files = 0;
+TEST_CASE("the corpus holds exactly the files the test expects", "[io][safetensors][gguf]") {
+  std::size_t files = 0, gguf_files = 0;
   for (const auto& entry : std::filesystem::directory_iterator(kCorpus)) {
-    if (entry.path().extension() != ".safetensors") continue;
-    ++files;
     INFO(entry.path().string());
+    if (entry.path().extension() == ".gguf") {
+      ++gguf_files;
+      CHECK(expected_gguf_messages().count(entry.path().stem().string()) == 1);
+      continue;
+    }
+    CHECK(entry.path().extension() == ".safetensors");
+    ++files;
     CHECK(expected_messages().count(entry.path().stem().string()) == 1);
   }
   CHECK(files == expected_messages().size());
+  CHECK(gguf_files == expected_gguf_messages().size());
 }
 
 TEST_CASE("parse_safetensors rejects every prefix of a valid file", "[io][safetensors]") {

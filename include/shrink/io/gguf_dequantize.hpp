@@ -1,0 +1,100 @@
+// The dequantization formulas of the GGUF tensor types shrink reads (F32, F16, BF16, Q8_0, Q4_0, Q4_1), each written
+// once, on raw little-endian bytes; GgufFile (io/gguf.hpp) calls them tensor by tensor.
+//
+// Block layouts (ggml; checked against gguf-py's gguf.quants):
+//   Q8_0: 34 bytes per 32 elements: fp16 d, then 32 int8 q;             x[j] = d * q[j]
+//   Q4_0: 18 bytes per 32 elements: fp16 d, then 16 bytes of nibbles;    x[j] = d * (q[j] - 8)
+//   Q4_1: 20 bytes per 32 elements: fp16 d, fp16 m, then 16 bytes;       x[j] = d * q[j] + m
+// where, in the 4-bit types, element j < 16 is the low nibble of byte j and element j + 16 its high nibble.
+// Scales are decoded exactly (core/half.hpp) and every product d * q is exact in float (an 11-bit significand times
+// an integer of at most 8 bits), so each value is rounded at most once: a fused multiply-add gives the same bits.
+// Non-finite scales are not checked here: they give non-finite values, which the caller checks if it cares.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "shrink/core/error.hpp"
+#include "shrink/core/half.hpp"
+#include "shrink/io/gguf_types.hpp"
+
+namespace shrink::io {
+
+namespace gguf_detail {
+
+inline std::uint16_t load_u16(const std::uint8_t* p) {
+  return static_cast<std::uint16_t>(p[0] | (static_cast<unsigned>(p[1]) << 8));
+}
+inline std::uint32_t load_u32(const std::uint8_t* p) {
+  return static_cast<std::uint32_t>(p[0]) | (static_cast<std::uint32_t>(p[1]) << 8) |
+         (static_cast<std::uint32_t>(p[2]) << 16) | (static_cast<std::uint32_t>(p[3]) << 24);
+}
+
+constexpr int kBlock32 = 32;  // elements per block of Q8_0, Q4_0 and Q4_1
+
+inline void dequantize_q8_0_block(const std::uint8_t* block, float* out) {
+  const float d = half_bits_to_float(load_u16(block));
+  const std::uint8_t* q = block + 2;
+  for (int j = 0; j < kBlock32; ++j) out[j] = d * static_cast<float>(static_cast<std::int8_t>(q[j]));  // x = d*q
+}
+
+inline void dequantize_q4_0_block(const std::uint8_t* block, float* out) {
+  const float d = half_bits_to_float(load_u16(block));
+  const std::uint8_t* q = block + 2;
+  for (int j = 0; j < kBlock32 / 2; ++j) {
+    out[j] = d * static_cast<float>((q[j] & 0x0F) - 8);               // x = d*(q-8), low nibble: element j
+    out[j + kBlock32 / 2] = d * static_cast<float>((q[j] >> 4) - 8);  // high nibble: element j + 16
+  }
+}
+
+inline void dequantize_q4_1_block(const std::uint8_t* block, float* out) {
+  const float d = half_bits_to_float(load_u16(block));
+  const float m = half_bits_to_float(load_u16(block + 2));
+  const std::uint8_t* q = block + 4;
+  for (int j = 0; j < kBlock32 / 2; ++j) {
+    out[j] = d * static_cast<float>(q[j] & 0x0F) + m;               // x = d*q + m, low nibble: element j
+    out[j + kBlock32 / 2] = d * static_cast<float>(q[j] >> 4) + m;  // high nibble: element j + 16
+  }
+}
+
+}  // namespace gguf_detail
+
+// Dequantizes `elements` elements of ggml type `type` stored at `data` into out[0, elements). `elements` must be a
+// multiple of the type's block size, and data must hold elements / block size blocks (GgufFile checks both when it
+// opens a file). Unsupported types raise shrink::Error.
+inline void gguf_dequantize(std::uint32_t type, const std::uint8_t* data, std::int64_t elements, float* out) {
+  const GgufTypeLayout layout = gguf_type_layout(type);
+  if (!gguf_type_supported(type))
+    fail("shrink::io::gguf_dequantize", "type", std::string(layout.name) + " (" + std::to_string(type) + ")",
+         "one of " + gguf_supported_type_names());
+  if (elements < 0 || elements % layout.block_elements != 0)
+    fail("shrink::io::gguf_dequantize", "elements", elements,
+         "a non-negative multiple of " + std::to_string(layout.block_elements) + " for " + layout.name);
+  const std::int64_t blocks = elements / layout.block_elements;
+  const std::size_t stride = layout.block_bytes;
+  switch (static_cast<GgufType>(type)) {
+    case GgufType::f32:
+      for (std::int64_t i = 0; i < elements; ++i) out[i] = bits_to_float(gguf_detail::load_u32(data + 4 * i));
+      return;
+    case GgufType::f16:
+      for (std::int64_t i = 0; i < elements; ++i) out[i] = half_bits_to_float(gguf_detail::load_u16(data + 2 * i));
+      return;
+    case GgufType::bf16:
+      for (std::int64_t i = 0; i < elements; ++i) out[i] = bfloat16_bits_to_float(gguf_detail::load_u16(data + 2 * i));
+      return;
+    case GgufType::q8_0:
+      for (std::int64_t b = 0; b < blocks; ++b)
+        gguf_detail::dequantize_q8_0_block(data + b * stride, out + b * gguf_detail::kBlock32);
+      return;
+    case GgufType::q4_0:
+      for (std::int64_t b = 0; b < blocks; ++b)
+        gguf_detail::dequantize_q4_0_block(data + b * stride, out + b * gguf_detail::kBlock32);
+      return;
+    case GgufType::q4_1:
+      for (std::int64_t b = 0; b < blocks; ++b)
+        gguf_detail::dequantize_q4_1_block(data + b * stride, out + b * gguf_detail::kBlock32);
+      return;
+  }
+}
+
+}  // namespace shrink::io

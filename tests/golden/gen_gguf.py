@@ -1,0 +1,93 @@
+"""Golden GGUF files for shrink/io/gguf.hpp, written by the reference implementation: the PyPI package gguf
+(gguf-py, 0.19.0; scripts/python-env.sh's environment has it). Run: $(scripts/python-env.sh) tests/golden/gen_gguf.py
+
+Files written (a few KB each):
+  gguf_small.gguf           metadata of every GGUF value type, and tensors of odd shapes in F32, F16, BF16, Q8_0,
+                            Q4_0 and Q4_1, quantized by gguf.quants.quantize from seeded random values
+  gguf_small_expected.gguf  each of those tensors as F32 under the same name and shape: gguf.quants.dequantize of
+                            its stored bytes (the test requires shrink's dequantization to give the same bits)
+"""
+import pathlib
+
+import gguf
+import numpy as np
+
+SEED = 20250618
+HERE = pathlib.Path(__file__).resolve().parent
+Q = gguf.GGMLQuantizationType
+
+
+def values(rng, shape):
+    """Normal values with a spread of magnitudes per row, so blocks get different scales (and Q4_1 offsets)."""
+    x = rng.standard_normal(shape).astype(np.float32)
+    rows = x.reshape(-1, shape[-1])
+    rows *= np.geomspace(0.01, 8.0, rows.shape[0], dtype=np.float32)[:, None]
+    rows[::2] += np.float32(0.75)  # shifted rows: Q4_1's m away from -max
+    return x
+
+
+def tensors(rng):
+    """name -> (float values, ggml type). Shapes are numpy's (outermost first); GGUF stores them reversed."""
+    special = np.array([0.0, -0.0, np.inf, -np.inf, 65504.0, 6.0e-8, -1.0e-5, 1.0e30, 3.0e38], dtype=np.float32)
+    f16 = values(rng, (5, 3))
+    f16.reshape(-1)[:6] = special[:6]  # signed zeros, infinities, the largest half, a subnormal
+    f32 = values(rng, (3, 5, 7))
+    f32.reshape(-1)[:9] = special
+    bf16 = values(rng, (7,))
+    bf16[:3] = [-0.0, np.inf, 1.0e-39]  # a bfloat16 subnormal
+    q4_0 = values(rng, (5, 96))
+    q4_0[1] = 0.0  # an all-zero row: scale 0
+    return {
+        "f32.weight": (f32, Q.F32),
+        "f32_4d": (values(rng, (2, 1, 3, 2)), Q.F32),
+        "f16.weight": (f16, Q.F16),
+        "bf16.bias": (bf16, Q.BF16),
+        "q8_0.weight": (values(rng, (3, 64)), Q.Q8_0),
+        "q4_0.weight": (q4_0, Q.Q4_0),
+        "q4_1.weight": (values(rng, (7, 32)), Q.Q4_1),
+        "q4_1_3d": (values(rng, (3, 2, 64)), Q.Q4_1),
+    }
+
+
+def main():
+    rng = np.random.default_rng(SEED)
+    small = gguf.GGUFWriter(str(HERE / "gguf_small.gguf"), arch="shrinktest")
+    small.add_uint8("test.uint8", 200)
+    small.add_int8("test.int8", -100)
+    small.add_uint16("test.uint16", 60000)
+    small.add_int16("test.int16", -30000)
+    small.add_uint32("test.uint32", 4000000000)
+    small.add_int32("test.int32", -2000000000)
+    small.add_uint64("test.uint64", 18000000000000000000)
+    small.add_int64("test.int64", -9000000000000000000)
+    small.add_float32("test.float32", 0.1)
+    small.add_float64("test.float64", -2.5e-300)
+    small.add_bool("test.bool_true", True)
+    small.add_bool("test.bool_false", False)
+    small.add_string("test.string", "héllo, GGUF")
+    small.add_array("test.strings", ["a", "", "ünï", "<|im_end|>"])
+    small.add_array("test.ints", [3, -1, 0, 2000000000])
+    small.add_array("test.floats", [0.5, -1.25, 3.0])
+    small.add_array("test.bools", [True, False, True])
+    small.add_array("test.nested", [[1, 2], [3]])
+    # gguf-py skips empty strings and arrays (add_string, add_array): tests/io/test_gguf.cpp covers those.
+    expected = gguf.GGUFWriter(str(HERE / "gguf_small_expected.gguf"), arch="shrinktest")
+    for name, (x, qtype) in tensors(rng).items():
+        stored = gguf.quants.quantize(x, qtype)
+        if qtype in (Q.F32, Q.F16):
+            small.add_tensor(name, stored)
+        else:
+            small.add_tensor(name, stored, raw_shape=stored.shape, raw_dtype=qtype)
+        dequantized = gguf.quants.dequantize(stored, qtype).astype(np.float32)
+        assert dequantized.shape == x.shape, (name, dequantized.shape, x.shape)
+        expected.add_tensor(name, np.ascontiguousarray(dequantized))
+    for writer in (small, expected):
+        writer.write_header_to_file()
+        writer.write_kv_data_to_file()
+        writer.write_tensors_to_file()
+        writer.close()
+    print(f"gen_gguf: wrote {HERE / 'gguf_small.gguf'} and {HERE / 'gguf_small_expected.gguf'}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,235 @@
+// The llama forward pass of the LLM example over a model whose linears are CompressedLinear, and the negative
+// log-likelihood of a window of tokens (perplexity's sum).
+//
+// Per block (x: [T, width], positions 0..T-1 within the window):
+//   h = rms_norm(x) · attn_norm                       rms_norm(x) = x / sqrt(mean(x²) + eps)
+//   q, k, v = h·Wqᵀ, h·Wkᵀ, h·Wvᵀ;  q, k rotated (RoPE on adjacent pairs, θ_i = pos · base^(-2i/head_dim))
+//   a_h = softmax(q_h·k_gᵀ / sqrt(head_dim) + causal mask) · v_g     g = h / (heads / kv_heads)
+//   x += a·Woᵀ
+//   h = rms_norm(x) · ffn_norm;  x += (silu(h·Wgateᵀ) ⊙ h·Wupᵀ)·Wdownᵀ
+// then logits = (rms_norm(x) · output_norm)·Eᵀ, E the output head (the embedding when tied), and
+//   NLL = Σ_{t < T-1} (logsumexp(logits[t]) − logits[t, id[t+1]])   (in double).
+// The gate's SiLU is the gate product's epilogue (shrink::Activation::silu).
+#pragma once
+
+#include <Eigen/Core>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "compressed_linear.hpp"
+#include "llama_model.hpp"
+#include "shrink/core/error.hpp"
+#include "shrink/core/executor.hpp"
+#include "shrink/linear/f32.hpp"
+
+namespace llm {
+
+struct CompressedBlock {
+  std::vector<float> attn_norm;
+  std::vector<float> ffn_norm;
+  std::array<CompressedLinear, kLinearsPerBlock> linears;
+
+  CompressedLinear& linear(LinearSlot s) { return linears[static_cast<std::size_t>(s)]; }
+  const CompressedLinear& linear(LinearSlot s) const { return linears[static_cast<std::size_t>(s)]; }
+};
+
+// What a recipe produces: compressed linears per block; the embedding, the norms and the head stay float32.
+struct CompressedModel {
+  LlamaConfig config;
+  std::shared_ptr<const FloatMatrix> embedding;                  // [vocab, width]
+  std::shared_ptr<const shrink::cpu::PackedWeight<float>> head;  // [vocab, width], packed for linear_f32
+  std::vector<float> output_norm;
+  std::vector<CompressedBlock> blocks;
+
+  // Bytes of every block linear as stored (what the recipes compress).
+  std::int64_t linear_bytes() const {
+    std::int64_t total = 0;
+    for (const CompressedBlock& b : blocks)
+      for (const CompressedLinear& l : b.linears) total += l.stored_bytes();
+    return total;
+  }
+};
+
+// Receives the input of every linear during a forward pass (calibration): x is [T, in].
+class ActivationTap {
+ public:
+  virtual ~ActivationTap() = default;
+  virtual void observe(std::int64_t block, LinearInput input, shrink::TensorView<const float> x) = 0;
+};
+
+struct WindowLoss {
+  double nll_sum = 0.0;
+  std::int64_t predictions = 0;
+};
+
+namespace detail {
+
+using RowMatrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+using ConstStrided = Eigen::Map<const RowMatrix, 0, Eigen::OuterStride<>>;
+using Strided = Eigen::Map<RowMatrix, 0, Eigen::OuterStride<>>;
+
+// out[t] = x[t] / sqrt(mean(x[t]²) + eps) · gamma, row by row on the executor.
+inline void rms_norm(const FloatMatrix& x, const std::vector<float>& gamma, float eps, FloatMatrix& out) {
+  const std::int64_t n = x.cols;
+  shrink::parallel_for(
+      x.rows, shrink::chunk_size(x.rows, 4.0 * static_cast<double>(n)), [&](std::int64_t b, std::int64_t e) {
+        for (std::int64_t t = b; t < e; ++t) {
+          const float* row = x.row(t);
+          double squares = 0.0;
+          for (std::int64_t j = 0; j < n; ++j) squares += static_cast<double>(row[j]) * row[j];
+          const float inv = 1.0f / std::sqrt(static_cast<float>(squares / static_cast<double>(n)) + eps);
+          float* y = out.row(t);
+          for (std::int64_t j = 0; j < n; ++j) y[j] = row[j] * inv * gamma[static_cast<std::size_t>(j)];
+        }
+      });
+}
+
+// cos / sin of θ_i = pos · base^(-2i/d) for pos < T, i < d/2 (in double, then float), [T, d/2] each.
+struct RopeTable {
+  std::int64_t half = 0;
+  std::vector<float> cos, sin;
+  RopeTable(std::int64_t tokens, std::int64_t head_dim, float base) : half(head_dim / 2) {
+    cos.resize(static_cast<std::size_t>(tokens * half));
+    sin.resize(cos.size());
+    for (std::int64_t t = 0; t < tokens; ++t)
+      for (std::int64_t i = 0; i < half; ++i) {
+        const double inv =
+            std::pow(static_cast<double>(base), -2.0 * static_cast<double>(i) / static_cast<double>(head_dim));
+        const double angle = static_cast<double>(t) * inv;
+        cos[static_cast<std::size_t>(t * half + i)] = static_cast<float>(std::cos(angle));
+        sin[static_cast<std::size_t>(t * half + i)] = static_cast<float>(std::sin(angle));
+      }
+  }
+};
+
+// Rotates each head's adjacent pairs (x[2i], x[2i+1]) of every row of x [T, heads · head_dim] in place.
+inline void apply_rope(FloatMatrix& x, std::int64_t head_dim, const RopeTable& rope) {
+  const std::int64_t heads = x.cols / head_dim;
+  for (std::int64_t t = 0; t < x.rows; ++t) {
+    const float* c = rope.cos.data() + t * rope.half;
+    const float* s = rope.sin.data() + t * rope.half;
+    for (std::int64_t h = 0; h < heads; ++h) {
+      float* v = x.row(t) + h * head_dim;
+      for (std::int64_t i = 0; i < rope.half; ++i) {
+        const float even = v[2 * i], odd = v[2 * i + 1];
+        v[2 * i] = even * c[i] - odd * s[i];
+        v[2 * i + 1] = even * s[i] + odd * c[i];
+      }
+    }
+  }
+}
+
+// a[:, head h] = softmax(q_h·k_gᵀ / sqrt(d) + causal mask)·v_g, heads on the executor.
+inline void attention(const FloatMatrix& q, const FloatMatrix& k, const FloatMatrix& v, const LlamaConfig& c,
+                      FloatMatrix& a) {
+  const std::int64_t t = q.rows, d = c.head_dim(), group = c.heads / c.kv_heads;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+  shrink::parallel_for(c.heads, 1, [&](std::int64_t begin, std::int64_t end) {
+    RowMatrix scores(t, t);
+    for (std::int64_t h = begin; h < end; ++h) {
+      const std::int64_t g = h / group;
+      const ConstStrided qh(q.values.data() + h * d, t, d, Eigen::OuterStride<>(q.cols));
+      const ConstStrided kh(k.values.data() + g * d, t, d, Eigen::OuterStride<>(k.cols));
+      const ConstStrided vh(v.values.data() + g * d, t, d, Eigen::OuterStride<>(v.cols));
+      scores.noalias() = qh * kh.transpose();
+      for (std::int64_t i = 0; i < t; ++i) {
+        float* row = scores.data() + i * t;
+        float top = -INFINITY;
+        for (std::int64_t j = 0; j <= i; ++j) top = std::max(top, row[j] * scale);
+        float sum = 0.0f;
+        for (std::int64_t j = 0; j <= i; ++j) sum += (row[j] = std::exp(row[j] * scale - top));
+        const float inv = 1.0f / sum;
+        for (std::int64_t j = 0; j <= i; ++j) row[j] *= inv;
+        std::fill(row + i + 1, row + t, 0.0f);
+      }
+      Strided ah(a.values.data() + h * d, t, d, Eigen::OuterStride<>(a.cols));
+      ah.noalias() = scores * vh;
+    }
+  });
+}
+
+inline void add_into(FloatMatrix& x, const FloatMatrix& y) {
+  for (std::size_t i = 0; i < x.values.size(); ++i) x.values[i] += y.values[i];
+}
+
+}  // namespace detail
+
+// The NLL of ids[1..count-1] given their prefixes in this window (count - 1 predictions). `tap`, when given, sees
+// every linear's input. Token ids must be < vocab.
+inline WindowLoss forward_window(const CompressedModel& m, const std::int32_t* ids, std::int64_t count,
+                                 ActivationTap* tap = nullptr) {
+  const char* fn = "llm::forward_window";
+  const LlamaConfig& c = m.config;
+  if (count < 2) shrink::fail(fn, "count", count, "a window of at least 2 tokens");
+  for (std::int64_t t = 0; t < count; ++t)
+    if (ids[t] < 0 || ids[t] >= c.vocab)
+      shrink::fail(fn, ("ids[" + std::to_string(t) + "]").c_str(), ids[t],
+                   "a token id below the vocabulary size " + std::to_string(c.vocab));
+
+  FloatMatrix x(count, c.width), h(count, c.width), q(count, c.width), k(count, c.kv_width()), v(count, c.kv_width());
+  FloatMatrix a(count, c.width), o(count, c.width), gate(count, c.ffn), up(count, c.ffn);
+  std::vector<float> scratch;
+  for (std::int64_t t = 0; t < count; ++t)
+    std::copy(m.embedding->row(ids[t]), m.embedding->row(ids[t]) + c.width, x.row(t));
+  const detail::RopeTable rope(count, c.head_dim(), c.rope_base);
+
+  for (std::int64_t b = 0; b < c.blocks; ++b) {
+    const CompressedBlock& block = m.blocks[static_cast<std::size_t>(b)];
+    auto run = [&](LinearSlot s, const FloatMatrix& in, FloatMatrix& out, shrink::Activation act) {
+      block.linear(s).forward(in.view(), out.view(), act, scratch);
+    };
+    detail::rms_norm(x, block.attn_norm, c.norm_eps, h);
+    if (tap) tap->observe(b, LinearInput::attention, h.view());
+    run(LinearSlot::q, h, q, shrink::Activation::none);
+    run(LinearSlot::k, h, k, shrink::Activation::none);
+    run(LinearSlot::v, h, v, shrink::Activation::none);
+    detail::apply_rope(q, c.head_dim(), rope);
+    detail::apply_rope(k, c.head_dim(), rope);
+    detail::attention(q, k, v, c, a);
+    if (tap) tap->observe(b, LinearInput::attention_output, a.view());
+    run(LinearSlot::o, a, o, shrink::Activation::none);
+    detail::add_into(x, o);
+
+    detail::rms_norm(x, block.ffn_norm, c.norm_eps, h);
+    if (tap) tap->observe(b, LinearInput::ffn, h.view());
+    run(LinearSlot::gate, h, gate, shrink::Activation::silu);
+    run(LinearSlot::up, h, up, shrink::Activation::none);
+    for (std::size_t i = 0; i < gate.values.size(); ++i) gate.values[i] *= up.values[i];
+    if (tap) tap->observe(b, LinearInput::ffn_down, gate.view());
+    run(LinearSlot::down, gate, o, shrink::Activation::none);
+    detail::add_into(x, o);
+  }
+  detail::rms_norm(x, m.output_norm, c.norm_eps, h);
+
+  // Logits in chunks of rows, each row's log-softmax in double.
+  WindowLoss loss;
+  const std::int64_t chunk = 64;
+  FloatMatrix logits(std::min<std::int64_t>(chunk, count - 1), c.vocab);
+  for (std::int64_t begin = 0; begin < count - 1; begin += chunk) {
+    const std::int64_t rows = std::min<std::int64_t>(chunk, count - 1 - begin);
+    shrink::TensorView<const float> in(h.row(begin), shrink::Shape{rows, c.width});
+    shrink::TensorView<float> out(logits.values.data(), shrink::Shape{rows, c.vocab});
+    shrink::cpu::linear_f32(in, *m.head, out, shrink::Epilogue{});
+    std::vector<double> row_nll(static_cast<std::size_t>(rows));
+    shrink::parallel_for(rows, 1, [&](std::int64_t rb, std::int64_t re) {
+      for (std::int64_t r = rb; r < re; ++r) {
+        const float* z = logits.row(r);
+        const float top = *std::max_element(z, z + c.vocab);
+        double sum = 0.0;
+        for (std::int64_t j = 0; j < c.vocab; ++j) sum += std::exp(static_cast<double>(z[j]) - top);
+        row_nll[static_cast<std::size_t>(r)] = std::log(sum) + top - z[ids[begin + r + 1]];
+      }
+    });
+    for (double v : row_nll) loss.nll_sum += v;  // in row order: the same sum on any executor
+    loss.predictions += rows;
+  }
+  return loss;
+}
+
+}  // namespace llm

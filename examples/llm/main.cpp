@@ -1,0 +1,221 @@
+// shrink_llm: SmolLM2-135M-Instruct (GGUF) compressed by every recipe of recipes.hpp, each row's perplexity on a
+// fixed span of held-out text, printed as a table and written as JSON (docs/llm.md).
+//
+//   shrink_llm [--data DIR] [--recipes all|a,b,..|none] [--window 512] [--windows 8] [--calibration-windows 4]
+//              [--threads N] [--json FILE] [--write-ids FILE]
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iterator>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "llama_gguf.hpp"
+#include "recipe_table.hpp"
+#include "shrink/core/executor.hpp"
+#include "shrink/io/gguf.hpp"
+#include "tokenizer_gguf.hpp"
+
+namespace {
+
+using llm::WindowSpan;
+
+struct Options {
+  std::string data_dir;
+  std::string model, eval_text, calibration_text;
+  std::vector<std::string> recipes;
+  WindowSpan eval{512, 8};
+  WindowSpan calibration{512, 4};
+  int threads = 0;  // 0: shrink's default executor
+  std::string json, write_ids;
+};
+
+[[noreturn]] void usage(const std::string& why) {
+  std::fprintf(stderr,
+               "shrink_llm: %s\n"
+               "usage: shrink_llm [--data DIR] [--model FILE.gguf] [--eval-text FILE] [--calibration-text FILE]\n"
+               "                  [--recipes all|none|NAME,NAME,...] [--window N] [--windows N]\n"
+               "                  [--calibration-windows N] [--threads N] [--json FILE] [--write-ids FILE]\n"
+               "  --data DIR  scripts/fetch-llm-data.sh's directory (default: $SHRINK_LLM_DATA_DIR): the model\n"
+               "              SmolLM2-135M-Instruct.Q4_1.gguf, hamlet.txt (evaluation), macbeth.txt (calibration)\n",
+               why.c_str());
+  std::exit(2);
+}
+
+std::int64_t positive(const std::string& flag, const std::string& value) {
+  char* end = nullptr;
+  const long long v = std::strtoll(value.c_str(), &end, 10);
+  if (value.empty() || *end != '\0' || v < 1 || v > 1'000'000)
+    usage(flag + ": '" + value + "' is not a count in [1, 10^6]");
+  return v;
+}
+
+std::vector<std::string> split(const std::string& list) {
+  std::vector<std::string> out;
+  std::stringstream in(list);
+  for (std::string item; std::getline(in, item, ',');)
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+Options parse(int argc, char** argv) {
+  Options o;
+  if (const char* env = std::getenv("SHRINK_LLM_DATA_DIR")) o.data_dir = env;
+  std::string recipes = "all";
+  for (int i = 1; i < argc; ++i) {
+    const std::string flag = argv[i];
+    if (flag == "--help" || flag == "-h") usage("compresses SmolLM2-135M every way shrink can and measures perplexity");
+    if (i + 1 >= argc) usage(flag + " needs a value");
+    const std::string value = argv[++i];
+    if (flag == "--data")
+      o.data_dir = value;
+    else if (flag == "--model")
+      o.model = value;
+    else if (flag == "--eval-text")
+      o.eval_text = value;
+    else if (flag == "--calibration-text")
+      o.calibration_text = value;
+    else if (flag == "--recipes")
+      recipes = value;
+    else if (flag == "--window")
+      o.eval.window = o.calibration.window = positive(flag, value);
+    else if (flag == "--windows")
+      o.eval.count = positive(flag, value);
+    else if (flag == "--calibration-windows")
+      o.calibration.count = positive(flag, value);
+    else if (flag == "--threads")
+      o.threads = static_cast<int>(positive(flag, value));
+    else if (flag == "--json")
+      o.json = value;
+    else if (flag == "--write-ids")
+      o.write_ids = value;
+    else
+      usage("unknown option " + flag);
+  }
+  if (o.eval.window < 2) usage("--window: at least 2 tokens");
+  auto in_data = [&](std::string& path, const char* name) {
+    if (!path.empty()) return;
+    if (o.data_dir.empty()) usage(std::string("no --data directory (or $SHRINK_LLM_DATA_DIR) for ") + name);
+    path = o.data_dir + "/" + name;
+  };
+  in_data(o.model, "SmolLM2-135M-Instruct.Q4_1.gguf");
+  in_data(o.eval_text, "hamlet.txt");
+  in_data(o.calibration_text, "macbeth.txt");
+  if (recipes == "all") {
+    for (const auto& r : llm::kRecipes) o.recipes.push_back(r.name);
+  } else if (recipes != "none") {
+    o.recipes = split(recipes);
+    try {
+      for (const std::string& r : o.recipes) llm::recipe_info(r);  // unknown names fail here, before loading
+    } catch (const shrink::Error& e) {
+      usage(std::string("--recipes: ") + e.what());
+    }
+  }
+  return o;
+}
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) shrink::fail("shrink_llm", "text", path, "a readable file");
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// Writes `bytes` to path through a temporary file renamed over it: a failed run leaves no partial file.
+void write_atomically(const std::string& path, const std::string& bytes) {
+  const std::string partial = path + ".partial";
+  {
+    std::ofstream out(partial, std::ios::binary | std::ios::trunc);
+    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    if (!out.flush()) {
+      std::remove(partial.c_str());
+      shrink::fail("shrink_llm", "output", path, "a writable file");
+    }
+  }
+  if (std::rename(partial.c_str(), path.c_str()) != 0) {
+    std::remove(partial.c_str());
+    shrink::fail("shrink_llm", "output", path, "a path the temporary file can be renamed to");
+  }
+}
+
+nlohmann::json row_json(const llm::TableRow& r) {
+  return {{"recipe", r.recipe},
+          {"path", r.path},
+          {"perplexity", r.eval.perplexity()},
+          {"change_percent", r.delta_percent},
+          {"nll_sum", r.eval.nll_sum},
+          {"predictions", r.eval.predictions},
+          {"weight_bytes", r.weight_bytes},
+          {"compress_seconds", r.compress_seconds},
+          {"forward_seconds", r.eval.seconds},
+          {"tokens_per_second", r.eval.tokens_per_second()}};
+}
+
+int run(const Options& o) {
+  std::unique_ptr<shrink::ThreadPoolExecutor> pool;
+  if (o.threads > 0) {
+    pool = std::make_unique<shrink::ThreadPoolExecutor>(o.threads);
+    shrink::set_executor(pool.get());
+  }
+  const int threads = shrink::current_executor().concurrency();
+
+  const llm::BpeTokenizer tokenizer = llm::smollm_tokenizer_from_gguf(o.model);
+  llm::TableInputs in;
+  in.eval_ids = tokenizer.encode(read_text(o.eval_text));
+  in.eval_span = o.eval;
+  llm::require_span(in.eval_ids, in.eval_span, o.eval_text);
+  if (!o.write_ids.empty()) {
+    const auto* bytes = reinterpret_cast<const char*>(in.eval_ids.data());
+    write_atomically(o.write_ids, std::string(bytes, bytes + in.eval_ids.size() * sizeof(std::int32_t)));
+  }
+  if (o.recipes.empty()) return 0;
+  in.calibration_ids = tokenizer.encode(read_text(o.calibration_text));
+  in.calibration_span = o.calibration;
+  in.recipes = o.recipes;
+
+  const llm::LlamaWeights weights = llm::load_llama_gguf(o.model);
+  in.weights = &weights;
+  std::printf("model %s: %lld blocks, width %lld, %lld heads (%lld KV), vocabulary %lld\n", o.model.c_str(),
+              static_cast<long long>(weights.config.blocks), static_cast<long long>(weights.config.width),
+              static_cast<long long>(weights.config.heads), static_cast<long long>(weights.config.kv_heads),
+              static_cast<long long>(weights.config.vocab));
+  std::printf("evaluation: %s, %lld windows of %lld tokens (of %zu); calibration: %s, %lld windows; %d threads\n",
+              o.eval_text.c_str(), static_cast<long long>(o.eval.count), static_cast<long long>(o.eval.window),
+              in.eval_ids.size(), o.calibration_text.c_str(), static_cast<long long>(o.calibration.count), threads);
+  llm::print_table_header(stdout);
+  const llm::Table table = llm::run_table(in, [](const llm::TableRow& r) { llm::print_table_row(stdout, r); });
+  if (table.calibration_tokens > 0)
+    std::printf("calibration: %lld tokens through the float model in %.2f s (not in the compress times)\n",
+                static_cast<long long>(table.calibration_tokens), table.calibration_seconds);
+
+  if (!o.json.empty()) {
+    nlohmann::json j = {{"model", o.model},
+                        {"threads", threads},
+                        {"evaluation", {{"text", o.eval_text}, {"window", o.eval.window}, {"windows", o.eval.count}}},
+                        {"calibration",
+                         {{"text", o.calibration_text},
+                          {"window", o.calibration.window},
+                          {"windows", o.calibration.count},
+                          {"tokens", table.calibration_tokens},
+                          {"seconds", table.calibration_seconds}}},
+                        {"rows", nlohmann::json::array()}};
+    for (const auto& r : table.rows) j["rows"].push_back(row_json(r));
+    write_atomically(o.json, j.dump(1) + "\n");
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Options options = parse(argc, argv);
+  try {
+    return run(options);
+  } catch (const shrink::Error& e) {
+    std::fprintf(stderr, "shrink_llm: %s\n", e.what());
+    return 1;
+  }
+}

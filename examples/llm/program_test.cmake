@@ -1,0 +1,37 @@
+# ctest -R llm/shrink_llm_every_recipe_on_one_window: shrink_llm (PROGRAM) on the real data (DATA), in WORK.
+file(REMOVE_RECURSE ${WORK})
+file(MAKE_DIRECTORY ${WORK})
+
+# Every recipe on one window of 64 tokens, calibration on one window: a table row and a JSON row for each.
+execute_process(COMMAND ${PROGRAM} --data ${DATA} --window 64 --windows 1 --calibration-windows 1 --threads 2
+                        --json ${WORK}/table.json
+                RESULT_VARIABLE status OUTPUT_VARIABLE out ERROR_VARIABLE err)
+message("${out}${err}")
+if(NOT status EQUAL 0)
+  message(FATAL_ERROR "shrink_llm exited with ${status}")
+endif()
+file(READ ${WORK}/table.json json)
+string(JSON rows LENGTH "${json}" rows)
+if(NOT rows EQUAL 12)
+  message(FATAL_ERROR "table.json has ${rows} rows, expected 12")
+endif()
+foreach(recipe base fp16 bf16 w8 w8a8 sq-w8a8 w4-g64 w3-g64 mag-50 wanda-50 mag-2:4 wanda-2:4)
+  string(FIND "${out}" "${recipe} " at)
+  if(at EQUAL -1)
+    message(FATAL_ERROR "no table row for ${recipe}")
+  endif()
+endforeach()
+
+# A text shorter than one window: exit 1, an error naming the text, and no JSON file.
+file(WRITE ${WORK}/short.txt "To be, or not to be, that is the question.")
+execute_process(COMMAND ${PROGRAM} --data ${DATA} --eval-text ${WORK}/short.txt --json ${WORK}/short.json
+                RESULT_VARIABLE status OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(NOT status EQUAL 1 OR NOT err MATCHES "short.txt: tokens" OR EXISTS ${WORK}/short.json)
+  message(FATAL_ERROR "short text: exit ${status}, stderr '${err}', json written: expected exit 1, an error, no file")
+endif()
+
+# An unknown recipe is a usage error (exit 2) before anything is loaded.
+execute_process(COMMAND ${PROGRAM} --data ${DATA} --recipes base,w2 RESULT_VARIABLE status ERROR_VARIABLE err)
+if(NOT status EQUAL 2 OR NOT err MATCHES "w2")
+  message(FATAL_ERROR "unknown recipe: exit ${status}, stderr '${err}'")
+endif()

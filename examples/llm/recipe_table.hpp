@@ -1,0 +1,99 @@
+// The recipe table of the LLM example: for each recipe, compress every block linear, then measure perplexity on
+// the evaluation span, with the weight bytes as stored, the time to compress and the forward pass's tokens/s.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "llama_forward.hpp"
+#include "perplexity.hpp"
+#include "recipes.hpp"
+
+namespace llm {
+
+struct TableRow {
+  std::string recipe;
+  std::string path;
+  Perplexity eval;
+  double delta_percent = 0.0;  // perplexity change from the first row (base), in percent
+  std::int64_t weight_bytes = 0;
+  double compress_seconds = 0.0;
+};
+
+struct Table {
+  std::vector<TableRow> rows;
+  std::int64_t calibration_tokens = 0;
+  double calibration_seconds = 0.0;
+};
+
+struct TableInputs {
+  const LlamaWeights* weights = nullptr;
+  std::vector<std::int32_t> eval_ids;
+  WindowSpan eval_span;
+  std::vector<std::int32_t> calibration_ids;
+  WindowSpan calibration_span;
+  std::vector<std::string> recipes;  // names from kRecipes, base first
+};
+
+// `progress` is called after each row (for printing as the table grows).
+template <class Progress>
+Table run_table(const TableInputs& in, Progress&& progress) {
+  using clock = std::chrono::steady_clock;
+  auto seconds_since = [](clock::time_point t) { return std::chrono::duration<double>(clock::now() - t).count(); };
+  const LlamaWeights& w = *in.weights;
+  require_span(in.eval_ids, in.eval_span, "evaluation text");
+  std::vector<const RecipeInfo*> recipes;
+  bool calibrated = false;
+  for (const std::string& name : in.recipes) {
+    recipes.push_back(&recipe_info(name));
+    calibrated |= recipes.back()->calibrated;
+  }
+  if (calibrated) require_span(in.calibration_ids, in.calibration_span, "calibration text");
+
+  const auto embedding = std::make_shared<const FloatMatrix>(w.embedding);
+  const auto head =
+      std::make_shared<const shrink::cpu::PackedWeight<float>>(shrink::cpu::pack_weight(w.output_head().view()));
+  Table table;
+  std::unique_ptr<CalibrationStats> stats;
+  if (calibrated) {  // the float model's linear inputs over the calibration span
+    const auto start = clock::now();
+    const CompressedModel base = compress_model(w, kRecipes[0], embedding, head, nullptr);
+    stats = std::make_unique<CalibrationStats>(w.config.blocks);
+    evaluate(base, in.calibration_ids, in.calibration_span, "calibration text", stats.get());
+    table.calibration_tokens = in.calibration_span.tokens();
+    table.calibration_seconds = seconds_since(start);
+  }
+  for (const RecipeInfo* r : recipes) {
+    TableRow row;
+    row.recipe = r->name;
+    row.path = r->path;
+    const auto start = clock::now();
+    const CompressedModel m = compress_model(w, *r, embedding, head, stats.get());
+    row.compress_seconds = seconds_since(start);
+    row.weight_bytes = m.linear_bytes();
+    row.eval = evaluate(m, in.eval_ids, in.eval_span, "evaluation text");
+    const double base = table.rows.empty() ? row.eval.perplexity() : table.rows.front().eval.perplexity();
+    row.delta_percent = 100.0 * (row.eval.perplexity() / base - 1.0);
+    table.rows.push_back(row);
+    progress(table.rows.back());
+  }
+  return table;
+}
+
+inline void print_table_header(std::FILE* out) {
+  std::fprintf(out, "%-10s %-30s %11s %9s %12s %11s %10s\n", "recipe", "path", "perplexity", "change", "weight MB",
+               "compress s", "tokens/s");
+}
+
+inline void print_table_row(std::FILE* out, const TableRow& r) {
+  std::fprintf(out, "%-10s %-30s %11.4f %+8.2f%% %12.2f %11.2f %10.1f\n", r.recipe.c_str(), r.path.c_str(),
+               r.eval.perplexity(), r.delta_percent, static_cast<double>(r.weight_bytes) / 1e6, r.compress_seconds,
+               r.eval.tokens_per_second());
+  std::fflush(out);
+}
+
+}  // namespace llm

@@ -1,0 +1,226 @@
+// The compression recipes of the LLM example's table, each applied to every linear of every block (q, k, v, o,
+// gate, up, down); the embedding, the norms and the output head stay float32.
+//
+//   base         the GGUF dequantized to float32                      cpu::linear_f32
+//   fp16, bf16   weights rounded to half / bfloat16                   cpu::linear_weight_only
+//   w8           int8 symmetric per output channel                    cpu::linear_weight_only
+//   w8a8         w8's weights, activations int8 per token (dynamic)   cpu::linear_int8_dynamic
+//   sq-w8a8      SmoothQuant (alpha 0.5) then w8a8                    cpu::linear_int8_dynamic
+//   w4-g64       uint4 affine per group of 64 (round to nearest)      cpu::linear_weight_only
+//   w3-g64       3-bit affine per group of 64: uint4 storage with the range [0, 7] (reduce_range)
+//   mag-50       magnitude, 50% of each weight (torch's l1_unstructured)   cpu::linear_csr
+//   wanda-50     Wanda, 50% of each output row                        cpu::linear_csr
+//   mag-2:4      magnitude 2:4 along the input dimension              cpu::linear_nm
+//   wanda-2:4    Wanda 2:4                                            cpu::linear_nm
+//
+// SmoothQuant's factors fold into the preceding RMSNorm for q/k/v and gate/up, into the up projection's output rows
+// for down (down reads silu(gate) ⊙ up, linear in up), and stay an input scale for o (its input mixes the value
+// heads that several query heads share, so no single preceding row can absorb a per-channel factor).
+// Calibration (SmoothQuant's per-channel |x| maxima, Wanda's per-channel norms) comes from the float model's forward
+// pass over the calibration text (CalibrationStats, an ActivationTap).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "compressed_linear.hpp"
+#include "llama_forward.hpp"
+#include "llama_model.hpp"
+#include "shrink/core/error.hpp"
+#include "shrink/linear/int8.hpp"
+#include "shrink/linear/weight_only.hpp"
+#include "shrink/prune/nm.hpp"
+#include "shrink/prune/unstructured.hpp"
+#include "shrink/prune/wanda.hpp"
+#include "shrink/quant/quantize.hpp"
+#include "shrink/quant/smoothquant.hpp"
+#include "shrink/sparse/csr.hpp"
+#include "shrink/sparse/nm_compressed.hpp"
+
+namespace llm {
+
+enum class Recipe { base, fp16, bf16, w8, w8a8, sq_w8a8, w4_g64, w3_g64, mag_50, wanda_50, mag_24, wanda_24 };
+
+struct RecipeInfo {
+  Recipe recipe;
+  const char* name;
+  const char* path;  // the shrink CPU product it runs through
+  bool calibrated;   // needs CalibrationStats
+};
+
+inline constexpr std::array<RecipeInfo, 12> kRecipes = {{
+    {Recipe::base, "base", "linear_f32", false},
+    {Recipe::fp16, "fp16", "linear_weight_only<half>", false},
+    {Recipe::bf16, "bf16", "linear_weight_only<bfloat16>", false},
+    {Recipe::w8, "w8", "linear_weight_only<int8>", false},
+    {Recipe::w8a8, "w8a8", "linear_int8_dynamic", false},
+    {Recipe::sq_w8a8, "sq-w8a8", "linear_int8_dynamic", true},
+    {Recipe::w4_g64, "w4-g64", "linear_weight_only<int4>", false},
+    {Recipe::w3_g64, "w3-g64", "linear_weight_only<int4>", false},
+    {Recipe::mag_50, "mag-50", "linear_csr", false},
+    {Recipe::wanda_50, "wanda-50", "linear_csr", true},
+    {Recipe::mag_24, "mag-2:4", "linear_nm", false},
+    {Recipe::wanda_24, "wanda-2:4", "linear_nm", true},
+}};
+
+inline const RecipeInfo& recipe_info(const std::string& name) {
+  for (const RecipeInfo& r : kRecipes)
+    if (name == r.name) return r;
+  std::string known;
+  for (const RecipeInfo& r : kRecipes) known += std::string(known.empty() ? "" : ", ") + r.name;
+  shrink::fail("llm::recipe_info", "recipe", name, "one of " + known);
+}
+
+// Per block and linear input: the |x| maxima (SmoothQuant) and the L2 norms (Wanda) over the calibration tokens.
+class CalibrationStats final : public ActivationTap {
+ public:
+  explicit CalibrationStats(std::int64_t blocks) : inputs_(static_cast<std::size_t>(blocks)) {}
+
+  void observe(std::int64_t block, LinearInput input, shrink::TensorView<const float> x) override {
+    Observed& o = at(block, input);
+    o.absmax.observe(x);
+    o.norms.observe(x);
+  }
+  const shrink::quant::ActivationChannelAbsMax& absmax(std::int64_t block, LinearInput input) const {
+    return at(block, input).absmax;
+  }
+  std::vector<float> norms(std::int64_t block, LinearInput input) const { return at(block, input).norms.norms(); }
+  std::int64_t tokens() const { return inputs_.empty() ? 0 : inputs_[0][0].norms.tokens_seen(); }
+
+ private:
+  struct Observed {
+    shrink::quant::ActivationChannelAbsMax absmax;
+    shrink::prune::ActivationNormObserver norms;
+  };
+  Observed& at(std::int64_t block, LinearInput input) {
+    return inputs_.at(static_cast<std::size_t>(block))[static_cast<std::size_t>(input)];
+  }
+  const Observed& at(std::int64_t block, LinearInput input) const {
+    return inputs_.at(static_cast<std::size_t>(block))[static_cast<std::size_t>(input)];
+  }
+  std::vector<std::array<Observed, kLinearInputs>> inputs_;
+};
+
+namespace detail {
+
+inline shrink::quant::QuantScheme w8_scheme() {
+  return shrink::quant::QuantScheme::per_channel(shrink::quant::QuantDtype::int8, shrink::quant::Symmetry::symmetric,
+                                                 0);
+}
+
+inline shrink::quant::QuantScheme uint_group_scheme(int bits) {
+  auto s =
+      shrink::quant::QuantScheme::per_group(shrink::quant::QuantDtype::uint4, shrink::quant::Symmetry::affine, 1, 64);
+  s.reduce_range = bits == 3;  // [0, 7]: 3-bit values in 4-bit storage
+  return s;
+}
+
+// SmoothQuant on one block's float weights (a copy), as the top of this file says; returns o's input scales.
+inline std::vector<float> smooth_block(BlockWeights& w, const CalibrationStats& stats, std::int64_t block) {
+  using shrink::quant::apply_smoothing;
+  using shrink::quant::smoothing_scales;
+  using shrink::quant::weight_channel_absmax;
+  const float alpha = 0.5f;
+  auto view = [&](LinearSlot s) { return w.linear(s).view(); };
+  auto const_view = [&](LinearSlot s) { return shrink::TensorView<const float>(w.linear(s).view()); };
+  auto norm_view = [](std::vector<float>& g) {
+    return shrink::TensorView<float>(g.data(), static_cast<std::int64_t>(g.size()));
+  };
+
+  const auto s_attn = smoothing_scales(
+      stats.absmax(block, LinearInput::attention).absmax(),
+      weight_channel_absmax({const_view(LinearSlot::q), const_view(LinearSlot::k), const_view(LinearSlot::v)}), alpha);
+  for (LinearSlot s : {LinearSlot::q, LinearSlot::k, LinearSlot::v}) apply_smoothing(s_attn, view(s));
+  shrink::quant::fold_smoothing_into_norm(s_attn, norm_view(w.attn_norm));
+
+  const auto s_ffn =
+      smoothing_scales(stats.absmax(block, LinearInput::ffn).absmax(),
+                       weight_channel_absmax({const_view(LinearSlot::gate), const_view(LinearSlot::up)}), alpha);
+  for (LinearSlot s : {LinearSlot::gate, LinearSlot::up}) apply_smoothing(s_ffn, view(s));
+  shrink::quant::fold_smoothing_into_norm(s_ffn, norm_view(w.ffn_norm));
+
+  const auto s_down = smoothing_scales(stats.absmax(block, LinearInput::ffn_down), const_view(LinearSlot::down), alpha);
+  apply_smoothing(s_down, view(LinearSlot::down));
+  FloatMatrix& up = w.linear(LinearSlot::up);  // up's output row j feeds down's input j: divide it by s_j
+  for (std::int64_t j = 0; j < up.rows; ++j)
+    for (std::int64_t i = 0; i < up.cols; ++i) up.row(j)[i] /= s_down[static_cast<std::size_t>(j)];
+
+  const auto s_o =
+      smoothing_scales(stats.absmax(block, LinearInput::attention_output), const_view(LinearSlot::o), alpha);
+  apply_smoothing(s_o, view(LinearSlot::o));
+  return s_o;
+}
+
+inline CompressedLinear compress_linear(Recipe recipe, const FloatMatrix& weight, const CalibrationStats* stats,
+                                        std::int64_t block, LinearSlot slot) {
+  namespace cpu = shrink::cpu;
+  using shrink::prune::Amount;
+  const shrink::TensorView<const float> w = weight.view();
+  const shrink::prune::NmPattern two_four{2, 4};
+  switch (recipe) {
+    case Recipe::base: return CompressedLinear(cpu::pack_weight(w));
+    case Recipe::fp16: return CompressedLinear(cpu::pack_weight_as<shrink::half>(w));
+    case Recipe::bf16: return CompressedLinear(cpu::pack_weight_as<shrink::bfloat16>(w));
+    case Recipe::w8: return CompressedLinear(cpu::pack_weight(shrink::quant::quantize(w, w8_scheme())));
+    case Recipe::w8a8:
+    case Recipe::sq_w8a8: return CompressedLinear(cpu::pack_int8_weight(shrink::quant::quantize(w, w8_scheme())));
+    case Recipe::w4_g64:
+      return CompressedLinear(cpu::pack_weight_int4(shrink::quant::quantize(w, uint_group_scheme(4))));
+    case Recipe::w3_g64:
+      return CompressedLinear(cpu::pack_weight_int4(shrink::quant::quantize(w, uint_group_scheme(3))));
+    case Recipe::mag_50:
+      return CompressedLinear(shrink::sparse::to_csr(w, shrink::prune::l1_unstructured_mask(w, Amount::fraction(0.5))));
+    case Recipe::wanda_50:
+      return CompressedLinear(shrink::sparse::to_csr(
+          w, shrink::prune::wanda_mask(w, stats->norms(block, input_of(slot)), Amount::fraction(0.5))));
+    case Recipe::mag_24: return CompressedLinear(shrink::sparse::compress_nm(w, two_four));
+    case Recipe::wanda_24:
+      return CompressedLinear(shrink::sparse::compress_nm(
+          w, shrink::prune::wanda_nm_mask(w, stats->norms(block, input_of(slot)), two_four), two_four));
+  }
+  shrink::fail("llm::compress_linear", "recipe", static_cast<int>(recipe), "a known recipe");
+}
+
+}  // namespace detail
+
+// The model under `recipe`, sharing the float embedding and the packed head. Calibrated recipes need `stats`.
+inline CompressedModel compress_model(const LlamaWeights& w, const RecipeInfo& recipe,
+                                      std::shared_ptr<const FloatMatrix> embedding,
+                                      std::shared_ptr<const shrink::cpu::PackedWeight<float>> head,
+                                      const CalibrationStats* stats) {
+  if (recipe.calibrated && stats == nullptr)
+    shrink::fail("llm::compress_model", "stats", "none",
+                 std::string("calibration statistics: recipe ") + recipe.name + " needs them");
+  CompressedModel m;
+  m.config = w.config;
+  m.embedding = std::move(embedding);
+  m.head = std::move(head);
+  m.output_norm = w.output_norm;
+  m.blocks.resize(w.blocks.size());
+  for (std::size_t b = 0; b < w.blocks.size(); ++b) {
+    const auto block = static_cast<std::int64_t>(b);
+    CompressedBlock& out = m.blocks[b];
+    if (recipe.recipe == Recipe::sq_w8a8) {
+      BlockWeights smoothed = w.blocks[b];
+      const std::vector<float> o_scales = detail::smooth_block(smoothed, *stats, block);
+      out.attn_norm = smoothed.attn_norm;
+      out.ffn_norm = smoothed.ffn_norm;
+      for (LinearSlot s : kLinearSlots)
+        out.linear(s) = detail::compress_linear(recipe.recipe, smoothed.linear(s), stats, block, s);
+      out.linear(LinearSlot::o) = CompressedLinear(shrink::cpu::pack_int8_weight(shrink::quant::quantize(
+                                                       smoothed.linear(LinearSlot::o).view(), detail::w8_scheme())),
+                                                   o_scales);
+      continue;
+    }
+    out.attn_norm = w.blocks[b].attn_norm;
+    out.ffn_norm = w.blocks[b].ffn_norm;
+    for (LinearSlot s : kLinearSlots)
+      out.linear(s) = detail::compress_linear(recipe.recipe, w.blocks[b].linear(s), stats, block, s);
+  }
+  return m;
+}
+
+}  // namespace llm

@@ -1,0 +1,231 @@
+#!/usr/bin/env python3
+"""Independent PyTorch forward of a llama-architecture GGUF (SmolLM2-135M-Instruct): the reference that the C++
+example examples/llm/ is judged against (docs/llm.md).
+
+Written from the model's definition, not from shrink: the GGUF is read and dequantized by PyPI `gguf` (gguf-py), the
+forward is plain torch (Debian python3-torch), and each compression row is applied with PyTorch's own quantization
+ops where they exist (observers for the qparams, fake_quantize_per_channel_affine for the rounding,
+torch.nn.utils.prune's L1 rule for magnitude pruning, with ties ordered explicitly).
+
+    python3 reference_forward.py --gguf MODEL.gguf --ids eval.ids --window 512 --windows 8 \
+        --rows base,fp16,bf16,int8,w8a8,w4g64,w3g64,magnitude50,magnitude24 --threads 2 --json out.json
+
+eval.ids: the token ids as little-endian int32 (written by `shrink_llm --write-ids`). Perplexity is
+exp(mean negative log-likelihood) of every token of each window given the tokens before it in that window
+(window - 1 predictions per window, positions restart at 0 in each window).
+"""
+import argparse
+import json
+import math
+import sys
+import time
+
+import numpy as np
+import torch
+from gguf import GGUFReader
+from gguf.quants import dequantize
+
+
+def field(reader, key):
+    return reader.fields[key].contents()
+
+
+def load(path):
+    """Config and float32 weights ([out, in] for linears) of a llama GGUF."""
+    reader = GGUFReader(path)
+    arch = field(reader, "general.architecture")
+    if arch != "llama":
+        sys.exit(f"reference_forward: {path}: architecture {arch!r}, expected 'llama'")
+    config = {
+        "blocks": int(field(reader, "llama.block_count")),
+        "width": int(field(reader, "llama.embedding_length")),
+        "ffn": int(field(reader, "llama.feed_forward_length")),
+        "heads": int(field(reader, "llama.attention.head_count")),
+        "kv_heads": int(field(reader, "llama.attention.head_count_kv")),
+        "rope_base": float(field(reader, "llama.rope.freq_base")),
+        "eps": float(field(reader, "llama.attention.layer_norm_rms_epsilon")),
+    }
+    weights = {}
+    for t in reader.tensors:
+        # gguf-py gives the row-major shape (outermost first): a linear is [out, in], as torch.
+        weights[t.name] = torch.from_numpy(np.array(dequantize(t.data, t.tensor_type), dtype=np.float32))  # a writable copy
+    return config, weights
+
+
+LINEARS = ("attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down")
+
+
+def rms_norm(x, gamma, eps):
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * gamma
+
+
+def rope(x, base):
+    """Rotary embedding over adjacent pairs (x[2i], x[2i+1]): llama.cpp's converter permutes the q/k rows to
+    this order. x: [heads, T, d]."""
+    d = x.shape[-1]
+    t = x.shape[-2]
+    inv = base ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
+    angles = torch.arange(t, dtype=torch.float64)[:, None] * inv[None, :]
+    cos, sin = torch.cos(angles).float(), torch.sin(angles).float()
+    even, odd = x[..., 0::2], x[..., 1::2]
+    out = torch.empty_like(x)
+    out[..., 0::2] = even * cos - odd * sin
+    out[..., 1::2] = even * sin + odd * cos
+    return out
+
+
+def per_token_fake_quant(x):
+    """W8A8's activations: int8 symmetric per token, the scale from the row's |x| maximum (PyTorch's observer)."""
+    obs = torch.ao.quantization.PerChannelMinMaxObserver(ch_axis=0, dtype=torch.qint8,
+                                                         qscheme=torch.per_channel_symmetric)
+    obs(x)
+    scale, zp = obs.calculate_qparams()
+    return torch.fake_quantize_per_channel_affine(x, scale.float(), zp.int(), 0, -128, 127)
+
+
+def forward_nll(config, w, ids, act_quant=False):
+    """Sum of the negative log-likelihoods of ids[1:] given the prefix, and their count, for one window."""
+    width, heads, kv = config["width"], config["heads"], config["kv_heads"]
+    head_dim = width // heads
+    t = ids.shape[0]
+    x = w["token_embd.weight"][ids]
+    mask = torch.full((t, t), float("-inf")).triu(1)
+
+    def linear(h, name):
+        if act_quant:
+            h = per_token_fake_quant(h)
+        return h @ w[name].t()
+
+    for b in range(config["blocks"]):
+        p = f"blk.{b}."
+        h = rms_norm(x, w[p + "attn_norm.weight"], config["eps"])
+        q = linear(h, p + "attn_q.weight").view(t, heads, head_dim).transpose(0, 1)
+        k = linear(h, p + "attn_k.weight").view(t, kv, head_dim).transpose(0, 1)
+        v = linear(h, p + "attn_v.weight").view(t, kv, head_dim).transpose(0, 1)
+        q, k = rope(q, config["rope_base"]), rope(k, config["rope_base"])
+        k = k.repeat_interleave(heads // kv, dim=0)  # query head h reads KV head h // (heads / kv)
+        v = v.repeat_interleave(heads // kv, dim=0)
+        scores = q @ k.transpose(1, 2) / math.sqrt(head_dim) + mask
+        attn = torch.softmax(scores, dim=-1) @ v
+        x = x + linear(attn.transpose(0, 1).reshape(t, width), p + "attn_output.weight")
+        h = rms_norm(x, w[p + "ffn_norm.weight"], config["eps"])
+        gate = torch.nn.functional.silu(linear(h, p + "ffn_gate.weight"))
+        x = x + linear(gate * linear(h, p + "ffn_up.weight"), p + "ffn_down.weight")
+    x = rms_norm(x, w["output_norm.weight"], config["eps"])
+    head = w.get("output.weight", w["token_embd.weight"])  # tied embeddings when there is no output.weight
+    logits = x[:-1] @ head.t()
+    nll = torch.nn.functional.cross_entropy(logits.double(), ids[1:], reduction="sum")
+    return float(nll), t - 1
+
+
+# ---- the compression rows: each maps a linear's float weight [out, in] to the weight the forward uses ----------
+
+def observer_fake_quant(w, dtype, qscheme, qmin, qmax):
+    """Per-row qparams from PyTorch's PerChannelMinMaxObserver, rounding by fake_quantize_per_channel_affine."""
+    obs = torch.ao.quantization.PerChannelMinMaxObserver(ch_axis=0, dtype=dtype, qscheme=qscheme,
+                                                         quant_min=qmin, quant_max=qmax)
+    obs(w)
+    scale, zp = obs.calculate_qparams()
+    return torch.fake_quantize_per_channel_affine(w, scale.float(), zp.int(), 0, qmin, qmax)
+
+
+def int8_per_channel(w):
+    return observer_fake_quant(w, torch.qint8, torch.per_channel_symmetric, -128, 127)
+
+
+def uint_per_group(bits, group):
+    def apply(w):
+        rows = w.reshape(-1, group)  # each group of `group` inputs of a row is one observer channel
+        q = observer_fake_quant(rows, torch.quint8, torch.per_channel_affine, 0, 2**bits - 1)
+        return q.reshape(w.shape)
+    return apply
+
+
+# Magnitude pruning: torch.nn.utils.prune's L1 rule (the round(amount * n) smallest |w|) and the usual 2:4 rule (the
+# two largest |w| of each run of four inputs), with ties ordered explicitly: among equal |w| the lower index is kept
+# (shrink's documented rule; torch.topk leaves the order of ties unspecified). Weights dequantized from Q4_1 take 16
+# values per block of 32, so ties are common and the order decides which weights go.
+
+def magnitude_unstructured(amount):
+    def apply(w):
+        flat = w.flatten()
+        k = round(amount * flat.numel())
+        reversed_order = torch.sort(flat.abs().flip(0), stable=True).indices[:k]  # higher index first among ties
+        mask = torch.ones_like(flat, dtype=torch.bool)
+        mask[flat.numel() - 1 - reversed_order] = False
+        return (flat * mask).reshape(w.shape)
+    return apply
+
+
+def magnitude_nm(n, m):
+    def apply(w):
+        groups = w.reshape(-1, m)
+        keep = torch.sort(-groups.abs(), dim=1, stable=True).indices[:, :n]  # lower index first among ties
+        mask = torch.zeros_like(groups, dtype=torch.bool).scatter_(1, keep, True)
+        return (groups * mask).reshape(w.shape)
+    return apply
+
+
+ROWS = {
+    "base": (None, False),
+    "fp16": (lambda w: w.half().float(), False),
+    "bf16": (lambda w: w.bfloat16().float(), False),
+    "int8": (int8_per_channel, False),
+    "w8a8": (int8_per_channel, True),
+    "w4g64": (uint_per_group(4, 64), False),
+    "w3g64": (uint_per_group(3, 64), False),
+    "magnitude50": (magnitude_unstructured(0.5), False),
+    "magnitude24": (magnitude_nm(2, 4), False),
+}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--gguf", required=True)
+    parser.add_argument("--ids", required=True, help="token ids, little-endian int32")
+    parser.add_argument("--window", type=int, default=512)
+    parser.add_argument("--windows", type=int, default=8)
+    parser.add_argument("--rows", default=",".join(ROWS))
+    parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
+    parser.add_argument("--json", help="write the results here")
+    args = parser.parse_args()
+    if args.threads > 0:
+        torch.set_num_threads(args.threads)
+    rows = args.rows.split(",")
+    for row in rows:
+        if row not in ROWS:
+            sys.exit(f"reference_forward: --rows: unknown row {row!r}; known: {', '.join(ROWS)}")
+
+    ids = torch.from_numpy(np.fromfile(args.ids, dtype="<i4").astype(np.int64))
+    needed = args.window * args.windows
+    if ids.numel() < needed:
+        sys.exit(f"reference_forward: {args.ids}: {ids.numel()} ids, fewer than {args.windows} windows of {args.window}")
+    config, base = load(args.gguf)
+    results = {"threads": torch.get_num_threads(), "window": args.window, "windows": args.windows,
+               "torch": torch.__version__, "rows": {}}
+    for row in rows:
+        transform, act_quant = ROWS[row]
+        weights = dict(base)
+        if transform is not None:
+            for b in range(config["blocks"]):
+                for name in LINEARS:
+                    key = f"blk.{b}.{name}.weight"
+                    weights[key] = transform(base[key])
+        start = time.perf_counter()
+        total, count = 0.0, 0
+        with torch.no_grad():
+            for i in range(args.windows):
+                nll, n = forward_nll(config, weights, ids[i * args.window:(i + 1) * args.window], act_quant)
+                total, count = total + nll, count + n
+        seconds = time.perf_counter() - start
+        ppl = math.exp(total / count)
+        results["rows"][row] = {"perplexity": ppl, "nll_sum": total, "predictions": count, "seconds": seconds,
+                                "tokens_per_second": args.window * args.windows / seconds}
+        print(f"{row:12s} perplexity {ppl:10.4f}   {args.window * args.windows / seconds:8.1f} tokens/s", flush=True)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# The LLM example's recipe table (docs/llm.md): fetches the data (scripts/fetch-llm-data.sh: SmolLM2-135M-Instruct as
+# GGUF, Hamlet for evaluation, Macbeth for calibration, into the cache folder), builds examples/llm's shrink_llm and
+# runs every recipe: one table printed, llm-table/table.json written. Arguments go to shrink_llm (e.g. --windows 2,
+# --recipes base,w8,w4-g64, --threads 1; see --help).
+#
+# --reference (first argument) also runs the independent PyTorch forward (examples/llm/reference_forward.py, in
+# scripts/python-env.sh's torch environment: Debian's python3-torch and PyPI gguf) on the same token ids, window and
+# thread count, writes llm-table/reference.json, and prints each row both computed beside each other with the gap.
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+jobs=${SHRINK_JOBS:-2}
+reference=0
+if [[ ${1:-} == --reference ]]; then
+  reference=1
+  shift
+fi
+
+"$root/scripts/setup-debian.sh" bench
+data=$("$root/scripts/fetch-llm-data.sh")
+cmake --preset no-cuda -DSHRINK_BUILD_TESTS=OFF >/dev/null
+cmake --build --preset no-cuda -j "$jobs" --target shrink_llm
+mkdir -p llm-table
+build/no-cuda/examples/llm/shrink_llm --data "$data" --json llm-table/table.json --write-ids llm-table/eval.ids "$@"
+
+if ((reference)); then
+  "$root/scripts/setup-debian.sh" test  # python3-torch
+  torch_python=$("$root/scripts/python-env.sh" torch)
+  # The same window, windows and threads as the table (read back from its JSON).
+  read -r window windows threads < <(/usr/bin/python3 -c 'import json, sys
+t = json.load(open(sys.argv[1])); e = t["evaluation"]; print(e["window"], e["windows"], t["threads"])' llm-table/table.json)
+  "$torch_python" examples/llm/reference_forward.py --gguf "$data/SmolLM2-135M-Instruct.Q4_1.gguf" \
+    --ids llm-table/eval.ids --window "$window" --windows "$windows" --threads "$threads" --json llm-table/reference.json
+  /usr/bin/python3 - llm-table/table.json llm-table/reference.json <<'PY'
+import json, sys
+table, reference = (json.load(open(p)) for p in sys.argv[1:3])
+# shrink recipe -> reference_forward.py row
+names = {"base": "base", "fp16": "fp16", "bf16": "bf16", "w8": "int8", "w8a8": "w8a8", "w4-g64": "w4g64",
+         "w3-g64": "w3g64", "mag-50": "magnitude50", "mag-2:4": "magnitude24"}
+print(f"{'recipe':10s} {'shrink':>11s} {'PyTorch':>11s} {'gap':>9s} {'tokens/s':>9s} {'PyTorch t/s':>11s}")
+for row in table["rows"]:
+    ref = reference["rows"].get(names.get(row["recipe"], ""))
+    if ref is None:
+        continue
+    gap = 100.0 * (row["perplexity"] / ref["perplexity"] - 1.0)
+    print(f"{row['recipe']:10s} {row['perplexity']:11.4f} {ref['perplexity']:11.4f} {gap:+8.3f}% "
+          f"{row['tokens_per_second']:9.1f} {ref['tokens_per_second']:11.1f}")
+PY
+fi

@@ -74,8 +74,13 @@ def rope(x, base):
     return out
 
 
+ACTIVATION_JITTER = 0.0  # --activation-jitter: relative change of activations before their quantization
+
+
 def per_token_fake_quant(x):
     """W8A8's activations: int8 symmetric per token, the scale from the row's |x| maximum (PyTorch's observer)."""
+    if ACTIVATION_JITTER:
+        x = x * (1.0 + ACTIVATION_JITTER)
     obs = torch.ao.quantization.PerChannelMinMaxObserver(ch_axis=0, dtype=torch.qint8,
                                                          qscheme=torch.per_channel_symmetric)
     obs(x)
@@ -188,7 +193,12 @@ def main():
     parser.add_argument("--rows", default=",".join(ROWS))
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     parser.add_argument("--json", help="write the results here")
+    parser.add_argument("--activation-jitter", type=float, default=0.0,
+                        help="scale W8A8's activations by (1 + this) before quantizing them: how much the row moves "
+                             "when its inputs move by float rounding's order (e.g. 1e-6)")
     args = parser.parse_args()
+    global ACTIVATION_JITTER
+    ACTIVATION_JITTER = args.activation_jitter
     if args.threads > 0:
         torch.set_num_threads(args.threads)
     rows = args.rows.split(",")

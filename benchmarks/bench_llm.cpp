@@ -12,6 +12,12 @@
 //                                       the script's `seconds`: its forward pass alone (same work: 511 predictions,
 //                                       head and log-softmax included), not Python's start-up or the model's loading.
 //   .../window:128/threads:T            both again on the first 128 tokens.
+//   BM_pytorch_forward/base/openblas:<core>/threads:T   PyTorch again with OPENBLAS_CORETYPE=<core> (SkylakeX with
+//                                       AVX-512, else Haswell with AVX2): Debian's OpenBLAS 0.3.21 does not know
+//                                       every recent CPU and then falls back to its SSE3 (Prescott) kernels, which
+//                                       is what PyTorch runs on by default there; this row is PyTorch on the kernels
+//                                       its BLAS would pick for a CPU it knows (information; the target is against
+//                                       the default).
 //   BM_shrink_forward/<recipe>/threads:H the compressed forwards (w8a8, w4-g64, mag-2:4, mag-50) at every hardware
 //                                       thread H, shown against the FP32 one.
 //
@@ -187,9 +193,17 @@ int run_process(const std::vector<std::string>& argv, const std::vector<std::str
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
-// This process's environment with the thread counts of OpenBLAS and OpenMP set to `threads`.
-std::vector<std::string> environment_with_threads(int threads) {
-  const std::string names[] = {"OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS"};
+// The OpenBLAS kernels this CPU can run that OpenBLAS_CORETYPE can name, or "" for none.
+std::string openblas_core() {
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl"))
+    return "SkylakeX";
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? "Haswell" : "";
+}
+
+// This process's environment with the thread counts of OpenBLAS and OpenMP set to `threads`, and OpenBLAS's kernels
+// forced to `core` unless it is empty (an OPENBLAS_CORETYPE of the caller's is dropped either way).
+std::vector<std::string> environment_with_threads(int threads, const std::string& core) {
+  const std::string names[] = {"OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "OPENBLAS_CORETYPE"};
   std::vector<std::string> env;
   for (char** e = environ; *e != nullptr; ++e) {
     const std::string entry = *e;
@@ -197,17 +211,19 @@ std::vector<std::string> environment_with_threads(int threads) {
     for (const std::string& name : names) replaced = replaced || entry.rfind(name + "=", 0) == 0;
     if (!replaced) env.push_back(entry);
   }
-  for (const std::string& name : names) env.push_back(name + "=" + std::to_string(threads));
+  env.push_back("OPENBLAS_NUM_THREADS=" + std::to_string(threads));
+  env.push_back("OMP_NUM_THREADS=" + std::to_string(threads));
+  if (!core.empty()) env.push_back("OPENBLAS_CORETYPE=" + core);
   return env;
 }
 
-void pytorch_forward(benchmark::State& state, std::int64_t window, int threads) {
+void pytorch_forward(benchmark::State& state, std::int64_t window, int threads, const std::string& core) {
   const Paths& p = paths();
   const std::vector<std::string> argv = {
       p.torch_python, p.reference_forward,     "--gguf",    p.model(), "--ids",  p.ids(window),
       "--window",     std::to_string(window),  "--windows", "1",       "--rows", "base",
       "--threads",    std::to_string(threads), "--json",    p.result()};
-  const std::vector<std::string> env = environment_with_threads(threads);
+  const std::vector<std::string> env = environment_with_threads(threads, core);
   double nll_sum = 0.0;
   for (auto _ : state) {
     std::remove(p.result().c_str());
@@ -240,8 +256,9 @@ std::string shrink_name(const std::string& recipe, std::int64_t window, int thre
   return "BM_shrink_forward/" + recipe + "/" + window_part(window) + "threads:" + std::to_string(threads);
 }
 
-std::string pytorch_name(std::int64_t window, int threads) {
-  return "BM_pytorch_forward/base/" + window_part(window) + "threads:" + std::to_string(threads);
+std::string pytorch_name(std::int64_t window, int threads, const std::string& core = "") {
+  return "BM_pytorch_forward/base/" + (core.empty() ? "" : "openblas:" + core + "/") + window_part(window) +
+         "threads:" + std::to_string(threads);
 }
 
 std::string at(std::int64_t window, int threads) {
@@ -263,11 +280,20 @@ const bool registered = [] {
           ->Iterations(2)
           ->Unit(benchmark::kMillisecond);
       benchmark::RegisterBenchmark(pytorch_name(window, threads).c_str(),
-                                   [window, threads](benchmark::State& s) { pytorch_forward(s, window, threads); })
+                                   [window, threads](benchmark::State& s) { pytorch_forward(s, window, threads, ""); })
           ->UseManualTime()
           ->Iterations(1)
           ->Unit(benchmark::kMillisecond);
     }
+  const std::string core = openblas_core();
+  if (!core.empty())
+    for (int threads : thread_counts)
+      benchmark::RegisterBenchmark(
+          pytorch_name(kWindows[0], threads, core).c_str(),
+          [threads, core](benchmark::State& s) { pytorch_forward(s, kWindows[0], threads, core); })
+          ->UseManualTime()
+          ->Iterations(1)
+          ->Unit(benchmark::kMillisecond);
   for (const char* recipe : kRecipes)
     benchmark::RegisterBenchmark(shrink_name(recipe, kWindows[0], most).c_str(),
                                  [recipe, most](benchmark::State& s) { shrink_forward(s, recipe, kWindows[0], most); })
@@ -285,6 +311,12 @@ const bool registered = [] {
     t.push_back({pytorch_name(kWindows[0], most), pytorch_name(kWindows[0], 1), Measure::time, 0.0,
                  "PyTorch FP32 forward, " + at(kWindows[0], most) + " / 1 thread"});
   }
+  if (!core.empty())
+    for (int threads : thread_counts)
+      t.push_back({shrink_name("base", kWindows[0], threads), pytorch_name(kWindows[0], threads, core), Measure::time,
+                   0.0,
+                   "shrink FP32 forward / PyTorch FP32 forward on OpenBLAS's " + core + " kernels, " +
+                       at(kWindows[0], threads)});
   for (std::int64_t window : {kWindows[1], kWindows[0]})
     for (int threads : thread_counts)
       t.push_back({shrink_name("base", window, threads), pytorch_name(window, threads), Measure::time, 1.0,

@@ -6,8 +6,10 @@
 # --price-per-hour 2.5, --shapes 4096x4096 --batches 1,32, --gpu off; see --help).
 #
 # A first argument naming a suite runs the Google Benchmark programs benchmarks/bench_<suite>*.cpp instead (quant,
-# prune, sparse, distill, matmul; `all` runs every one), the remaining arguments going to each (e.g.
-# --benchmark_filter=per_tensor).
+# prune, sparse, distill, matmul, threads, llm; `all` runs every one), the remaining arguments going to each (e.g.
+# --benchmark_filter=per_tensor). `llm` (bench_llm: the LLM example's forward against PyTorch's) needs the test
+# command's set-up: the data of scripts/fetch-llm-data.sh and the torch environment of `scripts/python-env.sh torch`,
+# both reused from the cache folder (downloaded there when missing).
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -44,7 +46,13 @@ for source in "${sources[@]}"; do
   names+=("$(basename "$source" .cpp)")
 done
 
-cmake --preset release -DSHRINK_BUILD_BENCHMARKS=ON -DSHRINK_BUILD_TESTS=OFF
+llm_options=()
+if [[ " ${names[*]} " == *" bench_llm "* ]]; then
+  llm_options=(-DSHRINK_LLM_DATA_DIR="$("$root/scripts/fetch-llm-data.sh")"
+    -DSHRINK_TORCH_PYTHON3="$("$root/scripts/python-env.sh" torch)")
+fi
+
+cmake --preset release -DSHRINK_BUILD_BENCHMARKS=ON -DSHRINK_BUILD_TESTS=OFF "${llm_options[@]}"
 cmake --build --preset release -j "$jobs" --target "${names[@]}"
 
 for name in "${names[@]}"; do

@@ -91,10 +91,11 @@ inline void print_ratio_table(const RecordingReporter& reporter) {
   }
 }
 
-// Google Benchmark's arguments, with five interleaved repetitions unless the caller chose repetitions.
-inline std::vector<char*> arguments_with_repetitions(int argc, char** argv) {
-  static std::string repetitions = "--benchmark_repetitions=5";
+// Google Benchmark's arguments, with `count` (five) interleaved repetitions unless the caller chose repetitions.
+inline std::vector<char*> arguments_with_repetitions(int argc, char** argv, int count = 5) {
+  static std::string repetitions;
   static std::string interleave = "--benchmark_enable_random_interleaving=true";
+  repetitions = "--benchmark_repetitions=" + std::to_string(count);
   std::vector<char*> args(argv, argv + argc);
   bool chosen = false;
   for (int i = 1; i < argc; ++i) chosen = chosen || std::string(argv[i]).rfind("--benchmark_repetitions", 0) == 0;

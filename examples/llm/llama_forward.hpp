@@ -24,6 +24,7 @@
 #include "llama_model.hpp"
 #include "shrink/core/error.hpp"
 #include "shrink/core/executor.hpp"
+#include "shrink/cpu/softmax_rows.hpp"
 #include "shrink/linear/f32.hpp"
 
 namespace llm {
@@ -140,15 +141,14 @@ inline void attention(const FloatMatrix& q, const FloatMatrix& k, const FloatMat
     shrink::parallel_for(scores.rows, shrink::chunk_size(scores.rows, 8.0 * static_cast<double>(t)),
                          [&](std::int64_t begin, std::int64_t end) {
                            for (std::int64_t r = begin; r < end; ++r) {
-                             const std::int64_t i = r % t;
+                             const std::int64_t seen = r % t + 1;
                              float* row = scores.row(r);
-                             float top = -INFINITY;
-                             for (std::int64_t j = 0; j <= i; ++j) top = std::max(top, row[j] * scale);
-                             float sum = 0.0f;
-                             for (std::int64_t j = 0; j <= i; ++j) sum += (row[j] = std::exp(row[j] * scale - top));
-                             const float inv = 1.0f / sum;
-                             for (std::int64_t j = 0; j <= i; ++j) row[j] *= inv;
-                             std::fill(row + i + 1, row + t, 0.0f);
+                             // softmax_j = exp((z_j - max) · scale) / S, by shrink's vectorised row passes
+                             const float top = shrink::cpu::scan_row(row, seen).max;
+                             const double sum = shrink::cpu::single_sums(row, seen, top, scale).first;
+                             shrink::cpu::scaled_softmax_gradient(row, row, seen, top, scale,
+                                                                  static_cast<float>(1.0 / sum), 0.0f, false);
+                             std::fill(row + seen, row + t, 0.0f);
                            }
                          });
     shrink::cpu::linear_f32(scores.view(), shrink::cpu::pack_weight(vg_t.view()), out.view());
@@ -211,7 +211,7 @@ inline WindowLoss forward_window(const CompressedModel& m, const std::int32_t* i
   }
   detail::rms_norm(x, m.output_norm, c.norm_eps, h);
 
-  // Logits in chunks of rows, each row's log-softmax in double.
+  // Logits in chunks of rows, each row's log-softmax with its sum in double.
   WindowLoss loss;
   const std::int64_t chunk = 64;
   FloatMatrix logits(std::min<std::int64_t>(chunk, count - 1), c.vocab);
@@ -224,10 +224,12 @@ inline WindowLoss forward_window(const CompressedModel& m, const std::int32_t* i
     shrink::parallel_for(rows, 1, [&](std::int64_t rb, std::int64_t re) {
       for (std::int64_t r = rb; r < re; ++r) {
         const float* z = logits.row(r);
-        const float top = *std::max_element(z, z + c.vocab);
-        double sum = 0.0;
-        for (std::int64_t j = 0; j < c.vocab; ++j) sum += std::exp(static_cast<double>(z[j]) - top);
-        row_nll[static_cast<std::size_t>(r)] = std::log(sum) + top - z[ids[begin + r + 1]];
+        const shrink::cpu::RowScan scan = shrink::cpu::scan_row(z, c.vocab);
+        if (scan.has_nan)
+          shrink::fail(fn, ("logits of position " + std::to_string(begin + r)).c_str(), "NaN", "finite logits");
+        // log S with S = Σ exp(z_j − max) summed in double: shrink's vectorised row pass (cpu/softmax_rows.hpp)
+        const double sum = shrink::cpu::single_sums(z, c.vocab, scan.max, 1.0f).first;
+        row_nll[static_cast<std::size_t>(r)] = std::log(sum) + scan.max - z[ids[begin + r + 1]];
       }
     });
     for (double v : row_nll) loss.nll_sum += v;  // in row order: the same sum on any executor

@@ -114,7 +114,6 @@ shrink::Executor& executor_of(int threads) {
 struct Data {
   llm::LlamaWeights weights;
   std::vector<std::int32_t> ids;  // the text's first tokens (the longest window)
-  std::shared_ptr<const llm::FloatMatrix> embedding;
   std::shared_ptr<const shrink::cpu::PackedWeight<float>> head;
   std::map<std::string, std::unique_ptr<llm::CompressedModel>> models;
   std::set<std::pair<std::string, int>> warm;  // (recipe, threads) run once already
@@ -131,7 +130,6 @@ Data& data() {
   llm::require_span(d->ids, llm::WindowSpan{kWindows[0], 1}, p.text());
   d->ids.resize(static_cast<std::size_t>(kWindows[0]));
   d->weights = llm::load_llama_gguf(p.model());
-  d->embedding = std::make_shared<const llm::FloatMatrix>(d->weights.embedding);
   d->head = std::make_shared<const shrink::cpu::PackedWeight<float>>(
       shrink::cpu::pack_weight(d->weights.output_head().view()));
   return *d;
@@ -142,7 +140,7 @@ const llm::CompressedModel& model(const std::string& recipe) {
   auto& slot = d.models[recipe];
   if (!slot)
     slot = std::make_unique<llm::CompressedModel>(
-        llm::compress_model(d.weights, llm::recipe_info(recipe), d.embedding, d.head, nullptr));
+        llm::compress_model(d.weights, llm::recipe_info(recipe), d.head, nullptr));
   return *slot;
 }
 

@@ -33,6 +33,9 @@ class CompressedLinear {
   explicit CompressedLinear(Weight weight, std::vector<float> input_scales = {})
       : weight_(std::move(weight)), input_scales_(std::move(input_scales)) {}
 
+  // SmoothQuant's factors for this layer's input (empty: none).
+  void set_input_scales(std::vector<float> scales) { input_scales_ = std::move(scales); }
+
   std::int64_t rows() const {
     return std::visit([](const auto& w) { return w.rows; }, weight_);
   }

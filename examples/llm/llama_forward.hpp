@@ -41,7 +41,7 @@ struct CompressedBlock {
 // What a recipe produces: compressed linears per block; the embedding, the norms and the head stay float32.
 struct CompressedModel {
   LlamaConfig config;
-  std::shared_ptr<const FloatMatrix> embedding;                  // [vocab, width]
+  const FloatMatrix* embedding = nullptr;                        // [vocab, width], the source weights' own
   std::shared_ptr<const shrink::cpu::PackedWeight<float>> head;  // [vocab, width], packed for linear_f32
   std::vector<float> output_norm;
   std::vector<CompressedBlock> blocks;

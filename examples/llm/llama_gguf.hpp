@@ -8,13 +8,15 @@
 // the q/k rows permuted so that RoPE rotates adjacent pairs (x[2i], x[2i+1]), the order llama_forward.hpp uses.
 #pragma once
 
-#include <cmath>
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include "llama_model.hpp"
 #include "shrink/core/error.hpp"
+#include "shrink/core/view.hpp"
+#include "shrink/cpu/nonfinite_check.hpp"
 #include "shrink/io/gguf.hpp"
 
 namespace llm {
@@ -56,19 +58,12 @@ inline std::vector<float> load_tensor(const shrink::io::GgufFile& file, const st
   const char* fn = "llm::load_llama_gguf";
   const shrink::io::GgufTensorInfo* info = file.find_tensor(name);
   if (info == nullptr) shrink::fail(fn, (path + ": tensor").c_str(), name, "present in a llama GGUF");
-  if (info->shape != shape) {
-    auto text = [](const std::vector<std::int64_t>& s) {
-      std::string t = "[";
-      for (std::size_t i = 0; i < s.size(); ++i) t += (i ? ", " : "") + std::to_string(s[i]);
-      return t + "]";
-    };
-    shrink::fail(fn, (path + ": " + name + ".shape").c_str(), text(info->shape),
-                 text(shape) + ", as the model's metadata implies");
-  }
+  if (info->shape != shape)
+    shrink::fail(fn, (path + ": " + name + ".shape").c_str(), shrink::to_string(shrink::Shape(info->shape)),
+                 shrink::to_string(shrink::Shape(shape)) + ", as the model's metadata implies");
   std::vector<float> values = file.dequantize(*info);
-  for (std::size_t i = 0; i < values.size(); ++i)
-    if (!std::isfinite(values[i]))
-      shrink::fail(fn, (path + ": " + name + "[" + std::to_string(i) + "]").c_str(), values[i], "a finite weight");
+  shrink::cpu::require_finite(values.data(), static_cast<std::int64_t>(values.size()), fn,
+                              (path + ": " + name).c_str());
   return values;
 }
 

@@ -54,14 +54,13 @@ Table run_table(const TableInputs& in, Progress&& progress) {
   }
   if (calibrated) require_span(in.calibration_ids, in.calibration_span, "calibration text");
 
-  const auto embedding = std::make_shared<const FloatMatrix>(w.embedding);
   const auto head =
       std::make_shared<const shrink::cpu::PackedWeight<float>>(shrink::cpu::pack_weight(w.output_head().view()));
   Table table;
   std::unique_ptr<CalibrationStats> stats;
   if (calibrated) {  // the float model's linear inputs over the calibration span
     const auto start = clock::now();
-    const CompressedModel base = compress_model(w, kRecipes[0], embedding, head, nullptr);
+    const CompressedModel base = compress_model(w, kRecipes[0], head, nullptr);
     stats = std::make_unique<CalibrationStats>(w.config.blocks);
     evaluate(base, in.calibration_ids, in.calibration_span, "calibration text", stats.get());
     table.calibration_tokens = in.calibration_span.tokens();
@@ -72,7 +71,7 @@ Table run_table(const TableInputs& in, Progress&& progress) {
     row.recipe = r->name;
     row.path = r->path;
     const auto start = clock::now();
-    const CompressedModel m = compress_model(w, *r, embedding, head, stats.get());
+    const CompressedModel m = compress_model(w, *r, head, stats.get());
     row.compress_seconds = seconds_since(start);
     row.weight_bytes = m.linear_bytes();
     row.eval = evaluate(m, in.eval_ids, in.eval_span, "evaluation text");

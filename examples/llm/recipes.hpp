@@ -186,9 +186,9 @@ inline CompressedLinear compress_linear(Recipe recipe, const FloatMatrix& weight
 
 }  // namespace detail
 
-// The model under `recipe`, sharing the float embedding and the packed head. Calibrated recipes need `stats`.
+// The model under `recipe`, reading w's embedding (w must outlive it) and sharing the packed head. Calibrated
+// recipes need `stats`.
 inline CompressedModel compress_model(const LlamaWeights& w, const RecipeInfo& recipe,
-                                      std::shared_ptr<const FloatMatrix> embedding,
                                       std::shared_ptr<const shrink::cpu::PackedWeight<float>> head,
                                       const CalibrationStats* stats) {
   if (recipe.calibrated && stats == nullptr)
@@ -196,29 +196,26 @@ inline CompressedModel compress_model(const LlamaWeights& w, const RecipeInfo& r
                  std::string("calibration statistics: recipe ") + recipe.name + " needs them");
   CompressedModel m;
   m.config = w.config;
-  m.embedding = std::move(embedding);
+  m.embedding = &w.embedding;
   m.head = std::move(head);
   m.output_norm = w.output_norm;
   m.blocks.resize(w.blocks.size());
   for (std::size_t b = 0; b < w.blocks.size(); ++b) {
     const auto block = static_cast<std::int64_t>(b);
     CompressedBlock& out = m.blocks[b];
+    const BlockWeights* source = &w.blocks[b];
+    BlockWeights smoothed;
+    std::vector<float> o_scales;
     if (recipe.recipe == Recipe::sq_w8a8) {
-      BlockWeights smoothed = w.blocks[b];
-      const std::vector<float> o_scales = detail::smooth_block(smoothed, *stats, block);
-      out.attn_norm = smoothed.attn_norm;
-      out.ffn_norm = smoothed.ffn_norm;
-      for (LinearSlot s : kLinearSlots)
-        out.linear(s) = detail::compress_linear(recipe.recipe, smoothed.linear(s), stats, block, s);
-      out.linear(LinearSlot::o) = CompressedLinear(shrink::cpu::pack_int8_weight(shrink::quant::quantize(
-                                                       smoothed.linear(LinearSlot::o).view(), detail::w8_scheme())),
-                                                   o_scales);
-      continue;
+      smoothed = w.blocks[b];
+      o_scales = detail::smooth_block(smoothed, *stats, block);
+      source = &smoothed;
     }
-    out.attn_norm = w.blocks[b].attn_norm;
-    out.ffn_norm = w.blocks[b].ffn_norm;
+    out.attn_norm = source->attn_norm;
+    out.ffn_norm = source->ffn_norm;
     for (LinearSlot s : kLinearSlots)
-      out.linear(s) = detail::compress_linear(recipe.recipe, w.blocks[b].linear(s), stats, block, s);
+      out.linear(s) = detail::compress_linear(recipe.recipe, source->linear(s), stats, block, s);
+    out.linear(LinearSlot::o).set_input_scales(std::move(o_scales));
   }
   return m;
 }

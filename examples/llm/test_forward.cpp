@@ -7,13 +7,11 @@
 
 #include <cmath>
 #include <cstdint>
-#include <fstream>
-#include <map>
 #include <memory>
-#include <sstream>
 #include <string>
 #include <vector>
 
+#include "forward_golden.hpp"
 #include "llama_gguf.hpp"
 #include "perplexity.hpp"
 #include "recipes.hpp"
@@ -23,40 +21,13 @@ namespace {
 
 const std::string kTestdata = SHRINK_LLM_TESTDATA;
 
-struct Golden {
-  std::vector<std::int32_t> ids;
-  std::map<std::string, double> nll;  // reference row name -> NLL sum
-  std::int64_t predictions = 0;
-};
-
-Golden read_golden(const std::string& path) {
-  std::ifstream in(path);
-  REQUIRE(in.good());
-  Golden g;
-  for (std::string line; std::getline(in, line);) {
-    if (line.empty() || line[0] == '#') continue;
-    std::istringstream fields(line);
-    std::string name;
-    fields >> name;
-    if (name == "ids") {
-      for (std::int32_t id; fields >> id;) g.ids.push_back(id);
-    } else {
-      double nll = 0.0;
-      fields >> nll >> g.predictions;
-      g.nll[name] = nll;
-    }
-  }
-  return g;
-}
-
 struct Tiny {
   llm::LlamaWeights weights = llm::load_llama_gguf(kTestdata + "/tiny_llama.gguf");
-  std::shared_ptr<const llm::FloatMatrix> embedding = std::make_shared<const llm::FloatMatrix>(weights.embedding);
   std::shared_ptr<const shrink::cpu::PackedWeight<float>> head =
       std::make_shared<const shrink::cpu::PackedWeight<float>>(shrink::cpu::pack_weight(weights.output_head().view()));
 
   llm::CompressedModel model(const std::string& recipe, const llm::CalibrationStats* stats = nullptr) const {
-    return llm::compress_model(weights, llm::recipe_info(recipe), embedding, head, stats);
+    return llm::compress_model(weights, llm::recipe_info(recipe), head, stats);
   }
 };
 
@@ -85,7 +56,7 @@ TEST_CASE("llm: the tiny GGUF loads with the configuration of its metadata", "[l
 
 TEST_CASE("llm: each round-to-nearest and magnitude row equals the PyTorch forward's NLL", "[llm]") {
   const Tiny tiny;
-  const Golden golden = read_golden(kTestdata + "/forward_golden.txt");
+  const llm::ForwardGolden golden = llm::read_forward_golden(kTestdata + "/forward_golden.txt");
   REQUIRE(golden.ids.size() == 64);
   REQUIRE(golden.predictions == 62);
   // reference_forward.py's row name -> recipe, and the relative tolerance on the NLL sum. W8A8 rounds activations
@@ -104,7 +75,7 @@ TEST_CASE("llm: each round-to-nearest and magnitude row equals the PyTorch forwa
 
 TEST_CASE("llm: SmoothQuant's folded factors leave the float model's function unchanged", "[llm]") {
   const Tiny tiny;
-  const Golden golden = read_golden(kTestdata + "/forward_golden.txt");
+  const llm::ForwardGolden golden = llm::read_forward_golden(kTestdata + "/forward_golden.txt");
   llm::CalibrationStats stats(tiny.weights.config.blocks);
   llm::evaluate(tiny.model("base"), golden.ids, kTinySpan, "calibration", &stats);
   CHECK(stats.tokens() == 64);
@@ -136,7 +107,7 @@ TEST_CASE("llm: SmoothQuant's folded factors leave the float model's function un
 
 TEST_CASE("llm: the NLL has the same bits on any executor", "[llm]") {
   const Tiny tiny;
-  const Golden golden = read_golden(kTestdata + "/forward_golden.txt");
+  const llm::ForwardGolden golden = llm::read_forward_golden(kTestdata + "/forward_golden.txt");
   for (const char* recipe : {"base", "w8a8", "w4-g64", "mag-50", "mag-2:4"}) {
     INFO(recipe);
     const llm::CompressedModel m = tiny.model(recipe);

@@ -9,10 +9,10 @@
 #include <iterator>
 #include <map>
 #include <memory>
-#include <sstream>
 #include <string>
 #include <vector>
 
+#include "forward_golden.hpp"
 #include "llama_gguf.hpp"
 #include "perplexity.hpp"
 #include "recipes.hpp"
@@ -33,33 +33,18 @@ TEST_CASE("llm: SmolLM2-135M's NLL on Hamlet's first 128 tokens equals PyTorch's
   std::vector<std::int32_t> ids = llm::smollm_tokenizer_from_gguf(model_path).encode(text);
   ids.resize(128);
 
-  std::ifstream golden_file(kTestdata + "/smollm_golden.txt");
-  REQUIRE(golden_file.good());
-  std::vector<std::int32_t> golden_ids;
-  std::map<std::string, double> golden;
-  for (std::string line; std::getline(golden_file, line);) {
-    if (line.empty() || line[0] == '#') continue;
-    std::istringstream fields(line);
-    std::string name;
-    fields >> name;
-    if (name == "ids") {
-      for (std::int32_t id; fields >> id;) golden_ids.push_back(id);
-    } else {
-      fields >> golden[name];
-    }
-  }
-  REQUIRE(ids == golden_ids);
+  const llm::ForwardGolden golden = llm::read_forward_golden(kTestdata + "/smollm_golden.txt");
+  REQUIRE(ids == golden.ids);
 
   const llm::LlamaWeights weights = llm::load_llama_gguf(model_path);
-  const auto embedding = std::make_shared<const llm::FloatMatrix>(weights.embedding);
   const auto head =
       std::make_shared<const shrink::cpu::PackedWeight<float>>(shrink::cpu::pack_weight(weights.output_head().view()));
   for (const auto& [reference, recipe] :
        std::map<std::string, std::string>{{"base", "base"}, {"int8", "w8"}, {"w4g64", "w4-g64"}}) {
     INFO(recipe);
-    const llm::CompressedModel m = llm::compress_model(weights, llm::recipe_info(recipe), embedding, head, nullptr);
+    const llm::CompressedModel m = llm::compress_model(weights, llm::recipe_info(recipe), head, nullptr);
     const llm::Perplexity p = llm::evaluate(m, ids, llm::WindowSpan{128, 1}, "hamlet.txt");
     CHECK(p.predictions == 127);
-    CHECK(p.nll_sum == Approx(golden.at(reference)).epsilon(1e-4));
+    CHECK(p.nll_sum == Approx(golden.nll.at(reference)).epsilon(1e-4));
   }
 }

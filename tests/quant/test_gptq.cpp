@@ -2,6 +2,8 @@
 // error against round-to-nearest, consumers reading the result, thread-count invariance, and every bad input.
 #include <catch2/catch.hpp>
 
+#include <Eigen/Core>
+
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -300,4 +302,19 @@ TEST_CASE("gptq_quantize: every bad input is one Error naming it", "[quant][gptq
   CHECK_THROWS_WITH(gptq_quantize(TensorView<const float>(w.data(), Shape{out * in}), h, o, &info),
                     Catch::Contains("weight.shape"));
   CHECK(info.loss == -1.0);  // nothing written
+}
+
+TEST_CASE("the panel-wise lower-triangular inverse behind U", "[quant][gptq]") {
+  for (Eigen::Index n : {1, 63, 64, 65, 200}) {
+    INFO("n = " << n);
+    std::mt19937 rng(static_cast<unsigned>(n));
+    std::uniform_real_distribution<double> uniform(-1.0, 1.0);
+    Eigen::MatrixXd l(n, n);
+    for (Eigen::Index i = 0; i < n; ++i)
+      for (Eigen::Index j = 0; j < n; ++j) l(i, j) = j > i ? 99.0 : (i == j ? 2.0 + uniform(rng) : uniform(rng) / 4.0);
+    const Eigen::MatrixXd x = quant::detail::lower_triangular_inverse(l);  // the 99s above the diagonal are not read
+    const Eigen::MatrixXd lower = l.triangularView<Eigen::Lower>();
+    CHECK((lower * x - Eigen::MatrixXd::Identity(n, n)).cwiseAbs().maxCoeff() < 1e-12);
+    CHECK(x.triangularView<Eigen::StrictlyUpper>().toDenseMatrix().cwiseAbs().maxCoeff() == 0.0);
+  }
 }

@@ -14,6 +14,8 @@
 
 #include "io/temp_dir.hpp"
 #include "shrink/io/quantized_safetensors.hpp"
+#include "shrink/quant/gptq.hpp"
+#include "shrink/quant/hessian.hpp"
 #include "support/random.hpp"
 
 using shrink::ByteBuffer;
@@ -156,6 +158,30 @@ TEST_CASE("integer tensors round-trip through a file for every dtype, symmetry a
         if (symmetry == Symmetry::affine)
           REQUIRE(file.info("layer.weight_zero_point").dtype == (is_signed(dtype) ? ScalarType::i8 : ScalarType::u8));
       }
+}
+
+TEST_CASE("GPTQ's weights (2-8 bits, scheme.bits) round-trip through a file", "[io][quantized_safetensors][gptq]") {
+  shrink::test::TempDir dir;
+  const std::vector<float> w = shrink::test::random_values(8 * 64, 21);
+  const std::vector<float> calibration = shrink::test::random_values(100 * 64, 22);
+  HessianObserver observer;
+  observer.observe(TensorView<const float>(calibration.data(), Shape{100, 64}));
+  for (int bits : {2, 3, 4, 5, 6, 8})
+    for (Symmetry symmetry : {Symmetry::symmetric, Symmetry::affine}) {
+      CAPTURE(bits, to_string(symmetry));
+      GptqOptions o;
+      o.bits = bits;
+      o.symmetry = symmetry;
+      o.group_size = bits % 2 == 0 ? 32 : 0;
+      const QuantizedTensor q = gptq_quantize(TensorView<const float>(w.data(), Shape{8, 64}), observer.hessian(), o);
+      const std::string path = dir.file("gptq.safetensors");
+      write_encoded(path, {encode_quantized("layer.weight", q, "gptq")});
+      const SafetensorsFile file(path);
+      const QuantizedTensor back = read_quantized(file, "layer.weight");
+      require_same(q, back);
+      REQUIRE(quant_range(back.scheme).qmax - quant_range(back.scheme).qmin == (1 << bits) - 1);
+      REQUIRE(read_float(file, "layer.weight") == dequantize(q));
+    }
 }
 
 TEST_CASE("odd last dimensions, 0-d tensors and per-tensor scales of shape []", "[io][quantized_safetensors]") {

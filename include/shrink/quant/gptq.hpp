@@ -201,14 +201,16 @@ inline QuantizedTensor gptq_quantize(TensorView<const float> weight, const Hessi
   result.damping = options.damp_percent * h.diagonal().mean();
   h.diagonal().array() += result.damping;
 
-  // U = J · chol(J H J)⁻¹ · J: upper, with UᵀU = H⁻¹.
-  const Eigen::MatrixXd reversed = h.reverse();
-  Eigen::LLT<Eigen::MatrixXd> llt(reversed);
+  // U = J · chol(J H J)⁻¹ · J: upper, with UᵀU = H⁻¹. In place: H's storage holds L, then U takes one more matrix.
+  h.reverseInPlace();
+  const Eigen::LLT<Eigen::Ref<Eigen::MatrixXd>> llt(h);
   if (llt.info() != Eigen::Success)
     fail(fn, "hessian", "a matrix [" + std::to_string(in) + ", " + std::to_string(in) + "]",
          "a positive-definite Hessian after damping by " + to_text(result.damping) +
              " (raise options.damp_percent or gather more calibration rows)");
-  const Eigen::MatrixXd u = detail::lower_triangular_inverse(llt.matrixLLT()).reverse();
+  Eigen::MatrixXd u = detail::lower_triangular_inverse(h);
+  u.reverseInPlace();
+  h.resize(0, 0);
 
   // Blocks hold whole groups when group parameters come from updated weights.
   std::int64_t block = options.block_size;

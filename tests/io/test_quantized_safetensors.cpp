@@ -14,6 +14,8 @@
 
 #include "io/temp_dir.hpp"
 #include "shrink/io/quantized_safetensors.hpp"
+#include "shrink/quant/gptq.hpp"
+#include "shrink/quant/hessian.hpp"
 #include "support/random.hpp"
 
 using shrink::ByteBuffer;
@@ -70,6 +72,7 @@ void require_same(const QuantizedTensor& a, const QuantizedTensor& b) {
   REQUIRE(a.scheme.granularity == b.scheme.granularity);
   REQUIRE(a.scheme.restricted_range == b.scheme.restricted_range);
   REQUIRE(a.scheme.reduce_range == b.scheme.reduce_range);
+  REQUIRE(a.scheme.bits == b.scheme.bits);
   if (a.scheme.granularity == Granularity::per_group) REQUIRE(a.scheme.group_size == b.scheme.group_size);
   REQUIRE(a.qparams.shape == b.qparams.shape);
   REQUIRE(a.qparams.scale == b.qparams.scale);
@@ -121,7 +124,7 @@ TEST_CASE("integer tensors round-trip through a file for every dtype, symmetry a
   const TensorView<const float> view(x.data(), shape);
   for (QuantDtype dtype : {QuantDtype::int8, QuantDtype::uint8, QuantDtype::int4, QuantDtype::uint4})
     for (Symmetry symmetry : {Symmetry::symmetric, Symmetry::affine})
-      for (int variant = 0; variant < 6; ++variant) {
+      for (int variant = 0; variant < 7; ++variant) {
         QuantScheme scheme = variant == 0   ? QuantScheme::per_tensor(dtype, symmetry)
                              : variant == 1 ? QuantScheme::per_channel(dtype, symmetry, 0)
                              : variant == 2 ? QuantScheme::per_channel(dtype, symmetry, -1)
@@ -130,6 +133,7 @@ TEST_CASE("integer tensors round-trip through a file for every dtype, symmetry a
                                             : QuantScheme::per_channel(dtype, symmetry, 1);
         scheme.restricted_range = variant == 4;
         scheme.reduce_range = variant == 5;
+        if (variant == 6) scheme.bits = bit_width(dtype) - 1;  // GPTQ's narrower ranges (quant/gptq.hpp)
         CAPTURE(to_string(dtype), to_string(symmetry), variant);
         const QuantizedTensor q = quantize(view, scheme);
         const std::string path = dir.file("q.safetensors");
@@ -154,6 +158,30 @@ TEST_CASE("integer tensors round-trip through a file for every dtype, symmetry a
         if (symmetry == Symmetry::affine)
           REQUIRE(file.info("layer.weight_zero_point").dtype == (is_signed(dtype) ? ScalarType::i8 : ScalarType::u8));
       }
+}
+
+TEST_CASE("GPTQ's weights (2-8 bits, scheme.bits) round-trip through a file", "[io][quantized_safetensors][gptq]") {
+  shrink::test::TempDir dir;
+  const std::vector<float> w = shrink::test::random_values(8 * 64, 21);
+  const std::vector<float> calibration = shrink::test::random_values(100 * 64, 22);
+  HessianObserver observer;
+  observer.observe(TensorView<const float>(calibration.data(), Shape{100, 64}));
+  for (int bits : {2, 3, 4, 5, 6, 8})
+    for (Symmetry symmetry : {Symmetry::symmetric, Symmetry::affine}) {
+      CAPTURE(bits, to_string(symmetry));
+      GptqOptions o;
+      o.bits = bits;
+      o.symmetry = symmetry;
+      o.group_size = bits % 2 == 0 ? 32 : 0;
+      const QuantizedTensor q = gptq_quantize(TensorView<const float>(w.data(), Shape{8, 64}), observer.hessian(), o);
+      const std::string path = dir.file("gptq.safetensors");
+      write_encoded(path, {encode_quantized("layer.weight", q, "gptq")});
+      const SafetensorsFile file(path);
+      const QuantizedTensor back = read_quantized(file, "layer.weight");
+      require_same(q, back);
+      REQUIRE(quant_range(back.scheme).qmax - quant_range(back.scheme).qmin == (1 << bits) - 1);
+      REQUIRE(read_float(file, "layer.weight") == dequantize(q));
+    }
 }
 
 TEST_CASE("odd last dimensions, 0-d tensors and per-tensor scales of shape []", "[io][quantized_safetensors]") {
@@ -425,6 +453,12 @@ TEST_CASE("hostile parameter tensors and metadata are rejected", "[io][quantized
       {"axis out of range", {v.scale(), v.data(), v.zero_point()},
        v.metadata(R"({"dtype":"int8","scheme":"affine","granularity":"per_channel","axis":5,"shape":[4,6]})"),
        "expected an integer in [-2, 1]"},
+      {"bits wider than the dtype", {v.scale(), v.data(), v.zero_point()},
+       v.metadata(R"({"dtype":"int8","scheme":"affine","granularity":"per_channel","axis":0,"bits":9,"shape":[4,6]})"),
+       "\"bits\" = 9: expected an integer in [0, 8]"},
+      {"a one-bit range", {v.scale(), v.data(), v.zero_point()},
+       v.metadata(R"({"dtype":"int8","scheme":"affine","granularity":"per_channel","axis":0,"bits":1,"shape":[4,6]})"),
+       "\"bits\" = 1: expected 0"},
       {"missing format version", {v.scale(), v.data(), v.zero_point()}, {{"shrink.quant.w", v.record()}},
        "no \"shrink.format_version\""},
       {"future format version", {v.scale(), v.data(), v.zero_point()},

@@ -17,6 +17,7 @@
 #include "linear/linear_reference.hpp"
 #include "shrink/linear/f32.hpp"
 #include "shrink/linear/weight_only.hpp"
+#include "shrink/quant/gptq.hpp"
 #include "shrink/quant/quantize.hpp"
 
 using namespace shrink;
@@ -668,4 +669,33 @@ TEST_CASE("weight-only linear layers reject bad input and leave the output untou
         },
         "memory overlapping x");
   }
+}
+
+TEST_CASE("linear_weight_only reads GPTQ's int4/uint4 weights (2-4 bits, per group and per channel) unchanged",
+          "[cpu][linear][int4][gptq]") {
+  std::mt19937 rng(31);
+  const std::int64_t m = 5, n = 24, k = 128;
+  const auto x = shrink::test::normal_values(static_cast<std::size_t>(m * k), rng);
+  const auto w = shrink::test::normal_values(static_cast<std::size_t>(n * k), rng, 0.05f);
+  // H = 2/t Σ aᵀa of correlated calibration rows.
+  const auto calibration = shrink::test::normal_values(static_cast<std::size_t>(256 * k), rng);
+  quant::HessianObserver observer;
+  observer.observe(TensorView<const float>(calibration.data(), Shape{256, k}));
+  const quant::Hessian h = observer.hessian();
+  for (int bits : {2, 3, 4})
+    for (quant::Symmetry sym : {quant::Symmetry::symmetric, quant::Symmetry::affine})
+      for (std::int64_t group : {std::int64_t{0}, std::int64_t{32}, std::int64_t{64}}) {
+        INFO("bits " << bits << " " << quant::to_string(sym) << " group " << group);
+        quant::GptqOptions o;
+        o.bits = bits;
+        o.symmetry = sym;
+        o.group_size = group;
+        const quant::QuantizedTensor q = quant::gptq_quantize(TensorView<const float>(w.data(), Shape{n, k}), h, o);
+        const std::vector<float> dequantized = quant::dequantize(q);
+        const auto ref = shrink::test::reference_product(x, dequantized, m, n, k);
+        std::vector<float> out(static_cast<std::size_t>(m * n), kPoison);
+        linear_weight_only(TensorView<const float>(x.data(), Shape{m, k}), q,
+                           TensorView<float>(out.data(), Shape{m, n}), Epilogue{});
+        shrink::test::check_against_reference(out, n, ref, m, n, k, {}, {}, Activation::none);
+      }
 }

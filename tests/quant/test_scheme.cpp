@@ -37,6 +37,36 @@ TEST_CASE("quantization ranges for every dtype and range option", "[quant][schem
   }
 }
 
+TEST_CASE("narrower ranges held in a dtype (scheme.bits)", "[quant][scheme]") {
+  struct Expect {
+    QuantDtype dtype;
+    int bits;
+    int qmin, qmax, symmetric_zp;
+  };
+  const Expect table[] = {
+      {QuantDtype::int4, 2, -2, 1, 0},   {QuantDtype::uint4, 2, 0, 3, 2},     {QuantDtype::int4, 3, -4, 3, 0},
+      {QuantDtype::uint4, 3, 0, 7, 4},   {QuantDtype::int8, 5, -16, 15, 0},   {QuantDtype::uint8, 6, 0, 63, 32},
+      {QuantDtype::int8, 7, -64, 63, 0}, {QuantDtype::uint8, 8, 0, 255, 128},
+  };
+  for (const Expect& e : table) {
+    INFO(to_string(e.dtype) << " bits " << e.bits);
+    QuantScheme s = QuantScheme::per_channel(e.dtype, Symmetry::symmetric, 0);
+    s.bits = e.bits;
+    CHECK(quant_range(s).qmin == e.qmin);
+    CHECK(quant_range(s).qmax == e.qmax);
+    CHECK(symmetric_zero_point(s) == e.symmetric_zp);
+    CHECK(scheme_split(s, Shape{2, 3}, "test").channels == 2);
+  }
+  QuantScheme wide = QuantScheme::per_tensor(QuantDtype::int4, Symmetry::affine);
+  wide.bits = 5;
+  CHECK_THROWS_WITH(scheme_split(wide, Shape{4}, "f"), Catch::Contains("scheme.bits = 5") && Catch::Contains("2..4"));
+  wide.bits = 1;
+  CHECK_THROWS_WITH(qparams_shape(wide, Shape{4}, "f"), Catch::Contains("scheme.bits = 1"));
+  wide.bits = 2;
+  wide.reduce_range = true;
+  CHECK_THROWS_WITH(scheme_split(wide, Shape{4}, "f"), Catch::Contains("scheme.reduce_range"));
+}
+
 TEST_CASE("symmetric zero points", "[quant][scheme]") {
   CHECK(symmetric_zero_point(QuantScheme::per_tensor(QuantDtype::int8, Symmetry::symmetric)) == 0);
   CHECK(symmetric_zero_point(QuantScheme::per_tensor(QuantDtype::uint8, Symmetry::symmetric)) == 128);

@@ -96,6 +96,8 @@ inline Expressible weight_args(const QuantizationRecord& r) {
   }
   if (r.encoding != StoredEncoding::integer) return no("a cast has no compressed-tensors form");
   const quant::QuantScheme& s = r.scheme;
+  if (s.bits != 0)
+    return no("a range narrower than the dtype (bits = " + std::to_string(s.bits) + "): not written yet");
   a.num_bits = quant::bit_width(s.dtype);
   a.symmetric = symmetric_once_signed(s);
   switch (s.granularity) {

@@ -29,7 +29,8 @@
 //   cast:    {"dtype":"fp16|bf16","cast_from":"F32","shape":[...]}
 // "dtype", "shape" and (integer) "scheme" and "granularity" are required; "axis" is required per channel and
 // per group (negative counts from the end; writers store it normalised), "group_size" per group;
-// "restricted_range" and "reduce_range" default to false, "calibrator" (free text saying how the range was
+// "restricted_range" and "reduce_range" default to false, "bits" (a narrower range held in the dtype, 2..its width,
+// QuantScheme::bits) to 0, "calibrator" (free text saying how the range was
 // chosen) and "cast_from" to "". "source_dtype" (integer and fp8; F32, F16, BF16 or F64) is the dtype the tensor had
 // before quantization, absent in files of older writers. Unknown keys are errors. The file also carries
 // "shrink.format_version":"1" whenever it holds any "shrink.quant." entry.
@@ -250,7 +251,7 @@ inline QuantizationRecord parse_quantization_record(const std::string& name, con
   };
 
   if (dtype == "int8" || dtype == "uint8" || dtype == "int4" || dtype == "uint4") {
-    allow_keys({"dtype", "scheme", "granularity", "axis", "group_size", "restricted_range", "reduce_range",
+    allow_keys({"dtype", "scheme", "granularity", "axis", "group_size", "restricted_range", "reduce_range", "bits",
                 "calibrator", "source_dtype", "shape"});
     r.encoding = StoredEncoding::integer;
     r.scheme.dtype = dtype == "int8"    ? quant::QuantDtype::int8
@@ -288,6 +289,10 @@ inline QuantizationRecord parse_quantization_record(const std::string& name, con
     }
     r.scheme.restricted_range = bool_field("restricted_range");
     r.scheme.reduce_range = bool_field("reduce_range");
+    r.scheme.bits = static_cast<int>(integer_field("bits", 0, quant::bit_width(r.scheme.dtype)).value_or(0));
+    if (r.scheme.bits == 1)
+      bad("\"bits\" = 1: expected 0 (the dtype's width) or 2.." + std::to_string(quant::bit_width(r.scheme.dtype)));
+    if (r.scheme.bits == 2 && r.scheme.reduce_range) bad("\"bits\" = 2 with \"reduce_range\": expected one of them");
     r.calibrator = string_field("calibrator", false).value_or("");
     r.source_dtype = source_dtype_field();
   } else if (dtype == "fp8_e4m3" || dtype == "fp8_e5m2") {
@@ -329,6 +334,7 @@ inline std::string to_metadata_value(const QuantizationRecord& r) {
     j["group_size"] = r.scheme.granularity == quant::Granularity::per_group ? r.scheme.group_size : 0;
     j["restricted_range"] = r.scheme.restricted_range;
     j["reduce_range"] = r.scheme.reduce_range;
+    if (r.scheme.bits != 0) j["bits"] = r.scheme.bits;  // absent in files of older writers: the dtype's width
     j["calibrator"] = r.calibrator;
     if (!r.source_dtype.empty()) j["source_dtype"] = r.source_dtype;
   } else if (r.encoding == StoredEncoding::fp8) {

@@ -58,6 +58,10 @@ struct QuantScheme {
   bool restricted_range = false;
   // One bit fewer: int8 [-64, 63], uint8 [0, 127] (PyTorch reduce_range, FBGEMM x86 activations).
   bool reduce_range = false;
+  // 0: the dtype's own width. Otherwise a narrower integer held in the dtype, 2 <= bits <= bit_width(dtype): the
+  // range of a `bits`-wide integer, e.g. int4 with bits = 2 is [-2, 1], uint8 with bits = 6 is [0, 63] (GPTQ's
+  // 2-8 bit weights in the storage types that every consumer reads).
+  int bits = 0;
 
   static QuantScheme per_tensor(QuantDtype dtype, Symmetry symmetry) {
     QuantScheme s;
@@ -80,11 +84,14 @@ struct QuantScheme {
   }
 };
 
-// [qmin, qmax] for a scheme. With b = bit width (b - 1 under reduce_range):
+// The width whose range the scheme clamps to before reduce_range: `bits` when set, else the dtype's.
+constexpr int range_bits(const QuantScheme& scheme) { return scheme.bits > 0 ? scheme.bits : bit_width(scheme.dtype); }
+
+// [qmin, qmax] for a scheme. With b = range_bits (b - 1 under reduce_range):
 // signed [-2^(b-1), 2^(b-1) - 1], restricted [-(2^(b-1) - 1), 2^(b-1) - 1];
 // unsigned [0, 2^b - 1], restricted [1, 2^b - 1].
 inline QuantRange quant_range(const QuantScheme& scheme) {
-  const int bits = bit_width(scheme.dtype) - (scheme.reduce_range ? 1 : 0);
+  const int bits = range_bits(scheme) - (scheme.reduce_range ? 1 : 0);
   QuantRange r;
   if (is_signed(scheme.dtype)) {
     r.qmax = (1 << (bits - 1)) - 1;
@@ -108,6 +115,11 @@ inline std::int32_t symmetric_zero_point(const QuantScheme& scheme) {
 // The tensor seen around the scheme's axis, after checking the axis and the group size.
 // Per-tensor schemes see the whole tensor as one channel.
 inline AxisSplit scheme_split(const QuantScheme& scheme, const Shape& shape, const char* function) {
+  if (scheme.bits != 0 && (scheme.bits < 2 || scheme.bits > bit_width(scheme.dtype)))
+    fail(function, "scheme.bits", scheme.bits,
+         "0 (the dtype's width) or 2.." + std::to_string(bit_width(scheme.dtype)) + " for " + to_string(scheme.dtype));
+  if (scheme.bits == 2 && scheme.reduce_range)
+    fail(function, "scheme.reduce_range", "true", "false with scheme.bits = 2 (a 1-bit range holds no zero point)");
   if (scheme.granularity == Granularity::per_tensor) return AxisSplit{1, shape.product(), 1};
   const int axis = normalize_axis(scheme.axis, shape.rank, function, "scheme.axis");
   AxisSplit split = split_at_axis(shape, axis);

@@ -21,9 +21,9 @@
 //     clipping, if no candidate is finite). A histogram that never saw a nonzero |x| gives amax 0.
 // L, the quantized bins, is what one sign of the data gets from the scheme: 2^(b-1) for data with
 // negative values or a symmetric scheme, 2^b for non-negative data under an affine scheme (its range
-// [0, amax] spans the whole integer range), b = bit width less one under reduce_range. So int8 gives
-// NVIDIA's 128 (256 for unsigned data), int4 gives 8 (16). restricted_range keeps the power of two.
-// The AVX2 search evaluates four candidates at a time with the same bits as one at a time.
+// [0, amax] spans the whole integer range), b = range_bits (scheme.bits when set) less one under reduce_range. So int8
+// gives NVIDIA's 128 (256 for unsigned data), int4 gives 8 (16). restricted_range keeps the power of two. The AVX2
+// search evaluates four candidates at a time with the same bits as one at a time.
 #pragma once
 
 #include <algorithm>
@@ -51,7 +51,7 @@ struct EntropyOptions {
 
 // L: quantized bins for one sign of the data (see the file comment).
 inline std::int64_t entropy_quantized_bins(const QuantScheme& scheme, bool non_negative_data) {
-  const int bits = bit_width(scheme.dtype) - (scheme.reduce_range ? 1 : 0);
+  const int bits = range_bits(scheme) - (scheme.reduce_range ? 1 : 0);
   return (non_negative_data && scheme.symmetry == Symmetry::affine) ? (std::int64_t{1} << bits)
                                                                     : (std::int64_t{1} << (bits - 1));
 }

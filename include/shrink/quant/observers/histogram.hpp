@@ -4,9 +4,9 @@
 // runs torch's _non_linear_param_search on it: the clipping range [new_min, new_max] then gives the scale
 // and zero point through scale_zero_point_from_range (torch's _calculate_qparams). The arithmetic and its
 // quirks are in pytorch_histogram.hpp. The search quantizes onto 2^bits levels (256 for int8/uint8, 16
-// for int4/uint4), whatever reduce_range says, as torch's dst_nbins does. Scales match torch's; so do
-// zero points, except symmetric uint8 under reduce_range, where shrink's symmetric_zero_point (64) stays
-// inside [0, 127] and torch keeps 128.
+// for int4/uint4, 2^scheme.bits when set), whatever reduce_range says, as torch's dst_nbins does. Scales match torch's;
+// so do zero points, except symmetric uint8 under reduce_range, where shrink's symmetric_zero_point (64) stays inside
+// [0, 127] and torch keeps 128.
 //
 // Per channel (an extension: torch's observer is per tensor only), every channel along scheme.axis keeps
 // its own torch state and is searched on its own. Elements are counted in int64 before becoming torch's
@@ -50,7 +50,7 @@ class HistogramObserver : public Observer {
   const HistogramOptions& histogram_options() const { return histogram_options_; }
 
   // Levels the L2 search quantizes onto: 2^bits of the scheme's dtype.
-  std::int64_t destination_bins() const { return std::int64_t{1} << bit_width(scheme().dtype); }
+  std::int64_t destination_bins() const { return std::int64_t{1} << range_bits(scheme()); }
 
   // torch's buffers (histogram, min_val, max_val) of one channel (0 per tensor).
   const pytorch::HistogramState& state(std::int64_t channel = 0) const {

@@ -1,0 +1,106 @@
+// The Hessian of a Linear's layer-wise reconstruction error, H = (2 / n) Σ_t x_tᵀ x_t over calibration rows x_t,
+// and the observer that gathers it batch after batch (GPTQ's input, quant/gptq.hpp).
+//
+// For a Linear Y = X·Wᵀ and calibration inputs X [n, in], the error ‖X·Wᵀ − X·Ŵᵀ‖²_F / n has Hessian
+// H = (2 / n) XᵀX with respect to each row of W (Frantar et al. 2022, "GPTQ"). The observer sums the exact products
+// x_i·x_j of float inputs in double (a float product is exact in double), so the sum depends on the batches only
+// through double additions; hessian() divides once at the end. The scale 2 / n changes nothing in GPTQ's result
+// except through dead-input detection (exact zeros stay zeros) and damping, which is relative to mean(diag H).
+#pragma once
+
+#include <Eigen/Core>
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "shrink/core/error.hpp"
+#include "shrink/core/executor.hpp"
+#include "shrink/core/view.hpp"
+#include "shrink/cpu/for_each_row.hpp"
+#include "shrink/cpu/nonfinite_check.hpp"
+
+namespace shrink::quant {
+
+// A symmetric [features, features] Hessian in double, row-major, with the number of calibration rows behind it.
+struct Hessian {
+  std::int64_t features = 0;
+  std::int64_t samples = 0;    // calibration rows (tokens) summed into it
+  std::vector<double> values;  // H[i, j] = (2 / samples) Σ_t x_t[i] x_t[j]
+
+  double at(std::int64_t i, std::int64_t j) const { return values[static_cast<std::size_t>(i * features + j)]; }
+};
+
+// Gathers Σ_t x_tᵀ x_t over activations [..., in_features] (features last), many batches. A failed observe() (wrong
+// width, NaN or inf, not a host view) leaves the state as it was.
+class HessianObserver {
+ public:
+  HessianObserver() = default;
+
+  void observe(const TensorView<const float>& activations) {
+    const char* fn = "shrink::quant::HessianObserver::observe";
+    require_host_view(activations, fn, "activations");
+    if (activations.rank() < 1 || activations.empty())
+      fail(fn, "activations.shape", to_string(activations.shape()),
+           "rank >= 1 with at least one element, features last: [..., in_features]");
+    const std::int64_t features = activations.size(activations.rank() - 1);
+    if (samples_ > 0 && features != features_)
+      fail(fn, "activations.shape", to_string(activations.shape()),
+           "a last dimension of " + std::to_string(features_) + " features, as in earlier batches");
+    cpu::require_finite(activations, fn, "activations");
+
+    // The batch as a column-major double matrix X [rows, features] (exact widening).
+    const std::int64_t rows = activations.numel() / features;
+    Eigen::MatrixXd x(rows, features);
+    const std::int64_t stride = cpu::row_stride(activations.strides());
+    cpu::for_each_row(activations.shape(), activations.strides(), [&](std::int64_t row, std::int64_t offset) {
+      const float* v = activations.data() + offset;
+      for (std::int64_t j = 0; j < features; ++j) x(row, j) = v[j * stride];
+    });
+
+    if (samples_ == 0) sum_.setZero(features, features);
+    // Lower triangle, by column blocks of fixed width (a function of the width alone, so the same sums on any
+    // executor): S[j0:, j0:j1] += X[:, j0:]ᵀ X[:, j0:j1].
+    const std::int64_t block = kBlock;
+    const std::int64_t blocks = (features + block - 1) / block;
+    parallel_for(blocks, 1, [&](std::int64_t b0, std::int64_t b1) {
+      for (std::int64_t b = b0; b < b1; ++b) {
+        const Eigen::Index j0 = b * block, width = std::min(block, features - j0), below = features - j0;
+        sum_.block(j0, j0, below, width).noalias() += x.middleCols(j0, below).transpose() * x.middleCols(j0, width);
+      }
+    });
+    features_ = features;
+    samples_ += rows;
+  }
+
+  // H = (2 / samples) Σ x_tᵀ x_t, full (both triangles).
+  Hessian hessian() const {
+    if (samples_ == 0) fail("shrink::quant::HessianObserver::hessian", "no batch observed yet: call observe() first");
+    Hessian h;
+    h.features = features_;
+    h.samples = samples_;
+    h.values.resize(static_cast<std::size_t>(features_ * features_));
+    const double scale = 2.0 / static_cast<double>(samples_);
+    for (std::int64_t i = 0; i < features_; ++i)
+      for (std::int64_t j = 0; j < features_; ++j)
+        h.values[static_cast<std::size_t>(i * features_ + j)] = scale * (i >= j ? sum_(i, j) : sum_(j, i));
+    return h;
+  }
+
+  std::int64_t features() const { return features_; }
+  std::int64_t samples() const { return samples_; }
+  void reset() {
+    sum_.resize(0, 0);
+    features_ = 0;
+    samples_ = 0;
+  }
+
+ private:
+  static constexpr std::int64_t kBlock = 64;
+  Eigen::MatrixXd sum_;  // Σ x_tᵀ x_t, lower triangle kept
+  std::int64_t features_ = 0;
+  std::int64_t samples_ = 0;
+};
+
+}  // namespace shrink::quant

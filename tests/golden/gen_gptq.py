@@ -58,7 +58,9 @@ def quantize(w, scale, zero, bits, symmetric):
 
 
 def gptq(weight, hessian, bits, symmetric, group, act_order, static_groups, damp=0.01, block=128):
-    """Algorithm 1 of the paper, float64. Returns integers, scales, zero points (original column order), loss, order."""
+    """Algorithm 1 of the paper, float64. Returns integers (original column order), scales and zero points (groups of
+    original columns when static, else of processed columns: with act_order that is the g_idx form), loss, order and
+    g_idx (the group of each original column)."""
     W = weight.double().clone()
     H = hessian.double().clone()
     rows, n = W.shape
@@ -92,7 +94,7 @@ def gptq(weight, hessian, bits, symmetric, group, act_order, static_groups, damp
         E = torch.zeros(rows, b1 - b0, dtype=torch.float64)
         for i in range(b0, b1):
             col = int(order[i])
-            g = col // G
+            g = col // G if static_groups else i // G
             if not static and i % G == 0:
                 part = W[:, i:i + G]
                 scale[:, g], zero[:, g] = params(part.min(1).values, part.max(1).values, bits, symmetric)
@@ -104,7 +106,9 @@ def gptq(weight, hessian, bits, symmetric, group, act_order, static_groups, damp
             W[:, i + 1:b1] -= torch.outer(e, U[i, i + 1:b1])
             E[:, i - b0] = e
         W[:, b1:] -= E @ U[b0:b1, b1:]
-    return Q.long(), scale, zero.long(), loss, order
+    position = np.argsort(order, kind="stable")  # position[c]: when original column c was processed
+    g_idx = np.arange(n) // G if static_groups or not act_order else position // G
+    return Q.long(), scale, zero.long(), loss, order, g_idx
 
 
 def layer(rng, tokens, n, rows, dead=()):
@@ -129,6 +133,8 @@ OPTIONS = [  # name, layer, bits, symmetric, group, act_order, static_groups
     ("6bit_channel_asym_act", "a", 6, False, 0, True, False),
     ("4bit_g16_sym_static_dead", "dead", 4, True, 16, False, True),
     ("4bit_g64_sym_dead", "dead", 4, True, 64, False, False),
+    ("4bit_g32_asym_act_gidx", "b", 4, False, 32, True, False),
+    ("3bit_g16_sym_act_gidx_dead", "dead", 3, True, 16, True, False),
 ]
 
 
@@ -142,7 +148,7 @@ def cases(rng):
         out.append((f"layer/{name}", fields))
     for name, which, bits, symmetric, group, act_order, static_groups in OPTIONS:
         _, h, w = layers[which]
-        q, s, z, loss, order = gptq(torch.from_numpy(w), torch.from_numpy(h), bits, symmetric, group, act_order,
+        q, s, z, loss, order, g_idx = gptq(torch.from_numpy(w), torch.from_numpy(h), bits, symmetric, group, act_order,
                                     static_groups)
         out.append((f"gptq/{name}", {
             "layer": which, "bits": np.array([bits]), "symmetric": np.array([int(symmetric)]),
@@ -150,6 +156,7 @@ def cases(rng):
             "static_groups": np.array([int(static_groups)]),
             "values": q.numpy(), "scale": s.numpy(), "zero_point": z.numpy(),
             "loss": np.array([loss], dtype=np.float64), "order": np.asarray(order),
+            "g_idx": np.asarray(g_idx),
         }))
     return out
 

@@ -50,6 +50,7 @@ GptqOptions options_of(const test::GoldenCase& c) {
   o.group_size = c.ints("group_size")[0];
   o.act_order = c.ints("act_order")[0] != 0;
   o.static_groups = c.ints("static_groups")[0] != 0;
+  o.permuted_output = o.act_order && o.group_size > 0 && !o.static_groups;  // the g_idx form
   return o;
 }
 
@@ -119,13 +120,17 @@ TEST_CASE("gptq_quantize equals the PyTorch reference from the paper, except whe
     const std::vector<std::int64_t>& expected = c.ints("values");
     REQUIRE(static_cast<std::int64_t>(expected.size()) == t.numel());
     const std::int64_t in = l.shape[1];
+    const std::vector<std::int64_t>& order = c.ints("order");
     std::vector<bool> row_flipped(static_cast<std::size_t>(l.shape[0]), false);
     for (std::int64_t k = 0; k < t.numel(); ++k) {
       ++compared;
-      if (t.value(k) != expected[static_cast<std::size_t>(k)]) {
+      // The g_idx form stores column j of a row as original column order[j]; the reference, in original order.
+      const std::int64_t row = k / in, column = o.permuted_output ? order[static_cast<std::size_t>(k % in)] : k % in;
+      const std::int64_t want = expected[static_cast<std::size_t>(row * in + column)];
+      if (t.value(k) != want) {
         ++flipped;
-        row_flipped[static_cast<std::size_t>(k / in)] = true;
-        CHECK(std::abs(t.value(k) - expected[static_cast<std::size_t>(k)]) == 1);  // a tie decided the other way
+        row_flipped[static_cast<std::size_t>(row)] = true;
+        CHECK(std::abs(t.value(k) - want) == 1);  // a tie decided the other way
       }
     }
     const std::vector<float> scale = c.floats("scale");
@@ -142,18 +147,32 @@ TEST_CASE("gptq_quantize equals the PyTorch reference from the paper, except whe
     }
     if (o.symmetry == Symmetry::symmetric)
       for (std::int32_t z : t.qparams.zero_point) CHECK(z == 0);
-    CHECK(info.order == c.ints("order"));
+    CHECK(info.order == order);
+    CHECK(info.permuted_output == o.permuted_output);
+    const std::vector<std::int64_t>& g_idx = c.ints("g_idx");
+    if (o.group_size > 0) {
+      REQUIRE(info.g_idx.size() == g_idx.size());
+      for (std::size_t j = 0; j < g_idx.size(); ++j) CHECK(info.g_idx[j] == g_idx[j]);
+    } else {
+      CHECK(info.g_idx.empty());
+    }
     CHECK(info.loss == Approx(c.doubles("loss")[0]).epsilon(flipped ? 1e-3 : 1e-9));
 
     // Every consumer reads it unchanged: dequantize gives back Ŵ; its layer error is well below round-to-nearest's.
-    const std::vector<float> gptq_hat = dequantize(t);
-    const QuantizedTensor rtn = quantize(TensorView<const float>(l.weight.data(), l.shape), t.scheme);
+    std::vector<float> gptq_hat = dequantize(t);
+    if (o.permuted_output) {  // back to original column order
+      const std::vector<float> permuted = gptq_hat;
+      for (std::int64_t k = 0; k < t.numel(); ++k)
+        gptq_hat[static_cast<std::size_t>(k / in * in + order[static_cast<std::size_t>(k % in)])] =
+            permuted[static_cast<std::size_t>(k)];
+    }
+    const QuantizedTensor rtn = quantize(TensorView<const float>(l.weight.data(), l.shape), t.scheme);  // same bits
     const double ratio = layer_error(l.weight, gptq_hat, l.shape, l.hessian) /
                          layer_error(l.weight, dequantize(rtn), l.shape, l.hessian);
     WARN(c.name << ": layer error GPTQ / RTN = " << ratio);
     CHECK(ratio < 0.7);
   }
-  CHECK(cases_run == 9);
+  CHECK(cases_run == 11);
   WARN("GPTQ vs the PyTorch reference: " << flipped << " of " << compared << " integers differ (ties), "
                                          << scales_differing << " group parameters differ downstream of them");
   CHECK(flipped <= 4);
@@ -286,7 +305,10 @@ TEST_CASE("gptq_quantize: every bad input is one Error naming it", "[quant][gptq
   throws(bad, h, "options.group_size = -1");
   bad = o;
   bad.act_order = true;
-  throws(bad, h, "options.static_groups = false");
+  throws(bad, h, "options.permuted_output = false");
+  bad.static_groups = true;
+  bad.permuted_output = true;
+  throws(bad, h, "options.permuted_output = true");
   bad = o;
   bad.damp_percent = -0.1;
   throws(bad, h, "options.damp_percent");
@@ -302,19 +324,4 @@ TEST_CASE("gptq_quantize: every bad input is one Error naming it", "[quant][gptq
   CHECK_THROWS_WITH(gptq_quantize(TensorView<const float>(w.data(), Shape{out * in}), h, o, &info),
                     Catch::Contains("weight.shape"));
   CHECK(info.loss == -1.0);  // nothing written
-}
-
-TEST_CASE("the panel-wise lower-triangular inverse behind U", "[quant][gptq]") {
-  for (Eigen::Index n : {1, 63, 64, 65, 200}) {
-    INFO("n = " << n);
-    std::mt19937 rng(static_cast<unsigned>(n));
-    std::uniform_real_distribution<double> uniform(-1.0, 1.0);
-    Eigen::MatrixXd l(n, n);
-    for (Eigen::Index i = 0; i < n; ++i)
-      for (Eigen::Index j = 0; j < n; ++j) l(i, j) = j > i ? 99.0 : (i == j ? 2.0 + uniform(rng) : uniform(rng) / 4.0);
-    const Eigen::MatrixXd x = quant::detail::lower_triangular_inverse(l);  // the 99s above the diagonal are not read
-    const Eigen::MatrixXd lower = l.triangularView<Eigen::Lower>();
-    CHECK((lower * x - Eigen::MatrixXd::Identity(n, n)).cwiseAbs().maxCoeff() < 1e-12);
-    CHECK(x.triangularView<Eigen::StrictlyUpper>().toDenseMatrix().cwiseAbs().maxCoeff() == 0.0);
-  }
 }

@@ -2,39 +2,38 @@
 // a Linear weight [out, in] quantized column after column, each column's rounding error spread over the columns not
 // yet quantized through the inverse Hessian of the layer's reconstruction error (quant/hessian.hpp).
 //
-// With H [in, in] the Hessian and W the weight, in double:
-//   dead inputs   H_jj == 0  ->  H_jj = 1 and W[:, j] = 0   (an input that was always zero carries no weight)
-//   act_order     columns taken in decreasing H_jj (ties: lower column first), H and W permuted alike
-//   damping       H += λ I,  λ = damp_percent · mean(diag H)
-//   U             the upper Cholesky factor of H⁻¹ (H⁻¹ = UᵀU), computed as J·chol(J H J)⁻¹·J with J the reversal
+// With U the upper Cholesky factor of the damped inverse Hessian in processing order (quant/inverse_hessian.hpp:
+// dead inputs, act_order, damping) and W the weight in double, its dead columns zeroed and its columns permuted alike:
 //   for each column i, in blocks [b0, b1) of block_size columns (lazy batch updates):
 //     q_i   = clamp(nearbyint(float(w_i) · (1 / s)) + zp, qmin, qmax)   (quantize_value, core/affine.hpp, as
 //             quantize does: with a diagonal H, GPTQ is shrink's round-to-nearest bit for bit)
 //     ŵ_i   = float(q_i − zp) · s                              (what dequantize gives back, bit for bit)
 //     e_i   = (w_i − ŵ_i) / U_ii
-//     W[:, i+1:b1] −= e_i · U[i, i+1:b1]                       (inside the block, at once)
-//   and after each block  W[:, b1:] −= E[:, b0:b1] · U[b0:b1, b1:]
+//     W[:, i+1:b1] −= e_i · U[i, i+1:b1]                       (inside the block: rank-1 inside runs of kGptqRun
+//                                                               columns, then one product per run)
+//   and after each block  W[:, b1:] −= E[:, b0:b1] · U[b0:b1, b1:]   (cpu/gemm_f64.hpp)
 // Parameters (s, zp) are shrink's own (scale_zero_point_from_range, float32 as PyTorch) of each row's
 // [min, max] over its group, rounded to float:
 //   group_size 0      per output row, from the whole row of W (after dead inputs are zeroed)
 //   static_groups     per row and group of original columns [g·G, (g+1)·G), from W before any update
-//   otherwise         per row and group, from the group's columns when its first column comes up, after every
-//                     update of earlier columns: blocks then hold whole groups (block_size is rounded down to a
-//                     multiple of group_size, at least one group), so the result is that of the unblocked
-//                     algorithm and does not depend on block_size beyond float order.
-// Decided: group_size must divide `in` (no ragged last group; an Error otherwise). act_order with groups needs
-// static_groups: a group formed in permuted order would need a column -> group index (g_idx) that QuantizedTensor
-// does not carry yet; per-channel act_order needs none. Rows are independent; they run in fixed chunks of rows on
-// the current executor, so the bytes do not depend on the thread count.
+//   otherwise         per row and group of G consecutive processed columns, from them when the first comes up,
+//                     after every update of earlier columns: blocks then hold whole groups (block_size is rounded
+//                     down to a multiple of group_size, at least one group), so the result is that of the
+//                     unblocked algorithm and does not depend on block_size beyond float order.
+// Decided: group_size must divide `in` (no ragged last group; an Error otherwise). act_order with groups formed in
+// processing order (no static_groups) is AutoGPTQ's "desc_act" with a g_idx: original column c belongs to group
+// g_idx[c] = position(c) / G, groups that are not runs of original columns. QuantizedTensor's groups are runs, so
+// that form asks for options.permuted_output: the tensor's columns are then in processing order (column k is
+// original column order[k]; y = Ŵ_perm · x[order]), which every consumer reads unchanged as the weight of the
+// permuted input; GptqResult gives order and g_idx. Rows are independent; they run in fixed chunks of rows on the
+// current executor, so the bytes do not depend on the thread count.
 #pragma once
 
-#include <Eigen/Cholesky>
 #include <Eigen/Core>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <numeric>
 #include <string>
 #include <vector>
 
@@ -42,9 +41,11 @@
 #include "shrink/core/error.hpp"
 #include "shrink/core/executor.hpp"
 #include "shrink/core/view.hpp"
+#include "shrink/cpu/gemm_f64.hpp"
 #include "shrink/cpu/int4.hpp"
 #include "shrink/cpu/nonfinite_check.hpp"
 #include "shrink/quant/hessian.hpp"
+#include "shrink/quant/inverse_hessian.hpp"
 #include "shrink/quant/qparams.hpp"
 #include "shrink/quant/quantized_tensor.hpp"
 #include "shrink/quant/scheme.hpp"
@@ -55,8 +56,9 @@ struct GptqOptions {
   int bits = 4;                             // 2..8: int4/uint4 up to 4 bits, int8/uint8 above (scheme.bits)
   Symmetry symmetry = Symmetry::symmetric;  // symmetric: int4/int8, zp = 0; affine: uint4/uint8 with zero points
   std::int64_t group_size = 128;            // columns sharing a scale; 0: one scale per output row
-  bool act_order = false;                   // columns in decreasing H_jj (with groups: needs static_groups)
-  bool static_groups = false;               // group parameters from W before any update
+  bool act_order = false;                   // columns in decreasing H_jj
+  bool static_groups = false;               // groups of original columns, parameters from W before any update
+  bool permuted_output = false;             // the result's columns in processing order (act_order's g_idx form)
   double damp_percent = 0.01;               // λ = damp_percent · mean(diag H), >= 0
   std::int64_t block_size = 128;            // columns per lazy batch update, >= 1
 };
@@ -65,7 +67,9 @@ struct GptqResult {
   double loss = 0.0;                // ½ Σ over rows and columns (w_i − ŵ_i)² / U_ii² (the paper's Losses)
   double damping = 0.0;             // λ added to the diagonal
   std::int64_t dead_inputs = 0;     // columns with H_jj == 0
-  std::vector<std::int64_t> order;  // order[k]: the column quantized k-th
+  std::vector<std::int64_t> order;  // order[k]: the original column quantized k-th
+  std::vector<std::int32_t> g_idx;  // g_idx[c]: the group of original column c (empty per channel)
+  bool permuted_output = false;     // the tensor's column k is original column order[k]
 };
 
 // The storage scheme GPTQ's output uses for `options`: int4/uint4 for 2-4 bits, int8/uint8 for 5-8, with
@@ -81,12 +85,20 @@ inline QuantScheme gptq_scheme(const GptqOptions& options) {
   return s;
 }
 
+// The factor options GPTQ's options imply (the factor of one Hessian serves every Linear that reads that input).
+inline InverseHessianOptions inverse_hessian_options(const GptqOptions& options) {
+  InverseHessianOptions o;
+  o.damp_percent = options.damp_percent;
+  o.act_order = options.act_order;
+  return o;
+}
+
 namespace detail {
 
 constexpr std::int64_t kGptqRowChunk = 64;  // rows per task: a constant, so chunks do not follow the executor
+constexpr Eigen::Index kGptqRun = 16;       // columns updated rank-1 before one product updates the rest of a block
 
-inline void check_gptq_args(const TensorView<const float>& weight, const Hessian& h, const GptqOptions& o,
-                            const char* fn) {
+inline void check_gptq_args(const TensorView<const float>& weight, const GptqOptions& o, const char* fn) {
   if (o.bits < 2 || o.bits > 8) fail(fn, "options.bits", o.bits, "2..8");
   if (o.symmetry != Symmetry::symmetric && o.symmetry != Symmetry::affine)
     fail(fn, "options.symmetry", static_cast<int>(o.symmetry), "symmetric or affine");
@@ -100,18 +112,24 @@ inline void check_gptq_args(const TensorView<const float>& weight, const Hessian
   const std::int64_t in = weight.size(1);
   if (o.group_size > 0 && in % o.group_size != 0)
     fail(fn, "options.group_size", o.group_size, "a divisor of the weight's input width " + std::to_string(in));
-  if (o.act_order && o.group_size > 0 && !o.static_groups)
-    fail(fn, "options.static_groups", "false",
-         "true with act_order and groups (groups in permuted order need a g_idx, not supported yet)");
-  if (h.features != in) fail(fn, "hessian.features", h.features, "the weight's input width " + std::to_string(in));
-  if (static_cast<std::int64_t>(h.values.size()) != in * in)
-    fail(fn, "hessian.values.size()", h.values.size(),
-         std::to_string(in * in) + " values ([" + std::to_string(in) + ", " + std::to_string(in) + "])");
-  if (h.samples < 1) fail(fn, "hessian.samples", h.samples, "at least one calibration row");
-  for (std::size_t k = 0; k < h.values.size(); ++k)
-    if (!std::isfinite(h.values[k]))
-      fail(fn, ("hessian.values[" + std::to_string(k) + "]").c_str(), h.values[k], "a finite value");
+  if (o.act_order && o.group_size > 0 && !o.static_groups && !o.permuted_output)
+    fail(fn, "options.permuted_output", "false",
+         "true with act_order and groups in processing order (their g_idx form: the tensor's columns in "
+         "processing order), or options.static_groups = true");
+  if (o.permuted_output && (!o.act_order || o.static_groups))
+    fail(fn, "options.permuted_output", "true", "false without act_order or with static_groups");
   cpu::require_finite(weight, fn, "weight");
+}
+
+inline void check_gptq_factor(const InverseHessianFactor& f, const GptqOptions& o, std::int64_t in, const char* fn) {
+  if (f.features != in) fail(fn, "factor.features", f.features, "the weight's input width " + std::to_string(in));
+  if (f.upper.rows() != in || f.upper.cols() != in || static_cast<std::int64_t>(f.order.size()) != in)
+    fail(fn, "factor", "an incomplete factor", "one made by inverse_hessian_factor");
+  if (f.options.act_order != o.act_order)
+    fail(fn, "factor.options.act_order", f.options.act_order ? "true" : "false", "equal to options.act_order");
+  if (f.options.damp_percent != o.damp_percent)
+    fail(fn, "factor.options.damp_percent", f.options.damp_percent,
+         "equal to options.damp_percent (" + to_text(o.damp_percent) + ")");
 }
 
 // Parameters of values [first, first + count) of a row, from their [min, max] rounded to float.
@@ -123,56 +141,38 @@ AffineParams gptq_params(const Row& row, Eigen::Index first, Eigen::Index count,
   return AffineParams(p.scale, p.zero_point, range.qmin, range.qmax);
 }
 
-// L⁻¹ of the lower triangle L of `l` (the upper one is not read), by panels of 64 columns: with L = [L11 0; L21 L22],
-// X11 = L11⁻¹ and X21 = −L22⁻¹·L21·X11 (X22 = L22⁻¹ comes with the next panels): n³/3 multiply-adds, a third of solving
-// L·X = I.
-inline Eigen::MatrixXd lower_triangular_inverse(const Eigen::MatrixXd& l) {
-  const Eigen::Index n = l.rows(), panel = 64;
-  Eigen::MatrixXd x = Eigen::MatrixXd::Zero(n, n);
-  for (Eigen::Index j = 0; j < n; j += panel) {
-    const Eigen::Index w = std::min(panel, n - j), m = n - j - w;
-    auto diagonal = x.block(j, j, w, w);
-    diagonal.setIdentity();
-    l.block(j, j, w, w).triangularView<Eigen::Lower>().solveInPlace(diagonal);
-    if (m == 0) continue;
-    auto below = x.block(j + w, j, m, w);
-    below.noalias() = -(l.block(j + w, j, m, w) * diagonal.triangularView<Eigen::Lower>());
-    l.block(j + w, j + w, m, m).triangularView<Eigen::Lower>().solveInPlace(below);
-  }
-  return x;
+// W_block [rows, cols] (column-major, leading dimension ld) −= E [rows, k] (leading dimension lde) · U_block [k, cols]
+// (U's own storage, leading dimension ldu).
+inline void gptq_update(Eigen::Index rows, Eigen::Index cols, Eigen::Index k, const double* e, Eigen::Index lde,
+                        const double* u, Eigen::Index ldu, double* w, Eigen::Index ld) {
+  cpu::gemm_f64_subtract(rows, cols, k, e, lde, cpu::GemmF64B{u, 1, ldu}, w, ld);
 }
 
 }  // namespace detail
 
-// GPTQ of weight [out, in] (any strides) with the Hessian of its input; the result in original column order,
-// readable by dequantize, the safetensors convention and the weight-only GEMMs. Validation comes first: every
-// bad argument is one Error naming it, and `info` is written only on success.
-inline QuantizedTensor gptq_quantize(TensorView<const float> weight, const Hessian& hessian, const GptqOptions& options,
-                                     GptqResult* info = nullptr) {
+// GPTQ of weight [out, in] (any strides) with a factor of its input's Hessian made with inverse_hessian_options(
+// options); the result in original column order (or processing order with options.permuted_output), readable by
+// dequantize, the safetensors convention and the weight-only GEMMs. Validation comes first: every bad argument is
+// one Error naming it, and `info` is written only on success.
+inline QuantizedTensor gptq_quantize(TensorView<const float> weight, const InverseHessianFactor& factor,
+                                     const GptqOptions& options, GptqResult* info = nullptr) {
   const char* fn = "shrink::quant::gptq_quantize";
-  detail::check_gptq_args(weight, hessian, options, fn);
+  detail::check_gptq_args(weight, options, fn);
   const std::int64_t out = weight.size(0), in = weight.size(1);
+  detail::check_gptq_factor(factor, options, in, fn);
   const Eigen::Index n = static_cast<Eigen::Index>(in);
   const QuantScheme scheme = gptq_scheme(options);
   const QuantRange range = quant_range(scheme);
   const std::int64_t group = options.group_size > 0 ? options.group_size : in;
   const std::int64_t groups = in / group;
+  const Eigen::MatrixXd& u = factor.upper;
+  const std::vector<std::int64_t>& order = factor.order;
 
-  // H, and W [out, in] column-major in double.
-  Eigen::MatrixXd h(n, n);
-  for (Eigen::Index i = 0; i < n; ++i)
-    for (Eigen::Index j = 0; j < n; ++j) h(i, j) = hessian.values[static_cast<std::size_t>(i * n + j)];
-  Eigen::MatrixXd w(out, n);
+  // W [out, in] column-major in double, dead columns zeroed.
+  Eigen::MatrixXd w0(out, n);
   for (std::int64_t r = 0; r < out; ++r)
-    for (std::int64_t c = 0; c < in; ++c) w(r, c) = weight(r, c);
-
-  GptqResult result;
-  for (Eigen::Index j = 0; j < n; ++j)
-    if (h(j, j) == 0.0) {
-      h(j, j) = 1.0;
-      w.col(j).setZero();
-      ++result.dead_inputs;
-    }
+    for (std::int64_t c = 0; c < in; ++c) w0(r, c) = weight(r, c);
+  for (std::int64_t j : factor.dead) w0.col(static_cast<Eigen::Index>(j)).setZero();
 
   // Static parameters, [out, groups] row-major, from W before any update (per channel: the whole row).
   std::vector<AffineParams> params(static_cast<std::size_t>(out * groups));
@@ -181,70 +181,65 @@ inline QuantizedTensor gptq_quantize(TensorView<const float> weight, const Hessi
     for (std::int64_t r = 0; r < out; ++r)
       for (std::int64_t g = 0; g < groups; ++g)
         params[static_cast<std::size_t>(r * groups + g)] =
-            detail::gptq_params(w.row(r), g * group, group, scheme, range, fn);
+            detail::gptq_params(w0.row(r), g * group, group, scheme, range, fn);
 
-  // Processing order; H and W permuted to it.
-  result.order.resize(static_cast<std::size_t>(in));
-  std::iota(result.order.begin(), result.order.end(), std::int64_t{0});
-  if (options.act_order) {
-    std::stable_sort(result.order.begin(), result.order.end(),
-                     [&](std::int64_t a, std::int64_t b) { return h(a, a) > h(b, b); });
-    const Eigen::MatrixXd h0 = h, w0 = w;
-    for (Eigen::Index k = 0; k < n; ++k) {
-      const Eigen::Index from = static_cast<Eigen::Index>(result.order[static_cast<std::size_t>(k)]);
-      w.col(k) = w0.col(from);
-      for (Eigen::Index l = 0; l < n; ++l)
-        h(k, l) = h0(from, static_cast<Eigen::Index>(result.order[static_cast<std::size_t>(l)]));
-    }
-  }
+  // W in processing order.
+  Eigen::MatrixXd w(out, n);
+  for (Eigen::Index k = 0; k < n; ++k) w.col(k) = w0.col(static_cast<Eigen::Index>(order[static_cast<std::size_t>(k)]));
+  w0.resize(0, 0);
 
-  result.damping = options.damp_percent * h.diagonal().mean();
-  h.diagonal().array() += result.damping;
-
-  // U = J · chol(J H J)⁻¹ · J: upper, with UᵀU = H⁻¹. In place: H's storage holds L, then U takes one more matrix.
-  h.reverseInPlace();
-  const Eigen::LLT<Eigen::Ref<Eigen::MatrixXd>> llt(h);
-  if (llt.info() != Eigen::Success)
-    fail(fn, "hessian", "a matrix [" + std::to_string(in) + ", " + std::to_string(in) + "]",
-         "a positive-definite Hessian after damping by " + to_text(result.damping) +
-             " (raise options.damp_percent or gather more calibration rows)");
-  Eigen::MatrixXd u = detail::lower_triangular_inverse(h);
-  u.reverseInPlace();
-  h.resize(0, 0);
-
-  // Blocks hold whole groups when group parameters come from updated weights.
+  // Blocks (and runs inside them) hold whole groups when group parameters come from updated weights.
   std::int64_t block = options.block_size;
   if (!static_params) block = std::max<std::int64_t>(1, block / group) * group;
+  const bool permuted = options.permuted_output;
 
   std::vector<std::int32_t> values(static_cast<std::size_t>(out * in));
   std::vector<double> row_loss(static_cast<std::size_t>(out), 0.0);
   parallel_for(out, detail::kGptqRowChunk, [&](std::int64_t r0, std::int64_t r1) {
     const Eigen::Index rows = static_cast<Eigen::Index>(r1 - r0);
-    auto wc = w.middleRows(static_cast<Eigen::Index>(r0), rows);
+    double* wc = w.data() + r0;  // rows [r0, r1) of W: column j at wc + j·out
+    const Eigen::Index ld = static_cast<Eigen::Index>(out);
     Eigen::MatrixXd err(rows, static_cast<Eigen::Index>(block));
     for (Eigen::Index b0 = 0; b0 < n; b0 += block) {
       const Eigen::Index b1 = std::min<Eigen::Index>(b0 + block, n);
-      for (Eigen::Index i = b0; i < b1; ++i) {
-        const std::int64_t column = result.order[static_cast<std::size_t>(i)];
-        const std::int64_t g = column / group;
-        if (!static_params && i % group == 0)
-          for (Eigen::Index k = 0; k < rows; ++k)
-            params[static_cast<std::size_t>((r0 + k) * groups + g)] =
-                detail::gptq_params(wc.row(k), i, group, scheme, range, fn);
-        const double d = u(i, i);
-        for (Eigen::Index k = 0; k < rows; ++k) {
-          const AffineParams& p = params[static_cast<std::size_t>((r0 + k) * groups + g)];
-          const double x = wc(k, i);
-          const std::int32_t q = quantize_value(static_cast<float>(x), p);
-          const double e = (x - static_cast<double>(dequantize_value(q, p))) / d;
-          values[static_cast<std::size_t>((r0 + k) * in + column)] = q;
-          row_loss[static_cast<std::size_t>(r0 + k)] += e * e / 2.0;
-          err(k, i - b0) = e;
+      for (Eigen::Index s0 = b0; s0 < b1;) {
+        Eigen::Index s1 = std::min<Eigen::Index>(s0 + detail::kGptqRun, b1);
+        if (!static_params) s1 = std::min<Eigen::Index>(s1, (s0 / group + 1) * group);  // a run ends with its group
+        for (Eigen::Index i = s0; i < s1; ++i) {
+          const std::int64_t column = order[static_cast<std::size_t>(i)];
+          const std::int64_t g = options.static_groups ? column / group : i / group;
+          const std::int64_t stored = permuted ? i : column;
+          if (!static_params && i % group == 0)
+            for (Eigen::Index k = 0; k < rows; ++k)
+              params[static_cast<std::size_t>((r0 + k) * groups + g)] = detail::gptq_params(
+                  Eigen::Map<const Eigen::VectorXd, 0, Eigen::InnerStride<>>(wc + k, n, Eigen::InnerStride<>(ld)), i,
+                  group, scheme, range, fn);
+          const double d = u(i, i);
+          double* wi = wc + i * ld;
+          for (Eigen::Index k = 0; k < rows; ++k) {
+            const AffineParams& p = params[static_cast<std::size_t>((r0 + k) * groups + g)];
+            const double x = wi[k];
+            const std::int32_t q = quantize_value(static_cast<float>(x), p);
+            const double e = (x - static_cast<double>(dequantize_value(q, p))) / d;
+            values[static_cast<std::size_t>((r0 + k) * in + stored)] = q;
+            row_loss[static_cast<std::size_t>(r0 + k)] += e * e / 2.0;
+            err(k, i - b0) = e;
+          }
+          // Rank-1 inside the run: W[:, i+1:s1] −= e_i · U[i, i+1:s1].
+          for (Eigen::Index j = i + 1; j < s1; ++j) {
+            const double uij = u(i, j);
+            double* wj = wc + j * ld;
+            for (Eigen::Index k = 0; k < rows; ++k) wj[k] -= err(k, i - b0) * uij;
+          }
         }
-        const Eigen::Index rest = b1 - i - 1;
-        if (rest > 0) wc.middleCols(i + 1, rest).noalias() -= err.col(i - b0) * u.row(i).segment(i + 1, rest);
+        // The rest of the block: W[:, s1:b1] −= E[:, s0:s1] · U[s0:s1, s1:b1].
+        if (s1 < b1)
+          detail::gptq_update(rows, b1 - s1, s1 - s0, err.data() + (s0 - b0) * rows, rows, &u(s0, s1), n, wc + s1 * ld,
+                              ld);
+        s0 = s1;
       }
-      if (b1 < n) wc.rightCols(n - b1).noalias() -= err.leftCols(b1 - b0) * u.block(b0, b1, b1 - b0, n - b1);
+      // The columns after the block: W[:, b1:] −= E[:, b0:b1] · U[b0:b1, b1:].
+      if (b1 < n) detail::gptq_update(rows, n - b1, b1 - b0, err.data(), rows, &u(b0, b1), n, wc + b1 * ld, ld);
     }
   });
 
@@ -268,10 +263,32 @@ inline QuantizedTensor gptq_quantize(TensorView<const float> weight, const Hessi
       t.data[k] = static_cast<std::uint8_t>(values[k] & 0xff);  // two's complement for int8
   }
   if (info) {
+    GptqResult result;
     for (double l : row_loss) result.loss += l;
+    result.damping = factor.damping;
+    result.dead_inputs = static_cast<std::int64_t>(factor.dead.size());
+    result.order = order;
+    result.permuted_output = permuted;
+    if (options.group_size > 0) {
+      result.g_idx.resize(static_cast<std::size_t>(in));
+      for (std::int64_t k = 0; k < in; ++k) {
+        const std::int64_t column = order[static_cast<std::size_t>(k)];
+        result.g_idx[static_cast<std::size_t>(column)] =
+            static_cast<std::int32_t>(options.static_groups ? column / group : k / group);
+      }
+    }
     *info = std::move(result);
   }
   return t;
+}
+
+// GPTQ with the Hessian itself: its factor (inverse_hessian_factor) made first; the arguments are all checked before.
+inline QuantizedTensor gptq_quantize(TensorView<const float> weight, const Hessian& hessian, const GptqOptions& options,
+                                     GptqResult* info = nullptr) {
+  const char* fn = "shrink::quant::gptq_quantize";
+  detail::check_gptq_args(weight, options, fn);
+  check_hessian(hessian, weight.size(1), fn, "hessian");
+  return gptq_quantize(weight, inverse_hessian_factor(hessian, inverse_hessian_options(options), fn), options, info);
 }
 
 }  // namespace shrink::quant

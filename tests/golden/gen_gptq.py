@@ -8,8 +8,8 @@ beside this file:
                  [out, in] f32; inputs are correlated (X = Z·A + noise) and layer `dead` has always-zero inputs
   gptq/<name>    the options, the layer they apply to, and the reference's integers [out, in] (original column order),
                  scales and zero points [out, groups], loss (½ Σ e²) and the processing order
-Needs Debian's python3-torch; run through generate.py or directly. `python3 gen_gptq.py --time OUT IN` times the
-reference on one random layer (the benchmark's PyTorch side) and prints seconds.
+Needs Debian's python3-torch; run through generate.py or directly. `python3 gen_gptq.py --time OUTxIN ...` times the
+reference on one random layer of each shape (the benchmark's PyTorch side, best of two) and prints "OUTxIN seconds".
 """
 import pathlib
 import sys
@@ -178,8 +178,10 @@ def time_reference(rows, n, bits=4, group=64):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 4 and sys.argv[1] == "--time":
+    if len(sys.argv) >= 3 and sys.argv[1] == "--time":
         torch.set_num_threads(1)  # the benchmark compares one thread with one thread
-        print(f"{time_reference(int(sys.argv[2]), int(sys.argv[3])):.6f}")
+        for shape in sys.argv[2:]:  # OUTxIN, one line "OUTxIN seconds" each
+            rows, n = (int(v) for v in shape.split("x"))
+            print(f"{shape} {min(time_reference(rows, n) for _ in range(2)):.6f}", flush=True)
     else:
         generate(pathlib.Path(__file__).resolve().parent)

@@ -132,13 +132,19 @@ inline void check_gptq_factor(const InverseHessianFactor& f, const GptqOptions& 
          "equal to options.damp_percent (" + to_text(o.damp_percent) + ")");
 }
 
-// Parameters of values [first, first + count) of a row, from their [min, max] rounded to float.
+// Parameters of values whose [min, max] is [lo, hi], the range rounded to float.
+inline AffineParams gptq_params_of_range(double lo, double hi, const QuantScheme& scheme, const QuantRange& range,
+                                         const char* fn) {
+  const ScaleZeroPoint p = scale_zero_point_from_range(static_cast<float>(lo), static_cast<float>(hi), scheme, fn);
+  return AffineParams(p.scale, p.zero_point, range.qmin, range.qmax);
+}
+
+// Parameters of values [first, first + count) of a row.
 template <class Row>
 AffineParams gptq_params(const Row& row, Eigen::Index first, Eigen::Index count, const QuantScheme& scheme,
                          const QuantRange& range, const char* fn) {
-  const double lo = row.segment(first, count).minCoeff(), hi = row.segment(first, count).maxCoeff();
-  const ScaleZeroPoint p = scale_zero_point_from_range(static_cast<float>(lo), static_cast<float>(hi), scheme, fn);
-  return AffineParams(p.scale, p.zero_point, range.qmin, range.qmax);
+  return gptq_params_of_range(row.segment(first, count).minCoeff(), row.segment(first, count).maxCoeff(), scheme, range,
+                              fn);
 }
 
 // W_block [rows, cols] (column-major, leading dimension ld) −= E [rows, k] (leading dimension lde) · U_block [k, cols]
@@ -200,6 +206,7 @@ inline QuantizedTensor gptq_quantize(TensorView<const float> weight, const Inver
     double* wc = w.data() + r0;  // rows [r0, r1) of W: column j at wc + j·out
     const Eigen::Index ld = static_cast<Eigen::Index>(out);
     Eigen::MatrixXd err(rows, static_cast<Eigen::Index>(block));
+    Eigen::VectorXd lo, hi;
     for (Eigen::Index b0 = 0; b0 < n; b0 += block) {
       const Eigen::Index b1 = std::min<Eigen::Index>(b0 + block, n);
       for (Eigen::Index s0 = b0; s0 < b1;) {
@@ -209,11 +216,18 @@ inline QuantizedTensor gptq_quantize(TensorView<const float> weight, const Inver
           const std::int64_t column = order[static_cast<std::size_t>(i)];
           const std::int64_t g = options.static_groups ? column / group : i / group;
           const std::int64_t stored = permuted ? i : column;
-          if (!static_params && i % group == 0)
+          if (!static_params && i % group == 0) {  // the group's [min, max] per row, column by column
+            lo = Eigen::Map<const Eigen::VectorXd>(wc + i * ld, rows);
+            hi = lo;
+            for (Eigen::Index j = i + 1; j < i + group; ++j) {
+              const Eigen::Map<const Eigen::VectorXd> column_j(wc + j * ld, rows);
+              lo = lo.cwiseMin(column_j);
+              hi = hi.cwiseMax(column_j);
+            }
             for (Eigen::Index k = 0; k < rows; ++k)
-              params[static_cast<std::size_t>((r0 + k) * groups + g)] = detail::gptq_params(
-                  Eigen::Map<const Eigen::VectorXd, 0, Eigen::InnerStride<>>(wc + k, n, Eigen::InnerStride<>(ld)), i,
-                  group, scheme, range, fn);
+              params[static_cast<std::size_t>((r0 + k) * groups + g)] =
+                  detail::gptq_params_of_range(lo[k], hi[k], scheme, range, fn);
+          }
           const double d = u(i, i);
           double* wi = wc + i * ld;
           for (Eigen::Index k = 0; k < rows; ++k) {

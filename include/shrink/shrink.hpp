@@ -45,6 +45,7 @@
 #include "shrink/prune/wanda.hpp"
 #include "shrink/quant/cast.hpp"
 #include "shrink/quant/fake_quantize.hpp"
+#include "shrink/quant/hqq.hpp"
 #include "shrink/quant/observer.hpp"
 #include "shrink/quant/observers/entropy.hpp"
 #include "shrink/quant/observers/histogram.hpp"

@@ -47,6 +47,7 @@
 #include "shrink/quant/fake_quantize.hpp"
 #include "shrink/quant/gptq.hpp"
 #include "shrink/quant/hessian.hpp"
+#include "shrink/quant/hqq.hpp"
 #include "shrink/quant/inverse_hessian.hpp"
 #include "shrink/quant/observer.hpp"
 #include "shrink/quant/observers/entropy.hpp"

@@ -1,0 +1,239 @@
+// HQQ (Badri & Shaji 2023, "Half-Quadratic Quantization of Large Machine Learning Models"): calibration-free
+// quantization of a Linear weight [out, in], each group's scale and zero point chosen to minimise an lp "norm"
+// (p < 1) of its reconstruction error by half-quadratic splitting, from the weights alone.
+//
+// The paper's problem for one group of values w, with Q(w) = clamp(round(w / s + z)) and Q⁻¹(q) = s·(q − z):
+//   min over z, W_e of  φ(W_e) + β/2 ‖W_e − (w − Q⁻¹(Q(w)))‖²,   φ(x) = Σ |x_i|^p,
+// solved from the min/max parameters by alternating, with the scale s fixed:
+//   (1) W_e = shrink_p(w − ŵ, β),  shrink_p(x, β) = sign(x)·max(|x| − |x|^(p−1) / β, 0)   (ŵ = Q⁻¹(Q(w)))
+//   (2) z   = mean(q − (w − W_e) / s)        the minimiser of ‖s·(q − z) − (w − W_e)‖² with q = Q(w) held
+//   (3) β  ← κ·β
+// stopping when the error stops decreasing. The defaults are those of the paper's implementation: p = 0.7, β = 10,
+// κ = 1.01, 20 iterations (it keeps the zero point fractional, holds 1/s, and watches the mean |w − ŵ|).
+//
+// shrink stores integer zero points (qparams.hpp: real = s·(q − zp), zp in [qmin, qmax]). With an integer zp the
+// values s·(q − zp) = s·clamp(round(w / s), qmin − zp, qmax − zp) are multiples of s whatever zp is: moving zp only
+// moves the clamp window, so step (2) alone, rounded, gives back round-to-nearest. Decided: step (2) solves the same
+// quadratic subproblem for both parameters, in closed form and in integers, by one pass of coordinate descent:
+//   (2a) zp = clamp(nearbyint(mean(q − t / s)), qmin, qmax),  t = w − W_e: the exact integer minimiser, as the
+//        quadratic is G·s²·(zp − z*)² + const in zp (nearest integer to z*, clamped: it is convex)
+//   (2b) s  = float(Σ (q − zp)·t / Σ (q − zp)²): the least-squares scale given q and the new zp, kept when the
+//        denominator is > 0 and the result is finite and >= FLT_EPSILON (optimize_scale; when false, (2a) alone)
+// The cost against HQQ's fractional zero point is measured in docs/quantization.md: better at 2-3 bits, a little
+// worse at 4 (the scale moves the grid, the fractional zero point shifts it, and shrink's zero point cannot).
+//
+// As implemented, per group (G values of one row, or the whole row when group_size is 0), independently:
+//   s, zp   = scale_zero_point_from_range(min, max) of the group (affine, float32): round-to-nearest's parameters
+//   then for step 0, 1, ..., iterations:
+//     q = quantize_value(w, s, zp), ŵ = dequantize_value(q, s, zp)   (float: what shrink's dequantize reads)
+//     d = w − ŵ,  a = |d|^(p−1) (0 where d = 0),  φ = Σ |d|·a           (double, in column order)
+//     step > 0 and φ not below the best: stop (that step's parameters are dropped); else they are the best
+//     step < iterations: W_e = sign(d)·max(|d| − a / β, 0), t = w − W_e, (2a), (2b), β ← κ·β
+// so the result is never worse than round-to-nearest in φ. φ, the shrinkage, the means and sums are in double;
+// q and ŵ in float by the library's own formulas (core/affine.hpp). HQQ is not scale-invariant: scaling W by c acts
+// as β·c^(2−p) (with β = 10, p = 0.7, residuals below β^(−1/(2−p)) ≈ 0.17 are not shrunk at all).
+// Decided as GPTQ: group_size must divide `in` (an Error otherwise). Rows run in fixed chunks on the current
+// executor and every group is independent: the bytes do not depend on the thread count.
+#pragma once
+
+#include <algorithm>
+#include <cfloat>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "shrink/core/affine.hpp"
+#include "shrink/core/error.hpp"
+#include "shrink/core/executor.hpp"
+#include "shrink/core/view.hpp"
+#include "shrink/cpu/int4.hpp"
+#include "shrink/cpu/nonfinite_check.hpp"
+#include "shrink/quant/qparams.hpp"
+#include "shrink/quant/quantized_tensor.hpp"
+#include "shrink/quant/scheme.hpp"
+
+namespace shrink::quant {
+
+struct HqqOptions {
+  int bits = 4;                  // 2..8: uint4 up to 4 bits, uint8 above (scheme.bits below the dtype's width)
+  std::int64_t group_size = 64;  // columns sharing a scale and zero point, a divisor of in; 0: one per output row
+  double lp_norm = 0.7;          // p of φ = Σ |w − ŵ|^p, in (0, 1]
+  double beta = 10.0;            // β of the first shrinkage, > 0
+  double kappa = 1.01;           // β ← κ·β after each step, > 0
+  int iterations = 20;           // parameter updates at most per group, >= 1
+  bool optimize_scale = true;    // (2b): the least-squares scale; false: the zero point alone (see above)
+};
+
+struct HqqResult {
+  double initial_error = 0.0;        // Σ over groups of φ with round-to-nearest's (min/max) parameters
+  double final_error = 0.0;          // Σ over groups of φ with the parameters kept (<= initial_error)
+  int iterations_run = 0;            // the most updates a group evaluated (<= options.iterations)
+  std::int64_t groups = 0;           // groups quantized (out · in / group)
+  std::int64_t groups_improved = 0;  // groups whose parameters differ from round-to-nearest's
+};
+
+// The storage scheme of HQQ's output: affine uint4 for 2-4 bits, uint8 for 5-8, with scheme.bits set below the
+// dtype's width; per_group along axis 1, or per_channel along axis 0 when group_size is 0.
+inline QuantScheme hqq_scheme(const HqqOptions& options) {
+  const QuantDtype dtype = options.bits <= 4 ? QuantDtype::uint4 : QuantDtype::uint8;
+  QuantScheme s = options.group_size > 0 ? QuantScheme::per_group(dtype, Symmetry::affine, 1, options.group_size)
+                                         : QuantScheme::per_channel(dtype, Symmetry::affine, 0);
+  s.bits = options.bits == bit_width(dtype) ? 0 : options.bits;
+  return s;
+}
+
+namespace detail {
+
+constexpr std::int64_t kHqqRowChunk = 16;  // rows per task: a constant, so chunks do not follow the executor
+
+inline void check_hqq_args(const TensorView<const float>& weight, const HqqOptions& o, const char* fn) {
+  if (o.bits < 2 || o.bits > 8) fail(fn, "options.bits", o.bits, "2..8");
+  if (o.group_size < 0) fail(fn, "options.group_size", o.group_size, "0 (per output row) or a positive group size");
+  if (!(o.lp_norm > 0.0 && o.lp_norm <= 1.0)) fail(fn, "options.lp_norm", o.lp_norm, "p in (0, 1]");
+  if (!(o.beta > 0.0) || !std::isfinite(o.beta)) fail(fn, "options.beta", o.beta, "a finite value > 0");
+  if (!(o.kappa > 0.0) || !std::isfinite(o.kappa)) fail(fn, "options.kappa", o.kappa, "a finite value > 0");
+  if (o.iterations < 1) fail(fn, "options.iterations", o.iterations, "at least 1");
+  require_host_view(weight, fn, "weight");
+  if (weight.rank() != 2 || weight.empty())
+    fail(fn, "weight.shape", to_string(weight.shape()), "a non-empty Linear weight [out, in]");
+  const std::int64_t in = weight.size(1);
+  if (o.group_size > 0 && in % o.group_size != 0)
+    fail(fn, "options.group_size", o.group_size, "a divisor of the weight's input width " + std::to_string(in));
+  cpu::require_finite(weight, fn, "weight");
+}
+
+struct HqqGroup {
+  float scale = 1.0f;
+  std::int32_t zero_point = 0;
+  double initial_error = 0.0;
+  double final_error = 0.0;
+  int updates = 0;    // updates evaluated
+  bool kept = false;  // an update was kept: the parameters differ from round-to-nearest's
+};
+
+// HQQ of the n values w (see the header comment); q, t: n scratch values each.
+inline HqqGroup hqq_group(const float* w, std::int64_t n, const QuantScheme& scheme, const QuantRange& range,
+                          const HqqOptions& o, double* q, double* t, const char* fn) {
+  const auto [lo, hi] = std::minmax_element(w, w + n);
+  const ScaleZeroPoint p0 = scale_zero_point_from_range(*lo, *hi, scheme, fn);
+  const double pm1 = o.lp_norm - 1.0;
+  HqqGroup best;
+  float s = p0.scale;
+  std::int32_t zp = p0.zero_point;
+  double beta = o.beta;
+  for (int step = 0;; ++step) {
+    const AffineParams params(s, zp, range.qmin, range.qmax);
+    double error = 0.0;
+    for (std::int64_t i = 0; i < n; ++i) {
+      const std::int32_t qi = quantize_value(w[i], params);
+      const double d = static_cast<double>(w[i]) - static_cast<double>(dequantize_value(qi, params));
+      const double a = d == 0.0 ? 0.0 : std::pow(std::fabs(d), pm1);
+      error += std::fabs(d) * a;
+      const double shrunk = std::fabs(d) - a / beta;  // (1): W_e = sign(d)·max(|d| − a/β, 0)
+      t[i] = static_cast<double>(w[i]) - (shrunk > 0.0 ? std::copysign(shrunk, d) : 0.0);
+      q[i] = qi;
+    }
+    if (step == 0) {
+      best.initial_error = error;
+    } else {
+      best.updates = step;
+      if (!(error < best.final_error)) break;
+      best.kept = true;
+    }
+    best.final_error = error;
+    best.scale = s;
+    best.zero_point = zp;
+    if (step == o.iterations) break;
+
+    // (2a) the integer zero point minimising ‖s·(q − zp) − t‖².
+    const double sd = s;
+    double zsum = 0.0;
+    for (std::int64_t i = 0; i < n; ++i) zsum += q[i] - t[i] / sd;
+    const double z = std::nearbyint(zsum / static_cast<double>(n));
+    zp = static_cast<std::int32_t>(std::min<double>(std::max<double>(z, range.qmin), range.qmax));
+    // (2b) the least-squares scale given q and zp.
+    if (o.optimize_scale) {
+      double num = 0.0, den = 0.0;
+      for (std::int64_t i = 0; i < n; ++i) {
+        const double c = q[i] - zp;
+        num += c * t[i];
+        den += c * c;
+      }
+      if (den > 0.0) {
+        const float candidate = static_cast<float>(num / den);
+        if (std::isfinite(candidate) && candidate >= FLT_EPSILON) s = candidate;
+      }
+    }
+    beta *= o.kappa;
+  }
+  return best;
+}
+
+}  // namespace detail
+
+// HQQ of weight [out, in] (any strides): a QuantizedTensor that dequantize, the safetensors convention and the
+// weight-only GEMMs read unchanged. Validation comes first: every bad argument is one Error naming it, and `info`
+// is written only on success.
+inline QuantizedTensor hqq_quantize(TensorView<const float> weight, const HqqOptions& options,
+                                    HqqResult* info = nullptr) {
+  const char* fn = "shrink::quant::hqq_quantize";
+  detail::check_hqq_args(weight, options, fn);
+  const std::int64_t out = weight.size(0), in = weight.size(1);
+  const QuantScheme scheme = hqq_scheme(options);
+  const QuantRange range = quant_range(scheme);
+  const std::int64_t group = options.group_size > 0 ? options.group_size : in;
+  const std::int64_t groups = in / group;
+
+  std::vector<std::int32_t> values(static_cast<std::size_t>(out * in));
+  std::vector<detail::HqqGroup> results(static_cast<std::size_t>(out * groups));
+  parallel_for(out, detail::kHqqRowChunk, [&](std::int64_t r0, std::int64_t r1) {
+    std::vector<float> row(static_cast<std::size_t>(in));
+    std::vector<double> q(static_cast<std::size_t>(group)), t(static_cast<std::size_t>(group));
+    for (std::int64_t r = r0; r < r1; ++r) {
+      for (std::int64_t c = 0; c < in; ++c) row[static_cast<std::size_t>(c)] = weight(r, c);
+      for (std::int64_t g = 0; g < groups; ++g) {
+        const float* w = row.data() + g * group;
+        const detail::HqqGroup h = detail::hqq_group(w, group, scheme, range, options, q.data(), t.data(), fn);
+        const AffineParams params(h.scale, h.zero_point, range.qmin, range.qmax);
+        for (std::int64_t i = 0; i < group; ++i)
+          values[static_cast<std::size_t>(r * in + g * group + i)] = quantize_value(w[i], params);
+        results[static_cast<std::size_t>(r * groups + g)] = h;
+      }
+    }
+  });
+
+  QuantizedTensor t;
+  t.shape = weight.shape();
+  t.scheme = scheme;
+  t.qparams.shape = qparams_shape(scheme, t.shape, fn);
+  t.qparams.scale.resize(results.size());
+  t.qparams.zero_point.resize(results.size());
+  for (std::size_t k = 0; k < results.size(); ++k) {
+    t.qparams.scale[k] = results[k].scale;
+    t.qparams.zero_point[k] = results[k].zero_point;
+  }
+  t.data.resize(static_cast<std::size_t>(quantized_data_bytes(scheme.dtype, t.shape)));
+  if (is_packed(scheme.dtype)) {
+    std::vector<std::int8_t> narrow(values.size());
+    for (std::size_t k = 0; k < values.size(); ++k) narrow[k] = static_cast<std::int8_t>(values[k]);  // 0..15 fits
+    cpu::pack_int4_rows(narrow.data(), t.shape, t.data.data());
+  } else {
+    for (std::size_t k = 0; k < values.size(); ++k) t.data[k] = static_cast<std::uint8_t>(values[k]);
+  }
+  if (info) {
+    HqqResult result;
+    result.groups = static_cast<std::int64_t>(results.size());
+    for (const detail::HqqGroup& h : results) {  // in row-major group order: the sums do not follow the executor
+      result.initial_error += h.initial_error;
+      result.final_error += h.final_error;
+      result.iterations_run = std::max(result.iterations_run, h.updates);
+      result.groups_improved += h.kept ? 1 : 0;
+    }
+    *info = result;
+  }
+  return t;
+}
+
+}  // namespace shrink::quant

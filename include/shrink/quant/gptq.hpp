@@ -68,17 +68,11 @@ struct GptqResult {
   std::vector<std::int64_t> order;  // order[k]: the column quantized k-th
 };
 
-// The storage scheme GPTQ's output uses for `options`: int4/uint4 for 2-4 bits, int8/uint8 for 5-8, with
-// scheme.bits set below the dtype's width; per_group along axis 1, or per_channel along axis 0.
+// The storage scheme GPTQ's output uses for `options` (narrow_int_scheme, quant/scheme.hpp): int4/uint4 for 2-4 bits,
+// int8/uint8 for 5-8, with scheme.bits set below the dtype's width; per_group along axis 1, or per_channel along axis
+// 0.
 inline QuantScheme gptq_scheme(const GptqOptions& options) {
-  const bool narrow = options.bits <= 4;
-  const bool sym = options.symmetry == Symmetry::symmetric;
-  const QuantDtype dtype =
-      narrow ? (sym ? QuantDtype::int4 : QuantDtype::uint4) : (sym ? QuantDtype::int8 : QuantDtype::uint8);
-  QuantScheme s = options.group_size > 0 ? QuantScheme::per_group(dtype, options.symmetry, 1, options.group_size)
-                                         : QuantScheme::per_channel(dtype, options.symmetry, 0);
-  s.bits = options.bits == bit_width(dtype) ? 0 : options.bits;
-  return s;
+  return narrow_int_scheme(options.bits, options.symmetry, options.group_size);
 }
 
 namespace detail {
@@ -103,14 +97,7 @@ inline void check_gptq_args(const TensorView<const float>& weight, const Hessian
   if (o.act_order && o.group_size > 0 && !o.static_groups)
     fail(fn, "options.static_groups", "false",
          "true with act_order and groups (groups in permuted order need a g_idx, not supported yet)");
-  if (h.features != in) fail(fn, "hessian.features", h.features, "the weight's input width " + std::to_string(in));
-  if (static_cast<std::int64_t>(h.values.size()) != in * in)
-    fail(fn, "hessian.values.size()", h.values.size(),
-         std::to_string(in * in) + " values ([" + std::to_string(in) + ", " + std::to_string(in) + "])");
-  if (h.samples < 1) fail(fn, "hessian.samples", h.samples, "at least one calibration row");
-  for (std::size_t k = 0; k < h.values.size(); ++k)
-    if (!std::isfinite(h.values[k]))
-      fail(fn, ("hessian.values[" + std::to_string(k) + "]").c_str(), h.values[k], "a finite value");
+  require_hessian(h, in, fn);
   cpu::require_finite(weight, fn, "weight");
 }
 

@@ -11,6 +11,7 @@
 #include <Eigen/Core>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -31,6 +32,22 @@ struct Hessian {
 
   double at(std::int64_t i, std::int64_t j) const { return values[static_cast<std::size_t>(i * features + j)]; }
 };
+
+namespace detail {
+
+// A Hessian usable for a Linear of input width `in`: [in, in] values, all finite, from at least one row.
+inline void require_hessian(const Hessian& h, std::int64_t in, const char* fn) {
+  if (h.features != in) fail(fn, "hessian.features", h.features, "the weight's input width " + std::to_string(in));
+  if (static_cast<std::int64_t>(h.values.size()) != in * in)
+    fail(fn, "hessian.values.size()", h.values.size(),
+         std::to_string(in * in) + " values ([" + std::to_string(in) + ", " + std::to_string(in) + "])");
+  if (h.samples < 1) fail(fn, "hessian.samples", h.samples, "at least one calibration row");
+  for (std::size_t k = 0; k < h.values.size(); ++k)
+    if (!std::isfinite(h.values[k]))
+      fail(fn, ("hessian.values[" + std::to_string(k) + "]").c_str(), h.values[k], "a finite value");
+}
+
+}  // namespace detail
 
 // Gathers Σ_t x_tᵀ x_t over activations [..., in_features] (features last), many batches. A failed observe() (wrong
 // width, NaN or inf, not a host view) leaves the state as it was.

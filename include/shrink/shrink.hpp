@@ -43,6 +43,7 @@
 #include "shrink/prune/threshold.hpp"
 #include "shrink/prune/unstructured.hpp"
 #include "shrink/prune/wanda.hpp"
+#include "shrink/quant/awq.hpp"
 #include "shrink/quant/cast.hpp"
 #include "shrink/quant/fake_quantize.hpp"
 #include "shrink/quant/gptq.hpp"

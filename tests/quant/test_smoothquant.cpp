@@ -279,3 +279,25 @@ TEST_CASE("applying smoothing rejects bad input and writes nothing", "[quant][sm
   expected << 1, 4, 12, 4, 10, 24;
   CHECK(w == expected);
 }
+
+TEST_CASE("fold_smoothing_into_linear divides a preceding Linear's rows; bad input is one Error, nothing written",
+          "[quant][smoothquant]") {
+  std::vector<float> w{1.0f, 2.0f, 3.0f, 4.0f, 5.0f, 6.0f};  // [3, 2]
+  std::vector<float> b{1.0f, 1.0f, 1.0f};
+  const std::vector<float> w0 = w, b0 = b;
+  const TensorView<float> wv(w.data(), Shape{3, 2});
+  CHECK_THROWS_WITH(fold_smoothing_into_linear({1.0f, 2.0f}, wv, TensorView<float>(b.data(), Shape{3})),
+                    Catch::Contains("scales.size() = 2"));
+  CHECK_THROWS_WITH(fold_smoothing_into_linear({1.0f, 0.0f, 2.0f}, wv), Catch::Contains("scales[1] = 0"));
+  CHECK_THROWS_WITH(fold_smoothing_into_linear({1.0f, 2.0f, 4.0f}, wv, TensorView<float>(b.data(), Shape{2})),
+                    Catch::Contains("bias.shape = [2]"));
+  b[2] = std::numeric_limits<float>::infinity();
+  CHECK_THROWS_WITH(fold_smoothing_into_linear({1.0f, 2.0f, 4.0f}, wv, TensorView<float>(b.data(), Shape{3})),
+                    Catch::Contains("bias[2] = inf"));
+  b[2] = 1.0f;
+  CHECK(w == w0);
+  CHECK(b == b0);
+  fold_smoothing_into_linear({1.0f, 2.0f, 4.0f}, wv, TensorView<float>(b.data(), Shape{3}));
+  CHECK(w == std::vector<float>{1.0f, 2.0f, 1.5f, 2.0f, 1.25f, 1.5f});
+  CHECK(b == std::vector<float>{1.0f, 0.5f, 0.25f});
+}

@@ -72,17 +72,11 @@ struct GptqResult {
   bool permuted_output = false;     // the tensor's column k is original column order[k]
 };
 
-// The storage scheme GPTQ's output uses for `options`: int4/uint4 for 2-4 bits, int8/uint8 for 5-8, with
-// scheme.bits set below the dtype's width; per_group along axis 1, or per_channel along axis 0.
+// The storage scheme GPTQ's output uses for `options` (narrow_int_scheme, quant/scheme.hpp): int4/uint4 for 2-4 bits,
+// int8/uint8 for 5-8, with scheme.bits set below the dtype's width; per_group along axis 1, or per_channel along axis
+// 0.
 inline QuantScheme gptq_scheme(const GptqOptions& options) {
-  const bool narrow = options.bits <= 4;
-  const bool sym = options.symmetry == Symmetry::symmetric;
-  const QuantDtype dtype =
-      narrow ? (sym ? QuantDtype::int4 : QuantDtype::uint4) : (sym ? QuantDtype::int8 : QuantDtype::uint8);
-  QuantScheme s = options.group_size > 0 ? QuantScheme::per_group(dtype, options.symmetry, 1, options.group_size)
-                                         : QuantScheme::per_channel(dtype, options.symmetry, 0);
-  s.bits = options.bits == bit_width(dtype) ? 0 : options.bits;
-  return s;
+  return narrow_int_scheme(options.bits, options.symmetry, options.group_size);
 }
 
 // The factor options GPTQ's options imply (the factor of one Hessian serves every Linear that reads that input).

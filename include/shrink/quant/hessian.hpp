@@ -11,6 +11,7 @@
 #include <Eigen/Core>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -31,6 +32,21 @@ struct Hessian {
 
   double at(std::int64_t i, std::int64_t j) const { return values[static_cast<std::size_t>(i * features + j)]; }
 };
+
+// Checks a Hessian for a Linear of input width `features`: size, sample count, finite values. One Error naming
+// `name` (for example "hessian") and what was expected.
+inline void check_hessian(const Hessian& h, std::int64_t features, const char* fn, const std::string& name) {
+  if (h.features != features)
+    fail(fn, (name + ".features").c_str(), h.features, "the weight's input width " + std::to_string(features));
+  if (static_cast<std::int64_t>(h.values.size()) != features * features)
+    fail(fn, (name + ".values.size()").c_str(), h.values.size(),
+         std::to_string(features * features) + " values ([" + std::to_string(features) + ", " +
+             std::to_string(features) + "])");
+  if (h.samples < 1) fail(fn, (name + ".samples").c_str(), h.samples, "at least one calibration row");
+  for (std::size_t k = 0; k < h.values.size(); ++k)
+    if (!std::isfinite(h.values[k]))
+      fail(fn, (name + ".values[" + std::to_string(k) + "]").c_str(), h.values[k], "a finite value");
+}
 
 // Gathers Σ_t x_tᵀ x_t over activations [..., in_features] (features last), many batches. A failed observe() (wrong
 // width, NaN or inf, not a host view) leaves the state as it was.

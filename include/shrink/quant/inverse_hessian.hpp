@@ -39,21 +39,6 @@ struct InverseHessianFactor {
   Eigen::MatrixXd upper;            // U [in, in], rows and columns in processing order (upper triangle)
 };
 
-// Checks a Hessian for a Linear of input width `features`: size, sample count, finite values. One Error naming
-// `name` (for example "hessian") and what was expected.
-inline void check_hessian(const Hessian& h, std::int64_t features, const char* fn, const std::string& name) {
-  if (h.features != features)
-    fail(fn, (name + ".features").c_str(), h.features, "the weight's input width " + std::to_string(features));
-  if (static_cast<std::int64_t>(h.values.size()) != features * features)
-    fail(fn, (name + ".values.size()").c_str(), h.values.size(),
-         std::to_string(features * features) + " values ([" + std::to_string(features) + ", " +
-             std::to_string(features) + "])");
-  if (h.samples < 1) fail(fn, (name + ".samples").c_str(), h.samples, "at least one calibration row");
-  for (std::size_t k = 0; k < h.values.size(); ++k)
-    if (!std::isfinite(h.values[k]))
-      fail(fn, (name + ".values[" + std::to_string(k) + "]").c_str(), h.values[k], "a finite value");
-}
-
 // The factor of `hessian` (checked first: see check_hessian; features from the Hessian itself). An Error when H is
 // not positive-definite after damping.
 inline InverseHessianFactor inverse_hessian_factor(const Hessian& hessian, const InverseHessianOptions& options,
@@ -61,7 +46,7 @@ inline InverseHessianFactor inverse_hessian_factor(const Hessian& hessian, const
   if (!(options.damp_percent >= 0.0) || !std::isfinite(options.damp_percent))
     fail(fn, "options.damp_percent", options.damp_percent, "a finite value >= 0");
   if (hessian.features < 1) fail(fn, "hessian.features", hessian.features, "at least 1");
-  check_hessian(hessian, hessian.features, fn, "hessian");
+  check_hessian(hessian, hessian.features, fn, "hessian");  // quant/hessian.hpp
   const Eigen::Index n = static_cast<Eigen::Index>(hessian.features);
 
   InverseHessianFactor f;

@@ -112,6 +112,23 @@ inline std::int32_t symmetric_zero_point(const QuantScheme& scheme) {
   return (r.qmin + r.qmax + 1) / 2;
 }
 
+// The storage scheme of a 2..8-bit weight [out, in] (GPTQ, AWQ): int4/uint4 for 2-4 bits, int8/uint8 for 5-8 (signed
+// when symmetric, unsigned with zero points when affine), with `bits` set below the dtype's width; per_group along
+// axis 1 with `group_size` > 0, per_channel along axis 0 (one scale per output row) with 0.
+inline QuantScheme narrow_int_scheme(int bits, Symmetry symmetry, std::int64_t group_size) {
+  const char* fn = "shrink::quant::narrow_int_scheme";
+  if (bits < 2 || bits > 8) fail(fn, "bits", bits, "2..8");
+  if (group_size < 0) fail(fn, "group_size", group_size, "0 (per output row) or a positive group size");
+  const bool narrow = bits <= 4;
+  const bool sym = symmetry == Symmetry::symmetric;
+  const QuantDtype dtype =
+      narrow ? (sym ? QuantDtype::int4 : QuantDtype::uint4) : (sym ? QuantDtype::int8 : QuantDtype::uint8);
+  QuantScheme s = group_size > 0 ? QuantScheme::per_group(dtype, symmetry, 1, group_size)
+                                 : QuantScheme::per_channel(dtype, symmetry, 0);
+  s.bits = bits == bit_width(dtype) ? 0 : bits;
+  return s;
+}
+
 // The tensor seen around the scheme's axis, after checking the axis and the group size.
 // Per-tensor schemes see the whole tensor as one channel.
 inline AxisSplit scheme_split(const QuantScheme& scheme, const Shape& shape, const char* function) {

@@ -6,7 +6,9 @@
 // and the layer is rewritten as (X diag(1/s)) (W diag(s))^T = X W^T:
 //   weight side      W[:, j] *= s_j                           (apply_smoothing)
 //   activation side  X[..., j] /= s_j                         (apply_inverse_smoothing), or folded into the
-//                    preceding norm: gamma_j /= s_j, beta_j /= s_j (fold_smoothing_into_norm)
+//                    preceding norm: gamma_j /= s_j, beta_j /= s_j (fold_smoothing_into_norm), or into the
+//                    preceding Linear whose output j is input j: W_prev[j, :] /= s_j, b_j /= s_j
+//                    (fold_smoothing_into_linear)
 // alpha in [0, 1] sets how much of the difficulty moves to the weights (0.5 in the paper).
 // Zero maxima: both maxima are raised to f (1e-5 by default, the reference code's clamp) before the
 // powers, so a channel that is all zero in X or in W still gets a finite s_j > 0. (The reference code clamps
@@ -136,6 +138,16 @@ void scale_last_dimension(const std::vector<float>& factors, const TensorView<fl
   });
 }
 
+// Divides row j of a host matrix [rows, cols] by factors[j] in place.
+inline void scale_rows(const std::vector<float>& factors, const TensorView<float>& w) {
+  const std::int64_t stride = cpu::row_stride(w.strides());
+  cpu::for_each_row(w.shape(), w.strides(), [&](std::int64_t row, std::int64_t offset) {
+    float* v = w.data() + offset;
+    const float s = factors[static_cast<std::size_t>(row)];
+    for (std::int64_t i = 0; i < w.size(1); ++i) v[i * stride] /= s;
+  });
+}
+
 }  // namespace detail
 
 // w_j = max over output rows |W[o, j]| of a Linear weight [out, in] (any strides), one per input channel.
@@ -244,6 +256,33 @@ inline void fold_smoothing_into_norm(const std::vector<float>& scales, TensorVie
   detail::require_scales(scales, gamma.size(0), fn);
   cpu::require_finite(gamma, fn, "gamma");
   detail::scale_last_dimension<true>(scales, gamma);
+}
+
+// W_prev[j, :] /= s_j (and bias_j /= s_j) in place, so a preceding Linear W_prev [in, k] (any strides) emits
+// X diag(1/s): its output j is the smoothed layer's input j. Also where an elementwise product follows it (SwiGLU's
+// up projection before down).
+inline void fold_smoothing_into_linear(const std::vector<float>& scales, TensorView<float> weight,
+                                       TensorView<float> bias) {
+  const char* fn = "shrink::quant::fold_smoothing_into_linear";
+  detail::require_weight_matrix(weight, fn, "weight");
+  detail::require_scales(scales, weight.size(0), fn);
+  require_host_view(bias, fn, "bias");
+  if (bias.rank() != 1 || bias.size(0) != weight.size(0))
+    fail(fn, "bias.shape", to_string(bias.shape()),
+         "[" + std::to_string(weight.size(0)) + "], one per output row of the weight");
+  cpu::require_finite(weight, fn, "weight");
+  cpu::require_finite(bias, fn, "bias");
+  detail::scale_rows(scales, weight);
+  detail::scale_last_dimension<true>(scales, bias);
+}
+
+// W_prev[j, :] /= s_j for a preceding Linear without a bias.
+inline void fold_smoothing_into_linear(const std::vector<float>& scales, TensorView<float> weight) {
+  const char* fn = "shrink::quant::fold_smoothing_into_linear";
+  detail::require_weight_matrix(weight, fn, "weight");
+  detail::require_scales(scales, weight.size(0), fn);
+  cpu::require_finite(weight, fn, "weight");
+  detail::scale_rows(scales, weight);
 }
 
 }  // namespace shrink::quant

@@ -301,6 +301,23 @@ TEST_CASE("sparsegpt_prune with a diagonal Hessian is Wanda, and leaves the kept
   const SparseGptResult s24 = sparsegpt_prune(view, h, o);
   CHECK(s24.mask == wanda_nm_mask(view, norms, NmPattern{2, 4}));
   CHECK(s24.weight == masked(w, s24.mask));
+  o.pattern.reset();
+  // Many equal saliencies (H = I, weights of three magnitudes): the higher column is pruned first, as Wanda does.
+  std::vector<float> tied(w.size());
+  for (std::size_t k = 0; k < tied.size(); ++k) tied[k] = (k % 3 ? 0.25f : -0.5f) * static_cast<float>(1 + k % 7 % 2);
+  quant::Hessian identity = h;
+  for (std::int64_t j = 0; j < in; ++j) identity.values[static_cast<std::size_t>(j * in + j)] = 1.0;
+  const TensorView<const float> tied_view(tied.data(), Shape{out, in});
+  for (const double p : {0.3, 0.5, 0.8}) {
+    o.sparsity = p;
+    CHECK(sparsegpt_prune(tied_view, identity, o).mask ==
+          wanda_mask(tied_view, input_norms(identity), Amount::fraction(p)));
+  }
+  for (const NmPattern pattern :
+       {NmPattern{2, 4}, NmPattern{1, 4}, NmPattern{5, 8}, NmPattern{3, 16}, NmPattern{4, 32}}) {
+    o.pattern = pattern;
+    CHECK(sparsegpt_prune(tied_view, identity, o).mask == wanda_nm_mask(tied_view, input_norms(identity), pattern));
+  }
   // No sparsity: the weight comes back as it was.
   o.pattern.reset();
   o.sparsity = 0.0;
@@ -500,4 +517,19 @@ TEST_CASE("sparsegpt_prune: every bad input is one Error naming it", "[prune][sp
                     Catch::Contains("factor.features = 16"));
   CHECK(result.loss == -1.0);  // nothing written
   CHECK(result.weight.empty());
+}
+
+TEST_CASE("sparsegpt's selection: the k-th lowest of random values, many equal", "[prune][sparsegpt]") {
+  std::mt19937 rng(81);
+  for (int trial = 0; trial < 300; ++trial) {
+    const std::int64_t n = 1 + trial % 150;
+    std::uniform_int_distribution<int> value(0, trial % 3 == 0 ? 3 : 1000);
+    std::vector<double> a(static_cast<std::size_t>(n));
+    for (double& v : a) v = value(rng) * 0.125;
+    for (const std::int64_t k : {std::int64_t{0}, n / 3, n / 2, n - 1}) {
+      std::vector<double> sorted = a, scratch = a;
+      std::sort(sorted.begin(), sorted.end());
+      CHECK(detail::kth_lowest(scratch.data(), n, k) == sorted[static_cast<std::size_t>(k)]);
+    }
+  }
 }

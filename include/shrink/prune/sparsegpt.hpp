@@ -147,17 +147,66 @@ inline void check_sparsegpt_factor(const quant::InverseHessianFactor& f, const S
          "equal to options.damp_percent (" + to_text(o.damp_percent) + ")");
 }
 
+// The k-th lowest (from 0) of a[0, n), k < n, reordering a: quickselect with branch-free partitions (compares of
+// random saliencies are branches no predictor guesses) around a median of three.
+inline double kth_lowest(double* a, std::int64_t n, std::int64_t k) {
+  std::int64_t lo = 0, hi = n;
+  while (hi - lo > 8) {
+    const double x = a[lo], y = a[lo + (hi - lo) / 2], z = a[hi - 1];
+    const double pivot = std::max(std::min(x, y), std::min(std::max(x, y), z));
+    std::int64_t below = lo;  // a[lo, below) < pivot <= a[below, j)
+    for (std::int64_t j = lo; j < hi; ++j) {
+      const double v = a[j];
+      a[j] = a[below];
+      a[below] = v;
+      below += v < pivot;
+    }
+    if (k < below) {
+      hi = below;  // the pivot is not below itself: progress
+      continue;
+    }
+    std::int64_t equal = below;  // a[below, equal) == pivot: at least the pivot
+    for (std::int64_t j = below; j < hi; ++j) {
+      const double v = a[j];
+      a[j] = a[equal];
+      a[equal] = v;
+      equal += v == pivot;
+    }
+    if (k < equal) return pivot;
+    lo = equal;
+  }
+  std::sort(a + lo, a + hi);
+  return a[k];
+}
+
 // Prunes (keep[c] = 0) the `count` lowest of saliency[0, width): ascending, and among equal values the higher index
-// first (prune/amount.hpp's rule). `order` holds width indices of scratch.
-inline void prune_lowest(const double* saliency, std::int64_t width, std::int64_t count, std::int64_t* order,
+// first (prune/amount.hpp's rule). `scratch` holds width doubles.
+inline void prune_lowest(const double* saliency, std::int64_t width, std::int64_t count, double* scratch,
                          std::uint8_t* keep) {
   if (count <= 0) return;
-  std::iota(order, order + width, std::int64_t{0});
-  if (count < width)
-    std::nth_element(order, order + (count - 1), order + width, [saliency](std::int64_t a, std::int64_t b) {
-      return saliency[a] < saliency[b] || (saliency[a] == saliency[b] && a > b);
-    });
-  for (std::int64_t k = 0; k < count; ++k) keep[order[k]] = 0;
+  if (width <= 16) {  // N:M runs: each element's rank in that order, without a sort
+    for (std::int64_t j = 0; j < width; ++j) {
+      std::int64_t rank = 0;
+      for (std::int64_t l = 0; l < width; ++l)
+        rank += (saliency[l] < saliency[j]) | ((saliency[l] == saliency[j]) & (l > j));
+      keep[j] = static_cast<std::uint8_t>(keep[j] & (rank >= count));
+    }
+    return;
+  }
+  // The count-th lowest value t: every value below it is pruned, then values equal to t from the highest index down.
+  std::copy(saliency, saliency + width, scratch);
+  const double t = kth_lowest(scratch, width, count - 1);
+  std::int64_t left = count;
+  for (std::int64_t j = 0; j < width; ++j) {
+    const bool below = saliency[j] < t;
+    keep[j] = static_cast<std::uint8_t>(keep[j] & !below);
+    left -= below;
+  }
+  for (std::int64_t j = width - 1; j >= 0 && left > 0; --j)
+    if (saliency[j] == t) {
+      keep[j] = 0;
+      --left;
+    }
 }
 
 }  // namespace detail
@@ -211,14 +260,19 @@ inline SparseGptResult sparsegpt_prune(TensorView<const float> weight, const qua
               options.pattern
                   ? options.pattern->m - options.pattern->n
                   : static_cast<std::int64_t>(std::nearbyint(options.sparsity * static_cast<double>(width)));
-          std::vector<double> saliency(static_cast<std::size_t>(width));
-          std::vector<std::int64_t> order(static_cast<std::size_t>(width));
+          // Saliencies column by column (W's own order), then each row's read from them.
+          std::vector<double> saliency(static_cast<std::size_t>(width * rows.count)),
+              row(static_cast<std::size_t>(width)), scratch(static_cast<std::size_t>(width));
+          for (std::int64_t c = 0; c < width; ++c) {
+            const double* x = rows.column(i + c);
+            const double den = denominator[static_cast<std::size_t>(i + c)];
+            double* s = saliency.data() + c * rows.count;
+            for (Eigen::Index k = 0; k < rows.count; ++k) s[k] = x[k] * x[k] / den;
+          }
           for (Eigen::Index k = 0; k < rows.count; ++k) {
-            for (std::int64_t c = 0; c < width; ++c) {
-              const double x = rows.column(i + c)[k];
-              saliency[static_cast<std::size_t>(c)] = x * x / denominator[static_cast<std::size_t>(i + c)];
-            }
-            detail::prune_lowest(saliency.data(), width, count, order.data(), keep.data() + (r0 + k) * in + i);
+            for (std::int64_t c = 0; c < width; ++c)
+              row[static_cast<std::size_t>(c)] = saliency[static_cast<std::size_t>(c * rows.count + k)];
+            detail::prune_lowest(row.data(), width, count, scratch.data(), keep.data() + (r0 + k) * in + i);
           }
         }
         const std::int64_t g = i / group;
@@ -250,7 +304,9 @@ inline SparseGptResult sparsegpt_prune(TensorView<const float> weight, const qua
       });
 
   SparseGptResult result;
-  result.mask = Mask::from_bytes(weight.shape(), keep.data());
+  result.mask = Mask(weight.shape(), false);
+  std::uint64_t* words = result.mask.mutable_words().data();
+  for (std::size_t k = 0; k < keep.size(); ++k) words[k >> 6] |= std::uint64_t{keep[k]} << (k & 63);
   if (quantize) result.quantized = quant::gptq_tensor(weight.shape(), scheme, values, params, fn);
   result.weight = std::move(w_hat);
   for (double l : row_loss) result.loss += l;

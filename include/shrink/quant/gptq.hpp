@@ -9,17 +9,18 @@
 //             quantize does: with a diagonal H, GPTQ is shrink's round-to-nearest bit for bit)
 //     ŵ_i   = float(q_i − zp) · s                              (what dequantize gives back, bit for bit)
 //     e_i   = (w_i − ŵ_i) / U_ii
-//     W[:, i+1:b1] −= e_i · U[i, i+1:b1]                       (inside the block: rank-1 inside runs of kGptqRun
+//     W[:, i+1:b1] −= e_i · U[i, i+1:b1]                       (inside the block: rank-1 inside runs of kColumnRun
 //                                                               columns, then one product per run)
-//   and after each block  W[:, b1:] −= E[:, b0:b1] · U[b0:b1, b1:]   (cpu/gemm_f64.hpp)
+//   and after each block  W[:, b1:] −= E[:, b0:b1] · U[b0:b1, b1:]   (the walk of quant/column_walk.hpp, which
+//                                                               SparseGPT shares)
 // Parameters (s, zp) are shrink's own (scale_zero_point_from_range, float32 as PyTorch) of each row's
 // [min, max] over its group, rounded to float:
 //   group_size 0      per output row, from the whole row of W (after dead inputs are zeroed)
 //   static_groups     per row and group of original columns [g·G, (g+1)·G), from W before any update
 //   otherwise         per row and group of G consecutive processed columns, from them when the first comes up,
-//                     after every update of earlier columns: blocks then hold whole groups (block_size is rounded
-//                     down to a multiple of group_size, at least one group), so the result is that of the
-//                     unblocked algorithm and does not depend on block_size beyond float order.
+//                     after every update of earlier columns: groups are the walk's spans (blocks hold whole
+//                     groups: block_size is rounded down to a multiple of group_size, at least one group), so the
+//                     result is that of the unblocked algorithm and does not depend on block_size beyond float order.
 // Decided: group_size must divide `in` (no ragged last group; an Error otherwise). act_order with groups formed in
 // processing order (no static_groups) is AutoGPTQ's "desc_act" with a g_idx: original column c belongs to group
 // g_idx[c] = position(c) / G, groups that are not runs of original columns. QuantizedTensor's groups are runs, so
@@ -41,9 +42,9 @@
 #include "shrink/core/error.hpp"
 #include "shrink/core/executor.hpp"
 #include "shrink/core/view.hpp"
-#include "shrink/cpu/gemm_f64.hpp"
 #include "shrink/cpu/int4.hpp"
 #include "shrink/cpu/nonfinite_check.hpp"
+#include "shrink/quant/column_walk.hpp"
 #include "shrink/quant/hessian.hpp"
 #include "shrink/quant/inverse_hessian.hpp"
 #include "shrink/quant/qparams.hpp"
@@ -87,10 +88,44 @@ inline InverseHessianOptions inverse_hessian_options(const GptqOptions& options)
   return o;
 }
 
-namespace detail {
+// The parameters GPTQ gives values [first, first + count) of a row (any Eigen vector expression): shrink's own
+// scale_zero_point_from_range of their [min, max] rounded to float, for `scheme` and its `range`.
+template <class Row>
+AffineParams gptq_range_params(const Row& row, Eigen::Index first, Eigen::Index count, const QuantScheme& scheme,
+                               const QuantRange& range, const char* fn) {
+  const double lo = row.segment(first, count).minCoeff(), hi = row.segment(first, count).maxCoeff();
+  const ScaleZeroPoint p = scale_zero_point_from_range(static_cast<float>(lo), static_cast<float>(hi), scheme, fn);
+  return AffineParams(p.scale, p.zero_point, range.qmin, range.qmax);
+}
 
-constexpr std::int64_t kGptqRowChunk = 64;  // rows per task: a constant, so chunks do not follow the executor
-constexpr Eigen::Index kGptqRun = 16;       // columns updated rank-1 before one product updates the rest of a block
+// The QuantizedTensor of a GPTQ-made `scheme` (gptq_scheme) for integers `values` [shape] row-major and parameters
+// `params` [out, groups] row-major (one per output row when per channel).
+inline QuantizedTensor gptq_tensor(const Shape& shape, const QuantScheme& scheme,
+                                   const std::vector<std::int32_t>& values, const std::vector<AffineParams>& params,
+                                   const char* fn) {
+  QuantizedTensor t;
+  t.shape = shape;
+  t.scheme = scheme;
+  t.qparams.shape = qparams_shape(scheme, t.shape, fn);
+  t.qparams.scale.resize(params.size());
+  t.qparams.zero_point.resize(params.size());
+  for (std::size_t k = 0; k < params.size(); ++k) {
+    t.qparams.scale[k] = params[k].scale;
+    t.qparams.zero_point[k] = params[k].zero_point;
+  }
+  t.data.resize(static_cast<std::size_t>(quantized_data_bytes(scheme.dtype, t.shape)));
+  if (is_packed(scheme.dtype)) {
+    std::vector<std::int8_t> narrow(values.size());
+    for (std::size_t k = 0; k < values.size(); ++k) narrow[k] = static_cast<std::int8_t>(values[k]);  // 4-bit fits
+    cpu::pack_int4_rows(narrow.data(), t.shape, t.data.data());
+  } else {
+    for (std::size_t k = 0; k < values.size(); ++k)
+      t.data[k] = static_cast<std::uint8_t>(values[k] & 0xff);  // two's complement for int8
+  }
+  return t;
+}
+
+namespace detail {
 
 inline void check_gptq_args(const TensorView<const float>& weight, const GptqOptions& o, const char* fn) {
   if (o.bits < 2 || o.bits > 8) fail(fn, "options.bits", o.bits, "2..8");
@@ -126,28 +161,6 @@ inline void check_gptq_factor(const InverseHessianFactor& f, const GptqOptions& 
          "equal to options.damp_percent (" + to_text(o.damp_percent) + ")");
 }
 
-// Parameters of values whose [min, max] is [lo, hi], the range rounded to float.
-inline AffineParams gptq_params_of_range(double lo, double hi, const QuantScheme& scheme, const QuantRange& range,
-                                         const char* fn) {
-  const ScaleZeroPoint p = scale_zero_point_from_range(static_cast<float>(lo), static_cast<float>(hi), scheme, fn);
-  return AffineParams(p.scale, p.zero_point, range.qmin, range.qmax);
-}
-
-// Parameters of values [first, first + count) of a row.
-template <class Row>
-AffineParams gptq_params(const Row& row, Eigen::Index first, Eigen::Index count, const QuantScheme& scheme,
-                         const QuantRange& range, const char* fn) {
-  return gptq_params_of_range(row.segment(first, count).minCoeff(), row.segment(first, count).maxCoeff(), scheme, range,
-                              fn);
-}
-
-// W_block [rows, cols] (column-major, leading dimension ld) −= E [rows, k] (leading dimension lde) · U_block [k, cols]
-// (U's own storage, leading dimension ldu).
-inline void gptq_update(Eigen::Index rows, Eigen::Index cols, Eigen::Index k, const double* e, Eigen::Index lde,
-                        const double* u, Eigen::Index ldu, double* w, Eigen::Index ld) {
-  cpu::gemm_f64_subtract(rows, cols, k, e, lde, cpu::GemmF64B{u, 1, ldu}, w, ld);
-}
-
 }  // namespace detail
 
 // GPTQ of weight [out, in] (any strides) with a factor of its input's Hessian made with inverse_hessian_options(
@@ -181,95 +194,42 @@ inline QuantizedTensor gptq_quantize(TensorView<const float> weight, const Inver
     for (std::int64_t r = 0; r < out; ++r)
       for (std::int64_t g = 0; g < groups; ++g)
         params[static_cast<std::size_t>(r * groups + g)] =
-            detail::gptq_params(w0.row(r), g * group, group, scheme, range, fn);
+            gptq_range_params(w0.row(r), g * group, group, scheme, range, fn);
 
   // W in processing order.
   Eigen::MatrixXd w(out, n);
   for (Eigen::Index k = 0; k < n; ++k) w.col(k) = w0.col(static_cast<Eigen::Index>(order[static_cast<std::size_t>(k)]));
   w0.resize(0, 0);
 
-  // Blocks (and runs inside them) hold whole groups when group parameters come from updated weights.
-  std::int64_t block = options.block_size;
-  if (!static_params) block = std::max<std::int64_t>(1, block / group) * group;
+  // Group parameters from updated weights read a whole group when its first column comes up.
+  const std::vector<std::int64_t> spans =
+      static_params ? std::vector<std::int64_t>{} : std::vector<std::int64_t>{group};
   const bool permuted = options.permuted_output;
-
   std::vector<std::int32_t> values(static_cast<std::size_t>(out * in));
   std::vector<double> row_loss(static_cast<std::size_t>(out), 0.0);
-  parallel_for(out, detail::kGptqRowChunk, [&](std::int64_t r0, std::int64_t r1) {
-    const Eigen::Index rows = static_cast<Eigen::Index>(r1 - r0);
-    double* wc = w.data() + r0;  // rows [r0, r1) of W: column j at wc + j·out
-    const Eigen::Index ld = static_cast<Eigen::Index>(out);
-    Eigen::MatrixXd err(rows, static_cast<Eigen::Index>(block));
-    Eigen::VectorXd lo, hi;
-    for (Eigen::Index b0 = 0; b0 < n; b0 += block) {
-      const Eigen::Index b1 = std::min<Eigen::Index>(b0 + block, n);
-      for (Eigen::Index s0 = b0; s0 < b1;) {
-        Eigen::Index s1 = std::min<Eigen::Index>(s0 + detail::kGptqRun, b1);
-        if (!static_params) s1 = std::min<Eigen::Index>(s1, (s0 / group + 1) * group);  // a run ends with its group
-        for (Eigen::Index i = s0; i < s1; ++i) {
-          const std::int64_t column = order[static_cast<std::size_t>(i)];
-          const std::int64_t g = options.static_groups ? column / group : i / group;
-          const std::int64_t stored = permuted ? i : column;
-          if (!static_params && i % group == 0) {  // the group's [min, max] per row, column by column
-            lo = Eigen::Map<const Eigen::VectorXd>(wc + i * ld, rows);
-            hi = lo;
-            for (Eigen::Index j = i + 1; j < i + group; ++j) {
-              const Eigen::Map<const Eigen::VectorXd> column_j(wc + j * ld, rows);
-              lo = lo.cwiseMin(column_j);
-              hi = hi.cwiseMax(column_j);
-            }
-            for (Eigen::Index k = 0; k < rows; ++k)
-              params[static_cast<std::size_t>((r0 + k) * groups + g)] =
-                  detail::gptq_params_of_range(lo[k], hi[k], scheme, range, fn);
-          }
-          const double d = u(i, i);
-          double* wi = wc + i * ld;
-          for (Eigen::Index k = 0; k < rows; ++k) {
-            const AffineParams& p = params[static_cast<std::size_t>((r0 + k) * groups + g)];
-            const double x = wi[k];
-            const std::int32_t q = quantize_value(static_cast<float>(x), p);
-            const double e = (x - static_cast<double>(dequantize_value(q, p))) / d;
-            values[static_cast<std::size_t>((r0 + k) * in + stored)] = q;
-            row_loss[static_cast<std::size_t>(r0 + k)] += e * e / 2.0;
-            err(k, i - b0) = e;
-          }
-          // Rank-1 inside the run: W[:, i+1:s1] −= e_i · U[i, i+1:s1].
-          for (Eigen::Index j = i + 1; j < s1; ++j) {
-            const double uij = u(i, j);
-            double* wj = wc + j * ld;
-            for (Eigen::Index k = 0; k < rows; ++k) wj[k] -= err(k, i - b0) * uij;
-          }
-        }
-        // The rest of the block: W[:, s1:b1] −= E[:, s0:s1] · U[s0:s1, s1:b1].
-        if (s1 < b1)
-          detail::gptq_update(rows, b1 - s1, s1 - s0, err.data() + (s0 - b0) * rows, rows, &u(s0, s1), n, wc + s1 * ld,
-                              ld);
-        s0 = s1;
-      }
-      // The columns after the block: W[:, b1:] −= E[:, b0:b1] · U[b0:b1, b1:].
-      if (b1 < n) detail::gptq_update(rows, n - b1, b1 - b0, err.data(), rows, &u(b0, b1), n, wc + b1 * ld, ld);
+  walk_columns(w, u, options.block_size, spans, [&](const ColumnWalkRows& rows, Eigen::Index i, double* e) {
+    const std::int64_t r0 = rows.first;
+    const std::int64_t column = order[static_cast<std::size_t>(i)];
+    const std::int64_t g = options.static_groups ? column / group : i / group;
+    const std::int64_t stored = permuted ? i : column;
+    if (!static_params && i % group == 0)
+      for (Eigen::Index k = 0; k < rows.count; ++k)
+        params[static_cast<std::size_t>((r0 + k) * groups + g)] = gptq_range_params(
+            Eigen::Map<const Eigen::VectorXd, 0, Eigen::InnerStride<>>(rows.w + k, n, Eigen::InnerStride<>(rows.ld)), i,
+            group, scheme, range, fn);
+    const double d = u(i, i);
+    const double* wi = rows.column(i);
+    for (Eigen::Index k = 0; k < rows.count; ++k) {
+      const AffineParams& p = params[static_cast<std::size_t>((r0 + k) * groups + g)];
+      const double x = wi[k];
+      const std::int32_t q = quantize_value(static_cast<float>(x), p);
+      e[k] = (x - static_cast<double>(dequantize_value(q, p))) / d;
+      values[static_cast<std::size_t>((r0 + k) * in + stored)] = q;
+      row_loss[static_cast<std::size_t>(r0 + k)] += e[k] * e[k] / 2.0;
     }
   });
 
-  QuantizedTensor t;
-  t.shape = weight.shape();
-  t.scheme = scheme;
-  t.qparams.shape = qparams_shape(scheme, t.shape, fn);
-  t.qparams.scale.resize(params.size());
-  t.qparams.zero_point.resize(params.size());
-  for (std::size_t k = 0; k < params.size(); ++k) {
-    t.qparams.scale[k] = params[k].scale;
-    t.qparams.zero_point[k] = params[k].zero_point;
-  }
-  t.data.resize(static_cast<std::size_t>(quantized_data_bytes(scheme.dtype, t.shape)));
-  if (is_packed(scheme.dtype)) {
-    std::vector<std::int8_t> narrow(values.size());
-    for (std::size_t k = 0; k < values.size(); ++k) narrow[k] = static_cast<std::int8_t>(values[k]);  // 4-bit fits
-    cpu::pack_int4_rows(narrow.data(), t.shape, t.data.data());
-  } else {
-    for (std::size_t k = 0; k < values.size(); ++k)
-      t.data[k] = static_cast<std::uint8_t>(values[k] & 0xff);  // two's complement for int8
-  }
+  QuantizedTensor t = gptq_tensor(weight.shape(), scheme, values, params, fn);
   if (info) {
     GptqResult result;
     for (double l : row_loss) result.loss += l;

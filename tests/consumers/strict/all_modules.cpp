@@ -194,6 +194,23 @@ void pruning_and_sparse(const std::vector<float>& w_data) {
   norms.observe(TensorView<const float>(x_data.data(), Shape{kM, kK}));
   const Mask wanda = wanda_mask(w, norms.norms(), Amount::fraction(0.5));
   const Mask wanda_nm = wanda_nm_mask(w, norms.norms(), NmPattern{2, 4});
+  // SparseGPT (2:4 with 4-bit joint quantization) and GPTQ from one factor of the calibration rows' Hessian.
+  const std::vector<float> calibration = pseudo_random(128 * kK, 13);
+  shrink::quant::HessianObserver hessian;
+  hessian.observe(TensorView<const float>(calibration.data(), Shape{128, kK}));
+  SparseGptOptions sparsegpt_options;
+  sparsegpt_options.pattern = NmPattern{2, 4};
+  sparsegpt_options.quantize = true;
+  sparsegpt_options.group_size = 32;
+  const shrink::quant::InverseHessianFactor factor =
+      shrink::quant::inverse_hessian_factor(hessian.hessian(), inverse_hessian_options(sparsegpt_options));
+  const SparseGptResult sparsegpt = sparsegpt_prune(w, factor, sparsegpt_options);
+  shrink::quant::GptqOptions gptq_options;
+  gptq_options.group_size = 32;
+  const shrink::quant::QuantizedTensor gptq = shrink::quant::gptq_quantize(w, factor, gptq_options);
+  check(is_nm_sparse(sparsegpt.mask, NmPattern{2, 4}) && sparsegpt.mask.count_kept() == kN * kK / 2 &&
+            sparsegpt.quantized.has_value() && gptq.numel() == kN * kK,
+        "sparsegpt_prune and gptq_quantize");
   const GradualSchedule schedule{0.0, 0.8, 0, 100, 25};
   Mask gradual(w.shape());
   for (std::int64_t step = 0; step <= 100; ++step)

@@ -4,8 +4,9 @@
 // For a Linear Y = X·Wᵀ and calibration inputs X [n, in], the error ‖X·Wᵀ − X·Ŵᵀ‖²_F / n has Hessian
 // H = (2 / n) XᵀX with respect to each row of W (Frantar et al. 2022, "GPTQ"). The observer sums the exact products
 // x_i·x_j of float inputs in double (a float product is exact in double), so the sum depends on the batches only
-// through double additions; hessian() divides once at the end. The scale 2 / n changes nothing in GPTQ's result
-// except through dead-input detection (exact zeros stay zeros) and damping, which is relative to mean(diag H).
+// through double additions (cpu/gemm_f64.hpp's product); hessian() divides once at the end. The scale 2 / n changes
+// nothing in GPTQ's result except through dead-input detection (exact zeros stay zeros) and damping, which is relative
+// to mean(diag H).
 #pragma once
 
 #include <Eigen/Core>
@@ -20,6 +21,7 @@
 #include "shrink/core/executor.hpp"
 #include "shrink/core/view.hpp"
 #include "shrink/cpu/for_each_row.hpp"
+#include "shrink/cpu/gemm_f64.hpp"
 #include "shrink/cpu/nonfinite_check.hpp"
 
 namespace shrink::quant {
@@ -66,24 +68,29 @@ class HessianObserver {
            "a last dimension of " + std::to_string(features_) + " features, as in earlier batches");
     cpu::require_finite(activations, fn, "activations");
 
-    // The batch as a column-major double matrix X [rows, features] (exact widening).
+    // The batch as Xᵀ [features, rows], column-major in double (exact widening). The products go through
+    // cpu/gemm_f64.hpp's C −= A·B, so the observer keeps −Σ xᵀx (exactly the negation of the sum) and hessian() flips
+    // it.
     const std::int64_t rows = activations.numel() / features;
-    Eigen::MatrixXd x(rows, features);
+    Eigen::MatrixXd xt(features, rows);
     const std::int64_t stride = cpu::row_stride(activations.strides());
     cpu::for_each_row(activations.shape(), activations.strides(), [&](std::int64_t row, std::int64_t offset) {
       const float* v = activations.data() + offset;
-      for (std::int64_t j = 0; j < features; ++j) x(row, j) = v[j * stride];
+      for (std::int64_t j = 0; j < features; ++j) xt(j, row) = v[j * stride];
     });
 
     if (samples_ == 0) sum_.setZero(features, features);
     // Lower triangle, by column blocks of fixed width (a function of the width alone, so the same sums on any
-    // executor): S[j0:, j0:j1] += X[:, j0:]ᵀ X[:, j0:j1].
+    // executor): S[j0:, j0:j1] += X[:, j0:]ᵀ X[:, j0:j1], each block one product on one thread.
     const std::int64_t block = kBlock;
     const std::int64_t blocks = (features + block - 1) / block;
+    const std::ptrdiff_t ld = static_cast<std::ptrdiff_t>(features);
     parallel_for(blocks, 1, [&](std::int64_t b0, std::int64_t b1) {
       for (std::int64_t b = b0; b < b1; ++b) {
-        const Eigen::Index j0 = b * block, width = std::min(block, features - j0), below = features - j0;
-        sum_.block(j0, j0, below, width).noalias() += x.middleCols(j0, below).transpose() * x.middleCols(j0, width);
+        const std::int64_t j0 = b * block, width = std::min(block, features - j0), below = features - j0;
+        // A(i, p) = Xᵀ(j0 + i, p), B(p, j) = X(p, j0 + j) = Xᵀ(j0 + j, p).
+        cpu::gemm_f64_subtract(below, width, rows, xt.data() + j0, ld, cpu::GemmF64B{xt.data() + j0, ld, 1},
+                               sum_.data() + j0 + j0 * ld, ld, cpu::GemmF64Part::lower);
       }
     });
     features_ = features;
@@ -97,7 +104,7 @@ class HessianObserver {
     h.features = features_;
     h.samples = samples_;
     h.values.resize(static_cast<std::size_t>(features_ * features_));
-    const double scale = 2.0 / static_cast<double>(samples_);
+    const double scale = -2.0 / static_cast<double>(samples_);  // sum_ holds −Σ xᵀx
     for (std::int64_t i = 0; i < features_; ++i)
       for (std::int64_t j = 0; j < features_; ++j)
         h.values[static_cast<std::size_t>(i * features_ + j)] = scale * (i >= j ? sum_(i, j) : sum_(j, i));
@@ -114,7 +121,7 @@ class HessianObserver {
 
  private:
   static constexpr std::int64_t kBlock = 64;
-  Eigen::MatrixXd sum_;  // Σ x_tᵀ x_t, lower triangle kept
+  Eigen::MatrixXd sum_;  // −Σ x_tᵀ x_t, lower triangle kept (entries above it unspecified)
   std::int64_t features_ = 0;
   std::int64_t samples_ = 0;
 };

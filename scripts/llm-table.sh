@@ -23,29 +23,39 @@ data=$("$root/scripts/fetch-llm-data.sh")
 cmake --preset no-cuda -DSHRINK_BUILD_TESTS=OFF >/dev/null
 cmake --build --preset no-cuda -j "$jobs" --target shrink_llm
 mkdir -p llm-table
-build/no-cuda/examples/llm/shrink_llm --data "$data" --json llm-table/table.json --write-ids llm-table/eval.ids "$@"
+build/no-cuda/examples/llm/shrink_llm --data "$data" --json llm-table/table.json --write-ids llm-table/eval.ids \
+  --write-calibration-ids llm-table/calibration.ids "$@"
 
 if ((reference)); then
   "$root/scripts/setup-debian.sh" test  # python3-torch
   torch_python=$("$root/scripts/python-env.sh" torch)
   # The same window, windows and threads as the table (read back from its JSON).
-  read -r window windows threads < <(/usr/bin/python3 -c 'import json, sys
-t = json.load(open(sys.argv[1])); e = t["evaluation"]; print(e["window"], e["windows"], t["threads"])' llm-table/table.json)
+  read -r window windows threads calibration_windows rows < <(/usr/bin/python3 -c 'import json, sys
+t = json.load(open(sys.argv[1])); e = t["evaluation"]
+names = {"base": "base", "fp16": "fp16", "bf16": "bf16", "w8": "int8", "w8a8": "w8a8", "w4-g64": "w4g64",
+         "w3-g64": "w3g64", "mag-50": "magnitude50", "mag-2:4": "magnitude24"}
+sequential = ("gptq-w4-g64", "gptq-w4-g64-act", "gptq-w3-g64", "gptq-w3-g64-act")
+rows = [names.get(r["recipe"], r["recipe"]) for r in t["rows"] if r["recipe"] in names or r["recipe"] in sequential]
+print(e["window"], e["windows"], t["threads"], t["calibration"]["windows"], ",".join(rows) or "base")' llm-table/table.json)
   "$torch_python" examples/llm/reference_forward.py --gguf "$data/SmolLM2-135M-Instruct.Q4_1.gguf" \
-    --ids llm-table/eval.ids --window "$window" --windows "$windows" --threads "$threads" --json llm-table/reference.json
+    --ids llm-table/eval.ids --window "$window" --windows "$windows" --threads "$threads" --rows "$rows" \
+    --calibration-ids llm-table/calibration.ids --calibration-windows "$calibration_windows" \
+    --json llm-table/reference.json
   /usr/bin/python3 - llm-table/table.json llm-table/reference.json <<'PY'
 import json, sys
 table, reference = (json.load(open(p)) for p in sys.argv[1:3])
 # shrink recipe -> reference_forward.py row
 names = {"base": "base", "fp16": "fp16", "bf16": "bf16", "w8": "int8", "w8a8": "w8a8", "w4-g64": "w4g64",
          "w3-g64": "w3g64", "mag-50": "magnitude50", "mag-2:4": "magnitude24"}
-print(f"{'recipe':10s} {'shrink':>11s} {'PyTorch':>11s} {'gap':>9s} {'tokens/s':>9s} {'PyTorch t/s':>11s}")
+for r in ("gptq-w4-g64", "gptq-w4-g64-act", "gptq-w3-g64", "gptq-w3-g64-act"):
+    names[r] = r
+print(f"{'recipe':16s} {'shrink':>11s} {'PyTorch':>11s} {'gap':>9s} {'tokens/s':>9s} {'PyTorch t/s':>11s}")
 for row in table["rows"]:
     ref = reference["rows"].get(names.get(row["recipe"], ""))
     if ref is None:
         continue
     gap = 100.0 * (row["perplexity"] / ref["perplexity"] - 1.0)
-    print(f"{row['recipe']:10s} {row['perplexity']:11.4f} {ref['perplexity']:11.4f} {gap:+8.3f}% "
+    print(f"{row['recipe']:16s} {row['perplexity']:11.4f} {ref['perplexity']:11.4f} {gap:+8.3f}% "
           f"{row['tokens_per_second']:9.1f} {ref['tokens_per_second']:11.1f}")
 PY
 fi

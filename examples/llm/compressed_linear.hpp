@@ -33,8 +33,10 @@ class CompressedLinear {
   explicit CompressedLinear(Weight weight, std::vector<float> input_scales = {})
       : weight_(std::move(weight)), input_scales_(std::move(input_scales)) {}
 
-  // SmoothQuant's factors for this layer's input (empty: none).
+  // SmoothQuant's (or AWQ's) factors for this layer's input (empty: none).
   void set_input_scales(std::vector<float> scales) { input_scales_ = std::move(scales); }
+  // The weight's columns are the input's in this order (GPTQ's act_order g_idx form: column k reads x[:, order[k]]).
+  void set_input_order(std::vector<std::int64_t> order) { input_order_ = std::move(order); }
 
   std::int64_t rows() const {
     return std::visit([](const auto& w) { return w.rows; }, weight_);
@@ -43,8 +45,8 @@ class CompressedLinear {
     return std::visit([](const auto& w) { return w.cols; }, weight_);
   }
 
-  // out [M, rows] = activation(x [M, cols] · Wᵀ). With input scales (SmoothQuant's factors that no preceding
-  // layer could absorb), x is divided by them first, in `scratch`.
+  // out [M, rows] = activation(x [M, cols] · Wᵀ). With input scales (factors that no preceding layer could
+  // absorb), x is divided by them first, in `scratch`; with an input order, its columns are gathered first.
   void forward(shrink::TensorView<const float> x, shrink::TensorView<float> out, shrink::Activation activation,
                std::vector<float>& scratch) const {
     shrink::Epilogue epilogue;
@@ -55,13 +57,23 @@ class CompressedLinear {
       shrink::quant::apply_inverse_smoothing(input_scales_, scaled);
       x = scaled;
     }
+    thread_local std::vector<float> gathered;
+    if (!input_order_.empty()) {
+      const std::int64_t m = x.size(0), n = x.size(1);
+      gathered.resize(static_cast<std::size_t>(m * n));
+      for (std::int64_t r = 0; r < m; ++r)
+        for (std::int64_t j = 0; j < n; ++j)
+          gathered[static_cast<std::size_t>(r * n + j)] = x(r, input_order_[static_cast<std::size_t>(j)]);
+      x = shrink::TensorView<const float>(gathered.data(), x.shape());
+    }
     std::visit([&](const auto& w) { product(x, w, out, epilogue); }, weight_);
   }
 
   // Bytes the weight takes as stored for deployment (values, scales, zero points, indices), input scales included.
   std::int64_t stored_bytes() const {
     const auto weight = std::visit([](const auto& w) { return bytes(w); }, weight_);
-    return weight + static_cast<std::int64_t>(input_scales_.size() * sizeof(float));
+    return weight + static_cast<std::int64_t>(input_scales_.size() * sizeof(float) +
+                                              input_order_.size() * sizeof(std::int32_t));  // g_idx as int32
   }
 
  private:
@@ -107,6 +119,7 @@ class CompressedLinear {
 
   Weight weight_;
   std::vector<float> input_scales_;
+  std::vector<std::int64_t> input_order_;
 };
 
 }  // namespace llm

@@ -164,6 +164,64 @@ inline void add_into(FloatMatrix& x, const FloatMatrix& y) {
 
 }  // namespace detail
 
+// The work buffers of one block over T tokens.
+struct BlockBuffers {
+  FloatMatrix h, q, k, v, a, o, gate, up;
+  std::vector<float> scratch;
+  BlockBuffers(std::int64_t tokens, const LlamaConfig& c)
+      : h(tokens, c.width),
+        q(tokens, c.width),
+        k(tokens, c.kv_width()),
+        v(tokens, c.kv_width()),
+        a(tokens, c.width),
+        o(tokens, c.width),
+        gate(tokens, c.ffn),
+        up(tokens, c.ffn) {}
+};
+
+// Block b on the hidden states x [T, width], in place (positions 0..T-1). `tap`, when given, sees each linear's
+// input; with `stop_after`, the pass ends right after the tap saw that input (x is then partly updated: for
+// calibration passes on a copy).
+inline void forward_block(const CompressedBlock& block, std::int64_t b, const LlamaConfig& c,
+                          const detail::RopeTable& rope, FloatMatrix& x, BlockBuffers& buf,
+                          ActivationTap* tap = nullptr, const LinearInput* stop_after = nullptr) {
+  auto run = [&](LinearSlot s, const FloatMatrix& in, FloatMatrix& out, shrink::Activation act) {
+    block.linear(s).forward(in.view(), out.view(), act, buf.scratch);
+  };
+  auto observe = [&](LinearInput input, const FloatMatrix& in) {
+    if (tap) tap->observe(b, input, in.view());
+    return stop_after != nullptr && *stop_after == input;
+  };
+  detail::rms_norm(x, block.attn_norm, c.norm_eps, buf.h);
+  if (observe(LinearInput::attention, buf.h)) return;
+  run(LinearSlot::q, buf.h, buf.q, shrink::Activation::none);
+  run(LinearSlot::k, buf.h, buf.k, shrink::Activation::none);
+  run(LinearSlot::v, buf.h, buf.v, shrink::Activation::none);
+  detail::apply_rope(buf.q, c.head_dim(), rope);
+  detail::apply_rope(buf.k, c.head_dim(), rope);
+  detail::attention(buf.q, buf.k, buf.v, c, buf.a);
+  if (observe(LinearInput::attention_output, buf.a)) return;
+  run(LinearSlot::o, buf.a, buf.o, shrink::Activation::none);
+  detail::add_into(x, buf.o);
+
+  detail::rms_norm(x, block.ffn_norm, c.norm_eps, buf.h);
+  if (observe(LinearInput::ffn, buf.h)) return;
+  run(LinearSlot::gate, buf.h, buf.gate, shrink::Activation::silu);
+  run(LinearSlot::up, buf.h, buf.up, shrink::Activation::none);
+  for (std::size_t i = 0; i < buf.gate.values.size(); ++i) buf.gate.values[i] *= buf.up.values[i];
+  if (observe(LinearInput::ffn_down, buf.gate)) return;
+  run(LinearSlot::down, buf.gate, buf.o, shrink::Activation::none);
+  detail::add_into(x, buf.o);
+}
+
+// The embedding rows of ids [count] as hidden states [count, width].
+inline FloatMatrix embed(const CompressedModel& m, const std::int32_t* ids, std::int64_t count) {
+  FloatMatrix x(count, m.config.width);
+  for (std::int64_t t = 0; t < count; ++t)
+    std::copy(m.embedding->row(ids[t]), m.embedding->row(ids[t]) + m.config.width, x.row(t));
+  return x;
+}
+
 // The NLL of ids[1..count-1] given their prefixes in this window (count - 1 predictions). `tap`, when given, sees
 // every linear's input. Token ids must be < vocab.
 inline WindowLoss forward_window(const CompressedModel& m, const std::int32_t* ids, std::int64_t count,
@@ -176,39 +234,12 @@ inline WindowLoss forward_window(const CompressedModel& m, const std::int32_t* i
       shrink::fail(fn, ("ids[" + std::to_string(t) + "]").c_str(), ids[t],
                    "a token id below the vocabulary size " + std::to_string(c.vocab));
 
-  FloatMatrix x(count, c.width), h(count, c.width), q(count, c.width), k(count, c.kv_width()), v(count, c.kv_width());
-  FloatMatrix a(count, c.width), o(count, c.width), gate(count, c.ffn), up(count, c.ffn);
-  std::vector<float> scratch;
-  for (std::int64_t t = 0; t < count; ++t)
-    std::copy(m.embedding->row(ids[t]), m.embedding->row(ids[t]) + c.width, x.row(t));
+  FloatMatrix x = embed(m, ids, count);
+  BlockBuffers buf(count, c);
+  FloatMatrix& h = buf.h;
   const detail::RopeTable rope(count, c.head_dim(), c.rope_base);
-
-  for (std::int64_t b = 0; b < c.blocks; ++b) {
-    const CompressedBlock& block = m.blocks[static_cast<std::size_t>(b)];
-    auto run = [&](LinearSlot s, const FloatMatrix& in, FloatMatrix& out, shrink::Activation act) {
-      block.linear(s).forward(in.view(), out.view(), act, scratch);
-    };
-    detail::rms_norm(x, block.attn_norm, c.norm_eps, h);
-    if (tap) tap->observe(b, LinearInput::attention, h.view());
-    run(LinearSlot::q, h, q, shrink::Activation::none);
-    run(LinearSlot::k, h, k, shrink::Activation::none);
-    run(LinearSlot::v, h, v, shrink::Activation::none);
-    detail::apply_rope(q, c.head_dim(), rope);
-    detail::apply_rope(k, c.head_dim(), rope);
-    detail::attention(q, k, v, c, a);
-    if (tap) tap->observe(b, LinearInput::attention_output, a.view());
-    run(LinearSlot::o, a, o, shrink::Activation::none);
-    detail::add_into(x, o);
-
-    detail::rms_norm(x, block.ffn_norm, c.norm_eps, h);
-    if (tap) tap->observe(b, LinearInput::ffn, h.view());
-    run(LinearSlot::gate, h, gate, shrink::Activation::silu);
-    run(LinearSlot::up, h, up, shrink::Activation::none);
-    for (std::size_t i = 0; i < gate.values.size(); ++i) gate.values[i] *= up.values[i];
-    if (tap) tap->observe(b, LinearInput::ffn_down, gate.view());
-    run(LinearSlot::down, gate, o, shrink::Activation::none);
-    detail::add_into(x, o);
-  }
+  for (std::int64_t b = 0; b < c.blocks; ++b)
+    forward_block(m.blocks[static_cast<std::size_t>(b)], b, c, rope, x, buf, tap);
   detail::rms_norm(x, m.output_norm, c.norm_eps, h);
 
   // Logits in chunks of rows, each row's log-softmax with its sum in double.

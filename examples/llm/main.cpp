@@ -2,7 +2,7 @@
 // fixed span of held-out text, printed as a table and written as JSON (docs/llm.md).
 //
 //   shrink_llm [--data DIR] [--recipes all|a,b,..|none] [--window 512] [--windows 8] [--calibration-windows 4]
-//              [--threads N] [--json FILE] [--write-ids FILE]
+//              [--threads N] [--json FILE] [--write-ids FILE] [--write-calibration-ids FILE]
 #include <nlohmann/json.hpp>
 
 #include <cstdio>
@@ -31,7 +31,7 @@ struct Options {
   WindowSpan eval{512, 8};
   WindowSpan calibration{512, 4};
   int threads = 0;  // 0: shrink's default executor
-  std::string json, write_ids;
+  std::string json, write_ids, write_calibration_ids;
 };
 
 [[noreturn]] void usage(const std::string& why) {
@@ -40,6 +40,7 @@ struct Options {
                "usage: shrink_llm [--data DIR] [--model FILE.gguf] [--eval-text FILE] [--calibration-text FILE]\n"
                "                  [--recipes all|none|NAME,NAME,...] [--window N] [--windows N]\n"
                "                  [--calibration-windows N] [--threads N] [--json FILE] [--write-ids FILE]\n"
+               "                  [--write-calibration-ids FILE]\n"
                "  --data DIR  scripts/fetch-llm-data.sh's directory (default: $SHRINK_LLM_DATA_DIR): the model\n"
                "              SmolLM2-135M-Instruct.Q4_1.gguf, hamlet.txt (evaluation), macbeth.txt (calibration)\n",
                why.c_str());
@@ -93,6 +94,8 @@ Options parse(int argc, char** argv) {
       o.json = value;
     else if (flag == "--write-ids")
       o.write_ids = value;
+    else if (flag == "--write-calibration-ids")
+      o.write_calibration_ids = value;
     else
       usage("unknown option " + flag);
   }
@@ -150,6 +153,7 @@ nlohmann::json row_json(const llm::TableRow& r) {
           {"predictions", r.eval.predictions},
           {"weight_bytes", r.weight_bytes},
           {"compress_seconds", r.compress_seconds},
+          {"calibration_seconds", r.calibration_seconds},
           {"forward_seconds", r.eval.seconds},
           {"tokens_per_second", r.eval.tokens_per_second()}};
 }
@@ -171,8 +175,13 @@ int run(const Options& o) {
     const auto* bytes = reinterpret_cast<const char*>(in.eval_ids.data());
     write_atomically(o.write_ids, std::string(bytes, bytes + in.eval_ids.size() * sizeof(std::int32_t)));
   }
-  if (o.recipes.empty()) return 0;
   in.calibration_ids = tokenizer.encode(read_text(o.calibration_text));
+  if (!o.write_calibration_ids.empty()) {
+    const auto* bytes = reinterpret_cast<const char*>(in.calibration_ids.data());
+    write_atomically(o.write_calibration_ids,
+                     std::string(bytes, bytes + in.calibration_ids.size() * sizeof(std::int32_t)));
+  }
+  if (o.recipes.empty()) return 0;
   in.calibration_span = o.calibration;
   in.recipes = o.recipes;
 

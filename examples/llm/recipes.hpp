@@ -12,12 +12,23 @@
 //   wanda-50     Wanda, 50% of each output row                        cpu::linear_csr
 //   mag-2:4      magnitude 2:4 along the input dimension              cpu::linear_nm
 //   wanda-2:4    Wanda 2:4                                            cpu::linear_nm
+//   gptq-w4-g64  GPTQ, 4-bit affine per group of 64 (uint4)           cpu::linear_weight_only
+//   gptq-w4-g64-act   the same with act_order (the g_idx form: each linear gathers its input columns in GPTQ's order)
+//   gptq-w3-g64, gptq-w3-g64-act   3-bit (uint4 storage, range [0, 7])
+//   hqq-w4-g64   HQQ, 4-bit affine per group of 64, no calibration     cpu::linear_weight_only
+//   awq-w4-g64   AWQ, 4-bit affine per group of 64 (scales searched on the Hessian, the weight clip searched for
+//                v, o, gate, up, down); 1/s folded into the RMSNorm for q/k/v and gate/up, an input scale for o
+//                and down                                              cpu::linear_weight_only
+//   sparsegpt-50 SparseGPT, 50% of each row's mask block of 128       cpu::linear_csr
+//   sparsegpt-2:4  SparseGPT 2:4                                       cpu::linear_nm
 //
 // SmoothQuant's factors fold into the preceding RMSNorm for q/k/v and gate/up, into the up projection's output rows
 // for down (down reads silu(gate) ⊙ up, linear in up), and stay an input scale for o (its input mixes the value
 // heads that several query heads share, so no single preceding row can absorb a per-channel factor).
 // Calibration (SmoothQuant's per-channel |x| maxima, Wanda's per-channel norms) comes from the float model's forward
-// pass over the calibration text (CalibrationStats, an ActivationTap).
+// pass over the calibration text (CalibrationStats, an ActivationTap). The GPTQ rows calibrate sequentially instead
+// (sequential.hpp): each linear input's Hessian from the model with everything before it already compressed, damping
+// 0.01, blocks of 128 columns.
 #pragma once
 
 #include <array>
@@ -29,12 +40,18 @@
 #include "compressed_linear.hpp"
 #include "llama_forward.hpp"
 #include "llama_model.hpp"
+#include "sequential.hpp"
 #include "shrink/core/error.hpp"
 #include "shrink/linear/int8.hpp"
 #include "shrink/linear/weight_only.hpp"
 #include "shrink/prune/nm.hpp"
+#include "shrink/prune/sparsegpt.hpp"
 #include "shrink/prune/unstructured.hpp"
 #include "shrink/prune/wanda.hpp"
+#include "shrink/quant/awq.hpp"
+#include "shrink/quant/gptq.hpp"
+#include "shrink/quant/hqq.hpp"
+#include "shrink/quant/inverse_hessian.hpp"
 #include "shrink/quant/quantize.hpp"
 #include "shrink/quant/smoothquant.hpp"
 #include "shrink/sparse/csr.hpp"
@@ -42,28 +59,58 @@
 
 namespace llm {
 
-enum class Recipe { base, fp16, bf16, w8, w8a8, sq_w8a8, w4_g64, w3_g64, mag_50, wanda_50, mag_24, wanda_24 };
+enum class Recipe {
+  base,
+  fp16,
+  bf16,
+  w8,
+  w8a8,
+  sq_w8a8,
+  w4_g64,
+  w3_g64,
+  mag_50,
+  wanda_50,
+  mag_24,
+  wanda_24,
+  gptq_w4_g64,
+  gptq_w4_g64_act,
+  gptq_w3_g64,
+  gptq_w3_g64_act,
+  hqq_w4_g64,
+  awq_w4_g64,
+  sparsegpt_50,
+  sparsegpt_24,
+};
 
 struct RecipeInfo {
   Recipe recipe;
   const char* name;
   const char* path;  // the shrink CPU product it runs through
   bool calibrated;   // needs CalibrationStats
+  bool sequential;   // calibrates block by block on the compressed model (sequential.hpp)
 };
 
-inline constexpr std::array<RecipeInfo, 12> kRecipes = {{
-    {Recipe::base, "base", "linear_f32", false},
-    {Recipe::fp16, "fp16", "linear_weight_only<half>", false},
-    {Recipe::bf16, "bf16", "linear_weight_only<bfloat16>", false},
-    {Recipe::w8, "w8", "linear_weight_only<int8>", false},
-    {Recipe::w8a8, "w8a8", "linear_int8_dynamic", false},
-    {Recipe::sq_w8a8, "sq-w8a8", "linear_int8_dynamic", true},
-    {Recipe::w4_g64, "w4-g64", "linear_weight_only<int4>", false},
-    {Recipe::w3_g64, "w3-g64", "linear_weight_only<int4>", false},
-    {Recipe::mag_50, "mag-50", "linear_csr", false},
-    {Recipe::wanda_50, "wanda-50", "linear_csr", true},
-    {Recipe::mag_24, "mag-2:4", "linear_nm", false},
-    {Recipe::wanda_24, "wanda-2:4", "linear_nm", true},
+inline constexpr std::array<RecipeInfo, 20> kRecipes = {{
+    {Recipe::base, "base", "linear_f32", false, false},
+    {Recipe::fp16, "fp16", "linear_weight_only<half>", false, false},
+    {Recipe::bf16, "bf16", "linear_weight_only<bfloat16>", false, false},
+    {Recipe::w8, "w8", "linear_weight_only<int8>", false, false},
+    {Recipe::w8a8, "w8a8", "linear_int8_dynamic", false, false},
+    {Recipe::sq_w8a8, "sq-w8a8", "linear_int8_dynamic", true, false},
+    {Recipe::w4_g64, "w4-g64", "linear_weight_only<int4>", false, false},
+    {Recipe::w3_g64, "w3-g64", "linear_weight_only<int4>", false, false},
+    {Recipe::mag_50, "mag-50", "linear_csr", false, false},
+    {Recipe::wanda_50, "wanda-50", "linear_csr", true, false},
+    {Recipe::mag_24, "mag-2:4", "linear_nm", false, false},
+    {Recipe::wanda_24, "wanda-2:4", "linear_nm", true, false},
+    {Recipe::gptq_w4_g64, "gptq-w4-g64", "linear_weight_only<int4>", false, true},
+    {Recipe::gptq_w4_g64_act, "gptq-w4-g64-act", "linear_weight_only<int4>", false, true},
+    {Recipe::gptq_w3_g64, "gptq-w3-g64", "linear_weight_only<int4>", false, true},
+    {Recipe::gptq_w3_g64_act, "gptq-w3-g64-act", "linear_weight_only<int4>", false, true},
+    {Recipe::hqq_w4_g64, "hqq-w4-g64", "linear_weight_only<int4>", false, false},
+    {Recipe::awq_w4_g64, "awq-w4-g64", "linear_weight_only<int4>", false, true},
+    {Recipe::sparsegpt_50, "sparsegpt-50", "linear_csr", false, true},
+    {Recipe::sparsegpt_24, "sparsegpt-2:4", "linear_nm", false, true},
 }};
 
 inline const RecipeInfo& recipe_info(const std::string& name) {
@@ -180,6 +227,19 @@ inline CompressedLinear compress_linear(Recipe recipe, const FloatMatrix& weight
     case Recipe::wanda_24:
       return CompressedLinear(shrink::sparse::compress_nm(
           w, shrink::prune::wanda_nm_mask(w, stats->norms(block, input_of(slot)), two_four), two_four));
+    case Recipe::hqq_w4_g64: {
+      shrink::quant::HqqOptions o;
+      o.bits = 4;
+      o.group_size = 64;
+      return CompressedLinear(cpu::pack_weight_int4(shrink::quant::hqq_quantize(w, o)));
+    }
+    case Recipe::gptq_w4_g64:
+    case Recipe::gptq_w4_g64_act:
+    case Recipe::gptq_w3_g64:
+    case Recipe::gptq_w3_g64_act:
+    case Recipe::awq_w4_g64:
+    case Recipe::sparsegpt_50:
+    case Recipe::sparsegpt_24: break;  // sequential: compress_model_sequential
   }
   shrink::fail("llm::compress_linear", "recipe", static_cast<int>(recipe), "a known recipe");
 }
@@ -191,6 +251,8 @@ inline CompressedLinear compress_linear(Recipe recipe, const FloatMatrix& weight
 inline CompressedModel compress_model(const LlamaWeights& w, const RecipeInfo& recipe,
                                       std::shared_ptr<const shrink::cpu::PackedWeight<float>> head,
                                       const CalibrationStats* stats) {
+  if (recipe.sequential)
+    shrink::fail("llm::compress_model", "recipe", recipe.name, "a recipe without sequential calibration");
   if (recipe.calibrated && stats == nullptr)
     shrink::fail("llm::compress_model", "stats", "none",
                  std::string("calibration statistics: recipe ") + recipe.name + " needs them");
@@ -218,6 +280,106 @@ inline CompressedModel compress_model(const LlamaWeights& w, const RecipeInfo& r
     out.linear(LinearSlot::o).set_input_scales(std::move(o_scales));
   }
   return m;
+}
+
+namespace detail {
+
+// GPTQ on the linears reading `input`, with one factor of their shared Hessian.
+inline void gptq_linears(const shrink::quant::GptqOptions& o, LinearInput input, const shrink::quant::Hessian& hessian,
+                         const BlockWeights& source, CompressedBlock& out) {
+  namespace quant = shrink::quant;
+  const quant::InverseHessianFactor factor = quant::inverse_hessian_factor(hessian, quant::inverse_hessian_options(o));
+  for (LinearSlot s : slots_reading(input)) {
+    quant::GptqResult info;
+    const quant::QuantizedTensor q = quant::gptq_quantize(source.linear(s).view(), factor, o, &info);
+    CompressedLinear linear(shrink::cpu::pack_weight_int4(q));
+    if (info.permuted_output) linear.set_input_order(info.order);
+    out.linear(s) = std::move(linear);
+  }
+}
+
+// SparseGPT on the linears reading `input`, one factor for them; CSR for unstructured, N:M compressed for a pattern.
+inline void sparsegpt_linears(const shrink::prune::SparseGptOptions& o, LinearInput input,
+                              const shrink::quant::Hessian& hessian, const BlockWeights& source, CompressedBlock& out) {
+  namespace quant = shrink::quant;
+  const quant::InverseHessianFactor factor =
+      quant::inverse_hessian_factor(hessian, shrink::prune::inverse_hessian_options(o));
+  for (LinearSlot s : slots_reading(input)) {
+    const FloatMatrix& w = source.linear(s);
+    const shrink::prune::SparseGptResult r = shrink::prune::sparsegpt_prune(w.view(), factor, o);
+    const shrink::TensorView<const float> pruned(r.weight.data(), shrink::Shape{w.rows, w.cols});
+    out.linear(s) = o.pattern ? CompressedLinear(shrink::sparse::compress_nm(pruned, r.mask, *o.pattern))
+                              : CompressedLinear(shrink::sparse::to_csr(pruned, r.mask));
+  }
+}
+
+// AWQ on the linears reading `input`: one search for them on the Hessian and their inputs' mean |x|; 1/s folded into
+// the block's norm (attention, ffn) or kept as the layer's input scale (o, down); the weight clip searched for every
+// linear but q and k (AWQ's practice: their errors meet in the attention scores).
+inline void awq_linears(const shrink::quant::AwqOptions& o, LinearInput input, const shrink::quant::Hessian& hessian,
+                        const std::vector<float>& mean_abs, const BlockWeights& source, CompressedBlock& out) {
+  namespace quant = shrink::quant;
+  const std::vector<LinearSlot> slots = slots_reading(input);
+  std::vector<shrink::TensorView<const float>> weights;
+  for (LinearSlot s : slots) weights.push_back(source.linear(s).view());
+  const quant::AwqResult r = quant::awq_search(weights, hessian, mean_abs, o);
+  for (std::size_t k = 0; k < slots.size(); ++k) {
+    const bool clip = slots[k] != LinearSlot::q && slots[k] != LinearSlot::k;
+    const std::vector<float> clip_max =
+        clip ? quant::awq_clip_search(weights[k], hessian, r.scales, o) : std::vector<float>{};
+    CompressedLinear linear(shrink::cpu::pack_weight_int4(quant::awq_quantize(weights[k], r.scales, o, clip_max)));
+    if (input == LinearInput::attention_output || input == LinearInput::ffn_down) linear.set_input_scales(r.scales);
+    out.linear(slots[k]) = std::move(linear);
+  }
+  auto norm = [](std::vector<float>& g) {
+    return shrink::TensorView<float>(g.data(), static_cast<std::int64_t>(g.size()));
+  };
+  if (input == LinearInput::attention) quant::fold_smoothing_into_norm(r.scales, norm(out.attn_norm));
+  if (input == LinearInput::ffn) quant::fold_smoothing_into_norm(r.scales, norm(out.ffn_norm));
+}
+
+}  // namespace detail
+
+// A sequential recipe's model (sequential.hpp): `ids` by `span` are the calibration windows.
+inline CompressedModel compress_model_sequential(const LlamaWeights& w, const RecipeInfo& recipe,
+                                                 std::shared_ptr<const shrink::cpu::PackedWeight<float>> head,
+                                                 const std::vector<std::int32_t>& ids, const WindowSpan& span,
+                                                 SequentialTiming* timing) {
+  if (recipe.recipe == Recipe::sparsegpt_50 || recipe.recipe == Recipe::sparsegpt_24) {
+    shrink::prune::SparseGptOptions o;
+    if (recipe.recipe == Recipe::sparsegpt_24) o.pattern = shrink::prune::NmPattern{2, 4};
+    return compress_sequential(
+        w, std::move(head), ids, span,
+        [&](std::int64_t, LinearInput input, const StageStats& stats, const BlockWeights& source,
+            CompressedBlock& out) { detail::sparsegpt_linears(o, input, stats.hessian, source, out); },
+        timing);
+  }
+  if (recipe.recipe == Recipe::awq_w4_g64) {
+    shrink::quant::AwqOptions o;  // 4 bits, affine, groups of 64, a grid of 20
+    return compress_sequential(
+        w, std::move(head), ids, span,
+        [&](std::int64_t, LinearInput input, const StageStats& stats, const BlockWeights& source,
+            CompressedBlock& out) { detail::awq_linears(o, input, stats.hessian, stats.mean_abs, source, out); },
+        timing);
+  }
+  shrink::quant::GptqOptions o;
+  o.symmetry = shrink::quant::Symmetry::affine;
+  o.group_size = 64;
+  switch (recipe.recipe) {
+    case Recipe::gptq_w4_g64:
+    case Recipe::gptq_w4_g64_act: o.bits = 4; break;
+    case Recipe::gptq_w3_g64:
+    case Recipe::gptq_w3_g64_act: o.bits = 3; break;
+    default: shrink::fail("llm::compress_model_sequential", "recipe", recipe.name, "a sequential recipe");
+  }
+  o.act_order = o.permuted_output =
+      recipe.recipe == Recipe::gptq_w4_g64_act || recipe.recipe == Recipe::gptq_w3_g64_act;
+  return compress_sequential(
+      w, std::move(head), ids, span,
+      [&](std::int64_t, LinearInput input, const StageStats& stats, const BlockWeights& source, CompressedBlock& out) {
+        detail::gptq_linears(o, input, stats.hessian, source, out);
+      },
+      timing);
 }
 
 }  // namespace llm

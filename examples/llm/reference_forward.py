@@ -20,10 +20,15 @@ import math
 import sys
 import time
 
+import pathlib
+
 import numpy as np
 import torch
 from gguf import GGUFReader
 from gguf.quants import dequantize
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "tests" / "golden"))
+import gen_gptq  # noqa: E402  the float64 GPTQ written from the paper, the unit tests' reference
 
 
 def field(reader, key):
@@ -88,12 +93,17 @@ def per_token_fake_quant(x):
     return torch.fake_quantize_per_channel_affine(x, scale.float(), zp.int(), 0, -128, 127)
 
 
-def forward_nll(config, w, ids, act_quant=False):
-    """Sum of the negative log-likelihoods of ids[1:] given the prefix, and their count, for one window."""
+STAGES = ("attention", "attention_output", "ffn", "ffn_down")  # the linear inputs of a block, in forward order
+STAGE_LINEARS = {"attention": ("attn_q", "attn_k", "attn_v"), "attention_output": ("attn_output",),
+                 "ffn": ("ffn_gate", "ffn_up"), "ffn_down": ("ffn_down",)}
+
+
+def block_forward(config, w, b, x, act_quant=False, tap=None, stop_after=None):
+    """Block b on hidden states x [T, width]; returns the new x. tap(stage, input) sees each linear input; with
+    stop_after the pass ends right after that stage's input was seen (sequential calibration)."""
     width, heads, kv = config["width"], config["heads"], config["kv_heads"]
     head_dim = width // heads
-    t = ids.shape[0]
-    x = w["token_embd.weight"][ids]
+    t = x.shape[0]
     mask = torch.full((t, t), float("-inf")).triu(1)
 
     def linear(h, name):
@@ -101,26 +111,80 @@ def forward_nll(config, w, ids, act_quant=False):
             h = per_token_fake_quant(h)
         return h @ w[name].t()
 
+    def seen(stage, h):
+        if tap is not None:
+            tap(stage, h)
+        return stop_after == stage
+
+    p = f"blk.{b}."
+    h = rms_norm(x, w[p + "attn_norm.weight"], config["eps"])
+    if seen("attention", h):
+        return x
+    q = linear(h, p + "attn_q.weight").view(t, heads, head_dim).transpose(0, 1)
+    k = linear(h, p + "attn_k.weight").view(t, kv, head_dim).transpose(0, 1)
+    v = linear(h, p + "attn_v.weight").view(t, kv, head_dim).transpose(0, 1)
+    q, k = rope(q, config["rope_base"]), rope(k, config["rope_base"])
+    k = k.repeat_interleave(heads // kv, dim=0)  # query head h reads KV head h // (heads / kv)
+    v = v.repeat_interleave(heads // kv, dim=0)
+    scores = q @ k.transpose(1, 2) / math.sqrt(head_dim) + mask
+    attn = (torch.softmax(scores, dim=-1) @ v).transpose(0, 1).reshape(t, width)
+    if seen("attention_output", attn):
+        return x
+    x = x + linear(attn, p + "attn_output.weight")
+    h = rms_norm(x, w[p + "ffn_norm.weight"], config["eps"])
+    if seen("ffn", h):
+        return x
+    product = torch.nn.functional.silu(linear(h, p + "ffn_gate.weight")) * linear(h, p + "ffn_up.weight")
+    if seen("ffn_down", product):
+        return x
+    return x + linear(product, p + "ffn_down.weight")
+
+
+def forward_nll(config, w, ids, act_quant=False):
+    """Sum of the negative log-likelihoods of ids[1:] given the prefix, and their count, for one window."""
+    t = ids.shape[0]
+    x = w["token_embd.weight"][ids]
     for b in range(config["blocks"]):
-        p = f"blk.{b}."
-        h = rms_norm(x, w[p + "attn_norm.weight"], config["eps"])
-        q = linear(h, p + "attn_q.weight").view(t, heads, head_dim).transpose(0, 1)
-        k = linear(h, p + "attn_k.weight").view(t, kv, head_dim).transpose(0, 1)
-        v = linear(h, p + "attn_v.weight").view(t, kv, head_dim).transpose(0, 1)
-        q, k = rope(q, config["rope_base"]), rope(k, config["rope_base"])
-        k = k.repeat_interleave(heads // kv, dim=0)  # query head h reads KV head h // (heads / kv)
-        v = v.repeat_interleave(heads // kv, dim=0)
-        scores = q @ k.transpose(1, 2) / math.sqrt(head_dim) + mask
-        attn = torch.softmax(scores, dim=-1) @ v
-        x = x + linear(attn.transpose(0, 1).reshape(t, width), p + "attn_output.weight")
-        h = rms_norm(x, w[p + "ffn_norm.weight"], config["eps"])
-        gate = torch.nn.functional.silu(linear(h, p + "ffn_gate.weight"))
-        x = x + linear(gate * linear(h, p + "ffn_up.weight"), p + "ffn_down.weight")
+        x = block_forward(config, w, b, x, act_quant)
     x = rms_norm(x, w["output_norm.weight"], config["eps"])
     head = w.get("output.weight", w["token_embd.weight"])  # tied embeddings when there is no output.weight
     logits = x[:-1] @ head.t()
     nll = torch.nn.functional.cross_entropy(logits.double(), ids[1:], reduction="sum")
     return float(nll), t - 1
+
+
+def sequential(config, base, calibration, compress):
+    """GPTQ's sequential calibration ("true sequential"): the calibration windows (a list of id tensors) go through
+    the blocks one by one; in each block, each linear input's Hessian H = (2/n) Σ xᵀx (float64) comes from the block
+    with its earlier linears already compressed, then compress(weight, H) gives that input's linears' new weights.
+    Returns the weights and the seconds spent in the passes and in compress()."""
+    w = dict(base)
+    hidden = [w["token_embd.weight"][ids] for ids in calibration]
+    passes = method = 0.0
+    for b in range(config["blocks"]):
+        for stage in STAGES:
+            start = time.perf_counter()
+            sums = {}
+
+            def tap(seen_stage, h, stage=stage):
+                if seen_stage == stage:
+                    hd = h.double()
+                    sums["xx"] = sums.get("xx", 0.0) + hd.t() @ hd
+                    sums["n"] = sums.get("n", 0) + hd.shape[0]
+
+            for x in hidden:
+                block_forward(config, w, b, x, tap=tap, stop_after=stage)
+            hessian = (2.0 / sums["n"]) * sums["xx"]
+            passes += time.perf_counter() - start
+            start = time.perf_counter()
+            for name in STAGE_LINEARS[stage]:
+                key = f"blk.{b}.{name}.weight"
+                w[key] = compress(base[key], hessian)
+            method += time.perf_counter() - start
+        start = time.perf_counter()
+        hidden = [block_forward(config, w, b, x) for x in hidden]
+        passes += time.perf_counter() - start
+    return w, passes, method
 
 
 # ---- the compression rows: each maps a linear's float weight [out, in] to the weight the forward uses ----------
@@ -171,6 +235,25 @@ def magnitude_nm(n, m):
     return apply
 
 
+def gptq_row(bits, act_order):
+    """GPTQ, affine, groups of 64 (act_order: groups in processing order, read back through g_idx), damping 0.01,
+    blocks of 128: tests/golden/gen_gptq.py's implementation; the weight dequantized as shrink does,
+    float(q − zp)·s in float32."""
+    def apply(w, hessian):
+        q, scale, zero, _, _, g_idx = gen_gptq.gptq(w, hessian, bits, False, 64, act_order, False)
+        g = torch.from_numpy(np.asarray(g_idx))
+        return (q - zero[:, g]).float() * scale[:, g]
+    return apply
+
+
+# Rows calibrated sequentially on --calibration-ids (shrink_llm's recipe names).
+SEQUENTIAL_ROWS = {
+    "gptq-w4-g64": gptq_row(4, False),
+    "gptq-w4-g64-act": gptq_row(4, True),
+    "gptq-w3-g64": gptq_row(3, False),
+    "gptq-w3-g64-act": gptq_row(3, True),
+}
+
 ROWS = {
     "base": (None, False),
     "fp16": (lambda w: w.half().float(), False),
@@ -190,7 +273,9 @@ def main():
     parser.add_argument("--ids", required=True, help="token ids, little-endian int32")
     parser.add_argument("--window", type=int, default=512)
     parser.add_argument("--windows", type=int, default=8)
-    parser.add_argument("--rows", default=",".join(ROWS))
+    parser.add_argument("--rows", default=",".join(ROWS), help="rows: " + ", ".join(list(ROWS) + list(SEQUENTIAL_ROWS)))
+    parser.add_argument("--calibration-ids", help="calibration token ids (little-endian int32) for the sequential rows")
+    parser.add_argument("--calibration-windows", type=int, default=4)
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     parser.add_argument("--json", help="write the results here")
     parser.add_argument("--activation-jitter", type=float, default=0.0,
@@ -203,19 +288,36 @@ def main():
         torch.set_num_threads(args.threads)
     rows = args.rows.split(",")
     for row in rows:
-        if row not in ROWS:
-            sys.exit(f"reference_forward: --rows: unknown row {row!r}; known: {', '.join(ROWS)}")
+        if row not in ROWS and row not in SEQUENTIAL_ROWS:
+            sys.exit(f"reference_forward: --rows: unknown row {row!r}; known: "
+                     f"{', '.join(list(ROWS) + list(SEQUENTIAL_ROWS))}")
+        if row in SEQUENTIAL_ROWS and not args.calibration_ids:
+            sys.exit(f"reference_forward: row {row!r} needs --calibration-ids")
 
     ids = torch.from_numpy(np.fromfile(args.ids, dtype="<i4").astype(np.int64))
     needed = args.window * args.windows
     if ids.numel() < needed:
         sys.exit(f"reference_forward: {args.ids}: {ids.numel()} ids, fewer than {args.windows} windows of {args.window}")
+    calibration = []
+    if args.calibration_ids:
+        cal = torch.from_numpy(np.fromfile(args.calibration_ids, dtype="<i4").astype(np.int64))
+        if cal.numel() < args.window * args.calibration_windows:
+            sys.exit(f"reference_forward: {args.calibration_ids}: {cal.numel()} ids, fewer than "
+                     f"{args.calibration_windows} windows of {args.window}")
+        calibration = [cal[i * args.window:(i + 1) * args.window] for i in range(args.calibration_windows)]
     config, base = load(args.gguf)
     results = {"threads": torch.get_num_threads(), "window": args.window, "windows": args.windows,
                "torch": torch.__version__, "rows": {}}
     for row in rows:
-        transform, act_quant = ROWS[row]
-        weights = dict(base)
+        extra = {}
+        if row in SEQUENTIAL_ROWS:
+            with torch.no_grad():
+                weights, passes, method = sequential(config, base, calibration, SEQUENTIAL_ROWS[row])
+            transform, act_quant = None, False
+            extra = {"calibration_seconds": passes, "compress_seconds": method}
+        else:
+            transform, act_quant = ROWS[row]
+            weights = dict(base)
         if transform is not None:
             for b in range(config["blocks"]):
                 for name in LINEARS:
@@ -230,7 +332,7 @@ def main():
         seconds = time.perf_counter() - start
         ppl = math.exp(total / count)
         results["rows"][row] = {"perplexity": ppl, "nll_sum": total, "predictions": count, "seconds": seconds,
-                                "tokens_per_second": args.window * args.windows / seconds}
+                                "tokens_per_second": args.window * args.windows / seconds, **extra}
         print(f"{row:12s} perplexity {ppl:10.4f}   {args.window * args.windows / seconds:8.1f} tokens/s", flush=True)
     if args.json:
         with open(args.json, "w") as f:

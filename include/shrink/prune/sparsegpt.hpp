@@ -307,7 +307,7 @@ inline SparseGptResult sparsegpt_prune(TensorView<const float> weight, const qua
   result.mask = Mask(weight.shape(), false);
   std::uint64_t* words = result.mask.mutable_words().data();
   for (std::size_t k = 0; k < keep.size(); ++k) words[k >> 6] |= std::uint64_t{keep[k]} << (k & 63);
-  if (quantize) result.quantized = quant::gptq_tensor(weight.shape(), scheme, values, params, fn);
+  if (quantize) result.quantized = quant::make_quantized_tensor(weight.shape(), scheme, values, params, fn);
   result.weight = std::move(w_hat);
   for (double l : row_loss) result.loss += l;
   result.damping = factor.damping;

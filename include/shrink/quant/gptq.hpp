@@ -98,33 +98,6 @@ AffineParams gptq_range_params(const Row& row, Eigen::Index first, Eigen::Index 
   return AffineParams(p.scale, p.zero_point, range.qmin, range.qmax);
 }
 
-// The QuantizedTensor of a GPTQ-made `scheme` (gptq_scheme) for integers `values` [shape] row-major and parameters
-// `params` [out, groups] row-major (one per output row when per channel).
-inline QuantizedTensor gptq_tensor(const Shape& shape, const QuantScheme& scheme,
-                                   const std::vector<std::int32_t>& values, const std::vector<AffineParams>& params,
-                                   const char* fn) {
-  QuantizedTensor t;
-  t.shape = shape;
-  t.scheme = scheme;
-  t.qparams.shape = qparams_shape(scheme, t.shape, fn);
-  t.qparams.scale.resize(params.size());
-  t.qparams.zero_point.resize(params.size());
-  for (std::size_t k = 0; k < params.size(); ++k) {
-    t.qparams.scale[k] = params[k].scale;
-    t.qparams.zero_point[k] = params[k].zero_point;
-  }
-  t.data.resize(static_cast<std::size_t>(quantized_data_bytes(scheme.dtype, t.shape)));
-  if (is_packed(scheme.dtype)) {
-    std::vector<std::int8_t> narrow(values.size());
-    for (std::size_t k = 0; k < values.size(); ++k) narrow[k] = static_cast<std::int8_t>(values[k]);  // 4-bit fits
-    cpu::pack_int4_rows(narrow.data(), t.shape, t.data.data());
-  } else {
-    for (std::size_t k = 0; k < values.size(); ++k)
-      t.data[k] = static_cast<std::uint8_t>(values[k] & 0xff);  // two's complement for int8
-  }
-  return t;
-}
-
 namespace detail {
 
 inline void check_gptq_args(const TensorView<const float>& weight, const GptqOptions& o, const char* fn) {
@@ -229,7 +202,7 @@ inline QuantizedTensor gptq_quantize(TensorView<const float> weight, const Inver
     }
   });
 
-  QuantizedTensor t = gptq_tensor(weight.shape(), scheme, values, params, fn);
+  QuantizedTensor t = make_quantized_tensor(weight.shape(), scheme, values, params, fn);
   if (info) {
     GptqResult result;
     for (double l : row_loss) result.loss += l;

@@ -204,24 +204,10 @@ inline QuantizedTensor hqq_quantize(TensorView<const float> weight, const HqqOpt
     }
   });
 
-  QuantizedTensor t;
-  t.shape = weight.shape();
-  t.scheme = scheme;
-  t.qparams.shape = qparams_shape(scheme, t.shape, fn);
-  t.qparams.scale.resize(results.size());
-  t.qparams.zero_point.resize(results.size());
-  for (std::size_t k = 0; k < results.size(); ++k) {
-    t.qparams.scale[k] = results[k].scale;
-    t.qparams.zero_point[k] = results[k].zero_point;
-  }
-  t.data.resize(static_cast<std::size_t>(quantized_data_bytes(scheme.dtype, t.shape)));
-  if (is_packed(scheme.dtype)) {
-    std::vector<std::int8_t> narrow(values.size());
-    for (std::size_t k = 0; k < values.size(); ++k) narrow[k] = static_cast<std::int8_t>(values[k]);  // 0..15 fits
-    cpu::pack_int4_rows(narrow.data(), t.shape, t.data.data());
-  } else {
-    for (std::size_t k = 0; k < values.size(); ++k) t.data[k] = static_cast<std::uint8_t>(values[k]);
-  }
+  std::vector<AffineParams> params;
+  params.reserve(results.size());
+  for (const auto& r : results) params.emplace_back(r.scale, r.zero_point, range.qmin, range.qmax);
+  QuantizedTensor t = make_quantized_tensor(weight.shape(), scheme, values, params, fn);
   if (info) {
     HqqResult result;
     result.groups = static_cast<std::int64_t>(results.size());

@@ -4,9 +4,11 @@
 #include <cstdint>
 #include <vector>
 
+#include "shrink/core/affine.hpp"
 #include "shrink/core/byte_buffer.hpp"
 #include "shrink/core/int4.hpp"
 #include "shrink/core/view.hpp"
+#include "shrink/cpu/int4.hpp"
 #include "shrink/quant/qparams.hpp"
 #include "shrink/quant/scheme.hpp"
 
@@ -50,5 +52,33 @@ struct QuantizedTensor {
     return load_int4(row, flat % last, is_signed(scheme.dtype));
   }
 };
+
+// The QuantizedTensor of integers `values` [shape] row-major (inside the scheme's range) and their parameters `params`
+// in qparams order ([out, groups] row-major per group, one per output row per channel), as the calibration methods
+// (GPTQ, SparseGPT, HQQ) make them.
+inline QuantizedTensor make_quantized_tensor(const Shape& shape, const QuantScheme& scheme,
+                                             const std::vector<std::int32_t>& values,
+                                             const std::vector<AffineParams>& params, const char* fn) {
+  QuantizedTensor t;
+  t.shape = shape;
+  t.scheme = scheme;
+  t.qparams.shape = qparams_shape(scheme, t.shape, fn);
+  t.qparams.scale.resize(params.size());
+  t.qparams.zero_point.resize(params.size());
+  for (std::size_t k = 0; k < params.size(); ++k) {
+    t.qparams.scale[k] = params[k].scale;
+    t.qparams.zero_point[k] = params[k].zero_point;
+  }
+  t.data.resize(static_cast<std::size_t>(quantized_data_bytes(scheme.dtype, t.shape)));
+  if (is_packed(scheme.dtype)) {
+    std::vector<std::int8_t> narrow(values.size());
+    for (std::size_t k = 0; k < values.size(); ++k) narrow[k] = static_cast<std::int8_t>(values[k]);  // 4-bit fits
+    cpu::pack_int4_rows(narrow.data(), t.shape, t.data.data());
+  } else {
+    for (std::size_t k = 0; k < values.size(); ++k)
+      t.data[k] = static_cast<std::uint8_t>(values[k] & 0xff);  // two's complement for int8
+  }
+  return t;
+}
 
 }  // namespace shrink::quant

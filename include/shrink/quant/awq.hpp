@@ -48,6 +48,7 @@
 #include "shrink/core/executor.hpp"
 #include "shrink/core/view.hpp"
 #include "shrink/cpu/for_each_row.hpp"
+#include "shrink/cpu/gemm_f64.hpp"
 #include "shrink/cpu/nonfinite_check.hpp"
 #include "shrink/quant/hessian.hpp"
 #include "shrink/quant/qparams.hpp"
@@ -288,7 +289,8 @@ inline Eigen::MatrixXd hessian_matrix(const Hessian& h) {
 }
 
 // Σ_k tr(ΔW_k H ΔW_kᵀ) / (2·out_k) for W'_k = Q(W_k·diag(s))·diag(s)⁻¹, as ⟨H, G⟩ / 2 with G = Σ_k ΔW_kᵀΔW_k / out_k
-// (a symmetric rank update, in²·out/2 multiply-adds: half of ΔW·H); +inf when a scaled weight is not finite.
+// (a product over the lower triangle on cpu/gemm_f64.hpp, about in²·out/2 multiply-adds: half of ΔW·H); +inf when a
+// scaled weight is not finite.
 inline double awq_group_loss(const std::vector<TensorView<const float>>& weights, const std::vector<float>& s,
                              const Eigen::MatrixXd& h, const QuantScheme& scheme, std::int64_t group, const char* fn) {
   const QuantRange range = quant_range(scheme);
@@ -296,8 +298,11 @@ inline double awq_group_loss(const std::vector<TensorView<const float>>& weights
   std::vector<float> scaled(static_cast<std::size_t>(in)), w_hat(static_cast<std::size_t>(in));
   Eigen::MatrixXd d(in, kAwqLossChunk);  // ΔWᵀ, a chunk of rows at a time
   Eigen::MatrixXd g = Eigen::MatrixXd::Zero(in, in);
+  Eigen::MatrixXd minus_gk(in, in);  // −ΔW_kᵀΔW_k of one weight, lower triangle (cpu/gemm_f64.hpp subtracts)
+  const std::ptrdiff_t ld = static_cast<std::ptrdiff_t>(in);
   for (const TensorView<const float>& w : weights) {
     const std::int64_t out = w.size(0), stride = w.stride(1);
+    minus_gk.setZero();
     for (std::int64_t r0 = 0; r0 < out; r0 += kAwqLossChunk) {
       const std::int64_t rows = std::min(kAwqLossChunk, out - r0);
       for (std::int64_t r = 0; r < rows; ++r) {
@@ -310,8 +315,10 @@ inline double awq_group_loss(const std::vector<TensorView<const float>>& weights
           d(j, r) = static_cast<double>(v[j * stride]) -
                     static_cast<double>(w_hat[static_cast<std::size_t>(j)]) / s[static_cast<std::size_t>(j)];
       }
-      g.selfadjointView<Eigen::Lower>().rankUpdate(d.leftCols(rows), 1.0 / static_cast<double>(out));
+      cpu::gemm_f64_subtract(ld, ld, rows, d.data(), ld, cpu::GemmF64B{d.data(), ld, 1}, minus_gk.data(), ld,
+                             cpu::GemmF64Part::lower);
     }
+    g.triangularView<Eigen::Lower>() -= minus_gk / static_cast<double>(out);
   }
   // ⟨H, G⟩ over the lower triangle: the diagonal once, the rest twice.
   double total = 0.0;

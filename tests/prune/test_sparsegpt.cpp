@@ -23,32 +23,12 @@
 #include "shrink/sparse/nm_compressed.hpp"
 #include "support/executors.hpp"
 #include "support/golden.hpp"
+#include "support/hessian_layers.hpp"
 
 using namespace shrink;
 using namespace shrink::prune;
 
 namespace {
-
-struct Layer {
-  std::vector<float> weight;
-  Shape shape;
-  quant::Hessian hessian;
-};
-
-std::map<std::string, Layer> golden_layers(const std::vector<test::GoldenCase>& cases) {
-  std::map<std::string, Layer> layers;
-  for (const auto& c : cases) {
-    if (c.name.rfind("layer/", 0) != 0) continue;
-    Layer l;
-    l.weight = c.floats("weight");
-    l.shape = Shape{c.ints("shape")[0], c.ints("shape")[1]};
-    l.hessian.features = l.shape[1];
-    l.hessian.samples = c.ints("tokens")[0];
-    l.hessian.values = c.doubles("hessian");
-    layers[c.name.substr(6)] = l;
-  }
-  return layers;
-}
 
 SparseGptOptions options_of(const test::GoldenCase& c) {
   SparseGptOptions o;
@@ -66,23 +46,6 @@ SparseGptOptions options_of(const test::GoldenCase& c) {
   return o;
 }
 
-// sqrt(tr(ΔW H ΔWᵀ)) = ‖(W − Ŵ) Xᵀ‖_F · sqrt(2 / n): the layer error up to a constant shared by every method.
-double layer_error(const std::vector<float>& w, const std::vector<float>& w_hat, const Shape& shape,
-                   const quant::Hessian& h) {
-  const std::int64_t out = shape[0], in = shape[1];
-  double sum = 0.0;
-  std::vector<double> d(static_cast<std::size_t>(in));
-  for (std::int64_t r = 0; r < out; ++r) {
-    for (std::int64_t j = 0; j < in; ++j)
-      d[static_cast<std::size_t>(j)] =
-          static_cast<double>(w[static_cast<std::size_t>(r * in + j)]) - w_hat[static_cast<std::size_t>(r * in + j)];
-    for (std::int64_t i = 0; i < in; ++i)
-      for (std::int64_t j = 0; j < in; ++j)
-        sum += d[static_cast<std::size_t>(i)] * h.at(i, j) * d[static_cast<std::size_t>(j)];
-  }
-  return std::sqrt(sum);
-}
-
 // The weight with the mask's pruned entries zeroed.
 std::vector<float> masked(const std::vector<float>& w, const Mask& mask) {
   std::vector<float> out(w);
@@ -98,14 +61,6 @@ std::vector<float> input_norms(const quant::Hessian& h) {
     norms[static_cast<std::size_t>(j)] =
         static_cast<float>(std::sqrt(h.at(j, j) * static_cast<double>(h.samples) / 2.0));
   return norms;
-}
-
-std::vector<float> random_weight(std::int64_t out, std::int64_t in, unsigned seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> normal(0.0f, 0.1f);
-  std::vector<float> w(static_cast<std::size_t>(out * in));
-  for (float& v : w) v = normal(rng);
-  return w;
 }
 
 // A random SPD Hessian 2/n XᵀX of correlated rows X = Z·A + noise (A of rank in / 4, columns of varied scale).
@@ -146,7 +101,7 @@ double half_ulp(float v) {
 TEST_CASE("sparsegpt_prune equals the PyTorch reference from the paper, except where float order flips a tie",
           "[prune][sparsegpt][golden]") {
   const auto cases = test::load_golden("golden/sparsegpt.golden");
-  const auto layers = golden_layers(cases);
+  const auto layers = test::golden_hessian_layers(cases);
   REQUIRE(layers.size() == 2);
   std::int64_t mask_entries = 0, mask_flipped = 0, weights = 0, weights_exact = 0, integers = 0, integers_flipped = 0;
   double worst_excess = 0.0;  // beyond half a float ulp, relative to the reference
@@ -155,7 +110,7 @@ TEST_CASE("sparsegpt_prune equals the PyTorch reference from the paper, except w
     if (c.name.rfind("sparsegpt/", 0) != 0) continue;
     INFO(c.name);
     ++cases_run;
-    const Layer& l = layers.at(c.text("layer"));
+    const test::HessianLayer& l = layers.at(c.text("layer"));
     const SparseGptOptions o = options_of(c);
     const SparseGptResult r = sparsegpt_prune(TensorView<const float>(l.weight.data(), l.shape), l.hessian, o);
     const std::int64_t out = l.shape[0], in = l.shape[1];
@@ -235,25 +190,27 @@ TEST_CASE("sparsegpt_prune's layer error is well below magnitude pruning and Wan
           "[prune][sparsegpt]") {
   struct Named {
     std::string name;
-    Layer layer;
+    test::HessianLayer layer;
   };
   std::vector<Named> named;
   {
-    const auto layers = golden_layers(test::load_golden("golden/sparsegpt.golden"));
+    const auto layers = test::golden_hessian_layers(test::load_golden("golden/sparsegpt.golden"));
     named.push_back({"golden a [20, 96]", layers.at("a")});
     named.push_back({"golden dead [16, 64]", layers.at("dead")});
-    Layer big;
+    test::HessianLayer big;
     big.shape = Shape{64, 256};
-    big.weight = random_weight(64, 256, 31);
+    big.weight = test::random_layer_weight(64, 256, 31);
     big.hessian = random_hessian(256, 32);
     named.push_back({"random [64, 256]", big});
   }
   for (const Named& n : named) {
     INFO(n.name);
-    const Layer& l = n.layer;
+    const test::HessianLayer& l = n.layer;
     const TensorView<const float> view(l.weight.data(), l.shape);
     const std::vector<float> norms = input_norms(l.hessian);
-    auto error = [&](const std::vector<float>& w_hat) { return layer_error(l.weight, w_hat, l.shape, l.hessian); };
+    auto error = [&](const std::vector<float>& w_hat) {
+      return test::layer_error(l.weight, w_hat, l.shape, l.hessian);
+    };
 
     SparseGptOptions half;
     half.sparsity = 0.5;
@@ -282,7 +239,7 @@ TEST_CASE("sparsegpt_prune's layer error is well below magnitude pruning and Wan
 
 TEST_CASE("sparsegpt_prune with a diagonal Hessian is Wanda, and leaves the kept weights alone", "[prune][sparsegpt]") {
   const std::int64_t out = 12, in = 64;
-  const std::vector<float> w = random_weight(out, in, 21);
+  const std::vector<float> w = test::random_layer_weight(out, in, 21);
   quant::Hessian h;
   h.features = in;
   h.samples = 2;  // ‖X_j‖ = sqrt(H_jj)
@@ -329,7 +286,7 @@ TEST_CASE("sparsegpt_prune with a diagonal Hessian is Wanda, and leaves the kept
 
 TEST_CASE("sparsegpt_prune's 2:4 result goes through compress_nm and linear_nm unchanged", "[prune][sparsegpt]") {
   const std::int64_t out = 48, in = 128, tokens = 9;
-  const std::vector<float> w = random_weight(out, in, 41);
+  const std::vector<float> w = test::random_layer_weight(out, in, 41);
   const quant::Hessian h = random_hessian(in, 42);
   SparseGptOptions o;
   o.pattern = NmPattern{2, 4};
@@ -345,7 +302,7 @@ TEST_CASE("sparsegpt_prune's 2:4 result goes through compress_nm and linear_nm u
   const auto compressed = sparse::compress_nm(w_hat, s.mask, NmPattern{2, 4});
   CHECK(sparse::decompress_nm(compressed) == s.weight);
   // Y = X·Ŵᵀ through the 2:4 product against the dense product of the pruned weight, in double.
-  const std::vector<float> x = random_weight(tokens, in, 43);
+  const std::vector<float> x = test::random_layer_weight(tokens, in, 43);
   std::vector<float> y(static_cast<std::size_t>(tokens * out), -1.0f);
   cpu::linear_nm(TensorView<const float>(x.data(), Shape{tokens, in}), compressed,
                  TensorView<float>(y.data(), Shape{tokens, out}));
@@ -368,7 +325,7 @@ TEST_CASE("sparsegpt_prune's 2:4 result goes through compress_nm and linear_nm u
 
 TEST_CASE("sparsegpt_prune: block sizes, dead inputs, a shared factor, strided weights", "[prune][sparsegpt]") {
   const std::int64_t out = 12, in = 96;
-  const std::vector<float> w = random_weight(out, in, 51);
+  const std::vector<float> w = test::random_layer_weight(out, in, 51);
   quant::Hessian h = random_hessian(in, 52);
   for (std::int64_t j : {5, 50})
     for (std::int64_t i = 0; i < in; ++i)
@@ -419,7 +376,7 @@ TEST_CASE("sparsegpt_prune: block sizes, dead inputs, a shared factor, strided w
 
 TEST_CASE("sparsegpt_prune gives the same bytes on any executor", "[prune][sparsegpt][threads]") {
   const std::int64_t out = 200, in = 64;
-  const std::vector<float> w = random_weight(out, in, 61);
+  const std::vector<float> w = test::random_layer_weight(out, in, 61);
   const quant::Hessian h = random_hessian(in, 62);
   for (const bool nm : {false, true}) {
     SparseGptOptions o;
@@ -440,7 +397,7 @@ TEST_CASE("sparsegpt_prune gives the same bytes on any executor", "[prune][spars
 
 TEST_CASE("sparsegpt_prune: every bad input is one Error naming it", "[prune][sparsegpt][errors]") {
   const std::int64_t out = 4, in = 32;
-  const std::vector<float> w = random_weight(out, in, 71);
+  const std::vector<float> w = test::random_layer_weight(out, in, 71);
   const quant::Hessian h = random_hessian(in, 72);
   const TensorView<const float> view(w.data(), Shape{out, in});
   SparseGptOptions o;

@@ -16,32 +16,12 @@
 #include "shrink/quant/quantize.hpp"
 #include "support/executors.hpp"
 #include "support/golden.hpp"
+#include "support/hessian_layers.hpp"
 
 using namespace shrink;
 using namespace shrink::quant;
 
 namespace {
-
-struct Layer {
-  std::vector<float> weight;
-  Shape shape;
-  Hessian hessian;
-};
-
-std::map<std::string, Layer> golden_layers(const std::vector<test::GoldenCase>& cases) {
-  std::map<std::string, Layer> layers;
-  for (const auto& c : cases) {
-    if (c.name.rfind("layer/", 0) != 0) continue;
-    Layer l;
-    l.weight = c.floats("weight");
-    l.shape = Shape{c.ints("shape")[0], c.ints("shape")[1]};
-    l.hessian.features = l.shape[1];
-    l.hessian.samples = c.ints("tokens")[0];
-    l.hessian.values = c.doubles("hessian");
-    layers[c.name.substr(6)] = l;
-  }
-  return layers;
-}
 
 GptqOptions options_of(const test::GoldenCase& c) {
   GptqOptions o;
@@ -52,30 +32,6 @@ GptqOptions options_of(const test::GoldenCase& c) {
   o.static_groups = c.ints("static_groups")[0] != 0;
   o.permuted_output = o.act_order && o.group_size > 0 && !o.static_groups;  // the g_idx form
   return o;
-}
-
-// sqrt(tr(ΔW H ΔWᵀ)) = ‖(W − Ŵ) Xᵀ‖_F · sqrt(2 / n): the layer error up to a constant shared by every method.
-double layer_error(const std::vector<float>& w, const std::vector<float>& w_hat, const Shape& shape, const Hessian& h) {
-  const std::int64_t out = shape[0], in = shape[1];
-  double sum = 0.0;
-  std::vector<double> d(static_cast<std::size_t>(in));
-  for (std::int64_t r = 0; r < out; ++r) {
-    for (std::int64_t j = 0; j < in; ++j)
-      d[static_cast<std::size_t>(j)] =
-          static_cast<double>(w[static_cast<std::size_t>(r * in + j)]) - w_hat[static_cast<std::size_t>(r * in + j)];
-    for (std::int64_t i = 0; i < in; ++i)
-      for (std::int64_t j = 0; j < in; ++j)
-        sum += d[static_cast<std::size_t>(i)] * h.at(i, j) * d[static_cast<std::size_t>(j)];
-  }
-  return std::sqrt(sum);
-}
-
-std::vector<float> random_weight(std::int64_t out, std::int64_t in, unsigned seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> normal(0.0f, 0.1f);
-  std::vector<float> w(static_cast<std::size_t>(out * in));
-  for (float& v : w) v = normal(rng);
-  return w;
 }
 
 // A random SPD Hessian 2/n XᵀX of correlated rows X = Z·A.
@@ -105,14 +61,14 @@ Hessian random_hessian(std::int64_t in, unsigned seed) {
 TEST_CASE("gptq_quantize equals the PyTorch reference from the paper, except where float order flips a tie",
           "[quant][gptq][golden]") {
   const auto cases = test::load_golden("golden/gptq.golden");
-  const auto layers = golden_layers(cases);
+  const auto layers = test::golden_hessian_layers(cases);
   REQUIRE(layers.size() == 3);
   std::int64_t compared = 0, flipped = 0, scales_differing = 0, cases_run = 0;
   for (const auto& c : cases) {
     if (c.name.rfind("gptq/", 0) != 0) continue;
     INFO(c.name);
     ++cases_run;
-    const Layer& l = layers.at(c.text("layer"));
+    const test::HessianLayer& l = layers.at(c.text("layer"));
     const GptqOptions o = options_of(c);
     GptqResult info;
     const QuantizedTensor t = gptq_quantize(TensorView<const float>(l.weight.data(), l.shape), l.hessian, o, &info);
@@ -167,8 +123,8 @@ TEST_CASE("gptq_quantize equals the PyTorch reference from the paper, except whe
             permuted[static_cast<std::size_t>(k)];
     }
     const QuantizedTensor rtn = quantize(TensorView<const float>(l.weight.data(), l.shape), t.scheme);  // same bits
-    const double ratio = layer_error(l.weight, gptq_hat, l.shape, l.hessian) /
-                         layer_error(l.weight, dequantize(rtn), l.shape, l.hessian);
+    const double ratio = test::layer_error(l.weight, gptq_hat, l.shape, l.hessian) /
+                         test::layer_error(l.weight, dequantize(rtn), l.shape, l.hessian);
     WARN(c.name << ": layer error GPTQ / RTN = " << ratio);
     CHECK(ratio < 0.7);
   }
@@ -179,7 +135,7 @@ TEST_CASE("gptq_quantize equals the PyTorch reference from the paper, except whe
 }
 
 TEST_CASE("gptq_quantize with a diagonal Hessian is round-to-nearest", "[quant][gptq]") {
-  const std::vector<float> w = random_weight(10, 64, 7);
+  const std::vector<float> w = test::random_layer_weight(10, 64, 7);
   Hessian h;
   h.features = 64;
   h.samples = 100;
@@ -205,7 +161,7 @@ TEST_CASE("gptq_quantize with a diagonal Hessian is round-to-nearest", "[quant][
 
 TEST_CASE("gptq_quantize: dead inputs, block sizes, act_order per channel, strided weights", "[quant][gptq]") {
   const std::int64_t out = 12, in = 96;
-  const std::vector<float> w = random_weight(out, in, 8);
+  const std::vector<float> w = test::random_layer_weight(out, in, 8);
   Hessian h = random_hessian(in, 9);
   for (std::int64_t j : {5, 50})
     for (std::int64_t i = 0; i < in; ++i)
@@ -251,7 +207,7 @@ TEST_CASE("gptq_quantize: dead inputs, block sizes, act_order per channel, strid
 
 TEST_CASE("gptq_quantize gives the same bytes on any executor", "[quant][gptq][threads]") {
   const std::int64_t out = 200, in = 64;
-  const std::vector<float> w = random_weight(out, in, 10);
+  const std::vector<float> w = test::random_layer_weight(out, in, 10);
   const Hessian h = random_hessian(in, 11);
   for (bool act : {false, true}) {
     GptqOptions o;
@@ -269,7 +225,7 @@ TEST_CASE("gptq_quantize gives the same bytes on any executor", "[quant][gptq][t
 
 TEST_CASE("gptq_quantize: every bad input is one Error naming it", "[quant][gptq][errors]") {
   const std::int64_t out = 4, in = 32;
-  const std::vector<float> w = random_weight(out, in, 12);
+  const std::vector<float> w = test::random_layer_weight(out, in, 12);
   const Hessian h = random_hessian(in, 13);
   const TensorView<const float> view(w.data(), Shape{out, in});
   GptqOptions o;

@@ -83,6 +83,10 @@ class CheckpointOutput {
     return is_directory() ? out_ + "/" + input_.shards.at(k).file : out_;
   }
 
+  // Where a command keeps scratch files (spill_file.hpp): the staging directory, or OUT's directory for a file, so
+  // they take space where the output will.
+  std::string scratch_directory() const { return is_directory() ? staging_ : parent_directory(out_); }
+
   // A file of a directory output written with `text` in place of the input's copy (config.json, say).
   void write_file(const std::string& name, const std::string& text) { replaced_[name] = text; }
 

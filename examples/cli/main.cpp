@@ -18,9 +18,11 @@ struct Subcommand {
 
 constexpr Subcommand kSubcommands[] = {
     {"inspect", shrink::cli::run_inspect_command, "list tensors: dtype, shape, bytes, sparsity, quantization"},
-    {"quantize", shrink::cli::run_quantize_command, "quantize (int8/uint8/int4/uint4) or cast (fp16/bf16/fp8) weights"},
+    {"quantize", shrink::cli::run_quantize_command,
+     "quantize (int8/uint8/int4/uint4; rtn, GPTQ, AWQ, HQQ) or cast (fp16/bf16/fp8) weights"},
     {"dequantize", shrink::cli::run_dequantize_command, "turn quantized tensors back into float32"},
-    {"prune", shrink::cli::run_prune_command, "zero weights: magnitude, global, random, structured, N:M, Wanda"},
+    {"prune", shrink::cli::run_prune_command,
+     "zero weights: magnitude, global, random, structured, N:M, Wanda, SparseGPT"},
     {"compare", shrink::cli::run_compare_command, "error between two files' tensors: MSE, max-abs, SQNR, cosine"},
     {"bench", shrink::cli::run_bench_command, "time matrix products at each precision on this machine"},
 };

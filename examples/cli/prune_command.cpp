@@ -1,5 +1,8 @@
 // `shrink prune IN OUT --method ...`: zero weights of the selected tensors (magnitude, global, random, structured,
-// N:M or Wanda masks from shrink/prune) and write them back dense, in their own dtype; copy the rest.
+// N:M or Wanda masks from shrink/prune) and write them back dense, in their own dtype; copy the rest. SparseGPT
+// (prune/sparsegpt.hpp) also updates the weights it keeps, from the Hessians of `--calibration FILE`: it runs before
+// the output is written, the Linears that read one input together (one factor at a time), each result kept in a
+// scratch file (spill_file.hpp) until its turn, so every error comes before the output and memory holds one tensor.
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -11,6 +14,7 @@
 #include <vector>
 
 #include "args.hpp"
+#include "calibration.hpp"
 #include "candidates.hpp"
 #include "checkpoint_output.hpp"
 #include "commands.hpp"
@@ -23,9 +27,11 @@
 #include "shrink/prune/amount.hpp"
 #include "shrink/prune/mask.hpp"
 #include "shrink/prune/nm.hpp"
+#include "shrink/prune/sparsegpt.hpp"
 #include "shrink/prune/structured.hpp"
 #include "shrink/prune/unstructured.hpp"
 #include "shrink/prune/wanda.hpp"
+#include "spill_file.hpp"
 #include "tensor_context.hpp"
 
 namespace shrink::cli {
@@ -41,12 +47,15 @@ struct PruneSettings {
   prune::NormOrder norm = prune::NormOrder::l2;
   std::uint64_t seed = 0;
   std::string activations;
+  std::string calibration;  // wanda: act_norm; sparsegpt: hessian
+  double damp = 0.01;       // sparsegpt: λ = damp · mean(diag H)
+  std::int64_t min_samples = 128;
 };
 
 PruneSettings read_settings(const ArgParser& args) {
   PruneSettings s;
-  s.method = args.choice("method", {"magnitude", "global", "random", "structured", "nm", "wanda"}, "");
-  if (s.method.empty()) throw UsageError("--method is required: magnitude|global|random|structured|nm|wanda");
+  s.method = args.choice("method", {"magnitude", "global", "random", "structured", "nm", "wanda", "sparsegpt"}, "");
+  if (s.method.empty()) throw UsageError("--method is required: magnitude|global|random|structured|nm|wanda|sparsegpt");
   auto only_for = [&](const char* option, std::initializer_list<const char*> methods) {
     if (!args.has(option)) return;
     for (const char* m : methods)
@@ -55,12 +64,15 @@ PruneSettings read_settings(const ArgParser& args) {
     for (const char* m : methods) list += (list.empty() ? "" : " or ") + std::string(m);
     throw UsageError(std::string("--") + option + " does not apply to --method " + s.method + ": only to " + list);
   };
-  only_for("n", {"nm", "wanda"});
-  only_for("m", {"nm", "wanda"});
+  only_for("n", {"nm", "wanda", "sparsegpt"});
+  only_for("m", {"nm", "wanda", "sparsegpt"});
   only_for("dim", {"structured"});
   only_for("norm", {"structured"});
   only_for("seed", {"random"});
   only_for("activations", {"wanda"});
+  only_for("calibration", {"wanda", "sparsegpt"});
+  only_for("damp", {"sparsegpt"});
+  only_for("min-samples", {"wanda", "sparsegpt"});
 
   s.use_pattern = s.method == "nm" || args.has("n") || args.has("m");
   if (s.use_pattern) {
@@ -80,11 +92,24 @@ PruneSettings read_settings(const ArgParser& args) {
   s.norm = norm == "1" ? prune::NormOrder::l1 : norm == "2" ? prune::NormOrder::l2 : prune::NormOrder::inf;
   s.seed = static_cast<std::uint64_t>(args.integer("seed", 0, INT64_MAX, 0));
   if (s.method == "wanda") {
-    if (!args.has("activations"))
-      throw UsageError("--method wanda needs --activations FILE: a safetensors file holding, under each weight's "
-                       "name, its per-input-channel activation norms [in] or sample activations [..., in]");
-    s.activations = *args.value("activations");
+    if (args.has("activations") && args.has("calibration"))
+      throw UsageError("--method wanda takes its activation norms from --activations or --calibration: give one");
+    if (!args.has("activations") && !args.has("calibration"))
+      throw UsageError(
+          "--method wanda needs --activations FILE: a safetensors file holding, under each weight's "
+          "name, its per-input-channel activation norms [in] or sample activations [..., in]; or "
+          "--calibration FILE, a calibration statistics file holding <linear>.act_norm");
+    if (args.has("min-samples") && !args.has("calibration"))
+      throw UsageError("--min-samples applies to the statistics of --calibration, not to --activations");
+    s.activations = args.text("activations", "");
   }
+  if (s.method == "sparsegpt" && !args.has("calibration"))
+    throw UsageError(
+        "--method sparsegpt needs --calibration FILE: the statistics of each Linear's input (a file "
+        "written by shrink::io::save_calibration_stats, holding <linear>.hessian)");
+  s.calibration = args.text("calibration", "");
+  s.damp = args.number("damp", 0.0, 100.0, 0.01);
+  s.min_samples = args.integer("min-samples", 1, INT64_MAX, 128);
   return s;
 }
 
@@ -108,6 +133,8 @@ std::string shape_mismatch(const io::TensorInfo& t, const PruneSettings& s) {
   }
   if (s.method == "wanda" && rank != 2)
     return "has shape " + shape_text(t.shape) + ": Wanda prunes Linear weights [out, in]";
+  if (s.method == "sparsegpt" && rank != 2)
+    return "has shape " + shape_text(t.shape) + ": SparseGPT prunes Linear weights [out, in]";
   if (s.use_pattern && (rank < 1 || t.shape.back() % s.pattern.m != 0))
     return "has shape " + shape_text(t.shape) +
            ": an N:M pattern needs a last dimension divisible by m = " + std::to_string(s.pattern.m);
@@ -131,8 +158,16 @@ std::vector<float> input_norms(const io::SafetensorsFile& activations, const io:
   return observer.norms();
 }
 
-prune::Mask mask_for(const io::SafetensorsFile& file, const io::SafetensorsFile* activations, const io::TensorInfo& t,
-                     const PruneSettings& s) {
+// Wanda's norms from the calibration file: act_norm [in] of the weight's Linear (or of the one it shares its input
+// with), checked when read.
+std::vector<float> calibration_norms(const io::CalibrationStatsFile& stats, const io::TensorInfo& weight) {
+  std::vector<float> norms;
+  for (double v : stats.act_norm(linear_of(weight.name))) norms.push_back(static_cast<float>(v));
+  return norms;
+}
+
+prune::Mask mask_for(const io::SafetensorsFile& file, const io::SafetensorsFile* activations,
+                     const io::CalibrationStatsFile* stats, const io::TensorInfo& t, const PruneSettings& s) {
   const std::vector<float> values = io::read_float(file, t.name);
   require_finite(values, t.shape);
   const TensorView<const float> w(values.data(), Shape(t.shape));
@@ -141,7 +176,7 @@ prune::Mask mask_for(const io::SafetensorsFile& file, const io::SafetensorsFile*
   if (s.method == "random") return prune::random_unstructured_mask(w.shape(), amount, tensor_seed(s.seed, t.name));
   if (s.method == "structured") return prune::ln_structured_mask(w, amount, s.norm, s.dim);
   if (s.method == "nm") return prune::nm_mask(w, s.pattern);
-  const std::vector<float> norms = input_norms(*activations, t);
+  const std::vector<float> norms = stats != nullptr ? calibration_norms(*stats, t) : input_norms(*activations, t);
   return s.use_pattern ? prune::wanda_nm_mask(w, norms, s.pattern) : prune::wanda_mask(w, norms, amount);
 }
 
@@ -152,18 +187,30 @@ void declare_options(ArgParser& args) {
   args.option("method", "M",
               "magnitude (smallest |w| of each tensor), global (smallest |w| over all selected tensors), random, "
               "structured (whole slices by Ln norm), nm (keep N of every M along the last dim), wanda "
-              "(|w| * activation norm, per output row)");
+              "(|w| * activation norm, per output row), sparsegpt (SparseGPT: masks from the input Hessian, the kept "
+              "weights updated to make up for the pruned ones)");
   args.option("sparsity", "S", "fraction pruned, in [0, 1) (not with N:M patterns)");
-  args.option("n", "N", "nm / wanda: keep N of every M", "2");
-  args.option("m", "M", "nm / wanda: group size M along the last (input) dimension", "4");
+  args.option("n", "N", "nm / wanda / sparsegpt: keep N of every M", "2");
+  args.option("m", "M", "nm / wanda / sparsegpt: group size M along the last (input) dimension", "4");
   args.option("dim", "D", "structured: the dim whose slices are pruned (0: output rows of [out, in])", "0");
   args.option("norm", "P", "structured: 1|2|inf, the slice norm", "2");
   args.option("seed", "K", "random: seed (mixed with each tensor's name)", "0");
   args.option("activations", "FILE",
               "wanda: safetensors file with, under each weight's name, norms [in] or activations [..., in]");
+  args.option("calibration", "FILE",
+              "sparsegpt: calibration statistics of each Linear's input (<linear>.hessian, .samples; see "
+              "docs/cli.md); wanda: their <linear>.act_norm, in place of --activations");
+  args.option("damp", "F", "sparsegpt: damping, F times the mean Hessian diagonal added to it", "0.01");
+  args.option("min-samples", "N",
+              "sparsegpt, wanda with --calibration: fewest calibration rows a Linear's "
+              "statistics may come from",
+              "128");
   TensorSelection::declare(args);
   args.flag("json", "print a JSON summary on stdout");
-  args.epilog("example: shrink prune model.safetensors model-24.safetensors --method nm --n 2 --m 4");
+  args.epilog(
+      "example: shrink prune model.safetensors model-24.safetensors --method nm --n 2 --m 4\n"
+      "         shrink prune model.safetensors model-sparse.safetensors --method sparsegpt --calibration\n"
+      "         stats.safetensors --sparsity 0.5");
 }
 
 // The tensors to prune (by name), and why each other float tensor is copied.
@@ -231,11 +278,84 @@ ByteBuffer pruned_bytes(const io::SafetensorsFile& file, const io::TensorInfo& t
   return bytes;
 }
 
-// Streams the output: the chosen tensors pruned (with their mask from `masks`, or one computed when their turn
-// comes), the others copied, all laid out for alignment.
+// float32 values as the bytes of `type`: F32 as they are, F64 widened, F16 / BF16 rounded to nearest even.
+ByteBuffer float_bytes_as(const std::vector<float>& values, ScalarType type) {
+  ByteBuffer out(values.size() * static_cast<std::size_t>(element_bits(type) / 8));
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    if (type == ScalarType::f32) {
+      std::memcpy(out.data() + 4 * i, &values[i], 4);
+    } else if (type == ScalarType::f64) {
+      const double v = values[i];
+      std::memcpy(out.data() + 8 * i, &v, 8);
+    } else {
+      const std::uint16_t bits = type == ScalarType::f16 ? half(values[i]).to_bits() : bfloat16(values[i]).to_bits();
+      std::memcpy(out.data() + 2 * i, &bits, 2);
+    }
+  }
+  return out;
+}
+
+// The calibration file's statistics for every chosen tensor (in input order), checked before any work: present, of
+// the weight's input width, from enough rows, holding what the method reads (Wanda's act_norm values read and
+// checked too: they are small).
+void check_statistics(const io::CalibrationStatsFile& stats, const std::vector<io::TensorInfo>& tensors,
+                      const std::set<std::string>& chosen, const PruneSettings& s) {
+  StatisticsNeeds needs;
+  needs.act_norm = s.method == "wanda";
+  needs.hessian = s.method == "sparsegpt";
+  for (const io::TensorInfo& t : tensors) {
+    if (!chosen.count(t.name)) continue;
+    in_tensor_context(t.name, [&] {
+      require_statistics(stats, t.name, t.shape.back(), needs, s.min_samples, s.method);
+      if (needs.act_norm) calibration_norms(stats, t);
+    });
+  }
+}
+
+// --method sparsegpt, before the output is written: SparseGPT group by group (the Linears that read one input share
+// the factor of its Hessian, made once and released after the group), each pruned weight's bytes, in its own dtype,
+// put in the scratch file. Returns where each lies.
+std::map<std::string, SpillRef> run_sparsegpt(const io::Checkpoint& input, const std::vector<io::TensorInfo>& tensors,
+                                              const std::set<std::string>& chosen, const PruneSettings& s,
+                                              const io::CalibrationStatsFile& stats, SpillFile& spill,
+                                              const Progress& progress) {
+  prune::SparseGptOptions options;
+  if (s.use_pattern)
+    options.pattern = s.pattern;
+  else
+    options.sparsity = s.sparsity;
+  options.damp_percent = s.damp;
+  std::vector<std::string> names;  // in input order
+  for (const io::TensorInfo& t : tensors)
+    if (chosen.count(t.name)) names.push_back(t.name);
+  io::CheckpointReader reader(input);
+  std::map<std::string, SpillRef> results;
+  for (const std::vector<std::string>& group : input_groups(stats, names)) {
+    const quant::InverseHessianFactor factor = in_tensor_context(group.front(), [&] {
+      return input_factor(stats, stats.source(linear_of(group.front())), prune::inverse_hessian_options(options));
+    });
+    for (const std::string& name : group) {
+      progress.step("sparsegpt " + name, results.size(), names.size());
+      in_tensor_context(name, [&] {
+        const io::SafetensorsFile& file = reader.file_of(name);
+        const io::TensorInfo& t = file.info(name);
+        const std::vector<float> x = io::read_float(file, name);
+        require_finite(x, t.shape);
+        const prune::SparseGptResult r =
+            prune::sparsegpt_prune(TensorView<const float>(x.data(), Shape(t.shape)), factor, options);
+        results[name] = spill.append(float_bytes_as(r.weight, t.dtype));
+      });
+    }
+  }
+  return results;
+}
+
+// Streams the output: the chosen tensors pruned (SparseGPT's from the scratch file; others with their mask from
+// `masks`, or one computed when their turn comes), the others copied, all laid out for alignment.
 void write_output(const std::string& out, const io::SafetensorsFile& file, const std::set<std::string>& chosen,
                   std::map<std::string, prune::Mask>& masks, const io::SafetensorsFile* activations,
-                  const PruneSettings& settings, const Progress& progress) {
+                  const io::CalibrationStatsFile* stats, const std::map<std::string, SpillRef>& results,
+                  const SpillFile& spill, const PruneSettings& settings, const Progress& progress) {
   std::vector<io::TensorDeclaration> declarations;
   for (const io::TensorInfo& t : file.tensors()) declarations.push_back({t.name, t.dtype, t.shape});
   sort_for_alignment(declarations);
@@ -250,9 +370,15 @@ void write_output(const std::string& out, const io::SafetensorsFile& file, const
       continue;
     }
     progress.step(t.name, i, declarations.size());
+    const auto result = results.find(t.name);
+    if (result != results.end()) {
+      const ByteBuffer bytes = spill.read(result->second);
+      writer.write(t.name, bytes.data(), bytes.size());
+      continue;
+    }
     const prune::Mask mask = in_tensor_context(t.name, [&] {
       const auto found = masks.find(t.name);
-      return found != masks.end() ? found->second : mask_for(file, activations, t, settings);
+      return found != masks.end() ? found->second : mask_for(file, activations, stats, t, settings);
     });
     const ByteBuffer bytes = pruned_bytes(file, t, mask);
     writer.write(t.name, bytes.data(), bytes.size());
@@ -304,7 +430,7 @@ void read_report(const std::string& out, const std::vector<io::TensorInfo>& tens
 
 // Prints the report: a JSON summary (--json), or a line per pruned tensor and the totals.
 void print_report(const std::string& in, const std::string& out, std::size_t tensor_count, const PruneReport& r,
-                  const Selected& selected, const PruneSettings& settings, bool json) {
+                  const Selected& selected, const PruneSettings& settings, const Json& calibration, bool json) {
   const std::size_t pruned = selected.tensors.size();
   if (json) {
     Json report;
@@ -313,6 +439,7 @@ void print_report(const std::string& in, const std::string& out, std::size_t ten
     report["method"] = settings.method;
     report["target_sparsity"] = settings.use_pattern ? Json(nullptr) : Json(settings.sparsity);
     report["pattern"] = settings.use_pattern ? Json(prune::to_string(settings.pattern)) : Json(nullptr);
+    if (!calibration.is_null()) report["calibration"] = calibration;
     report["tensors"] = r.tensors;
     report["totals"] = {{"pruned", pruned},
                         {"copied", tensor_count - pruned},
@@ -344,7 +471,8 @@ int run_prune_command(int argc, char** argv) {
                    "tensors are copied unchanged. By default embeddings, the output head, norms, biases and tensors\n"
                    "of rank < 2 are kept (--force to prune them), and a tensor whose shape the method does not fit\n"
                    "is copied with a note; the report says why each tensor was left alone. Nothing to prune at all\n"
-                   "is an error.");
+                   "is an error. --method sparsegpt (from the Hessians of --calibration FILE) also updates the\n"
+                   "weights it keeps, to make up for those it prunes.");
     declare_options(args);
     if (!args.parse(argc, argv)) return kExitOk;
     const PruneSettings settings = read_settings(args);
@@ -363,17 +491,31 @@ int run_prune_command(int argc, char** argv) {
     if (selected.tensors.empty()) throw_nothing_to_do("prune", selected.float_tensors, selected.notes);
     std::unique_ptr<io::SafetensorsFile> activations;
     if (!settings.activations.empty()) activations = std::make_unique<io::SafetensorsFile>(settings.activations);
+    std::unique_ptr<io::CalibrationStatsFile> stats;
+    Json calibration;
+    if (!settings.calibration.empty()) {
+      stats = std::make_unique<io::CalibrationStatsFile>(settings.calibration);
+      const std::vector<std::string> unused = unused_statistics(*stats, tensor_names(tensors));
+      warn_unused_statistics(command, *stats, unused);
+      calibration = {{"file", stats->path()}, {"unused_statistics", unused}};
+      check_statistics(*stats, tensors, selected.tensors, settings);
+    }
 
     const Progress progress(command);
     std::map<std::string, prune::Mask> masks = global_masks(input, selected.tensors, settings);  // else one at a time
+    SpillFile spill(output.scratch_directory());
+    const std::map<std::string, SpillRef> results =
+        settings.method == "sparsegpt"
+            ? run_sparsegpt(input, tensors, selected.tensors, settings, *stats, spill, progress)
+            : std::map<std::string, SpillRef>{};
     for (std::size_t k = 0; k < input.shards.size(); ++k)
       write_output(output.shard_path(k), io::open_shard(input.shards[k]), selected.tensors, masks, activations.get(),
-                   settings, progress);
+                   stats.get(), results, spill, settings, progress);
     output.commit();
     PruneReport report;
     for (std::size_t k = 0; k < input.shards.size(); ++k)
       read_report(output.final_shard_path(k), input.shards[k].tensors, selected.tensors, selected.notes, report);
-    print_report(in, out, tensors.size(), report, selected, settings, json);
+    print_report(in, out, tensors.size(), report, selected, settings, calibration, json);
     return kExitOk;
   });
 }

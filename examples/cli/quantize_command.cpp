@@ -1,18 +1,24 @@
 // `shrink quantize IN OUT`: calibrate and quantize (int8/uint8/int4/uint4) or cast (fp16/bf16/fp8) the selected
-// tensors, store them under shrink's convention (shrink/io/quantized_safetensors.hpp), copy the rest.
+// tensors, store them under shrink's convention (shrink/io/quantized_safetensors.hpp), copy the rest; or quantize the
+// selected Linear weights with GPTQ, AWQ or HQQ (--method, quantize_methods.hpp).
 //
 // Two passes keep memory to one tensor at a time: the first calibrates every selected tensor and keeps only
 // its parameters (so every error surfaces before the output is created); the second streams the output,
-// quantizing each tensor again with those parameters when its turn comes.
+// quantizing each tensor again with those parameters when its turn comes. A --method other than rtn cannot be
+// replayed from parameters (GPTQ's integers follow its error feedback), so after the first pass it runs once per
+// tensor, the groups of Linears that read one input together (one Hessian or factor at a time), and keeps each
+// result in a scratch file (spill_file.hpp) until its turn in the second: every error still comes before the output.
 #include <cstdio>
 #include <cstring>
 #include <map>
 #include <memory>
 #include <set>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "args.hpp"
+#include "calibration.hpp"
 #include "candidates.hpp"
 #include "checkpoint_output.hpp"
 #include "commands.hpp"
@@ -20,6 +26,7 @@
 #include "output_layout.hpp"
 #include "paths.hpp"
 #include "progress.hpp"
+#include "quantize_methods.hpp"
 #include "report.hpp"
 #include "selection.hpp"
 #include "shrink/io/compressed_tensors.hpp"
@@ -32,6 +39,7 @@
 #include "shrink/quant/observers/mse.hpp"
 #include "shrink/quant/observers/percentile.hpp"
 #include "shrink/quant/quantize.hpp"
+#include "spill_file.hpp"
 #include "tensor_context.hpp"
 
 namespace shrink::cli {
@@ -51,10 +59,19 @@ struct QuantizeSettings {
   std::string calibrator = "minmax";  // minmax, percentile:P, histogram, entropy, mse
   double percentile = 99.99;
   bool compressed_tensors = false;  // --format compressed-tensors: the serving convention, not shrink's
+  MethodSettings method;            // --method and its flags; rtn: the fields above
 };
 
 QuantizeSettings read_settings(const ArgParser& args) {
   QuantizeSettings s;
+  s.method = read_method_settings(args);
+  if (!s.method.is_rtn()) {
+    s.target = Target::integer;
+    s.scheme = s.method.scheme();
+    s.dtype = quant::to_string(s.scheme.dtype);
+    s.calibrator = s.method.method;
+    return s;
+  }
   s.dtype = args.choice("dtype", {"int8", "uint8", "int4", "uint4", "fp16", "bf16", "fp8-e4m3", "fp8-e5m2"}, "int8");
   s.compressed_tensors = args.choice("format", {"shrink", "compressed-tensors"}, "shrink") == "compressed-tensors";
   if (s.compressed_tensors && (s.dtype == "fp16" || s.dtype == "bf16" || s.dtype == "fp8-e5m2"))
@@ -144,6 +161,11 @@ struct Plan {
   double sqnr_db = 0.0;  // filled in pass two
   std::string skipped;   // why the tensor cannot take the scheme; empty when it can
   io::compressed_tensors::WeightArgs ct_args;  // --format compressed-tensors
+  // --method gptq, awq, hqq: the stored tensors' bytes in the scratch file (io::stored_tensors order, then AWQ's
+  // input scale), the input scale's name, and what the method chose.
+  std::vector<SpillRef> spilled;
+  std::string input_scale;
+  Json details;
 };
 
 std::int64_t declared_bytes(const io::TensorDeclaration& d) {
@@ -154,6 +176,40 @@ std::int64_t stored_bytes(const io::QuantizationRecord& record) {
   std::int64_t bytes = 0;
   for (const auto& d : io::stored_tensors(record)) bytes += declared_bytes(d);
   return bytes;
+}
+
+// The bytes a plan writes: its record's tensors, and AWQ's input scale [in] F32.
+std::int64_t stored_bytes(const Plan& plan) {
+  return stored_bytes(plan.record) + (plan.input_scale.empty() ? 0 : 4 * plan.record.shape.back());
+}
+
+// Pass one of --method gptq, awq, hqq for one tensor: the checks of its shape against the method (a Linear weight
+// [out, in] whose width the groups divide, smaller once stored) and its record; the method runs later
+// (run_method). A tensor that cannot take it comes back with `skipped` saying why.
+Plan plan_method(const io::TensorInfo& t, const QuantizeSettings& s) {
+  Plan plan;
+  plan.source_dtype = dtype_text(t.dtype);
+  plan.bytes_before = static_cast<std::int64_t>(t.bytes);
+  auto skip = [&](const std::string& why) {
+    plan.skipped = why;
+    return plan;
+  };
+  if (t.numel() == 0) return skip("has no elements");
+  if (t.shape.size() != 2)
+    return skip("has shape " + shape_text(t.shape) + ": --method " + s.method.method +
+                " quantizes Linear weights [out, in]");
+  const std::int64_t in = t.shape[1];
+  const std::int64_t group = s.method.group_size;
+  if (group > 0 && in % group != 0)
+    return skip("--group-size " + std::to_string(group) + " does not divide the input width of shape " +
+                shape_text(t.shape) + ": expected a divisor of " + std::to_string(in) + " (or 0: one scale per row)");
+  plan.record = io::integer_record(t.name, s.scheme, Shape(t.shape), s.method.method, plan.source_dtype);
+  if (s.method.method == "awq") plan.input_scale = input_scale_name(t.name);
+  const std::int64_t after = stored_bytes(plan);
+  if (after > plan.bytes_before)
+    return skip("stored as " + s.dtype + " it would take " + std::to_string(after) + " bytes, more than its " +
+                std::to_string(plan.bytes_before));
+  return plan;
 }
 
 // Checks the scheme against one tensor's shape and calibrates it. A tensor that cannot take the scheme (empty, no
@@ -280,12 +336,16 @@ ByteBuffer encode_compressed_tensors_part(const io::SafetensorsFile& file, Plan&
 void declare_options(ArgParser& args) {
   args.positional("IN", "input .safetensors file, checkpoint directory or sharded index .json")
       .positional("OUT", "output file; a new or empty directory when IN is a directory or an index (never the input)");
-  args.option("dtype", "TYPE", "int8|uint8|int4|uint4|fp16|bf16|fp8-e4m3|fp8-e5m2", "int8");
-  args.option("scheme", "S", "symmetric|affine (integer types)", "symmetric");
+  declare_method_options(args);
+  args.option("dtype", "TYPE", "int8|uint8|int4|uint4|fp16|bf16|fp8-e4m3|fp8-e5m2 (rtn)", "int8");
+  args.option("scheme", "S", "symmetric|affine (integer types; hqq: affine only)", "symmetric; affine for awq and hqq");
   args.option("granularity", "G", "tensor|channel|group: what shares one scale", "channel");
   args.option("axis", "N", "channel axis, or the axis split into groups; negative counts from the end",
               "0, or -1 with --granularity group");
-  args.option("group-size", "G", "elements of a group along --axis (--granularity group)", "128");
+  args.option("group-size", "G",
+              "elements of a group along --axis (--granularity group); gptq, awq, hqq: input columns per group, 0 for "
+              "one scale per output row",
+              "128; 64 for awq and hqq");
   args.option("calib", "C", "minmax|percentile:P|histogram|entropy|mse (integer types; group: minmax only)", "minmax");
   args.flag("restricted-range", "symmetric signed range [-127, 127] (TensorRT weights); unsigned [1, 255]");
   args.flag("reduce-range", "one bit less: int8 [-64, 63], uint8 [0, 127]");
@@ -297,7 +357,10 @@ void declare_options(ArgParser& args) {
   args.flag("json", "print a JSON summary on stdout");
   args.epilog(
       "example: shrink quantize model.safetensors model-int4.safetensors --dtype int4 --granularity group\n"
-      "         --group-size 64 --scheme affine");
+      "         --group-size 64 --scheme affine\n"
+      "         shrink quantize model.safetensors model-gptq.safetensors --method gptq\n"
+      "         --calibration stats.safetensors --bits 4 --group-size 128\n"
+      "--method awq also writes LINEAR.input_scale [in] per Linear: the layer's input is divided by it.");
 }
 
 // Pass one's decisions: a plan per tensor to quantize, and why each other tensor of the input is copied.
@@ -320,8 +383,9 @@ void plan_tensors(const io::SafetensorsFile& file, const TensorSelection& select
   const std::vector<const io::TensorInfo*>& selected = candidates.tensors;
   for (std::size_t i = 0; i < selected.size(); ++i) {
     const io::TensorInfo& t = *selected[i];
-    progress.step("calibrating " + t.name, i, selected.size());
-    Plan plan = in_tensor_context(t.name, [&] { return calibrate(file, t, settings); });
+    progress.step((settings.method.is_rtn() ? "calibrating " : "checking ") + t.name, i, selected.size());
+    Plan plan = in_tensor_context(
+        t.name, [&] { return settings.method.is_rtn() ? calibrate(file, t, settings) : plan_method(t, settings); });
     if (plan.skipped.empty() && settings.compressed_tensors) {
       const io::compressed_tensors::Expressible e = io::compressed_tensors::weight_args(plan.record);
       if (e.args)
@@ -366,6 +430,8 @@ OutputLayout output_layout(const std::vector<io::TensorInfo>& tensors, std::map<
         stored.push_back(d.tensor);
     else
       stored = io::stored_tensors(found->second.record);
+    if (!found->second.input_scale.empty())
+      stored.push_back({found->second.input_scale, ScalarType::f32, {found->second.record.shape.back()}});
     for (std::size_t k = 0; k < stored.size(); ++k) {
       layout.declarations.push_back(stored[k]);
       layout.parts[stored[k].name] = Part{&found->second, k};
@@ -376,15 +442,68 @@ OutputLayout output_layout(const std::vector<io::TensorInfo>& tensors, std::map<
     if (!names.insert(d.name).second)
       throw shrink::Error("tensor \"" + d.name +
                           "\" would be written twice: the input already has a tensor of "
-                          "that name, which shrink's convention needs for the scales or zero points of another; "
-                          "rename it or --exclude the tensor it belongs to");
+                          "that name, which shrink's convention needs for the scales, zero points or input scale of "
+                          "another; rename it or --exclude the tensor it belongs to");
   sort_for_alignment(layout.declarations);
   return layout;
 }
 
+// --method gptq, awq, hqq, between the passes: every planned tensor's statistics checked first (present, of its input
+// width, from enough rows), then the method run group by group (the Linears that read one input share its Hessian or
+// factor, read once), each result's bytes put in the scratch file and its record's calibrator set.
+void run_method(const io::Checkpoint& input, const QuantizeSettings& settings, const io::CalibrationStatsFile* stats,
+                std::map<std::string, Plan>& plans, SpillFile& spill, const Progress& progress) {
+  const MethodSettings& m = settings.method;
+  std::vector<std::string> names;  // in input order
+  for (const io::TensorInfo& t : input.tensors())
+    if (plans.count(t.name)) names.push_back(t.name);
+  std::vector<std::vector<std::string>> groups;
+  if (stats != nullptr) {
+    for (const std::string& name : names)
+      in_tensor_context(name, [&] {
+        require_statistics(*stats, name, plans.at(name).record.shape.back(), m.needs(), m.min_samples, m.method);
+      });
+    groups = input_groups(*stats, names);
+  } else {
+    for (const std::string& name : names) groups.push_back({name});
+  }
+  io::CheckpointReader reader(input);
+  std::size_t done = 0;
+  for (const std::vector<std::string>& group : groups) {
+    const GroupInput shared = in_tensor_context(group.front(), [&] {
+      return read_group_input(m, stats, stats != nullptr ? stats->source(linear_of(group.front())) : "");
+    });
+    for (const std::string& name : group) {
+      progress.step(m.method + " " + name, done++, names.size());
+      Plan& plan = plans.at(name);
+      in_tensor_context(name, [&] {
+        const std::vector<float> x = io::read_float(reader.file_of(name), name);
+        require_finite(x, plan.record.shape);
+        MethodOutcome r = quantize_linear(m, TensorView<const float>(x.data(), Shape(plan.record.shape)), shared);
+        plan.record.calibrator = r.calibrator;
+        plan.sqnr_db = r.sqnr_db;
+        plan.details = std::move(r.details);
+        const io::EncodedQuantization e =
+            io::encode_quantized(name, std::move(r.quantized), plan.record.calibrator, plan.source_dtype);
+        const std::vector<io::TensorDeclaration> planned = io::stored_tensors(plan.record);
+        if (e.tensors.size() != planned.size()) throw std::logic_error("shrink quantize: the method's storage changed");
+        for (std::size_t k = 0; k < planned.size(); ++k) {
+          const io::TensorDeclaration& d = e.tensors[k].declaration;
+          if (d.name != planned[k].name || d.dtype != planned[k].dtype || d.shape != planned[k].shape)
+            throw std::logic_error("shrink quantize: the method stored " + d.name + " unlike its plan");
+          plan.spilled.push_back(spill.append(e.tensors[k].bytes));
+        }
+        if (!plan.input_scale.empty())
+          plan.spilled.push_back(spill.append(r.input_scale.data(), r.input_scale.size() * sizeof(float)));
+      });
+    }
+  }
+}
+
 // Pass two: streams the output, quantizing each planned tensor again with its parameters when its turn comes.
 void write_output(const std::string& out, const io::SafetensorsFile& file, const std::map<std::string, Plan>& plans,
-                  bool has_records, bool compressed_tensors, const OutputLayout& layout, const Progress& progress) {
+                  bool has_records, bool compressed_tensors, const OutputLayout& layout, const SpillFile& spill,
+                  const Progress& progress) {
   io::SafetensorsWriter writer(out);
   for (const auto& d : layout.declarations) writer.add_tensor(d.name, d.dtype, d.shape);
   for (const auto& m : file.metadata()) writer.add_metadata(m.first, m.second);
@@ -404,6 +523,7 @@ void write_output(const std::string& out, const io::SafetensorsFile& file, const
       continue;
     }
     const ByteBuffer bytes = in_tensor_context(part.plan->record.name, [&] {
+      if (!part.plan->spilled.empty()) return spill.read(part.plan->spilled.at(part.index));
       return compressed_tensors ? encode_compressed_tensors_part(file, *part.plan, part.index)
                                 : encode_part(file, *part.plan, part.index);
     });
@@ -415,7 +535,7 @@ void write_output(const std::string& out, const io::SafetensorsFile& file, const
 // The report, in input order: one line (or JSON entry) per tensor, why each copied tensor was left alone, and the
 // totals.
 void report(const std::string& in, const std::string& out, const std::vector<io::TensorInfo>& tensors_in,
-            const Planned& planned, const QuantizeSettings& settings, bool json) {
+            const Planned& planned, const QuantizeSettings& settings, const Json& calibration, bool json) {
   Json tensors = Json::array();
   std::int64_t before = 0, after = 0, quantized = 0, copied = 0;
   std::vector<std::string> lines;
@@ -426,13 +546,15 @@ void report(const std::string& in, const std::string& out, const std::vector<io:
     std::int64_t bytes_after = static_cast<std::int64_t>(t.bytes);
     if (found != planned.plans.end()) {
       const Plan& plan = found->second;
-      bytes_after = stored_bytes(plan.record);
+      bytes_after = stored_bytes(plan);
       entry["action"] = plan.record.encoding == io::StoredEncoding::cast ? "cast" : "quantized";
       entry["dtype"] = plan.record.dtype_name();
       entry["source_dtype"] = plan.source_dtype;
       entry["shape"] = plan.record.shape;
       entry["calibrator"] = plan.record.calibrator;
       entry["sqnr_db"] = json_number(plan.sqnr_db);
+      if (!settings.method.is_rtn()) entry["details"] = plan.details;
+      if (!plan.input_scale.empty()) entry["input_scale"] = plan.input_scale;
       ++quantized;
       char line[512];
       std::snprintf(line, sizeof line, "%-9s %-8s %s %s: %lld -> %lld bytes, SQNR %s dB",
@@ -440,6 +562,7 @@ void report(const std::string& in, const std::string& out, const std::vector<io:
                     shape_text(plan.record.shape).c_str(), static_cast<long long>(t.bytes),
                     static_cast<long long>(bytes_after), number_text(plan.sqnr_db, "%.1f").c_str());
       lines.push_back(line);
+      if (!plan.input_scale.empty()) lines.back() += ", input divided by " + plan.input_scale;
     } else {
       const auto note = planned.notes.find(t.name);
       entry["action"] = "copied";
@@ -467,6 +590,8 @@ void report(const std::string& in, const std::string& out, const std::vector<io:
     summary["input"] = in;
     summary["output"] = out;
     summary["dtype"] = settings.dtype;
+    summary["method"] = settings.method.method;
+    if (!calibration.is_null()) summary["calibration"] = calibration;
     summary["tensors"] = tensors;
     summary["totals"] = {{"quantized", quantized},
                          {"copied", copied},
@@ -499,7 +624,9 @@ int run_quantize_command(int argc, char** argv) {
         "affine) + a \"shrink.quant.NAME\" metadata entry. Other tensors are copied unchanged. By default\n"
         "embeddings, the output head, norms, biases and tensors of rank < 2 are kept (--force to quantize\n"
         "them), and a tensor that cannot take the scheme is copied with a note; the report says why each\n"
-        "tensor was left alone. Nothing to quantize at all is an error.");
+        "tensor was left alone. Nothing to quantize at all is an error. --method gptq, awq or hqq quantizes\n"
+        "the selected Linear weights [out, in] with that method instead (gptq and awq from the statistics of\n"
+        "--calibration FILE).");
     declare_options(args);
     if (!args.parse(argc, argv)) return kExitOk;
     const QuantizeSettings settings = read_settings(args);
@@ -510,6 +637,14 @@ int run_quantize_command(int argc, char** argv) {
     CheckpointOutput output(input, in, out);
     const std::vector<io::TensorInfo> tensors = input.tensors();
     selection.require_each_pattern_matches(tensor_names(tensors));
+    std::unique_ptr<io::CalibrationStatsFile> stats;
+    Json calibration;
+    if (!settings.method.calibration.empty()) {
+      stats = std::make_unique<io::CalibrationStatsFile>(settings.method.calibration);
+      const std::vector<std::string> unused = unused_statistics(*stats, tensor_names(tensors));
+      warn_unused_statistics(command, *stats, unused);
+      calibration = {{"file", stats->path()}, {"unused_statistics", unused}};
+    }
 
     // Pass one, shard by shard (one open at a time); then every layout, so a name clash in any shard stops the run
     // before anything is written.
@@ -540,11 +675,13 @@ int run_quantize_command(int argc, char** argv) {
                               "name, which shrink's convention needs for the scales or zero points of another; "
                               "rename it or --exclude the tensor it belongs to");
     }
+    SpillFile spill(output.scratch_directory());
+    if (!settings.method.is_rtn()) run_method(input, settings, stats.get(), planned.plans, spill, progress);
     for (std::size_t k = 0; k < input.shards.size(); ++k) {
       const io::SafetensorsFile file = io::open_shard(input.shards[k]);
       const bool has_records = !io::quantization_records(file).empty();
       write_output(output.shard_path(k), file, planned.plans, has_records, settings.compressed_tensors, layouts[k],
-                   progress);
+                   spill, progress);
     }
     if (settings.compressed_tensors) {
       std::vector<const io::TensorInfo*> unquantized;
@@ -557,7 +694,7 @@ int run_quantize_command(int argc, char** argv) {
     }
     output.commit();
     if (settings.compressed_tensors && !output.is_directory()) write_model_config(out, config);
-    report(in, out, tensors, planned, settings, args.flag_set("json"));
+    report(in, out, tensors, planned, settings, calibration, args.flag_set("json"));
     return kExitOk;
   });
 }

@@ -64,6 +64,9 @@ TEST_CASE("calibration statistics round-trip, with an alias", "[io][calibration]
   CHECK(f.samples("layers.0.k_proj") == 40);
   CHECK(f.features("layers.0.q_proj") == 3);
   CHECK(f.features("layers.0.down_proj") == 4);
+  CHECK(f.source("layers.0.k_proj") == "layers.0.q_proj");
+  CHECK(f.source("layers.0.q_proj") == "layers.0.q_proj");
+  CHECK_THROWS_WITH(f.source("layers.0.v_proj"), Catch::Contains("no statistics for \"layers.0.v_proj\""));
   CHECK(f.has_hessian("layers.0.k_proj"));
   CHECK_FALSE(f.has_hessian("layers.0.down_proj"));
   CHECK_FALSE(f.has_act_abs_mean("layers.0.q_proj"));

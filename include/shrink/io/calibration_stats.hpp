@@ -197,6 +197,14 @@ class CalibrationStatsFile {
     return {names.begin(), names.end()};
   }
   bool contains(const std::string& linear) const { return entries_.count(linear) || aliases_.count(linear); }
+  // The Linear whose statistics stand for `linear`: the one its same_input_as names, else itself. Linears with one
+  // source read one input, so they share its Hessian and the factors made from it.
+  const std::string& source(const std::string& linear) const {
+    const auto alias = aliases_.find(linear);
+    if (alias != aliases_.end()) return alias->second;
+    entry(linear, "source");  // an Error naming the Linear when the file has no statistics for it
+    return entries_.find(linear)->first;
+  }
   std::int64_t samples(const std::string& linear) const { return entry(linear, "samples").samples; }
   std::int64_t features(const std::string& linear) const { return entry(linear, "features").features; }
   bool has_hessian(const std::string& linear) const { return has(linear, "hessian"); }

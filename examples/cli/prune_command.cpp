@@ -23,6 +23,7 @@
 #include "progress.hpp"
 #include "report.hpp"
 #include "selection.hpp"
+#include "shrink/io/dequantize_file.hpp"
 #include "shrink/io/quantized_safetensors.hpp"
 #include "shrink/prune/amount.hpp"
 #include "shrink/prune/mask.hpp"
@@ -278,23 +279,6 @@ ByteBuffer pruned_bytes(const io::SafetensorsFile& file, const io::TensorInfo& t
   return bytes;
 }
 
-// float32 values as the bytes of `type`: F32 as they are, F64 widened, F16 / BF16 rounded to nearest even.
-ByteBuffer float_bytes_as(const std::vector<float>& values, ScalarType type) {
-  ByteBuffer out(values.size() * static_cast<std::size_t>(element_bits(type) / 8));
-  for (std::size_t i = 0; i < values.size(); ++i) {
-    if (type == ScalarType::f32) {
-      std::memcpy(out.data() + 4 * i, &values[i], 4);
-    } else if (type == ScalarType::f64) {
-      const double v = values[i];
-      std::memcpy(out.data() + 8 * i, &v, 8);
-    } else {
-      const std::uint16_t bits = type == ScalarType::f16 ? half(values[i]).to_bits() : bfloat16(values[i]).to_bits();
-      std::memcpy(out.data() + 2 * i, &bits, 2);
-    }
-  }
-  return out;
-}
-
 // The calibration file's statistics for every chosen tensor (in input order), checked before any work: present, of
 // the weight's input width, from enough rows, holding what the method reads (Wanda's act_norm values read and
 // checked too: they are small).
@@ -343,7 +327,7 @@ std::map<std::string, SpillRef> run_sparsegpt(const io::Checkpoint& input, const
         require_finite(x, t.shape);
         const prune::SparseGptResult r =
             prune::sparsegpt_prune(TensorView<const float>(x.data(), Shape(t.shape)), factor, options);
-        results[name] = spill.append(float_bytes_as(r.weight, t.dtype));
+        results[name] = spill.append(io::float_values_as(r.weight, t.dtype));
       });
     }
   }

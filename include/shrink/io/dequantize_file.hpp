@@ -36,6 +36,23 @@ struct DequantizeFileSummary {
   std::vector<std::string> copied;             // tensors copied byte for byte
 };
 
+// float32 values as the bytes of `type` (F16/BF16 round to nearest even; F64 widens exactly).
+inline ByteBuffer float_values_as(const std::vector<float>& values, ScalarType type) {
+  ByteBuffer out(values.size() * static_cast<std::size_t>(element_bits(type) / 8));
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    if (type == ScalarType::f32) {
+      std::memcpy(out.data() + 4 * i, &values[i], 4);
+    } else if (type == ScalarType::f64) {
+      const double v = values[i];
+      std::memcpy(out.data() + 8 * i, &v, 8);
+    } else {
+      const std::uint16_t bits = type == ScalarType::f16 ? half(values[i]).to_bits() : bfloat16(values[i]).to_bits();
+      std::memcpy(out.data() + 2 * i, &bits, 2);
+    }
+  }
+  return out;
+}
+
 namespace detail {
 
 // The dtype a record's tensor is written in, and a note when `source` cannot be honoured.
@@ -54,23 +71,6 @@ inline ScalarType dequantized_dtype(const QuantizationRecord& r, DequantizeTo to
   note = source.empty() ? "no source dtype recorded (an older file): written as F32"
                         : "source dtype " + quoted(source) + " is not a float dtype: written as F32";
   return ScalarType::f32;
-}
-
-// float32 values as the bytes of `type` (F16/BF16 round to nearest even; F64 widens exactly).
-inline ByteBuffer float_values_as(const std::vector<float>& values, ScalarType type) {
-  ByteBuffer out(values.size() * static_cast<std::size_t>(element_bits(type) / 8));
-  for (std::size_t i = 0; i < values.size(); ++i) {
-    if (type == ScalarType::f32) {
-      std::memcpy(out.data() + 4 * i, &values[i], 4);
-    } else if (type == ScalarType::f64) {
-      const double v = values[i];
-      std::memcpy(out.data() + 8 * i, &v, 8);
-    } else {
-      const std::uint16_t bits = type == ScalarType::f16 ? half(values[i]).to_bits() : bfloat16(values[i]).to_bits();
-      std::memcpy(out.data() + 2 * i, &bits, 2);
-    }
-  }
-  return out;
 }
 
 }  // namespace detail
@@ -123,7 +123,7 @@ inline DequantizeFileSummary dequantize_file(
     const Output& o = outputs[i];
     if (progress) progress(o.name, i, outputs.size());
     if (record_of.count(o.name)) {
-      const ByteBuffer bytes = detail::float_values_as(read_float(file, o.name), o.dtype);
+      const ByteBuffer bytes = float_values_as(read_float(file, o.name), o.dtype);
       writer.write(o.name, bytes.data(), bytes.size());
       summary.dequantized.push_back(o.name);
       summary.dequantized_dtypes.push_back(o.dtype);

@@ -16,6 +16,7 @@
 
 #include "shrink/quant/gptq.hpp"
 #include "shrink/quant/hessian.hpp"
+#include "support/calibration_data.hpp"
 #include "support/ratio_table.hpp"
 
 namespace {
@@ -28,39 +29,6 @@ using shrink::bench::RatioTarget;
 #define SHRINK_BENCH_SOURCE_DIR "."
 #endif
 
-// A random SPD Hessian 2/n XᵀX of correlated rows X = Z·A + noise, n = 2·in, built once per width.
-const Hessian& hessian(std::int64_t in) {
-  static std::map<std::int64_t, Hessian> cache;
-  auto it = cache.find(in);
-  if (it != cache.end()) return it->second;
-  std::mt19937 rng(static_cast<unsigned>(in));
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  const std::int64_t tokens = 2 * in, k = in / 4;
-  std::vector<float> a(static_cast<std::size_t>(k * in)), x(static_cast<std::size_t>(tokens * in));
-  for (float& v : a) v = normal(rng);
-  std::vector<float> z(static_cast<std::size_t>(k));
-  for (std::int64_t t = 0; t < tokens; ++t) {
-    for (float& v : z) v = normal(rng);
-    for (std::int64_t j = 0; j < in; ++j) {
-      float s = 0.1f * normal(rng);
-      for (std::int64_t l = 0; l < k; ++l)
-        s += z[static_cast<std::size_t>(l)] * a[static_cast<std::size_t>(l * in + j)];
-      x[static_cast<std::size_t>(t * in + j)] = s;
-    }
-  }
-  HessianObserver o;
-  o.observe(TensorView<const float>(x.data(), Shape{tokens, in}));
-  return cache.emplace(in, o.hessian()).first->second;
-}
-
-std::vector<float> weight(std::int64_t out, std::int64_t in) {
-  std::mt19937 rng(static_cast<unsigned>(out * 7 + in));
-  std::normal_distribution<float> normal(0.0f, 0.02f);
-  std::vector<float> w(static_cast<std::size_t>(out * in));
-  for (float& v : w) v = normal(rng);
-  return w;
-}
-
 // 4-bit symmetric, groups of 64 (128 does not divide 576: see docs/quantization.md), block 128.
 GptqOptions options() {
   GptqOptions o;
@@ -71,8 +39,8 @@ GptqOptions options() {
 // One Linear alone: its factor, then the column loop.
 void BM_gptq(benchmark::State& state) {
   const std::int64_t out = state.range(0), in = state.range(1);
-  const std::vector<float> w = weight(out, in);
-  const Hessian& h = hessian(in);
+  const std::vector<float> w = bench::calibration_weight(out, in);
+  const Hessian& h = bench::calibration_hessian(in);
   for (auto _ : state) {
     QuantizedTensor q = gptq_quantize(TensorView<const float>(w.data(), Shape{out, in}), h, options());
     benchmark::DoNotOptimize(q.data.data());
@@ -88,7 +56,7 @@ BENCHMARK(BM_gptq)
 
 // The factor alone (dead inputs, damping, Cholesky, inverse): once per input, shared by the Linears reading it.
 void BM_gptq_factor(benchmark::State& state) {
-  const Hessian& h = hessian(state.range(0));
+  const Hessian& h = bench::calibration_hessian(state.range(0));
   for (auto _ : state) {
     InverseHessianFactor f = inverse_hessian_factor(h, inverse_hessian_options(options()));
     benchmark::DoNotOptimize(f.upper.data());
@@ -99,8 +67,9 @@ BENCHMARK(BM_gptq_factor)->Arg(576)->Arg(1536)->Unit(benchmark::kMillisecond)->M
 // The column loop given the factor.
 void BM_gptq_given_factor(benchmark::State& state) {
   const std::int64_t out = state.range(0), in = state.range(1);
-  const std::vector<float> w = weight(out, in);
-  const InverseHessianFactor f = inverse_hessian_factor(hessian(in), inverse_hessian_options(options()));
+  const std::vector<float> w = bench::calibration_weight(out, in);
+  const InverseHessianFactor f =
+      inverse_hessian_factor(bench::calibration_hessian(in), inverse_hessian_options(options()));
   for (auto _ : state) {
     QuantizedTensor q = gptq_quantize(TensorView<const float>(w.data(), Shape{out, in}), f, options());
     benchmark::DoNotOptimize(q.data.data());

@@ -14,6 +14,7 @@
 
 #include "shrink/prune/sparsegpt.hpp"
 #include "shrink/quant/hessian.hpp"
+#include "support/calibration_data.hpp"
 #include "support/ratio_table.hpp"
 
 namespace {
@@ -26,44 +27,11 @@ using shrink::bench::RatioTarget;
 #define SHRINK_BENCH_SOURCE_DIR "."
 #endif
 
-// A random SPD Hessian 2/n XᵀX of correlated rows X = Z·A + noise, n = 2·in, built once per width.
-const quant::Hessian& hessian(std::int64_t in) {
-  static std::map<std::int64_t, quant::Hessian> cache;
-  auto it = cache.find(in);
-  if (it != cache.end()) return it->second;
-  std::mt19937 rng(static_cast<unsigned>(in));
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  const std::int64_t tokens = 2 * in, k = in / 4;
-  std::vector<float> a(static_cast<std::size_t>(k * in)), x(static_cast<std::size_t>(tokens * in));
-  for (float& v : a) v = normal(rng);
-  std::vector<float> z(static_cast<std::size_t>(k));
-  for (std::int64_t t = 0; t < tokens; ++t) {
-    for (float& v : z) v = normal(rng);
-    for (std::int64_t j = 0; j < in; ++j) {
-      float s = 0.1f * normal(rng);
-      for (std::int64_t l = 0; l < k; ++l)
-        s += z[static_cast<std::size_t>(l)] * a[static_cast<std::size_t>(l * in + j)];
-      x[static_cast<std::size_t>(t * in + j)] = s;
-    }
-  }
-  quant::HessianObserver o;
-  o.observe(TensorView<const float>(x.data(), Shape{tokens, in}));
-  return cache.emplace(in, o.hessian()).first->second;
-}
-
-std::vector<float> weight(std::int64_t out, std::int64_t in) {
-  std::mt19937 rng(static_cast<unsigned>(out * 7 + in));
-  std::normal_distribution<float> normal(0.0f, 0.02f);
-  std::vector<float> w(static_cast<std::size_t>(out * in));
-  for (float& v : w) v = normal(rng);
-  return w;
-}
-
 // Mask and lazy blocks of 128 (the paper's), damping 1%; the factor made inside each iteration, as GPTQ's benchmark.
 void run(benchmark::State& state, const SparseGptOptions& o) {
   const std::int64_t out = state.range(0), in = state.range(1);
-  const std::vector<float> w = weight(out, in);
-  const quant::Hessian& h = hessian(in);
+  const std::vector<float> w = bench::calibration_weight(out, in);
+  const quant::Hessian& h = bench::calibration_hessian(in);
   for (auto _ : state) {
     SparseGptResult r = sparsegpt_prune(TensorView<const float>(w.data(), Shape{out, in}), h, o);
     benchmark::DoNotOptimize(r.weight.data());

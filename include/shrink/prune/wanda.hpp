@@ -15,6 +15,7 @@
 
 #include "shrink/core/error.hpp"
 #include "shrink/core/view.hpp"
+#include "shrink/cpu/feature_batch.hpp"
 #include "shrink/cpu/for_each_row.hpp"
 #include "shrink/cpu/nonfinite_check.hpp"
 #include "shrink/prune/amount.hpp"
@@ -32,16 +33,8 @@ class ActivationNormObserver {
   ActivationNormObserver() = default;
 
   void observe(const TensorView<const float>& activations) {
-    const char* fn = "shrink::prune::ActivationNormObserver::observe";
-    require_host_view(activations, fn, "activations");
-    if (activations.rank() < 1 || activations.empty())
-      fail(fn, "activations.shape", to_string(activations.shape()),
-           "rank >= 1 with at least one element, features last: [..., in_features]");
-    const std::int64_t features = activations.size(activations.rank() - 1);
-    if (batches_ > 0 && features != features_)
-      fail(fn, "activations.shape", to_string(activations.shape()),
-           "a last dimension of " + std::to_string(features_) + " features, as in earlier batches");
-    cpu::require_finite(activations, fn, "activations");
+    const std::int64_t features = cpu::check_feature_batch(activations, batches_ > 0 ? features_ : 0,
+                                                           "shrink::prune::ActivationNormObserver::observe");
 
     if (batches_ == 0) sum_of_squares_.assign(static_cast<std::size_t>(features), 0.0);
     const std::int64_t stride = cpu::row_stride(activations.strides());

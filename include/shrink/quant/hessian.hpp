@@ -20,6 +20,7 @@
 #include "shrink/core/error.hpp"
 #include "shrink/core/executor.hpp"
 #include "shrink/core/view.hpp"
+#include "shrink/cpu/feature_batch.hpp"
 #include "shrink/cpu/for_each_row.hpp"
 #include "shrink/cpu/gemm_f64.hpp"
 #include "shrink/cpu/nonfinite_check.hpp"
@@ -57,16 +58,8 @@ class HessianObserver {
   HessianObserver() = default;
 
   void observe(const TensorView<const float>& activations) {
-    const char* fn = "shrink::quant::HessianObserver::observe";
-    require_host_view(activations, fn, "activations");
-    if (activations.rank() < 1 || activations.empty())
-      fail(fn, "activations.shape", to_string(activations.shape()),
-           "rank >= 1 with at least one element, features last: [..., in_features]");
-    const std::int64_t features = activations.size(activations.rank() - 1);
-    if (samples_ > 0 && features != features_)
-      fail(fn, "activations.shape", to_string(activations.shape()),
-           "a last dimension of " + std::to_string(features_) + " features, as in earlier batches");
-    cpu::require_finite(activations, fn, "activations");
+    const std::int64_t features =
+        cpu::check_feature_batch(activations, samples_ > 0 ? features_ : 0, "shrink::quant::HessianObserver::observe");
 
     // The batch as Xᵀ [features, rows], column-major in double (exact widening). The products go through
     // cpu/gemm_f64.hpp's C −= A·B, so the observer keeps −Σ xᵀx (exactly the negation of the sum) and hessian() flips

@@ -1,6 +1,6 @@
 // `shrink compare A B`: error of B's tensors against A's, matched by name (quantized tensors dequantized
-// first): MSE, max-abs error, SQNR dB and cosine per tensor and over all matched elements, with the sparsity and
-// stored bytes of each side.
+// first, AWQ's divided by their input scale: the weights themselves): MSE, max-abs error, SQNR dB and cosine per tensor
+// and over all matched elements, with the sparsity and stored bytes of each side.
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -21,7 +21,8 @@ namespace shrink::cli {
 
 namespace {
 
-// A model tensor of one file: its logical shape and the bytes it is stored in (data + scales + zero points).
+// A model tensor of one file: its logical shape and the bytes it is stored in (data + scales + zero points + input
+// scale).
 struct Side {
   std::vector<std::int64_t> shape;
   std::string stored_as;  // "F32", or the record's dtype ("int8", "fp8_e4m3", ...)
@@ -222,9 +223,10 @@ int run_compare_command(int argc, char** argv) {
   return run_command(command, [&] {
     ArgParser args(command,
                    "Compare two safetensors files tensor by tensor (matched by name; tensors quantized or cast under\n"
-                   "shrink's convention are dequantized first), taking A as the reference: MSE, max-abs error, SQNR\n"
-                   "in dB and cosine similarity per tensor and over all compared elements, with each side's sparsity\n"
-                   "and stored bytes (integers + scales + zero points). The overall error covers the tensors that\n"
+                   "shrink's convention are dequantized first, and divided by their input scale when they have one:\n"
+                   "the weights themselves), taking A as the reference: MSE, max-abs error, SQNR in dB and cosine\n"
+                   "similarity per tensor and over all compared elements, with each side's sparsity and stored bytes\n"
+                   "(integers + scales + zero points + input scales). The overall error covers the tensors that\n"
                    "differ (identical ones are counted apart); tensors only in one file, with different shapes, or\n"
                    "holding NaN/inf are listed and left out of the totals.");
     declare_options(args);

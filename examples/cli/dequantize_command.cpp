@@ -1,6 +1,7 @@
 // `shrink dequantize IN OUT`: every tensor stored under shrink's convention back to floats with its stored
-// parameters, in the dtype it had before quantization (or the one --dtype names); the `_scale` / `_zero_point`
-// tensors and the convention's metadata entries dropped, the rest copied.
+// parameters (and divided by its input scale: AWQ's weights come back as W), in the dtype it had before quantization
+// (or the one --dtype names); the `_scale` / `_zero_point` / input-scale tensors and the convention's metadata entries
+// dropped, the rest copied.
 #include <cstdio>
 #include <string>
 
@@ -20,9 +21,10 @@ int run_dequantize_command(int argc, char** argv) {
         command,
         "Turn the quantized and cast tensors of a file back into floats, using the scales and zero points\n"
         "stored with them (shrink's convention, see `shrink quantize --help`), in the dtype each tensor had\n"
-        "before quantization (F32 for files that do not record it, with a note). Their NAME_scale and\n"
-        "NAME_zero_point tensors and \"shrink.quant.*\" metadata entries are dropped; every other tensor\n"
-        "and metadata entry is copied unchanged.");
+        "before quantization (F32 for files that do not record it, with a note). A tensor with an input\n"
+        "scale (--method awq's LINEAR.input_scale) is divided by it column by column: the weight itself.\n"
+        "Their NAME_scale, NAME_zero_point and input-scale tensors and \"shrink.quant.*\" metadata entries\n"
+        "are dropped; every other tensor and metadata entry is copied unchanged.");
     args.positional("IN", "input .safetensors file, checkpoint directory or sharded index .json")
         .positional("OUT",
                     "output file; a new or empty directory when IN is a directory or an index (never the input)");

@@ -29,6 +29,7 @@ std::string scheme_text(const io::QuantizationRecord& r) {
       if (r.scheme.restricted_range) s += " restricted";
       if (r.scheme.reduce_range) s += " reduced";
       if (!r.calibrator.empty()) s += " (" + r.calibrator + ")";
+      if (r.has_input_scale()) s += ", divided by " + r.input_scale;
       return s;
     }
     case io::StoredEncoding::fp8: {
@@ -52,6 +53,7 @@ Json record_json(const io::QuantizationRecord& r, std::int64_t stored_bytes) {
     q["restricted_range"] = r.scheme.restricted_range;
     q["reduce_range"] = r.scheme.reduce_range;
     q["calibrator"] = r.calibrator;
+    if (r.has_input_scale()) q["input_scale"] = r.input_scale;
   } else if (r.encoding == io::StoredEncoding::fp8) {
     q["granularity"] = quant::to_string(r.fp8_granularity);
     q["axis"] = r.fp8_axis;
@@ -60,7 +62,7 @@ Json record_json(const io::QuantizationRecord& r, std::int64_t stored_bytes) {
     q["cast_from"] = r.cast_from;
   }
   q["shape"] = r.shape;
-  q["stored_bytes"] = stored_bytes;  // data + scales + zero points
+  q["stored_bytes"] = stored_bytes;  // data + scales + zero points + input scale
   return q;
 }
 
@@ -71,10 +73,11 @@ void declare_options(ArgParser& args) {
       .flag("json", "print JSON on stdout instead of a table");
 }
 
-// The file's quantization records by tensor name, and which record each `_scale` / `_zero_point` tensor serves.
+// The file's quantization records by tensor name, and which record each `_scale` / `_zero_point` / input-scale tensor
+// serves.
 struct RecordIndex {
   std::map<std::string, const io::QuantizationRecord*> record_of;
-  std::map<std::string, std::string> parameter_of;  // `_scale` / `_zero_point` tensor -> its record
+  std::map<std::string, std::string> parameter_of;  // `_scale` / `_zero_point` / input-scale tensor -> its record
 };
 
 // Indexes the records (which must outlive the index).
@@ -120,8 +123,11 @@ void list_tensor(const io::SafetensorsFile& file, const std::string& shard, cons
   row.push_back(number_text(fraction(zeros, elements), "%.4f"));
   if (parameter != index.parameter_of.end()) {
     entry["parameter_of"] = parameter->second;
-    row.push_back((t.name == io::scale_tensor_name(parameter->second) ? "scales of " : "zero points of ") +
-                  parameter->second);
+    const std::string& owner = parameter->second;
+    row.push_back((t.name == io::scale_tensor_name(owner)        ? "scales of "
+                   : t.name == io::zero_point_tensor_name(owner) ? "zero points of "
+                                                                 : "input scale of ") +
+                  owner);
   } else {
     ++listing.model_tensors;
     listing.model_elements += elements;

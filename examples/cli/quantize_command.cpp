@@ -161,10 +161,9 @@ struct Plan {
   double sqnr_db = 0.0;  // filled in pass two
   std::string skipped;   // why the tensor cannot take the scheme; empty when it can
   io::compressed_tensors::WeightArgs ct_args;  // --format compressed-tensors
-  // --method gptq, awq, hqq: the stored tensors' bytes in the scratch file (io::stored_tensors order, then AWQ's
-  // input scale), the input scale's name, and what the method chose.
+  // --method gptq, awq, hqq: the stored tensors' bytes in the scratch file (io::stored_tensors order, AWQ's input
+  // scale last), and what the method chose.
   std::vector<SpillRef> spilled;
-  std::string input_scale;
   Json details;
 };
 
@@ -176,11 +175,6 @@ std::int64_t stored_bytes(const io::QuantizationRecord& record) {
   std::int64_t bytes = 0;
   for (const auto& d : io::stored_tensors(record)) bytes += declared_bytes(d);
   return bytes;
-}
-
-// The bytes a plan writes: its record's tensors, and AWQ's input scale [in] F32.
-std::int64_t stored_bytes(const Plan& plan) {
-  return stored_bytes(plan.record) + (plan.input_scale.empty() ? 0 : 4 * plan.record.shape.back());
 }
 
 // Pass one of --method gptq, awq, hqq for one tensor: the checks of its shape against the method (a Linear weight
@@ -204,8 +198,8 @@ Plan plan_method(const io::TensorInfo& t, const QuantizeSettings& s) {
     return skip("--group-size " + std::to_string(group) + " does not divide the input width of shape " +
                 shape_text(t.shape) + ": expected a divisor of " + std::to_string(in) + " (or 0: one scale per row)");
   plan.record = io::integer_record(t.name, s.scheme, Shape(t.shape), s.method.method, plan.source_dtype);
-  if (s.method.method == "awq") plan.input_scale = input_scale_name(t.name);
-  const std::int64_t after = stored_bytes(plan);
+  if (s.method.method == "awq") io::set_input_scale(plan.record, input_scale_name(t.name));
+  const std::int64_t after = stored_bytes(plan.record);
   if (after > plan.bytes_before)
     return skip("stored as " + s.dtype + " it would take " + std::to_string(after) + " bytes, more than its " +
                 std::to_string(plan.bytes_before));
@@ -360,7 +354,8 @@ void declare_options(ArgParser& args) {
       "         --group-size 64 --scheme affine\n"
       "         shrink quantize model.safetensors model-gptq.safetensors --method gptq\n"
       "         --calibration stats.safetensors --bits 4 --group-size 128\n"
-      "--method awq also writes LINEAR.input_scale [in] per Linear: the layer's input is divided by it.");
+      "--method awq also writes LINEAR.input_scale [in] per Linear (the record's \"input_scale\"): the weight is\n"
+      "dequantized then divided by it column by column, or the layer's input is divided by it.");
 }
 
 // Pass one's decisions: a plan per tensor to quantize, and why each other tensor of the input is copied.
@@ -430,8 +425,6 @@ OutputLayout output_layout(const std::vector<io::TensorInfo>& tensors, std::map<
         stored.push_back(d.tensor);
     else
       stored = io::stored_tensors(found->second.record);
-    if (!found->second.input_scale.empty())
-      stored.push_back({found->second.input_scale, ScalarType::f32, {found->second.record.shape.back()}});
     for (std::size_t k = 0; k < stored.size(); ++k) {
       layout.declarations.push_back(stored[k]);
       layout.parts[stored[k].name] = Part{&found->second, k};
@@ -483,8 +476,9 @@ void run_method(const io::Checkpoint& input, const QuantizeSettings& settings, c
         plan.record.calibrator = r.calibrator;
         plan.sqnr_db = r.sqnr_db;
         plan.details = std::move(r.details);
-        const io::EncodedQuantization e =
+        io::EncodedQuantization e =
             io::encode_quantized(name, std::move(r.quantized), plan.record.calibrator, plan.source_dtype);
+        if (plan.record.has_input_scale()) io::add_input_scale(e, plan.record.input_scale, r.input_scale);
         const std::vector<io::TensorDeclaration> planned = io::stored_tensors(plan.record);
         if (e.tensors.size() != planned.size()) throw std::logic_error("shrink quantize: the method's storage changed");
         for (std::size_t k = 0; k < planned.size(); ++k) {
@@ -493,8 +487,6 @@ void run_method(const io::Checkpoint& input, const QuantizeSettings& settings, c
             throw std::logic_error("shrink quantize: the method stored " + d.name + " unlike its plan");
           plan.spilled.push_back(spill.append(e.tensors[k].bytes));
         }
-        if (!plan.input_scale.empty())
-          plan.spilled.push_back(spill.append(r.input_scale.data(), r.input_scale.size() * sizeof(float)));
       });
     }
   }
@@ -546,7 +538,7 @@ void report(const std::string& in, const std::string& out, const std::vector<io:
     std::int64_t bytes_after = static_cast<std::int64_t>(t.bytes);
     if (found != planned.plans.end()) {
       const Plan& plan = found->second;
-      bytes_after = stored_bytes(plan);
+      bytes_after = stored_bytes(plan.record);
       entry["action"] = plan.record.encoding == io::StoredEncoding::cast ? "cast" : "quantized";
       entry["dtype"] = plan.record.dtype_name();
       entry["source_dtype"] = plan.source_dtype;
@@ -554,7 +546,7 @@ void report(const std::string& in, const std::string& out, const std::vector<io:
       entry["calibrator"] = plan.record.calibrator;
       entry["sqnr_db"] = json_number(plan.sqnr_db);
       if (!settings.method.is_rtn()) entry["details"] = plan.details;
-      if (!plan.input_scale.empty()) entry["input_scale"] = plan.input_scale;
+      if (plan.record.has_input_scale()) entry["input_scale"] = plan.record.input_scale;
       ++quantized;
       char line[512];
       std::snprintf(line, sizeof line, "%-9s %-8s %s %s: %lld -> %lld bytes, SQNR %s dB",
@@ -562,7 +554,7 @@ void report(const std::string& in, const std::string& out, const std::vector<io:
                     shape_text(plan.record.shape).c_str(), static_cast<long long>(t.bytes),
                     static_cast<long long>(bytes_after), number_text(plan.sqnr_db, "%.1f").c_str());
       lines.push_back(line);
-      if (!plan.input_scale.empty()) lines.back() += ", input divided by " + plan.input_scale;
+      if (plan.record.has_input_scale()) lines.back() += ", input divided by " + plan.record.input_scale;
     } else {
       const auto note = planned.notes.find(t.name);
       entry["action"] = "copied";

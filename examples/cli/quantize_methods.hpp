@@ -8,10 +8,11 @@
 //   - GPTQ's --act-order with groups quantizes with static groups (groups of original columns, parameters from the
 //     weight before any update): the g_idx form permutes the layer's input, which shrink's file convention cannot
 //     say, so the file holds the weight in its own column order and reads as any grouped tensor.
-//   - AWQ stores the quantized W·diag(s) and s as the tensor "<linear>.input_scale" [in] F32: the layer computes
+//   - AWQ stores the quantized W·diag(s) and s as the tensor "<linear>.input_scale" [in] F32, named by the record's
+//     "input_scale" (io/quant_record.hpp): readers give W = dequantize(W·diag(s)) / s, and the layer computes
 //     dequantize(W·diag(s)) · (x / s). A file cannot fold 1/s into whatever produces x (that needs the model's
-//     structure), so the consumer divides x by s; the record's calibrator ends in "input_scale" to say so. s is
-//     searched per Linear (each Linear has its own input scale, so nothing forces one s on the Linears sharing x).
+//     structure), so the consumer divides x by s. s is searched per Linear (each Linear has its own input scale, so
+//     nothing forces one s on the Linears sharing x).
 //   - HQQ is affine (its zero point is what it optimises): --scheme symmetric is refused.
 #pragma once
 
@@ -24,6 +25,7 @@
 #include "calibration.hpp"
 #include "report.hpp"
 #include "shrink/io/calibration_stats.hpp"
+#include "shrink/io/quant_record.hpp"
 #include "shrink/metrics/error.hpp"
 #include "shrink/quant/awq.hpp"
 #include "shrink/quant/gptq.hpp"
@@ -198,7 +200,7 @@ inline MethodOutcome quantize_linear(const MethodSettings& s, TensorView<const f
         s.clip ? quant::awq_clip_search(w, *input.hessian, search.scales, o) : std::vector<float>{};
     r.quantized = quant::awq_quantize(w, search.scales, o, clip);
     r.input_scale = search.scales;
-    r.calibrator = "awq alpha=" + number_text(search.alpha, "%g") + (s.clip ? " clip" : "") + " input_scale";
+    r.calibrator = "awq alpha=" + number_text(search.alpha, "%g") + (s.clip ? " clip" : "");
     r.details = {{"alpha", search.alpha},
                  {"loss", json_number(search.loss)},
                  {"rtn_loss", json_number(search.rtn_loss)},
@@ -211,11 +213,10 @@ inline MethodOutcome quantize_linear(const MethodSettings& s, TensorView<const f
                  {"final_error", json_number(info.final_error)},
                  {"groups_improved", info.groups_improved}};
   }
-  // The weight the layer computes with: dequantized, and for AWQ divided by s.
+  // The weight the layer computes with: dequantized, and for AWQ divided by s as every reader does.
   std::vector<float> restored = quant::dequantize(r.quantized);
   const std::int64_t in = w.size(1);
-  if (!r.input_scale.empty())
-    for (std::size_t k = 0; k < restored.size(); ++k) restored[k] /= r.input_scale[k % static_cast<std::size_t>(in)];
+  if (!r.input_scale.empty()) io::divide_by_input_scale(restored, r.input_scale);
   std::vector<float> original(restored.size());
   for (std::int64_t o = 0; o < w.size(0); ++o)
     for (std::int64_t j = 0; j < in; ++j) original[static_cast<std::size_t>(o * in + j)] = w(o, j);

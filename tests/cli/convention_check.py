@@ -5,8 +5,8 @@ test cli/convention_interop).
 usage: convention_check.py SHRINK WORK_DIR
 Writes a model with Hugging Face's safetensors package, quantizes it with `shrink quantize` under many schemes,
 then dequantizes every "shrink.quant.<name>" tensor in numpy from nothing but the description in docs/model-files.md (header
-parsed by hand, packed nibbles, scales, zero points, FP8 codes) and requires the values `shrink dequantize` wrote,
-bit for bit. Also checks that safetensors itself opens shrink's quantized files (metadata included), and every shard
+parsed by hand, packed nibbles, scales, zero points, FP8 codes, AWQ's input scale) and requires the values `shrink
+dequantize` wrote, bit for bit (`shrink quantize --method awq` from calibration statistics written here). Also checks that safetensors itself opens shrink's quantized files (metadata included), and every shard
 of a sharded checkpoint quantized into shards, whose index must map each tensor to the shard holding it.
 Exits 77 (CTest: skipped) when numpy or safetensors is not importable, 1 under SHRINK_PYTHON_STRICT=1."""
 import json
@@ -119,7 +119,25 @@ def dequantize(tensors, name, record):
         qmin = 1 if (not signed and record.get("restricted_range")) else 0
         zp = np.int32(0 if signed else (qmin + qmax + 1) // 2)  # the range midpoint for unsigned types
     difference = (q - zp).astype(np.float32)
-    return (difference * expand(scale, shape, record)).astype(np.float32)
+    values = (difference * expand(scale, shape, record)).astype(np.float32)
+    if "input_scale" in record:  # AWQ: the stored values are of W·diag(s); W = values / s[column], in float32
+        s = array(tensors, record["input_scale"], "F32")
+        if len(shape) != 2 or s.shape != (shape[1],):
+            fail(f"{name}: input scale of shape {s.shape} for a record of shape {shape}")
+        values = values / s
+    return values
+
+
+def write_calibration(path, rng, inputs):
+    """Calibration statistics (include/shrink/io/calibration_stats.hpp) of 256 random rows per Linear input:
+    H = (2/n) XᵀX and mean |x| in F64, the row count in the metadata."""
+    tensors, metadata = {}, {"shrink.calibration": "1"}
+    for linear, width in inputs.items():
+        x = rng.normal(0, 1, (256, width)) * rng.uniform(0.2, 4.0, width)  # channels of unequal size, as AWQ meets
+        tensors[linear + ".hessian"] = (2.0 / 256) * (x.T @ x)
+        tensors[linear + ".act_abs_mean"] = np.abs(x).mean(axis=0)
+        metadata[linear + ".samples"] = "256"
+    save_file(tensors, path, metadata=metadata)
 
 
 def check_sharded(shrink, work, rng):
@@ -164,6 +182,8 @@ def main():
                "b.weight": rng.normal(0, 1.0, (3, 4, 6)).astype(np.float32),
                "c.weight": rng.laplace(0, 0.2, (8, 7)).astype(np.float32),
                "a.bias": rng.normal(0, 1, (12,)).astype(np.float32)}, model, metadata={"format": "np"})
+    stats = os.path.join(work, "stats.safetensors")
+    write_calibration(stats, rng, {"a": 10, "c": 7})
     configurations = [
         [],
         ["--scheme", "affine", "--granularity", "tensor"],
@@ -179,6 +199,9 @@ def main():
         ["--dtype", "fp8-e5m2", "--granularity", "tensor"],
         ["--dtype", "fp16"],
         ["--dtype", "bf16", "--include", "weight|bias"],
+        ["--method", "awq", "--calibration", stats, "--group-size", "0"],
+        ["--method", "awq", "--calibration", stats, "--group-size", "2", "--scheme", "symmetric", "--bits", "3",
+         "--exclude", "c"],
     ]
     for flags in configurations:
         quantized = os.path.join(work, "q.safetensors")
@@ -193,6 +216,11 @@ def main():
                    for key, value in metadata.items() if key.startswith("shrink.quant.")}
         if not records:
             fail(f"{flags}: no tensor quantized")
+        if ("awq" in flags) != any("input_scale" in r for r in records.values()):
+            fail(f"{flags}: input scales {[r.get('input_scale') for r in records.values()]}")
+        for scale in (r["input_scale"] for r in records.values() if "input_scale" in r):
+            if scale in expected:
+                fail(f"{flags}: `shrink dequantize` copied the input scale {scale} as a tensor")
         for name, record in records.items():
             mine = dequantize(tensors, name, record)
             if mine.shape != expected[name].shape or not np.array_equal(mine.view(np.uint32), expected[name].view(np.uint32)):

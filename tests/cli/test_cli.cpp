@@ -30,6 +30,7 @@
 #include "shrink/io/calibration_stats.hpp"
 #include "shrink/io/quantized_safetensors.hpp"
 #include "shrink/linear/weight_only.hpp"
+#include "shrink/metrics/error.hpp"
 #include "shrink/prune/sparsegpt.hpp"
 #include "shrink/prune/wanda.hpp"
 #include "shrink/quant/awq.hpp"
@@ -1532,9 +1533,16 @@ Weight read_weight(const std::string& model, const std::string& name) {
   return {shrink::io::read_float(file, name), shrink::Shape(file.info(name).shape)};
 }
 
-// Tensor `name` of `out` is stored as the library's `expected`: the same scheme, integers, scales and values.
-void require_stored_as(const std::string& out, const std::string& name,
-                       const shrink::quant::QuantizedTensor& expected) {
+// The convention's value of a tensor with an input scale s (AWQ's): dequantize(q)[r, c] / s[c], one float division.
+std::vector<float> divided_by(std::vector<float> values, const std::vector<float>& s) {
+  for (std::size_t k = 0; k < values.size(); ++k) values[k] /= s[k % s.size()];
+  return values;
+}
+
+// Tensor `name` of `out` is stored as the library's `expected`: the same scheme, integers, scales and values (divided
+// by `input_scale` when given).
+void require_stored_as(const std::string& out, const std::string& name, const shrink::quant::QuantizedTensor& expected,
+                       const std::vector<float>& input_scale = {}) {
   INFO(name);
   const SafetensorsFile file(out);
   const shrink::quant::QuantizedTensor q = shrink::io::read_quantized(file, name);
@@ -1547,7 +1555,10 @@ void require_stored_as(const std::string& out, const std::string& name,
           std::vector<std::uint8_t>(expected.data.begin(), expected.data.end()));
   REQUIRE(q.qparams.scale == expected.qparams.scale);
   REQUIRE(shrink::quant::dequantize(q) == shrink::quant::dequantize(expected));
-  REQUIRE(shrink::io::read_float(file, name) == shrink::quant::dequantize(expected));
+  const std::vector<float> value = shrink::io::read_float(file, name);
+  REQUIRE(value == (input_scale.empty() ? shrink::quant::dequantize(expected)
+                                        : divided_by(shrink::quant::dequantize(expected), input_scale)));
+  REQUIRE(shrink::io::read_input_scale(file, name) == input_scale);
 }
 
 std::string calibrator_of(const std::string& out, const std::string& name) {
@@ -1616,7 +1627,7 @@ TEST_CASE("quantize --method gptq, awq, hqq, rtn store what the library gives fo
       require_stored_as(out, name, q::gptq_quantize(w.view(), file.hessian(linear_of(name)), o));
     }
   }
-  SECTION("awq: W·diag(s) quantized, s stored as LINEAR.input_scale") {
+  SECTION("awq: W·diag(s) quantized, s stored as LINEAR.input_scale and named by the record") {
     for (const bool clip : {true, false}) {
       INFO(clip);
       std::vector<std::string> args = {"--method", "awq", "--calibration", stats, "--group-size", "16"};
@@ -1632,13 +1643,14 @@ TEST_CASE("quantize --method gptq, awq, hqq, rtn store what the library gives fo
         const q::AwqResult search = q::awq_search({w.view()}, h, mean_abs, o);
         const std::vector<float> bounds =
             clip ? q::awq_clip_search(w.view(), h, search.scales, o) : std::vector<float>{};
-        require_stored_as(out, name, q::awq_quantize(w.view(), search.scales, o, bounds));
+        require_stored_as(out, name, q::awq_quantize(w.view(), search.scales, o, bounds), search.scales);
         const std::string scale_name = linear_of(name) + ".input_scale";
+        REQUIRE(shrink::io::quantization_record(SafetensorsFile(out), name)->input_scale == scale_name);
         REQUIRE(shrink::io::read_float(SafetensorsFile(out), scale_name) == search.scales);
         REQUIRE(SafetensorsFile(out).info(scale_name).shape == std::vector<std::int64_t>{w.shape[1]});
         char alpha[32];
         std::snprintf(alpha, sizeof alpha, "%g", search.alpha);
-        REQUIRE(calibrator_of(out, name) == "awq alpha=" + std::string(alpha) + (clip ? " clip" : "") + " input_scale");
+        REQUIRE(calibrator_of(out, name) == "awq alpha=" + std::string(alpha) + (clip ? " clip" : ""));
         for (const json& t : report["tensors"])
           if (t["name"] == name) {
             REQUIRE(t["input_scale"] == scale_name);
@@ -1674,6 +1686,150 @@ TEST_CASE("quantize --method gptq, awq, hqq, rtn store what the library gives fo
         REQUIRE(calibrator_of(out, name) == "minmax");
       }
     }
+  }
+}
+
+TEST_CASE("an AWQ file through dequantize, compare and inspect: the weight W itself, the input scale a parameter",
+          "[cli][methods][awq]") {
+  namespace q = shrink::quant;
+  shrink::test::TempDir dir;
+  const std::string model = write_linear_model(dir);
+  const std::string stats = write_calibration(dir);
+  const shrink::io::CalibrationStatsFile file(stats);
+  const std::string awq = dir.file("awq.safetensors");
+  const json report = run_json(
+      dir, {"quantize", model, awq, "--method", "awq", "--calibration", stats, "--group-size", "16", "--json"});
+
+  // The library's W' = dequantize(awq_quantize(W, s)) / s of each Linear: the values every reader must give.
+  q::AwqOptions o;
+  o.group_size = 16;
+  std::map<std::string, std::vector<float>> expected, stored_only;
+  for (const std::string& name : kLinears) {
+    const Weight w = read_weight(model, name);
+    const q::Hessian h = file.hessian(linear_of(name));
+    std::vector<float> mean_abs;
+    for (double v : file.act_abs_mean(linear_of(name))) mean_abs.push_back(static_cast<float>(v));
+    const q::AwqResult search = q::awq_search({w.view()}, h, mean_abs, o);
+    const q::QuantizedTensor quantized =
+        q::awq_quantize(w.view(), search.scales, o, q::awq_clip_search(w.view(), h, search.scales, o));
+    stored_only[name] = q::dequantize(quantized);
+    expected[name] = divided_by(stored_only[name], search.scales);
+  }
+
+  const std::string restored = dir.file("restored.safetensors");
+  for (const char* dtype : {"f32", "source"}) {
+    CAPTURE(dtype);
+    const json d = run_json(dir, {"dequantize", awq, restored, "--dtype", dtype, "--json"});
+    REQUIRE(d["dequantized"].size() == 3);
+    REQUIRE(d["copied"] == json::array({"layers.0.input_layernorm.weight"}));
+    const SafetensorsFile r(restored);
+    REQUIRE(r.tensors().size() == 4);  // the model's own tensors: no input scale, no parameters
+    for (const std::string& name : kLinears) {
+      INFO(name);
+      REQUIRE_FALSE(r.contains(linear_of(name) + ".input_scale"));
+      std::vector<float> want = expected[name];
+      if (name == kO && std::string(dtype) == "source")
+        for (float& v : want) v = shrink::half(v).to_float();  // o was F16
+      REQUIRE(shrink::io::read_float(r, name) == want);
+    }
+  }
+
+  // compare measures the weights themselves: the same figures as against the dequantized file, and the quantize
+  // report's SQNR; the stored values alone (W·diag(s)) would be far off.
+  REQUIRE(run(dir, {"dequantize", awq, restored, "--dtype", "f32"}).code == 0);
+  const json direct = compare(dir, model, awq);
+  const json via_file = compare(dir, model, restored);
+  REQUIRE(direct["only_in_a"].empty());
+  REQUIRE(direct["only_in_b"].empty());
+  REQUIRE(direct["overall"]["tensors"] == 3);
+  for (const std::string& name : kLinears) {
+    INFO(name);
+    const double sqnr = tensor_sqnr(direct, name);
+    REQUIRE(sqnr == tensor_sqnr(via_file, name));
+    for (const json& t : report["tensors"])
+      if (t["name"] == name) REQUIRE(t["sqnr_db"].get<double>() == Approx(sqnr).epsilon(1e-12));
+    const Weight w = read_weight(model, name);
+    const double without_scale =
+        shrink::metrics::sqnr_db(w.view(), shrink::TensorView<const float>(stored_only[name].data(), w.shape));
+    CAPTURE(sqnr, without_scale);
+    REQUIRE(sqnr > 10.0);
+    REQUIRE(sqnr > without_scale + 3.0);
+  }
+  for (const json& t : direct["tensors"])
+    if (t["name"] == kQ) REQUIRE(t["b"]["bytes"] == 32 * 32 + 32 * 4 * 4 + 32 * 4 + 64 * 4);  // + s [64] F32
+
+  // inspect: the input scale is a parameter of its weight, counted in its stored bytes, not a model tensor.
+  const json listing = run_json(dir, {"inspect", awq, "--json"});
+  REQUIRE(listing["totals"]["model_tensors"] == 4);
+  REQUIRE(listing["totals"]["quantized_tensors"] == 3);
+  for (const json& t : listing["tensors"]) {
+    if (t["name"] == "layers.0.q_proj.input_scale") REQUIRE(t["parameter_of"] == kQ);
+    if (t["name"] == kQ) {
+      REQUIRE(t["quantization"]["input_scale"] == "layers.0.q_proj.input_scale");
+      REQUIRE(t["quantization"]["stored_bytes"] == 32 * 32 + 32 * 4 * 4 + 32 * 4 + 64 * 4);
+    }
+  }
+  const Result table = run(dir, {"inspect", awq});
+  REQUIRE(table.code == 0);
+  REQUIRE(table.out.find("input scale of " + kQ) != std::string::npos);
+  REQUIRE(table.out.find(", divided by layers.0.q_proj.input_scale") != std::string::npos);
+}
+
+TEST_CASE("hostile input scales: dequantize, compare and inspect exit 1 with one line and write nothing",
+          "[cli][awq]") {
+  shrink::test::TempDir dir;
+  const std::string record =
+      R"({"dtype":"int8","scheme":"symmetric","granularity":"per_tensor","axis":0,"group_size":0,)";
+  // w [2, 4] int8 with the input scale `field` names; `scale` the tensor "w.input_scale" (none when empty).
+  auto write = [&](const std::string& name, const std::string& field, ScalarType dtype, std::vector<float> scale) {
+    const std::string path = dir.file(name);
+    SafetensorsWriter writer(path);
+    writer.add_tensor("w", ScalarType::i8, {2, 4});
+    writer.add_tensor("w_scale", ScalarType::f32, {});
+    if (!scale.empty())
+      writer.add_tensor("w.input_scale", dtype,
+                        {static_cast<std::int64_t>(dtype == ScalarType::f32 ? scale.size() : 4)});
+    writer.add_metadata("shrink.format_version", "1");
+    writer.add_metadata("shrink.quant.w", record + field + R"("shape":[2,4]})");
+    writer.write_header();
+    const std::int8_t w[8] = {1, -2, 3, -4, 5, -6, 7, -8};
+    writer.write("w", w, sizeof w);
+    const float s = 0.5f;
+    writer.write("w_scale", &s, sizeof s);
+    if (!scale.empty()) {
+      if (dtype == ScalarType::f32) {
+        writer.write("w.input_scale", scale.data(), scale.size() * sizeof(float));
+      } else {
+        const std::vector<std::uint16_t> bits = to_half_bits({1, 1, 1, 1});
+        writer.write("w.input_scale", bits.data(), bits.size() * 2);
+      }
+    }
+    writer.finish();
+    return path;
+  };
+  const std::string field = R"("input_scale":"w.input_scale",)";
+  const std::string valid = write("valid.safetensors", field, ScalarType::f32, {1, 2, 4, 8});
+  REQUIRE(shrink::io::read_float(SafetensorsFile(valid), "w") ==
+          std::vector<float>{0.5f, -0.5f, 0.375f, -0.25f, 2.5f, -1.5f, 0.875f, -0.5f});
+  const std::string out = dir.file("out.safetensors");
+  const std::vector<std::pair<std::string, std::string>> files = {
+      {write("missing.safetensors", field, ScalarType::f32, {}), "no input scale tensor \"w.input_scale\""},
+      {write("f16.safetensors", field, ScalarType::f16, {1}), "has dtype F16 and shape [4]: expected F32 [4]"},
+      {write("short.safetensors", field, ScalarType::f32, {1, 1, 1}), "shape [3]: expected F32 [4]"},
+      {write("zero.safetensors", field, ScalarType::f32, {1, 0, 1, 1}), "expected a finite input scale > 0"},
+      {write("nan.safetensors", field, ScalarType::f32, {1, 1, NAN, 1}), "expected a finite input scale > 0"},
+      {write("number.safetensors", R"("input_scale":3,)", ScalarType::f32, {1, 1, 1, 1}), "expected a string"},
+      {write("itself.safetensors", R"("input_scale":"w",)", ScalarType::f32, {1, 1, 1, 1}),
+       "names the record's own tensor \"w\""},
+  };
+  for (const auto& [path, expected] : files) {
+    CAPTURE(path);
+    require_each_fails(dir,
+                       {{"dequantize", {path, out}, expected},
+                        {"compare", {valid, path}, expected},
+                        {"inspect", {path}, expected},
+                        {"quantize", {path, out}, expected}},
+                       1, out);
   }
 }
 

@@ -1,6 +1,6 @@
 // Tests for shrink/io/quantized_safetensors.hpp: round trips of every integer dtype, symmetry and granularity,
-// FP8 and FP16/BF16 casts, listing and whole-file dequantization, and hostile metadata or parameter tensors
-// (each an Error naming what was expected, never a crash, and no output file left by dequantize_file).
+// FP8 and FP16/BF16 casts, AWQ's input scale, listing and whole-file dequantization, and hostile metadata or parameter
+// tensors (each an Error naming what was expected, never a crash, and no output file left by dequantize_file).
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -14,6 +14,8 @@
 
 #include "io/temp_dir.hpp"
 #include "shrink/io/quantized_safetensors.hpp"
+#include "shrink/metrics/error.hpp"
+#include "shrink/quant/awq.hpp"
 #include "shrink/quant/gptq.hpp"
 #include "shrink/quant/hessian.hpp"
 #include "support/random.hpp"
@@ -503,4 +505,294 @@ TEST_CASE("encoding checks its input", "[io][quantized_safetensors]") {
   REQUIRE_THROWS_AS(cast_record("w", ScalarType::i8, Shape{2}), Error);
   REQUIRE_THROWS_AS(integer_record("w", QuantScheme::per_group(QuantDtype::int4, Symmetry::affine, 1, 3), Shape{2, 4}),
                     Error);
+}
+
+namespace {
+
+// AWQ's stored form of a weight [6, 16]: the integers of W·diag(s), 4-bit affine groups of 8, and s far from 1.
+struct AwqParts {
+  static constexpr std::int64_t out = 6, in = 16;
+  std::vector<float> w = shrink::test::random_values(out * in, 31, 0.05f);
+  std::vector<float> s;
+  QuantizedTensor q;
+  AwqParts() {
+    AwqOptions o;
+    o.group_size = 8;
+    for (float v : shrink::test::random_values(in, 32)) s.push_back(std::exp(0.8f * v));
+    q = awq_quantize(TensorView<const float>(w.data(), Shape{out, in}), s, o);
+  }
+  EncodedQuantization encoded(const std::string& name = "l.weight", const std::string& scale = "l.input_scale") const {
+    EncodedQuantization e = encode_quantized(name, q, "awq", "F32");
+    add_input_scale(e, scale, s);
+    return e;
+  }
+  // The convention's value, written out here: dequantize(q)[r, c] / s[c], one float division.
+  std::vector<float> expected() const {
+    std::vector<float> v = dequantize(q);
+    for (std::int64_t r = 0; r < out; ++r)
+      for (std::int64_t c = 0; c < in; ++c) v[static_cast<std::size_t>(r * in + c)] /= s[static_cast<std::size_t>(c)];
+    return v;
+  }
+};
+
+template <class T>
+bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
+}
+
+}  // namespace
+
+TEST_CASE("an input scale (AWQ): read_float gives dequantize(q)[r, c] / s[c], the weight itself",
+          "[io][quantized_safetensors][awq]") {
+  shrink::test::TempDir dir;
+  const AwqParts p;
+  const std::string path = dir.file("awq.safetensors");
+  write_encoded(path, {p.encoded()}, {{"l.bias", ScalarType::f32, {6}, bytes_of(std::vector<float>(6, 0.5f))}});
+  const SafetensorsFile file(path);
+
+  const auto record = quantization_record(file, "l.weight");
+  REQUIRE(record->input_scale == "l.input_scale");
+  REQUIRE(parse_quantization_record("l.weight", to_metadata_value(*record)).input_scale == "l.input_scale");
+  const std::vector<TensorDeclaration> stored = stored_tensors(*record);
+  REQUIRE(stored.size() == 4);  // data, scale, zero point, input scale
+  REQUIRE(stored.back().name == "l.input_scale");
+  REQUIRE(stored.back().dtype == ScalarType::f32);
+  REQUIRE(stored.back().shape == std::vector<std::int64_t>{16});
+  REQUIRE(parameter_tensor_names(quantization_records(file)) ==
+          std::set<std::string>{"l.weight_scale", "l.weight_zero_point", "l.input_scale"});
+
+  require_same(read_quantized(file, "l.weight"), p.q);  // the stored integers: those of W·diag(s)
+  REQUIRE(read_input_scale(file, "l.weight") == p.s);
+  REQUIRE(read_input_scale(file, "l.bias").empty());
+  const std::vector<float> w = read_float(file, "l.weight");
+  REQUIRE(same_bits(w, p.expected()));
+
+  // What it reads is W, near the original; the stored values alone are W·diag(s), far from it.
+  const Shape shape{AwqParts::out, AwqParts::in};
+  const std::vector<float> scaled = dequantize(p.q);
+  const double real =
+      shrink::metrics::sqnr_db(TensorView<const float>(p.w.data(), shape), TensorView<const float>(w.data(), shape));
+  const double stored_only = shrink::metrics::sqnr_db(TensorView<const float>(p.w.data(), shape),
+                                                      TensorView<const float>(scaled.data(), shape));
+  CAPTURE(real, stored_only);
+  REQUIRE(real > 12.0);
+  REQUIRE(stored_only < 5.0);
+
+  // dequantize_file writes W and drops the input scale with the other parameters.
+  const std::string out = dir.file("d.safetensors");
+  for (const DequantizeTo to : {DequantizeTo::source, DequantizeTo::f32}) {
+    const DequantizeFileSummary summary = dequantize_file(path, out, {}, to);
+    REQUIRE(summary.dequantized == std::vector<std::string>{"l.weight"});
+    REQUIRE(summary.copied == std::vector<std::string>{"l.bias"});
+    const SafetensorsFile restored(out);
+    REQUIRE(restored.tensors().size() == 2);
+    REQUIRE_FALSE(restored.contains("l.input_scale"));
+    REQUIRE(restored.info("l.weight").dtype == ScalarType::f32);
+    REQUIRE(same_bits(read_float(restored, "l.weight"), p.expected()));
+  }
+}
+
+TEST_CASE("parse_quantization_record reads the input_scale field and rejects bad ones",
+          "[io][quantized_safetensors][awq]") {
+  const std::string head = R"({"dtype":"int8","scheme":"affine","granularity":"per_tensor",)";
+  REQUIRE(parse_quantization_record("w", head + R"("input_scale":"l.input_scale","shape":[2,3]})").input_scale ==
+          "l.input_scale");
+  REQUIRE_FALSE(parse_quantization_record("w", head + R"("shape":[2,3]})").has_input_scale());  // older files
+  const std::pair<std::string, const char*> bad[] = {
+      {head + R"("input_scale":5,"shape":[2,3]})", "\"input_scale\" is a non-negative integer: expected a string"},
+      {head + R"("input_scale":"s","shape":[6]})", "expected a Linear weight [out, in] (rank 2)"},
+      {head + R"("input_scale":"s","shape":[2,3,4]})", "expected a Linear weight [out, in] (rank 2)"},
+      {head + R"("input_scale":"","shape":[2,3]})", "an empty name: expected the name of an F32 tensor [3]"},
+      {head + R"("input_scale":"w","shape":[2,3]})", "names the record's own tensor \"w\""},
+      {head + R"("input_scale":"w_zero_point","shape":[2,3]})", "names the record's own tensor \"w_zero_point\""},
+      {R"({"dtype":"fp8_e4m3","granularity":"per_tensor","input_scale":"s","shape":[2,3]})",
+       "unexpected key \"input_scale\""},
+      {R"({"dtype":"bf16","input_scale":"s","shape":[2,3]})", "unexpected key \"input_scale\""},
+  };
+  for (const auto& [text, expected] : bad) {
+    CAPTURE(text);
+    REQUIRE_THROWS_WITH(parse_quantization_record("w", text),
+                        Catch::Contains(expected) && Catch::Contains("shrink.quant.w"));
+  }
+}
+
+TEST_CASE("divide_by_input_scale is one float division per value and checks its sizes",
+          "[io][quantized_safetensors][awq]") {
+  std::vector<float> v = {1.0f, 1.0f, 1.0f, 3.0f, 0.1f, -7.0f};
+  divide_by_input_scale(v, {3.0f, 0.1f, 7.0f});
+  REQUIRE(v == std::vector<float>{1.0f / 3.0f, 1.0f / 0.1f, 1.0f / 7.0f, 3.0f / 3.0f, 0.1f / 0.1f, -7.0f / 7.0f});
+  REQUIRE(v[4] == 1.0f);  // a division, not a product with the reciprocal (0.1f * (1 / 0.1f) rounds elsewhere)
+  std::vector<float> odd(5, 1.0f);
+  REQUIRE_THROWS_WITH(divide_by_input_scale(odd, {1.0f, 2.0f}), Catch::Contains("values.size() = 5"));
+  REQUIRE_THROWS_WITH(divide_by_input_scale(odd, {}), Catch::Contains("input_scale.size() = 0"));
+  REQUIRE(odd == std::vector<float>(5, 1.0f));
+}
+
+TEST_CASE("hostile input scales are rejected, each with one Error, and dequantize_file writes nothing",
+          "[io][quantized_safetensors][awq]") {
+  shrink::test::TempDir dir;
+  const ValidParts v;  // "w" int8 [4, 6], per channel along axis 0
+  const std::string path = dir.file("hostile.safetensors");
+  const std::string with_field =
+      R"({"dtype":"int8","scheme":"affine","granularity":"per_channel","axis":0,"input_scale":"s","shape":[4,6]})";
+  auto scale = [](std::vector<float> values) {
+    const std::int64_t n = static_cast<std::int64_t>(values.size());
+    return RawTensor{"s", ScalarType::f32, {n}, bytes_of(values)};
+  };
+  const RawTensor good = scale({0.5f, 1.0f, 2.0f, 4.0f, 1.5f, 0.25f});
+
+  // The valid file reads, with the weight divided by s.
+  write_raw(path, {v.scale(), v.data(), v.zero_point(), good}, v.metadata(with_field));
+  {
+    const SafetensorsFile file(path);
+    std::vector<float> expected = dequantize(v.q);
+    divide_by_input_scale(expected, {0.5f, 1.0f, 2.0f, 4.0f, 1.5f, 0.25f});
+    REQUIRE(read_float(file, "w") == expected);
+  }
+
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  RawTensor f16{"s", ScalarType::f16, {6}, std::vector<std::uint8_t>(12, 0x3C)};
+  RawTensor rank2 = good;
+  rank2.shape = {1, 6};
+  // Another record "u" (int8 [6], per tensor) whose data or scale w's field names.
+  const RawTensor u{"u", ScalarType::i8, {6}, {1, 2, 3, 4, 5, 6}};
+  const RawTensor u_scale{"u_scale", ScalarType::f32, {6}, bytes_of(std::vector<float>(6, 0.5f))};
+  const std::string u_record =
+      R"({"dtype":"int8","scheme":"symmetric","granularity":"per_channel","axis":0,"shape":[6]})";
+  auto two_records = [&](const std::string& name) {
+    std::map<std::string, std::string> m =
+        v.metadata(R"({"dtype":"int8","scheme":"affine","granularity":"per_channel","axis":0,"input_scale":")" + name +
+                   R"(","shape":[4,6]})");
+    m["shrink.quant.u"] = u_record;
+    return m;
+  };
+  struct Case {
+    const char* what;
+    std::vector<RawTensor> tensors;
+    std::map<std::string, std::string> metadata;
+    const char* expected;
+  };
+  const std::vector<Case> cases = {
+      {"missing tensor",
+       {v.scale(), v.data(), v.zero_point()},
+       v.metadata(with_field),
+       "no input scale tensor \"s\": expected one of dtype F32 and shape [6]"},
+      {"F16",
+       {v.scale(), v.data(), v.zero_point(), f16},
+       v.metadata(with_field),
+       "input scale tensor \"s\" has dtype F16 and shape [6]: expected F32 [6]"},
+      {"too short",
+       {v.scale(), v.data(), v.zero_point(), scale({1, 1, 1, 1})},
+       v.metadata(with_field),
+       "has dtype F32 and shape [4]: expected F32 [6]"},
+      {"rank 2", {v.scale(), v.data(), v.zero_point(), rank2}, v.metadata(with_field), "shape [1,6]: expected F32 [6]"},
+      {"zero",
+       {v.scale(), v.data(), v.zero_point(), scale({1, 1, 0, 1, 1, 1})},
+       v.metadata(with_field),
+       "tensor \"s\"[2] = 0: expected a finite input scale > 0 (of tensor \"w\")"},
+      {"negative",
+       {v.scale(), v.data(), v.zero_point(), scale({1, 1, 1, -2, 1, 1})},
+       v.metadata(with_field),
+       "\"s\"[3] = -2: expected a finite input scale > 0"},
+      {"NaN",
+       {v.scale(), v.data(), v.zero_point(), scale({nan, 1, 1, 1, 1, 1})},
+       v.metadata(with_field),
+       "\"s\"[0] = nan: expected a finite input scale > 0"},
+      {"infinity",
+       {v.scale(), v.data(), v.zero_point(), scale({1, 1, 1, 1, 1, inf})},
+       v.metadata(with_field),
+       "\"s\"[5] = inf: expected a finite input scale > 0"},
+      {"not a string",
+       {v.scale(), v.data(), v.zero_point(), good},
+       v.metadata(
+           R"({"dtype":"int8","scheme":"affine","granularity":"per_channel","axis":0,"input_scale":["s"],"shape":[4,6]})"),
+       "\"input_scale\" is a JSON array: expected a string"},
+      {"on a 1-D record",
+       {{"w_scale", ScalarType::f32, {}, bytes_of(std::vector<float>{0.5f})},
+        {"w", ScalarType::i8, {4}, {1, 2, 3, 4}},
+        scale({1, 1, 1, 1})},
+       v.metadata(R"({"dtype":"int8","scheme":"symmetric","granularity":"per_tensor","input_scale":"s","shape":[4]})"),
+       "an input scale on a record of shape [4]: expected a Linear weight [out, in] (rank 2)"},
+      {"itself",
+       {v.scale(), v.data(), v.zero_point()},
+       v.metadata(
+           R"({"dtype":"int8","scheme":"affine","granularity":"per_channel","axis":0,"input_scale":"w","shape":[4,6]})"),
+       "\"input_scale\" = \"w\": names the record's own tensor \"w\""},
+      {"its own scale",
+       {v.scale(), v.data(), v.zero_point()},
+       v.metadata(
+           R"({"dtype":"int8","scheme":"affine","granularity":"per_channel","axis":0,"input_scale":"w_scale","shape":[4,6]})"),
+       "names the record's own tensor \"w_scale\""},
+      {"another record's data",
+       {v.scale(), v.data(), v.zero_point(), u, u_scale},
+       two_records("u"),
+       "input scale tensor \"u\" is the data of tensor \"u\"'s record: expected a tensor of its own"},
+      {"another record's scale",
+       {v.scale(), v.data(), v.zero_point(), u, u_scale},
+       two_records("u_scale"),
+       "tensor \"u_scale\" belongs to both \"u\" and \"w\": expected each tensor in one record"},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.what);
+    write_raw(path, c.tensors, c.metadata);
+    require_rejected(dir, path, c.expected);
+  }
+}
+
+TEST_CASE("two records naming one input scale are rejected", "[io][quantized_safetensors][awq]") {
+  shrink::test::TempDir dir;
+  const AwqParts p;
+  EncodedQuantization a = p.encoded("a.weight", "shared.input_scale");
+  EncodedQuantization b = p.encoded("b.weight", "shared.input_scale");
+  b.tensors.pop_back();  // the tensor is written once, by a
+  const std::string path = dir.file("shared.safetensors");
+  write_encoded(path, {a, b});
+  const SafetensorsFile file(path);
+  REQUIRE(read_float(file, "b.weight") == p.expected());  // one record alone reads
+  REQUIRE_THROWS_WITH(quantization_records(file),
+                      Catch::Contains("tensor \"shared.input_scale\" belongs to both \"a.weight\" and \"b.weight\""));
+  const std::string out = dir.file("out.safetensors");
+  REQUIRE_THROWS_AS(dequantize_file(path, out), Error);
+  REQUIRE_FALSE(std::filesystem::exists(out));
+}
+
+TEST_CASE("add_input_scale and set_input_scale check their input and change nothing on failure",
+          "[io][quantized_safetensors][awq]") {
+  const AwqParts p;
+  const EncodedQuantization plain = encode_quantized("l.weight", p.q);
+  auto rejected = [&](const std::string& tensor, const std::vector<float>& s, const std::string& expected) {
+    EncodedQuantization e = plain;
+    REQUIRE_THROWS_WITH(add_input_scale(e, tensor, s), Catch::Contains(expected));
+    REQUIRE(e.tensors.size() == plain.tensors.size());
+    REQUIRE_FALSE(e.record.has_input_scale());
+  };
+  rejected("l.input_scale", std::vector<float>(15, 1.0f),
+           "input_scale.size() = 15: expected the record's input width 16");
+  std::vector<float> bad = p.s;
+  bad[9] = 0.0f;
+  rejected("l.input_scale", bad, "input_scale[9] = 0: expected a finite input scale > 0");
+  bad[9] = std::numeric_limits<float>::quiet_NaN();
+  rejected("l.input_scale", bad, "input_scale[9] = nan");
+  rejected("l.weight_scale", p.s, "names the record's own tensor \"l.weight_scale\"");
+  rejected("", p.s, "an empty name");
+  EncodedQuantization twice = p.encoded();
+  REQUIRE_THROWS_WITH(add_input_scale(twice, "other", p.s), Catch::Contains("expected none yet"));
+
+  const std::vector<float> x = shrink::test::random_values(16, 4);
+  EncodedQuantization fp8 =
+      encode_fp8("f", quantize_fp8(TensorView<const float>(x.data(), Shape{2, 8}), shrink::Fp8Format::e4m3));
+  REQUIRE_THROWS_WITH(add_input_scale(fp8, "f.input_scale", std::vector<float>(8, 1.0f)),
+                      Catch::Contains("an input scale on a fp8_e4m3 record: expected one on an integer record only"));
+  EncodedQuantization flat =
+      encode_quantized("v", quantize(TensorView<const float>(x.data(), Shape{16}),
+                                     QuantScheme::per_tensor(QuantDtype::int8, Symmetry::symmetric)));
+  REQUIRE_THROWS_WITH(add_input_scale(flat, "v.input_scale", std::vector<float>(16, 1.0f)),
+                      Catch::Contains("expected a Linear weight [out, in] (rank 2)"));
+  QuantizationRecord record =
+      integer_record("m", QuantScheme::per_tensor(QuantDtype::int8, Symmetry::symmetric), Shape{2, 8});
+  REQUIRE_THROWS_WITH(set_input_scale(record, "m"), Catch::Contains("shrink::io::set_input_scale: tensor = \"m\""));
+  REQUIRE_FALSE(record.has_input_scale());
+  set_input_scale(record, "m.input_scale");
+  REQUIRE(stored_tensors(record).back().shape == std::vector<std::int64_t>{8});
 }

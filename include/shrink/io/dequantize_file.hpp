@@ -1,6 +1,6 @@
 // A whole safetensors file dequantized: every tensor stored under the convention of io/quant_record.hpp written back
-// in the dtype it had before compression (or one dtype for all), everything else copied, the output appearing only
-// when complete.
+// (as read_float gives it: with an input scale, the weight W) in the dtype it had before compression (or one dtype for
+// all), everything else copied, the output appearing only when complete.
 #pragma once
 
 #include <algorithm>
@@ -75,12 +75,13 @@ inline ScalarType dequantized_dtype(const QuantizationRecord& r, DequantizeTo to
 
 }  // namespace detail
 
-// Writes `out_path`: every tensor under the convention dequantized (or widened from FP16/BF16) and written in the
-// dtype `to` says: by default the dtype it had before compression (F32 for files that do not record it); its
-// `_scale` / `_zero_point` tensors and metadata entries dropped (and "shrink.format_version"); every other tensor
-// and metadata entry copied unchanged. Tensors are laid out widest element first (each stays aligned). Every record
-// is validated in full (quantization_records) before the output is created; `progress(name, index, count)` is
-// called before each tensor is written. The output appears only when complete.
+// Writes `out_path`: every tensor under the convention dequantized (or widened from FP16/BF16; divided by its input
+// scale when it has one) and written in the dtype `to` says: by default the dtype it had before compression (F32 for
+// files that do not record it); its `_scale` / `_zero_point` / input-scale tensors and metadata entries dropped (and
+// "shrink.format_version"); every other tensor and metadata entry copied unchanged. Tensors are laid out widest
+// element first (each stays aligned). Every record is validated in full (quantization_records) before the output is
+// created; `progress(name, index, count)` is called before each tensor is written. The output appears only when
+// complete.
 inline DequantizeFileSummary dequantize_file(
     const std::string& in_path, const std::string& out_path,
     const std::function<void(const std::string&, std::size_t, std::size_t)>& progress = {},

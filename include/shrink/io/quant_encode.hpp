@@ -1,7 +1,8 @@
 // The stored form of a compressed tensor under the convention of io/quant_record.hpp: the bytes of its data,
-// `_scale` and `_zero_point` tensors and its metadata entry, ready for a SafetensorsWriter.
+// `_scale`, `_zero_point` and input-scale tensors and its metadata entry, ready for a SafetensorsWriter.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -77,6 +78,23 @@ inline EncodedQuantization encode_quantized(const std::string& name, quant::Quan
     e.tensors.push_back({declarations[2], std::move(zp)});
   }
   return e;
+}
+
+// Adds the input scale s [in] (AWQ's; F32 tensor `tensor`) to an encoded integer tensor of rank 2 whose integers are
+// those of W·diag(s): readers then give W (io/quant_record.hpp). Nothing changes unless every check passes.
+inline void add_input_scale(EncodedQuantization& e, const std::string& tensor, const std::vector<float>& input_scale) {
+  const char* fn = "shrink::io::add_input_scale";
+  if (e.record.has_input_scale()) fail(fn, "e.record.input_scale", detail::quoted(e.record.input_scale), "none yet");
+  QuantizationRecord record = e.record;
+  set_input_scale(record, tensor);
+  const std::int64_t in = record.shape.back();
+  if (static_cast<std::int64_t>(input_scale.size()) != in)
+    fail(fn, "input_scale.size()", input_scale.size(), "the record's input width " + std::to_string(in));
+  for (std::size_t i = 0; i < input_scale.size(); ++i)
+    if (!(input_scale[i] > 0.0f) || !std::isfinite(input_scale[i]))
+      fail(fn, ("input_scale[" + std::to_string(i) + "]").c_str(), input_scale[i], "a finite input scale > 0");
+  e.tensors.push_back({stored_tensors(record).back(), detail::bytes_of(input_scale)});
+  e.record = std::move(record);
 }
 
 inline EncodedQuantization encode_fp8(const std::string& name, quant::Fp8Tensor q, std::string calibrator = {},

@@ -1,6 +1,6 @@
 // Reading compressed tensors back from a safetensors file under the convention of io/quant_record.hpp: every record
-// checked against the file (metadata, tensors, scale and zero-point values), QuantizedTensor and Fp8Tensor out, and
-// any tensor as float32 (dequantized, widened or converted).
+// checked against the file (metadata, tensors, scale, zero-point and input-scale values), QuantizedTensor and
+// Fp8Tensor out, and any tensor as float32 (dequantized, divided by its input scale, widened or converted).
 #pragma once
 
 #include <cmath>
@@ -60,10 +60,20 @@ inline QuantizationRecord checked_record(const SafetensorsFile& file, const std:
                                          const char* function) {
   require_format_version(file, function);
   const QuantizationRecord r = parse_quantization_record(name, text, file.path());
-  const std::vector<TensorDeclaration> declarations = stored_tensors(r);
-  static const char* const roles[] = {"data", "scale", "zero point"};
-  for (std::size_t k = 0; k < declarations.size(); ++k)
-    require_stored(file, name, declarations[k].name, declarations[k].dtype, declarations[k].shape, roles[k], function);
+  // An input scale holding another record's data (a parameter of another, or one shared by two records, shows up as a
+  // tensor in two records: quantization_records, which sees them all).
+  if (r.has_input_scale() && file.metadata().count(quant_metadata_key(r.input_scale)))
+    fail(function, file.path() + ": tensor " + quoted(name) + " (" + quant_metadata_key(name) +
+                       "): input scale tensor " + quoted(r.input_scale) + " is the data of tensor " +
+                       quoted(r.input_scale) + "'s record: expected a tensor of its own, F32 [" +
+                       std::to_string(r.shape.back()) + "]");
+  for (const TensorDeclaration& d : stored_tensors(r)) {
+    const char* role = d.name == name                      ? "data"
+                       : d.name == scale_tensor_name(name) ? "scale"
+                       : d.name == r.input_scale           ? "input scale"
+                                                           : "zero point";
+    require_stored(file, name, d.name, d.dtype, d.shape, role, function);
+  }
   if (!r.has_zero_point() && r.encoding == StoredEncoding::integer && file.contains(zero_point_tensor_name(name)))
     fail(function, file.path() + ": tensor " + quoted(name) + " has a " + quoted(zero_point_tensor_name(name)) +
                        " tensor but a symmetric scheme: expected no zero point tensor (or \"scheme\":\"affine\")");
@@ -88,6 +98,18 @@ inline std::vector<float> checked_scales(const SafetensorsFile& file, const Quan
   return scales;
 }
 
+// The input scale s of a record that has one, every value finite and > 0.
+inline std::vector<float> checked_input_scale(const SafetensorsFile& file, const QuantizationRecord& r,
+                                              const char* function) {
+  std::vector<float> s = copy_floats(file, r.input_scale);
+  for (std::size_t i = 0; i < s.size(); ++i)
+    if (!(s[i] > 0.0f) || !std::isfinite(s[i]))
+      fail(function, file.path() + ": tensor " + quoted(r.input_scale) + "[" + std::to_string(i) +
+                         "] = " + shrink::to_text(s[i]) + ": expected a finite input scale > 0 (of tensor " +
+                         quoted(r.name) + ")");
+  return s;
+}
+
 }  // namespace detail
 
 // The record of tensor `name`, checked against the file's tensors; nothing when the tensor is stored plainly.
@@ -104,10 +126,11 @@ inline bool is_quantized(const SafetensorsFile& file, const std::string& name) {
 
 namespace detail {
 
-// Scales finite and > 0, zero points inside [qmin, qmax]: the parameter values, read out of the file.
+// Scales and input scales finite and > 0, zero points inside [qmin, qmax]: the parameter values, read out of the file.
 inline void check_parameter_values(const SafetensorsFile& file, const QuantizationRecord& r, const char* function) {
   if (!r.has_scale()) return;
   checked_scales(file, r, function);
+  if (r.has_input_scale()) checked_input_scale(file, r, function);
   if (!r.has_zero_point()) return;
   const quant::QuantRange range = quant::quant_range(r.scheme);
   const ByteView zp = file.bytes(zero_point_tensor_name(r.name));
@@ -126,8 +149,8 @@ inline void check_parameter_values(const SafetensorsFile& file, const Quantizati
 }  // namespace detail
 
 // Every record of the file, in the file order of their data tensors, each checked in full: metadata, tensors,
-// scale and zero-point values. A metadata entry that names no tensor, or a tensor claimed by two records, is an
-// error.
+// scale, zero-point and input-scale values. A metadata entry that names no tensor, or a tensor claimed by two records
+// (an input scale naming another record's tensor among them), is an error.
 inline std::vector<QuantizationRecord> quantization_records(const SafetensorsFile& file) {
   const char* fn = "shrink::io::quantization_records";
   const std::string prefix = kQuantMetadataPrefix;
@@ -160,7 +183,7 @@ inline std::vector<QuantizationRecord> quantization_records(const SafetensorsFil
   return out;
 }
 
-// Names of the `_scale` / `_zero_point` tensors the records use (not model tensors of their own).
+// Names of the `_scale` / `_zero_point` / input-scale tensors the records use (not model tensors of their own).
 inline std::set<std::string> parameter_tensor_names(const std::vector<QuantizationRecord>& records) {
   std::set<std::string> names;
   for (const QuantizationRecord& r : records) {
@@ -170,7 +193,8 @@ inline std::set<std::string> parameter_tensor_names(const std::vector<Quantizati
   return names;
 }
 
-// Reads an int8/uint8/int4/uint4 tensor stored under the convention, with every parameter checked.
+// Reads an int8/uint8/int4/uint4 tensor stored under the convention, with every parameter checked: the stored integers
+// and parameters, so with an input scale those of W·diag(s) (read_input_scale gives s, read_float W).
 inline quant::QuantizedTensor read_quantized(const SafetensorsFile& file, const std::string& name) {
   const char* fn = "shrink::io::read_quantized";
   const auto record = quantization_record(file, name);
@@ -202,6 +226,14 @@ inline quant::QuantizedTensor read_quantized(const SafetensorsFile& file, const 
   if (data.size > 0) std::memcpy(q.data.data(), data.data, data.size);
   quant::validate_qparams(q.qparams, q.scheme, q.shape, fn);
   return q;
+}
+
+// The input scale s [in] of tensor `name`, every value checked finite and > 0; empty when the tensor has no record or
+// its record no input scale.
+inline std::vector<float> read_input_scale(const SafetensorsFile& file, const std::string& name) {
+  const auto record = quantization_record(file, name);
+  if (!record || !record->has_input_scale()) return {};
+  return detail::checked_input_scale(file, *record, "shrink::io::read_input_scale");
 }
 
 // Reads an FP8 tensor stored under the convention (codes + scales).
@@ -239,8 +271,9 @@ std::vector<float> convert_bytes(const ByteView& bytes, Convert convert) {
 }  // namespace detail
 
 // Any tensor of the file as float32 values, row-major: tensors under the convention are dequantized with their
-// stored parameters (FP16/BF16 casts widened); plain tensors are converted (F64, I64 and I32 round to the
-// nearest float; BOOL gives 0 or 1; FP8 without a record is decoded with scale 1).
+// stored parameters, and divided by their input scale when they have one (w = v / s[c], io/quant_record.hpp), FP16/BF16
+// casts widened; plain tensors are converted (F64, I64 and I32 round to the nearest float; BOOL gives 0 or 1; FP8
+// without a record is decoded with scale 1).
 inline std::vector<float> read_float(const SafetensorsFile& file, const std::string& name) {
   const char* fn = "shrink::io::read_float";
   if (const auto record = quantization_record(file, name)) {
@@ -248,6 +281,7 @@ inline std::vector<float> read_float(const SafetensorsFile& file, const std::str
     const Shape shape(record->shape);
     if (record->encoding == StoredEncoding::integer) {
       quant::dequantize_into(read_quantized(file, name), TensorView<float>(out.data(), shape));
+      if (record->has_input_scale()) divide_by_input_scale(out, detail::checked_input_scale(file, *record, fn));
       return out;
     }
     if (record->encoding == StoredEncoding::fp8) {

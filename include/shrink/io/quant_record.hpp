@@ -35,11 +35,21 @@
 // before quantization, absent in files of older writers. Unknown keys are errors. The file also carries
 // "shrink.format_version":"1" whenever it holds any "shrink.quant." entry.
 //
+// The input scale (AWQ; optional, integer records of rank 2 only): "input_scale":"<tensor>" names a tensor of the
+// same file, F32 [in] (in = the last logical dimension), every value finite and > 0. The stored tensor is then that of
+// W·diag(s) (each input column c multiplied by s[c] before quantizing), and the record's value, what every reader
+// gives, is the weight W itself:
+//   w[r, c] = v[r, c] / s[c]          v = the dequantized value above; one float32 division, rounded to nearest
+// (never a product with a reciprocal: one rounding, so any IEEE reader gets the same bits). The layer it belongs to
+// computes x·Wᵀ, or equally v·(x / s) on its input x. Decided: F32 only, as `_scale`; the tensor belongs to the
+// record as its `_scale` does (one of its stored tensors: never the record's own data, `_scale` or `_zero_point`,
+// nor a tensor of another record); FP8 and cast records take none (no writer needs it). Absent in older files.
+//
 // Readers trust nothing: every metadata entry must be well-formed JSON of that form, name a tensor of the
 // right dtype and shape, and have its `_scale` (and `_zero_point` exactly when affine) of the right dtype and
-// shape; scales must be finite and > 0 and zero points inside [qmin, qmax]. A violation raises shrink::Error
-// naming the file, the tensor and what was expected. (Integer values themselves need no check: any value of
-// the storage type dequantizes to a finite number.)
+// shape; scales and input scales must be finite and > 0 and zero points inside [qmin, qmax]. A violation raises
+// shrink::Error naming the file, the tensor and what was expected. (Integer values themselves need no check: any value
+// of the storage type dequantizes to a finite number.)
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -89,6 +99,7 @@ struct QuantizationRecord {
   std::string cast_from;                   // cast: the dtype it was cast from ("F32"), informational
   std::string calibrator;                  // informational: how the range was chosen
   std::string source_dtype;                // integer, fp8: the dtype before quantization ("BF16"); "" when unrecorded
+  std::string input_scale;                 // integer, rank 2: the F32 tensor [in] s, value = x / s[c]; "" when none
   std::vector<std::int64_t> shape;         // the logical shape
 
   // "int8", "uint4", "fp8_e4m3", "bf16", ...
@@ -106,6 +117,7 @@ struct QuantizationRecord {
   bool has_zero_point() const {
     return encoding == StoredEncoding::integer && scheme.symmetry == quant::Symmetry::affine;
   }
+  bool has_input_scale() const { return !input_scale.empty(); }
   std::int64_t numel() const {
     std::int64_t n = 1;
     for (std::int64_t d : shape) n *= d;
@@ -138,6 +150,20 @@ inline std::vector<std::int64_t> parameter_shape(const QuantizationRecord& r, co
 }
 inline ScalarType zero_point_dtype(const QuantizationRecord& r) {
   return quant::is_signed(r.scheme.dtype) ? ScalarType::i8 : ScalarType::u8;
+}
+
+// Why record `r` cannot take tensor `tensor` as its input scale ("" when it can): see the top of this file.
+inline std::string input_scale_problem(const QuantizationRecord& r, const std::string& tensor) {
+  if (r.encoding != StoredEncoding::integer)
+    return "an input scale on a " + r.dtype_name() + " record: expected one on an integer record only";
+  if (r.shape.size() != 2)
+    return "an input scale on a record of shape " + nlohmann::json(r.shape).dump() +
+           ": expected a Linear weight [out, in] (rank 2)";
+  if (tensor.empty()) return "an empty name: expected the name of an F32 tensor [" + std::to_string(r.shape[1]) + "]";
+  if (tensor == r.name || tensor == scale_tensor_name(r.name) || tensor == zero_point_tensor_name(r.name))
+    return "names the record's own tensor " + quoted(tensor) + ": expected a tensor of its own, F32 [" +
+           std::to_string(r.shape[1]) + "]";
+  return "";
 }
 
 // Parses a record's JSON text with nesting and duplicate keys refused before a tree is built.
@@ -252,7 +278,7 @@ inline QuantizationRecord parse_quantization_record(const std::string& name, con
 
   if (dtype == "int8" || dtype == "uint8" || dtype == "int4" || dtype == "uint4") {
     allow_keys({"dtype", "scheme", "granularity", "axis", "group_size", "restricted_range", "reduce_range", "bits",
-                "calibrator", "source_dtype", "shape"});
+                "calibrator", "source_dtype", "input_scale", "shape"});
     r.encoding = StoredEncoding::integer;
     r.scheme.dtype = dtype == "int8"    ? quant::QuantDtype::int8
                      : dtype == "uint8" ? quant::QuantDtype::uint8
@@ -295,6 +321,11 @@ inline QuantizationRecord parse_quantization_record(const std::string& name, con
     if (r.scheme.bits == 2 && r.scheme.reduce_range) bad("\"bits\" = 2 with \"reduce_range\": expected one of them");
     r.calibrator = string_field("calibrator", false).value_or("");
     r.source_dtype = source_dtype_field();
+    if (const auto input_scale = string_field("input_scale", false)) {
+      const std::string problem = detail::input_scale_problem(r, *input_scale);
+      if (!problem.empty()) bad("\"input_scale\" = " + detail::quoted(*input_scale) + ": " + problem);
+      r.input_scale = *input_scale;
+    }
   } else if (dtype == "fp8_e4m3" || dtype == "fp8_e5m2") {
     allow_keys({"dtype", "granularity", "axis", "calibrator", "source_dtype", "shape"});
     r.encoding = StoredEncoding::fp8;
@@ -337,6 +368,7 @@ inline std::string to_metadata_value(const QuantizationRecord& r) {
     if (r.scheme.bits != 0) j["bits"] = r.scheme.bits;  // absent in files of older writers: the dtype's width
     j["calibrator"] = r.calibrator;
     if (!r.source_dtype.empty()) j["source_dtype"] = r.source_dtype;
+    if (r.has_input_scale()) j["input_scale"] = r.input_scale;
   } else if (r.encoding == StoredEncoding::fp8) {
     j["granularity"] = quant::to_string(r.fp8_granularity);
     j["axis"] = r.fp8_axis < 0 ? 0 : r.fp8_axis;
@@ -404,14 +436,34 @@ inline QuantizationRecord cast_record(const std::string& name, ScalarType to, co
   return r;
 }
 
-// The tensors a record is stored in: the data, then `_scale`, then `_zero_point`, as present.
+// Gives an integer record of rank 2 the input scale `tensor` (F32 [in], declared by stored_tensors; see the top of this
+// file): its stored values become those of W·diag(s).
+inline void set_input_scale(QuantizationRecord& record, const std::string& tensor) {
+  const std::string problem = detail::input_scale_problem(record, tensor);
+  if (!problem.empty()) fail("shrink::io::set_input_scale", "tensor", detail::quoted(tensor), problem);
+  record.input_scale = tensor;
+}
+
+// The tensors a record is stored in: the data, then `_scale`, then `_zero_point`, then the input scale, as present.
 inline std::vector<TensorDeclaration> stored_tensors(const QuantizationRecord& r) {
   const char* fn = "shrink::io::stored_tensors";
   std::vector<TensorDeclaration> out{{r.name, detail::stored_data_dtype(r), detail::stored_data_shape(r)}};
   if (r.has_scale()) out.push_back({scale_tensor_name(r.name), ScalarType::f32, detail::parameter_shape(r, fn)});
   if (r.has_zero_point())
     out.push_back({zero_point_tensor_name(r.name), detail::zero_point_dtype(r), detail::parameter_shape(r, fn)});
+  if (r.has_input_scale()) out.push_back({r.input_scale, ScalarType::f32, {r.shape.back()}});
   return out;
+}
+
+// w[r, c] = v[r, c] / s[c] in place, for dequantized values v [rows, in] row-major and the input scale s [in] (its
+// values checked by the caller): one float division each, the convention's formula (see the top of this file).
+inline void divide_by_input_scale(std::vector<float>& values, const std::vector<float>& input_scale) {
+  const char* fn = "shrink::io::divide_by_input_scale";
+  const std::size_t in = input_scale.size();
+  if (in == 0 || values.size() % in != 0)
+    fail(fn, "values.size()", values.size(), "a multiple of input_scale.size() = " + std::to_string(in) + " (>= 1)");
+  for (std::size_t row = 0; row < values.size(); row += in)
+    for (std::size_t c = 0; c < in; ++c) values[row + c] /= input_scale[c];
 }
 
 }  // namespace shrink::io

@@ -34,8 +34,9 @@ if ((reference)); then
 t = json.load(open(sys.argv[1])); e = t["evaluation"]
 names = {"base": "base", "fp16": "fp16", "bf16": "bf16", "w8": "int8", "w8a8": "w8a8", "w4-g64": "w4g64",
          "w3-g64": "w3g64", "mag-50": "magnitude50", "mag-2:4": "magnitude24"}
-sequential = ("gptq-w4-g64", "gptq-w4-g64-act", "gptq-w3-g64", "gptq-w3-g64-act")
-rows = [names.get(r["recipe"], r["recipe"]) for r in t["rows"] if r["recipe"] in names or r["recipe"] in sequential]
+same = ("gptq-w4-g64", "gptq-w4-g64-act", "gptq-w3-g64", "gptq-w3-g64-act", "awq-w4-g64", "hqq-w4-g64",
+        "sparsegpt-50", "sparsegpt-2:4")
+rows = [names.get(r["recipe"], r["recipe"]) for r in t["rows"] if r["recipe"] in names or r["recipe"] in same]
 print(e["window"], e["windows"], t["threads"], t["calibration"]["windows"], ",".join(rows) or "base")' llm-table/table.json)
   "$torch_python" examples/llm/reference_forward.py --gguf "$data/SmolLM2-135M-Instruct.Q4_1.gguf" \
     --ids llm-table/eval.ids --window "$window" --windows "$windows" --threads "$threads" --rows "$rows" \
@@ -47,7 +48,8 @@ table, reference = (json.load(open(p)) for p in sys.argv[1:3])
 # shrink recipe -> reference_forward.py row
 names = {"base": "base", "fp16": "fp16", "bf16": "bf16", "w8": "int8", "w8a8": "w8a8", "w4-g64": "w4g64",
          "w3-g64": "w3g64", "mag-50": "magnitude50", "mag-2:4": "magnitude24"}
-for r in ("gptq-w4-g64", "gptq-w4-g64-act", "gptq-w3-g64", "gptq-w3-g64-act"):
+for r in ("gptq-w4-g64", "gptq-w4-g64-act", "gptq-w3-g64", "gptq-w3-g64-act", "awq-w4-g64", "hqq-w4-g64",
+          "sparsegpt-50", "sparsegpt-2:4"):
     names[r] = r
 print(f"{'recipe':16s} {'shrink':>11s} {'PyTorch':>11s} {'gap':>9s} {'tokens/s':>9s} {'PyTorch t/s':>11s}")
 for row in table["rows"]:

@@ -28,7 +28,10 @@ from gguf import GGUFReader
 from gguf.quants import dequantize
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "tests" / "golden"))
+import gen_awq  # noqa: E402  AWQ's search and clip search written from the paper (float64 errors)
 import gen_gptq  # noqa: E402  the float64 GPTQ written from the paper, the unit tests' reference
+import gen_hqq  # noqa: E402  HQQ per group (shrink's integer zero point; hqq_paper: the paper's fractional one)
+import gen_sparsegpt  # noqa: E402  SparseGPT's Algorithm 1, float64
 
 
 def field(reader, key):
@@ -153,10 +156,12 @@ def forward_nll(config, w, ids, act_quant=False):
     return float(nll), t - 1
 
 
-def sequential(config, base, calibration, compress):
+def sequential(config, base, calibration, compress, stage_wise=False):
     """GPTQ's sequential calibration ("true sequential"): the calibration windows (a list of id tensors) go through
-    the blocks one by one; in each block, each linear input's Hessian H = (2/n) Σ xᵀx (float64) comes from the block
-    with its earlier linears already compressed, then compress(weight, H) gives that input's linears' new weights.
+    the blocks one by one; in each block, each linear input's statistics come from the block with its earlier linears
+    already compressed. Per linear (stage_wise False): H = (2/n) Σ xᵀx (float64) and compress(weight, H) gives that
+    input's linears' new weights. Per stage (stage_wise True): compress(w, base, b, stage, x) with x the stage's input
+    rows [n, in] (float32) changes the weights w itself (AWQ: a search shared by the linears, a norm folded).
     Returns the weights and the seconds spent in the passes and in compress()."""
     w = dict(base)
     hidden = [w["token_embd.weight"][ids] for ids in calibration]
@@ -164,22 +169,30 @@ def sequential(config, base, calibration, compress):
     for b in range(config["blocks"]):
         for stage in STAGES:
             start = time.perf_counter()
-            sums = {}
+            sums = {"rows": []}
 
             def tap(seen_stage, h, stage=stage):
-                if seen_stage == stage:
-                    hd = h.double()
-                    sums["xx"] = sums.get("xx", 0.0) + hd.t() @ hd
-                    sums["n"] = sums.get("n", 0) + hd.shape[0]
+                if seen_stage != stage:
+                    return
+                if stage_wise:
+                    sums["rows"].append(h.clone())
+                    return
+                hd = h.double()
+                sums["xx"] = sums.get("xx", 0.0) + hd.t() @ hd
+                sums["n"] = sums.get("n", 0) + hd.shape[0]
 
             for x in hidden:
                 block_forward(config, w, b, x, tap=tap, stop_after=stage)
-            hessian = (2.0 / sums["n"]) * sums["xx"]
+            if not stage_wise:
+                hessian = (2.0 / sums["n"]) * sums["xx"]
             passes += time.perf_counter() - start
             start = time.perf_counter()
-            for name in STAGE_LINEARS[stage]:
-                key = f"blk.{b}.{name}.weight"
-                w[key] = compress(base[key], hessian)
+            if stage_wise:
+                compress(w, base, b, stage, torch.cat(sums["rows"]))
+            else:
+                for name in STAGE_LINEARS[stage]:
+                    key = f"blk.{b}.{name}.weight"
+                    w[key] = compress(base[key], hessian)
             method += time.perf_counter() - start
         start = time.perf_counter()
         hidden = [block_forward(config, w, b, x) for x in hidden]
@@ -246,13 +259,76 @@ def gptq_row(bits, act_order):
     return apply
 
 
-# Rows calibrated sequentially on --calibration-ids (shrink_llm's recipe names).
+def sparsegpt_row(nm):
+    """SparseGPT, 50% per row within mask blocks of 128 (nm: n of every m instead), damping 0.01, blocks of 128:
+    tests/golden/gen_sparsegpt.py's implementation; the kept weights (float64) rounded to float32."""
+    def apply(w, hessian):
+        sparsity = 0.5 if nm is None else 0.0
+        _, w_hat, _, _, _, _ = gen_sparsegpt.sparsegpt(w, hessian, sparsity=sparsity, nm=nm)
+        return w_hat.float()
+    return apply
+
+
+# AWQ as the LLM example applies it (examples/llm/recipes.hpp): per linear input, one search of α (grid of 20, s =
+# mean|x|^α, no duo scaling) for the linears reading it; the clip search for each of them but q and k; 4-bit affine
+# groups of 64; 1/s folded into the norm before q/k/v and gate/up, kept as an input scale before o and down. The
+# errors are gen_awq's mean((X·ΔWᵀ)²) computed on R of X = QR (RᵀR = XᵀX: the same means up to the factor n / in,
+# which no argmin sees), so a search costs in² per output, not n·in.
+AWQ_NORM = {"attention": "attn_norm", "ffn": "ffn_norm"}
+
+
+def awq_stage(w, base, b, stage, x):
+    names = STAGE_LINEARS[stage]
+    weights = [base[f"blk.{b}.{name}.weight"] for name in names]
+    bits, symmetric, group, grid = 4, False, 64, 20
+    sx = gen_awq.mean_abs(x)
+    r = torch.linalg.qr(x.double(), mode="r").R
+    losses = []
+    for i in range(grid):
+        s = gen_awq.scales(sx, None, i / grid)
+        losses.append(sum(gen_awq.output_error(r, wk, gen_awq.rtn(wk * s, bits, symmetric, group)[3].double() /
+                                               s.double()) for wk in weights))
+    best = min(range(grid), key=lambda i: (losses[i], i))
+    s = gen_awq.scales(sx, None, best / grid)
+    for name, wk in zip(names, weights):
+        clip = None
+        if name not in ("attn_q", "attn_k"):
+            clip = gen_awq.clip_search(wk, r, s, bits, symmetric, group)
+        w_hat = gen_awq.rtn(wk * s, bits, symmetric, group, clip)[3]  # dequantize(Q(W·diag(s))), float32
+        if stage in AWQ_NORM:
+            w[f"blk.{b}.{name}.weight"] = w_hat  # the norm below divides the input by s
+        else:
+            w[f"blk.{b}.{name}.weight"] = w_hat / s  # the layer's input scale: Ŵ·(x / s)
+    if stage in AWQ_NORM:
+        key = f"blk.{b}.{AWQ_NORM[stage]}.weight"
+        w[key] = base[key] / s
+
+
+def hqq_row(bits, group, paper=False):
+    """HQQ per group, no calibration: gen_hqq.hqq (shrink's integer zero point and least-squares scale), the weight
+    dequantized as shrink does, float(q − zp)·s in float32; paper: gen_hqq.hqq_paper, the paper's fractional zero
+    point with the min/max scale (for comparison; shrink stores integer zero points)."""
+    def apply(w):
+        if paper:
+            return gen_hqq.hqq_paper(w, bits, group).float()
+        q, scale, zero = gen_hqq.hqq(w, bits, group)[:3]
+        g = torch.arange(w.shape[1]) // group
+        return (q - zero[:, g]).float() * scale[:, g]
+    return apply
+
+
+# Rows calibrated sequentially on --calibration-ids (shrink_llm's recipe names): per linear (weight, H) -> weight, or
+# per stage (STAGE_WISE_ROWS).
 SEQUENTIAL_ROWS = {
     "gptq-w4-g64": gptq_row(4, False),
     "gptq-w4-g64-act": gptq_row(4, True),
     "gptq-w3-g64": gptq_row(3, False),
     "gptq-w3-g64-act": gptq_row(3, True),
+    "awq-w4-g64": awq_stage,
+    "sparsegpt-50": sparsegpt_row(None),
+    "sparsegpt-2:4": sparsegpt_row((2, 4)),
 }
+STAGE_WISE_ROWS = ("awq-w4-g64",)
 
 ROWS = {
     "base": (None, False),
@@ -264,6 +340,8 @@ ROWS = {
     "w3g64": (uint_per_group(3, 64), False),
     "magnitude50": (magnitude_unstructured(0.5), False),
     "magnitude24": (magnitude_nm(2, 4), False),
+    "hqq-w4-g64": (hqq_row(4, 64), False),
+    "hqq-w4-g64-paper": (hqq_row(4, 64, paper=True), False),
 }
 
 
@@ -312,7 +390,8 @@ def main():
         extra = {}
         if row in SEQUENTIAL_ROWS:
             with torch.no_grad():
-                weights, passes, method = sequential(config, base, calibration, SEQUENTIAL_ROWS[row])
+                weights, passes, method = sequential(config, base, calibration, SEQUENTIAL_ROWS[row],
+                                                     stage_wise=row in STAGE_WISE_ROWS)
             transform, act_quant = None, False
             extra = {"calibration_seconds": passes, "compress_seconds": method}
         else:

@@ -1,8 +1,9 @@
 // shrink_llm: SmolLM2-135M-Instruct (GGUF) compressed by every recipe of recipes.hpp, each row's perplexity on a
 // fixed span of held-out text, printed as a table and written as JSON (docs/llm.md).
 //
-//   shrink_llm [--data DIR] [--recipes all|a,b,..|none] [--window 512] [--windows 8] [--calibration-windows 4]
+//   shrink_llm [--data DIR] [--recipes all|a,b,..|none] [--window 512] [--windows 8] [--calibration-windows 16]
 //              [--threads N] [--json FILE] [--write-ids FILE] [--write-calibration-ids FILE]
+//              [--hessian-jitter EPS [--jitter-seed N]]
 #include <nlohmann/json.hpp>
 
 #include <cstdio>
@@ -29,9 +30,10 @@ struct Options {
   std::string model, eval_text, calibration_text;
   std::vector<std::string> recipes;
   WindowSpan eval{512, 8};
-  WindowSpan calibration{512, 4};
+  WindowSpan calibration{512, 16};  // 8,192 tokens: GPTQ's [1536, 1536] Hessians need several times their width
   int threads = 0;  // 0: shrink's default executor
   std::string json, write_ids, write_calibration_ids;
+  llm::HessianJitter hessian_jitter;
 };
 
 [[noreturn]] void usage(const std::string& why) {
@@ -40,9 +42,11 @@ struct Options {
                "usage: shrink_llm [--data DIR] [--model FILE.gguf] [--eval-text FILE] [--calibration-text FILE]\n"
                "                  [--recipes all|none|NAME,NAME,...] [--window N] [--windows N]\n"
                "                  [--calibration-windows N] [--threads N] [--json FILE] [--write-ids FILE]\n"
-               "                  [--write-calibration-ids FILE]\n"
+               "                  [--write-calibration-ids FILE] [--hessian-jitter EPS [--jitter-seed N]]\n"
                "  --data DIR  scripts/fetch-llm-data.sh's directory (default: $SHRINK_LLM_DATA_DIR): the model\n"
-               "              SmolLM2-135M-Instruct.Q4_1.gguf, hamlet.txt (evaluation), macbeth.txt (calibration)\n",
+               "              SmolLM2-135M-Instruct.Q4_1.gguf, hamlet.txt (evaluation), macbeth.txt (calibration)\n"
+               "  --hessian-jitter EPS  each Hessian entry of the sequential recipes times (1 + EPS·u), u uniform in\n"
+               "              [-1, 1] (symmetric): how far a row moves when its statistics move by rounding's order\n",
                why.c_str());
   std::exit(2);
 }
@@ -52,6 +56,13 @@ std::int64_t positive(const std::string& flag, const std::string& value) {
   const long long v = std::strtoll(value.c_str(), &end, 10);
   if (value.empty() || *end != '\0' || v < 1 || v > 1'000'000)
     usage(flag + ": '" + value + "' is not a count in [1, 10^6]");
+  return v;
+}
+
+double fraction(const std::string& flag, const std::string& value) {
+  char* end = nullptr;
+  const double v = std::strtod(value.c_str(), &end);
+  if (value.empty() || *end != '\0' || !(v >= 0.0 && v < 1.0)) usage(flag + ": '" + value + "' is not in [0, 1)");
   return v;
 }
 
@@ -96,6 +107,10 @@ Options parse(int argc, char** argv) {
       o.write_ids = value;
     else if (flag == "--write-calibration-ids")
       o.write_calibration_ids = value;
+    else if (flag == "--hessian-jitter")
+      o.hessian_jitter.eps = fraction(flag, value);
+    else if (flag == "--jitter-seed")
+      o.hessian_jitter.seed = static_cast<std::uint64_t>(positive(flag, value));
     else
       usage("unknown option " + flag);
   }
@@ -183,6 +198,7 @@ int run(const Options& o) {
   }
   if (o.recipes.empty()) return 0;
   in.calibration_span = o.calibration;
+  in.hessian_jitter = o.hessian_jitter;
   in.recipes = o.recipes;
 
   const llm::LlamaWeights weights = llm::load_llama_gguf(o.model);
@@ -209,7 +225,8 @@ int run(const Options& o) {
                           {"window", o.calibration.window},
                           {"windows", o.calibration.count},
                           {"tokens", table.calibration_tokens},
-                          {"seconds", table.calibration_seconds}}},
+                          {"seconds", table.calibration_seconds},
+                          {"hessian_jitter", o.hessian_jitter.eps}}},
                         {"rows", nlohmann::json::array()}};
     for (const auto& r : table.rows) j["rows"].push_back(row_json(r));
     write_atomically(o.json, j.dump(1) + "\n");

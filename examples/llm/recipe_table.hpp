@@ -37,6 +37,7 @@ struct TableInputs {
   WindowSpan eval_span;
   std::vector<std::int32_t> calibration_ids;
   WindowSpan calibration_span;
+  HessianJitter hessian_jitter;      // the sequential recipes' Hessians perturbed (0: not)
   std::vector<std::string> recipes;  // names from kRecipes, base first
 };
 
@@ -74,9 +75,9 @@ Table run_table(const TableInputs& in, Progress&& progress) {
     row.path = r->path;
     const auto start = clock::now();
     SequentialTiming timing;
-    const CompressedModel m =
-        r->sequential ? compress_model_sequential(w, *r, head, in.calibration_ids, in.calibration_span, &timing)
-                      : compress_model(w, *r, head, stats.get());
+    const CompressedModel m = r->sequential ? compress_model_sequential(w, *r, head, in.calibration_ids,
+                                                                        in.calibration_span, &timing, in.hessian_jitter)
+                                            : compress_model(w, *r, head, stats.get());
     row.compress_seconds = r->sequential ? timing.method_seconds : seconds_since(start);
     row.calibration_seconds = timing.forward_seconds;
     row.weight_bytes = m.linear_bytes();

@@ -344,7 +344,7 @@ inline void awq_linears(const shrink::quant::AwqOptions& o, LinearInput input, c
 inline CompressedModel compress_model_sequential(const LlamaWeights& w, const RecipeInfo& recipe,
                                                  std::shared_ptr<const shrink::cpu::PackedWeight<float>> head,
                                                  const std::vector<std::int32_t>& ids, const WindowSpan& span,
-                                                 SequentialTiming* timing) {
+                                                 SequentialTiming* timing, const HessianJitter& jitter = {}) {
   if (recipe.recipe == Recipe::sparsegpt_50 || recipe.recipe == Recipe::sparsegpt_24) {
     shrink::prune::SparseGptOptions o;
     if (recipe.recipe == Recipe::sparsegpt_24) o.pattern = shrink::prune::NmPattern{2, 4};
@@ -352,7 +352,7 @@ inline CompressedModel compress_model_sequential(const LlamaWeights& w, const Re
         w, std::move(head), ids, span,
         [&](std::int64_t, LinearInput input, const StageStats& stats, const BlockWeights& source,
             CompressedBlock& out) { detail::sparsegpt_linears(o, input, stats.hessian, source, out); },
-        timing);
+        timing, jitter);
   }
   if (recipe.recipe == Recipe::awq_w4_g64) {
     shrink::quant::AwqOptions o;  // 4 bits, affine, groups of 64, a grid of 20
@@ -360,7 +360,7 @@ inline CompressedModel compress_model_sequential(const LlamaWeights& w, const Re
         w, std::move(head), ids, span,
         [&](std::int64_t, LinearInput input, const StageStats& stats, const BlockWeights& source,
             CompressedBlock& out) { detail::awq_linears(o, input, stats.hessian, stats.mean_abs, source, out); },
-        timing);
+        timing, jitter);
   }
   shrink::quant::GptqOptions o;
   o.symmetry = shrink::quant::Symmetry::affine;
@@ -379,7 +379,7 @@ inline CompressedModel compress_model_sequential(const LlamaWeights& w, const Re
       [&](std::int64_t, LinearInput input, const StageStats& stats, const BlockWeights& source, CompressedBlock& out) {
         detail::gptq_linears(o, input, stats.hessian, source, out);
       },
-      timing);
+      timing, jitter);
 }
 
 }  // namespace llm

@@ -156,6 +156,21 @@ def forward_nll(config, w, ids, act_quant=False):
     return float(nll), t - 1
 
 
+HESSIAN_JITTER = (0.0, 0)  # --hessian-jitter EPS --jitter-seed S: H_ij ← H_ij · (1 + EPS·u_ij), u uniform in [−1, 1]
+
+
+def jittered(hessian):
+    """The Hessian with a symmetric relative perturbation of float32 rounding's order (HESSIAN_JITTER), to measure how
+    far a row moves when its statistics move that little: the spread a float-order difference can cause."""
+    eps, seed = HESSIAN_JITTER
+    if eps == 0.0:
+        return hessian
+    g = torch.Generator().manual_seed(seed)
+    u = torch.rand(hessian.shape, generator=g, dtype=torch.float64) * 2.0 - 1.0
+    u = torch.tril(u) + torch.tril(u, -1).t()
+    return hessian * (1.0 + eps * u)
+
+
 def sequential(config, base, calibration, compress, stage_wise=False):
     """GPTQ's sequential calibration ("true sequential"): the calibration windows (a list of id tensors) go through
     the blocks one by one; in each block, each linear input's statistics come from the block with its earlier linears
@@ -184,7 +199,7 @@ def sequential(config, base, calibration, compress, stage_wise=False):
             for x in hidden:
                 block_forward(config, w, b, x, tap=tap, stop_after=stage)
             if not stage_wise:
-                hessian = (2.0 / sums["n"]) * sums["xx"]
+                hessian = jittered((2.0 / sums["n"]) * sums["xx"])
             passes += time.perf_counter() - start
             start = time.perf_counter()
             if stage_wise:
@@ -359,9 +374,15 @@ def main():
     parser.add_argument("--activation-jitter", type=float, default=0.0,
                         help="scale W8A8's activations by (1 + this) before quantizing them: how much the row moves "
                              "when its inputs move by float rounding's order (e.g. 1e-6)")
+    parser.add_argument("--hessian-jitter", type=float, default=0.0,
+                        help="multiply each Hessian entry H_ij (symmetric) by (1 + this·u), u uniform in [-1, 1], "
+                             "for the sequential per-linear rows: how much a row moves when its statistics move by "
+                             "float rounding's order (e.g. 1e-7)")
+    parser.add_argument("--jitter-seed", type=int, default=1, help="the seed of --hessian-jitter's u")
     args = parser.parse_args()
-    global ACTIVATION_JITTER
+    global ACTIVATION_JITTER, HESSIAN_JITTER
     ACTIVATION_JITTER = args.activation_jitter
+    HESSIAN_JITTER = (args.hessian_jitter, args.jitter_seed)
     if args.threads > 0:
         torch.set_num_threads(args.threads)
     rows = args.rows.split(",")

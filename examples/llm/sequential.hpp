@@ -46,6 +46,30 @@ struct StageStats {
   std::vector<float> mean_abs;     // mean |x_j| (AWQ's s_x)
 };
 
+// A symmetric relative perturbation of every Hessian, H_ij ← H_ij·(1 + eps·u_ij) with u_ij uniform in [−1, 1] from
+// `seed` (shrink_llm --hessian-jitter): how far a row moves when its statistics move by float rounding's order.
+struct HessianJitter {
+  double eps = 0.0;  // 0: none
+  std::uint64_t seed = 1;
+};
+
+inline void jitter_hessian(shrink::quant::Hessian& h, const HessianJitter& jitter) {
+  std::uint64_t state = jitter.seed;
+  auto next_u = [&state] {  // splitmix64, then 53 bits to [−1, 1)
+    std::uint64_t z = (state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    z ^= z >> 31;
+    return static_cast<double>(z >> 11) * 0x1.0p-52 - 1.0;
+  };
+  const std::int64_t n = h.features;
+  for (std::int64_t i = 0; i < n; ++i)
+    for (std::int64_t j = 0; j <= i; ++j) {
+      const double v = h.values[static_cast<std::size_t>(i * n + j)] * (1.0 + jitter.eps * next_u());
+      h.values[static_cast<std::size_t>(i * n + j)] = h.values[static_cast<std::size_t>(j * n + i)] = v;
+    }
+}
+
 namespace detail {
 
 // Gathers one linear input's statistics in one block.
@@ -68,11 +92,11 @@ class StageTap final : public ActivationTap {
 
 // The model with every block linear compressed by `method(block, input, StageStats, float block weights,
 // compressed block)`, which sets the compressed block's linears reading `input` (and may change the block's norms
-// and the linears not compressed yet). Calibration windows: `ids` by `span`.
+// and the linears not compressed yet). Calibration windows: `ids` by `span`; each Hessian perturbed by `jitter`.
 template <class Method>
 CompressedModel compress_sequential(const LlamaWeights& w, std::shared_ptr<const shrink::cpu::PackedWeight<float>> head,
                                     const std::vector<std::int32_t>& ids, const WindowSpan& span, Method&& method,
-                                    SequentialTiming* timing = nullptr) {
+                                    SequentialTiming* timing = nullptr, const HessianJitter& jitter = {}) {
   using clock = std::chrono::steady_clock;
   auto seconds_since = [](clock::time_point t) { return std::chrono::duration<double>(clock::now() - t).count(); };
   require_span(ids, span, "calibration text");
@@ -107,7 +131,8 @@ CompressedModel compress_sequential(const LlamaWeights& w, std::shared_ptr<const
         x.values = h.values;
         forward_block(out, block, c, rope, x, buf, &tap, &input);
       }
-      const StageStats stats{tap.hessian.hessian(), tap.mean_abs.mean_abs()};
+      StageStats stats{tap.hessian.hessian(), tap.mean_abs.mean_abs()};
+      if (jitter.eps != 0.0) jitter_hessian(stats.hessian, jitter);
       t.forward_seconds += seconds_since(start);
       start = clock::now();
       method(block, input, stats, source, out);

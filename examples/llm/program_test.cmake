@@ -36,3 +36,9 @@ execute_process(COMMAND ${PROGRAM} --data ${DATA} --recipes base,w2 RESULT_VARIA
 if(NOT status EQUAL 2 OR NOT err MATCHES "w2")
   message(FATAL_ERROR "unknown recipe: exit ${status}, stderr '${err}'")
 endif()
+
+# A Hessian jitter outside [0, 1) is a usage error (exit 2) naming the flag.
+execute_process(COMMAND ${PROGRAM} --data ${DATA} --hessian-jitter 2 RESULT_VARIABLE status ERROR_VARIABLE err)
+if(NOT status EQUAL 2 OR NOT err MATCHES "--hessian-jitter")
+  message(FATAL_ERROR "--hessian-jitter 2: exit ${status}, stderr '${err}'")
+endif()

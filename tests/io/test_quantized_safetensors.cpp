@@ -505,6 +505,14 @@ TEST_CASE("encoding checks its input", "[io][quantized_safetensors]") {
   REQUIRE_THROWS_AS(cast_record("w", ScalarType::i8, Shape{2}), Error);
   REQUIRE_THROWS_AS(integer_record("w", QuantScheme::per_group(QuantDtype::int4, Symmetry::affine, 1, 3), Shape{2, 4}),
                     Error);
+  // Fractional zero points (HQQ's default form) have no stored form here: refused, naming the argument.
+  QuantScheme fractional_scheme = QuantScheme::per_group(QuantDtype::uint4, Symmetry::affine, 1, 2);
+  fractional_scheme.float_zero_point = true;
+  const QuantizedTensor fractional = quantize(TensorView<const float>(x.data(), Shape{2, 4}), fractional_scheme);
+  REQUIRE(fractional.qparams.fractional());
+  REQUIRE_THROWS_WITH(encode_quantized("w", fractional),
+                      "shrink::io::encode_quantized: scheme.float_zero_point = true: expected integer zero points: "
+                      "fractional zero points (HQQ) are not supported by shrink::io::encode_quantized");
 }
 
 namespace {

@@ -74,6 +74,7 @@ struct MethodSettings {
     quant::HqqOptions o;
     o.bits = bits;
     o.group_size = group_size;
+    o.fractional_zero_point = false;  // the model-file convention stores integer zero points
     return o;
   }
   // The stored scheme of every tensor the method quantizes.

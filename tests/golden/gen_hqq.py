@@ -2,16 +2,19 @@
 
 An independent PyTorch implementation written from the paper (Badri & Shaji 2023, "Half-Quadratic Quantization of
 Large Machine Learning Models": φ(W_e) + β/2 ‖W_e − (W − Q⁻¹(Q(W)))‖² by half-quadratic splitting, the lp
-shrinkage, the closed-form zero point, β ← κβ), with shrink's documented choices (docs/quantization.md): integer zero
-points and the least-squares scale, round-to-nearest's float32 parameters to start from, early stop per group on
-φ = Σ |w − ŵ|^p keeping the best. Quantize and dequantize in float32 as shrink's quantize_value/dequantize_value,
-everything else in float64, vectorised over groups. Writes hqq.golden beside this file:
-  layer/<name>   weight [out, in] f32: normal (LLM-like scale), Student-t (heavy tails), normal with a few outliers
-  hqq/<name>     the options, the layer they apply to, and the reference's integers [out, in], scales and zero points
-                 [out, groups], initial and final error (Σ φ), iterations run and groups improved
+shrinkage, the closed-form zero point, β ← κβ), in shrink's two documented forms (docs/quantization.md):
+hqq_fractional, the paper's (a float zero point, min/max's scale kept; the default), and hqq, the integer form
+(integer zero points and the least-squares scale); both from round-to-nearest's float32 parameters, with an early
+stop per group on φ = Σ |w − ŵ|^p keeping the best. Quantize and dequantize in float32 in shrink's operation order
+(core/affine.hpp), everything else in float64, vectorised over groups. Writes hqq.golden beside this file:
+  layer/<name>            weight [out, in] f32: normal (LLM-like scale), Student-t (heavy tails), normal with outliers
+  hqq/<name>              integer form: the options, the layer they apply to, and the reference's integers [out, in],
+                          scales and zero points [out, groups], initial and final error (Σ φ), iterations run and
+                          groups improved
+  hqq_fractional/<name>   the same for the fractional form, with float_zero_point [out, groups] f32
 Needs Debian's python3-torch; run through generate.py or directly.
-  python3 gen_hqq.py --compare   prints the weight and output errors against round-to-nearest of this form and of
-                                 the paper's own (fractional zero point, fixed scale) on larger random layers
+  python3 gen_hqq.py --compare   prints the weight and output errors against round-to-nearest of both forms and of
+                                 hqq_paper (the fractional form in float64) on larger random layers
 """
 import pathlib
 import sys

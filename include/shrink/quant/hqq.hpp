@@ -14,8 +14,9 @@
 // Two forms (HqqOptions::fractional_zero_point):
 // - fractional (the default, the paper's): z is a float, kept unrounded (scheme.float_zero_point, QParams::
 //   float_zero_point), and the dequantized value is (float(q) − z)·s (core/affine.hpp's FractionalAffineParams). Read
-//   by quant::dequantize / quantize and cpu::pack_weight_int4 / linear_weight_only; refused by every consumer of
-//   integer zero points (quant::validate_qparams: the int8 layers, the CUDA paths, the model-file writers).
+//   by quant::dequantize / quantize, cpu::pack_weight_int4 / linear_weight_only and the model-file convention (an F32
+//   `_zero_point`, io/quant_record.hpp); refused by every consumer of integer zero points (quant::validate_qparams:
+//   the int8 layers, the CUDA paths, fake_quantize; the compressed-tensors export).
 // - integer (fractional_zero_point = false): shrink's integer zero points (qparams.hpp: real = s·(q − zp), zp in
 //   [qmin, qmax]), read by every consumer. With an integer zp the values s·(q − zp) = s·clamp(round(w / s), qmin − zp,
 //   qmax − zp) are multiples of s whatever zp is: moving zp only moves the clamp window, so step (2) alone, rounded,
@@ -248,9 +249,9 @@ QuantizedTensor hqq_tensor(const Shape& shape, const QuantScheme& scheme, const 
 
 }  // namespace detail
 
-// HQQ of weight [out, in] (any strides): a QuantizedTensor that dequantize and the CPU weight-only GEMMs read (and, in
-// the integer form, every consumer: the safetensors convention, the CUDA paths). Validation comes first: every bad
-// argument is one Error naming it, and `info` is written only on success.
+// HQQ of weight [out, in] (any strides): a QuantizedTensor that dequantize, the safetensors convention and the CPU
+// weight-only GEMMs read (and, in the integer form, every consumer: the CUDA paths, compressed-tensors). Validation
+// comes first: every bad argument is one Error naming it, and `info` is written only on success.
 inline QuantizedTensor hqq_quantize(TensorView<const float> weight, const HqqOptions& options,
                                     HqqResult* info = nullptr) {
   const char* fn = "shrink::quant::hqq_quantize";

@@ -54,6 +54,9 @@ Plan make_plan(const Shape& shape, const quant::QuantScheme& scheme, const char*
     case quant::QuantDtype::uint4: break;
     default: fail(fn, "scheme.dtype", static_cast<int>(scheme.dtype), "int8, uint8, int4 or uint4");
   }
+  if (scheme.float_zero_point)  // DeviceQParams holds int32 zero points
+    fail(fn, "scheme.float_zero_point", "true",
+         std::string("integer zero points: fractional zero points (HQQ) are not supported by ") + fn);
   Plan plan;
   plan.split = quant::scheme_split(scheme, shape, fn);  // the CPU's checks of axis and group size
   plan.params = quant::qparams_shape(scheme, shape, fn).product();

@@ -28,6 +28,7 @@ std::string scheme_text(const io::QuantizationRecord& r) {
       if (r.scheme.granularity == quant::Granularity::per_group) s += " group " + std::to_string(r.scheme.group_size);
       if (r.scheme.restricted_range) s += " restricted";
       if (r.scheme.reduce_range) s += " reduced";
+      if (r.scheme.float_zero_point) s += " float zero points";
       if (!r.calibrator.empty()) s += " (" + r.calibrator + ")";
       if (r.has_input_scale()) s += ", divided by " + r.input_scale;
       return s;
@@ -52,6 +53,7 @@ Json record_json(const io::QuantizationRecord& r, std::int64_t stored_bytes) {
     q["group_size"] = r.scheme.group_size;
     q["restricted_range"] = r.scheme.restricted_range;
     q["reduce_range"] = r.scheme.reduce_range;
+    if (r.scheme.float_zero_point) q["zero_point"] = "float";
     q["calibrator"] = r.calibrator;
     if (r.has_input_scale()) q["input_scale"] = r.input_scale;
   } else if (r.encoding == io::StoredEncoding::fp8) {

@@ -13,7 +13,8 @@
 //     dequantize(W·diag(s)) · (x / s). A file cannot fold 1/s into whatever produces x (that needs the model's
 //     structure), so the consumer divides x by s. s is searched per Linear (each Linear has its own input scale, so
 //     nothing forces one s on the Linears sharing x).
-//   - HQQ is affine (its zero point is what it optimises): --scheme symmetric is refused.
+//   - HQQ is affine (its zero point is what it optimises): --scheme symmetric is refused. It runs in its default form,
+//     the paper's: fractional zero points, stored as an F32 `_zero_point` under the record's "zero_point":"float".
 #pragma once
 
 #include <cstdint>

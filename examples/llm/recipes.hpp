@@ -15,7 +15,8 @@
 //   gptq-w4-g64  GPTQ, 4-bit affine per group of 64 (uint4)           cpu::linear_weight_only
 //   gptq-w4-g64-act   the same with act_order (the g_idx form: each linear gathers its input columns in GPTQ's order)
 //   gptq-w3-g64, gptq-w3-g64-act   3-bit (uint4 storage, range [0, 7])
-//   hqq-w4-g64   HQQ, 4-bit affine per group of 64, no calibration     cpu::linear_weight_only
+//   hqq-w4-g64   HQQ, 4-bit per group of 64, fractional zero points (the paper's form), no calibration
+//                                                                      cpu::linear_weight_only
 //   awq-w4-g64   AWQ, 4-bit affine per group of 64 (scales searched on the Hessian, the weight clip searched for
 //                v, o, gate, up, down); 1/s folded into the RMSNorm for q/k/v and gate/up, an input scale for o
 //                and down                                              cpu::linear_weight_only

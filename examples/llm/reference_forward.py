@@ -30,7 +30,7 @@ from gguf.quants import dequantize
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "tests" / "golden"))
 import gen_awq  # noqa: E402  AWQ's search and clip search written from the paper (float64 errors)
 import gen_gptq  # noqa: E402  the float64 GPTQ written from the paper, the unit tests' reference
-import gen_hqq  # noqa: E402  HQQ per group (shrink's integer zero point; hqq_paper: the paper's fractional one)
+import gen_hqq  # noqa: E402  HQQ per group (shrink's fractional zero point; hqq_paper: the same in float64)
 import gen_sparsegpt  # noqa: E402  SparseGPT's Algorithm 1, float64
 
 
@@ -320,15 +320,15 @@ def awq_stage(w, base, b, stage, x):
 
 
 def hqq_row(bits, group, paper=False):
-    """HQQ per group, no calibration: gen_hqq.hqq (shrink's integer zero point and least-squares scale), the weight
-    dequantized as shrink does, float(q − zp)·s in float32; paper: gen_hqq.hqq_paper, the paper's fractional zero
-    point with the min/max scale (for comparison; shrink stores integer zero points)."""
+    """HQQ per group, no calibration: gen_hqq.hqq_fractional (the paper's fractional zero point with the min/max scale,
+    in shrink's float32 operation order: what shrink's hqq-w4-g64 computes), the weight dequantized as shrink does,
+    (float(q) − z)·s in float32; paper: gen_hqq.hqq_paper, the same form computed in float64 (for comparison)."""
     def apply(w):
         if paper:
             return gen_hqq.hqq_paper(w, bits, group).float()
-        q, scale, zero = gen_hqq.hqq(w, bits, group)[:3]
+        q, scale, zero = gen_hqq.hqq_fractional(w, bits, group)[:3]
         g = torch.arange(w.shape[1]) // group
-        return (q - zero[:, g]).float() * scale[:, g]
+        return (q.float() - zero[:, g]) * scale[:, g]
     return apply
 
 

@@ -5,7 +5,7 @@ test cli/convention_interop).
 usage: convention_check.py SHRINK WORK_DIR
 Writes a model with Hugging Face's safetensors package, quantizes it with `shrink quantize` under many schemes,
 then dequantizes every "shrink.quant.<name>" tensor in numpy from nothing but the description in docs/model-files.md (header
-parsed by hand, packed nibbles, scales, zero points, FP8 codes, AWQ's input scale) and requires the values `shrink
+parsed by hand, packed nibbles, scales, zero points (HQQ's fractional ones too), FP8 codes, AWQ's input scale) and requires the values `shrink
 dequantize` wrote, bit for bit (`shrink quantize --method awq` from calibration statistics written here). Also checks that safetensors itself opens shrink's quantized files (metadata included), and every shard
 of a sharded checkpoint quantized into shards, whose index must map each tensor to the shard holding it.
 Exits 77 (CTest: skipped) when numpy or safetensors is not importable, 1 under SHRINK_PYTHON_STRICT=1."""
@@ -110,16 +110,20 @@ def dequantize(tensors, name, record):
     signed = dtype in ("int8", "int4")
     stored = array(tensors, name, "I8" if dtype == "int8" else "U8")
     q = unpack_nibbles(stored, shape, signed) if dtype in ("int4", "uint4") else stored.astype(np.int32)
-    if record["scheme"] == "affine":
-        zp = expand(array(tensors, name + "_zero_point", "I8" if signed else "U8").astype(np.int32), shape, record)
+    if record.get("zero_point") == "float":  # fractional zero points (HQQ): (float32(q) - z) * s, each op in float32
+        z = expand(array(tensors, name + "_zero_point", "F32"), shape, record)
+        values = ((q.astype(np.float32) - z) * expand(scale, shape, record)).astype(np.float32)
     else:
-        qmax = {"int8": 127, "uint8": 255, "int4": 7, "uint4": 15}[dtype]
-        if record.get("reduce_range"):
-            qmax = qmax // 2
-        qmin = 1 if (not signed and record.get("restricted_range")) else 0
-        zp = np.int32(0 if signed else (qmin + qmax + 1) // 2)  # the range midpoint for unsigned types
-    difference = (q - zp).astype(np.float32)
-    values = (difference * expand(scale, shape, record)).astype(np.float32)
+        if record["scheme"] == "affine":
+            zp = expand(array(tensors, name + "_zero_point", "I8" if signed else "U8").astype(np.int32), shape, record)
+        else:
+            qmax = {"int8": 127, "uint8": 255, "int4": 7, "uint4": 15}[dtype]
+            if record.get("reduce_range"):
+                qmax = qmax // 2
+            qmin = 1 if (not signed and record.get("restricted_range")) else 0
+            zp = np.int32(0 if signed else (qmin + qmax + 1) // 2)  # the range midpoint for unsigned types
+        difference = (q - zp).astype(np.float32)
+        values = (difference * expand(scale, shape, record)).astype(np.float32)
     if "input_scale" in record:  # AWQ: the stored values are of W·diag(s); W = values / s[column], in float32
         s = array(tensors, record["input_scale"], "F32")
         if len(shape) != 2 or s.shape != (shape[1],):
@@ -202,6 +206,9 @@ def main():
         ["--method", "awq", "--calibration", stats, "--group-size", "0"],
         ["--method", "awq", "--calibration", stats, "--group-size", "2", "--scheme", "symmetric", "--bits", "3",
          "--exclude", "c"],
+        ["--method", "hqq", "--group-size", "5", "--bits", "3", "--exclude", "c"],
+        ["--method", "hqq", "--group-size", "0"],
+        ["--method", "hqq", "--group-size", "0", "--bits", "6"],
     ]
     for flags in configurations:
         quantized = os.path.join(work, "q.safetensors")
@@ -216,6 +223,8 @@ def main():
                    for key, value in metadata.items() if key.startswith("shrink.quant.")}
         if not records:
             fail(f"{flags}: no tensor quantized")
+        if ("hqq" in flags) != any(r.get("zero_point") == "float" for r in records.values()):
+            fail(f"{flags}: fractional zero points {[r.get('zero_point') for r in records.values()]}")
         if ("awq" in flags) != any("input_scale" in r for r in records.values()):
             fail(f"{flags}: input scales {[r.get('input_scale') for r in records.values()]}")
         for scale in (r["input_scale"] for r in records.values() if "input_scale" in r):

@@ -1554,6 +1554,9 @@ void require_stored_as(const std::string& out, const std::string& name, const sh
   REQUIRE(std::vector<std::uint8_t>(q.data.begin(), q.data.end()) ==
           std::vector<std::uint8_t>(expected.data.begin(), expected.data.end()));
   REQUIRE(q.qparams.scale == expected.qparams.scale);
+  REQUIRE(q.scheme.float_zero_point == expected.scheme.float_zero_point);
+  REQUIRE(q.qparams.zero_point == expected.qparams.zero_point);
+  REQUIRE(q.qparams.float_zero_point == expected.qparams.float_zero_point);
   REQUIRE(shrink::quant::dequantize(q) == shrink::quant::dequantize(expected));
   const std::vector<float> value = shrink::io::read_float(file, name);
   REQUIRE(value == (input_scale.empty() ? shrink::quant::dequantize(expected)
@@ -1668,8 +1671,11 @@ TEST_CASE("quantize --method gptq, awq, hqq, rtn store what the library gives fo
     o.group_size = 16;
     for (const std::string& name : kLinears) {
       const Weight w = read_weight(model, name);
-      require_stored_as(out, name, q::hqq_quantize(w.view(), o));
+      const q::QuantizedTensor expected = q::hqq_quantize(w.view(), o);
+      REQUIRE(expected.qparams.fractional());  // the default, the paper's form: an F32 `_zero_point`
+      require_stored_as(out, name, expected);
       REQUIRE(calibrator_of(out, name) == "hqq");
+      REQUIRE(shrink::io::quantization_record(SafetensorsFile(out), name)->scheme.float_zero_point);
     }
   }
   SECTION("rtn, the default method: --dtype and its flags as before") {

@@ -145,13 +145,13 @@ struct Problem {
     xq.shape = Shape{m, k};
     xq.scheme = per_token ? QuantScheme::per_channel(QuantDtype::int8, Symmetry::symmetric, 0)
                           : QuantScheme::per_tensor(QuantDtype::int8, Symmetry::symmetric);
-    xq.qparams = QParams{sx, std::vector<std::int32_t>(sx.size(), 0), per_token ? Shape{m} : Shape{}};
+    xq.qparams = QParams{sx, std::vector<std::int32_t>(sx.size(), 0), per_token ? Shape{m} : Shape{}, {}};
     QuantizedTensor wq;
     wq.data = shrink::ByteBuffer(w.begin(), w.end());
     wq.shape = Shape{n, k};
     wq.scheme = per_channel ? QuantScheme::per_channel(QuantDtype::int8, Symmetry::symmetric, 0)
                             : QuantScheme::per_tensor(QuantDtype::int8, Symmetry::symmetric);
-    wq.qparams = QParams{sw, std::vector<std::int32_t>(sw.size(), 0), per_channel ? Shape{n} : Shape{}};
+    wq.qparams = QParams{sw, std::vector<std::int32_t>(sw.size(), 0), per_channel ? Shape{n} : Shape{}, {}};
     shrink::Epilogue e;
     if (with_bias) e.bias = TensorView<const float>(bias.data(), Shape{n});
     e.activation = act;

@@ -2,16 +2,19 @@
 
 An independent PyTorch implementation written from the paper (Badri & Shaji 2023, "Half-Quadratic Quantization of
 Large Machine Learning Models": φ(W_e) + β/2 ‖W_e − (W − Q⁻¹(Q(W)))‖² by half-quadratic splitting, the lp
-shrinkage, the closed-form zero point, β ← κβ), with shrink's documented choices (docs/quantization.md): integer zero
-points and the least-squares scale, round-to-nearest's float32 parameters to start from, early stop per group on
-φ = Σ |w − ŵ|^p keeping the best. Quantize and dequantize in float32 as shrink's quantize_value/dequantize_value,
-everything else in float64, vectorised over groups. Writes hqq.golden beside this file:
-  layer/<name>   weight [out, in] f32: normal (LLM-like scale), Student-t (heavy tails), normal with a few outliers
-  hqq/<name>     the options, the layer they apply to, and the reference's integers [out, in], scales and zero points
-                 [out, groups], initial and final error (Σ φ), iterations run and groups improved
+shrinkage, the closed-form zero point, β ← κβ), in shrink's two documented forms (docs/quantization.md):
+hqq_fractional, the paper's (a float zero point, min/max's scale kept; the default), and hqq, the integer form
+(integer zero points and the least-squares scale); both from round-to-nearest's float32 parameters, with an early
+stop per group on φ = Σ |w − ŵ|^p keeping the best. Quantize and dequantize in float32 in shrink's operation order
+(core/affine.hpp), everything else in float64, vectorised over groups. Writes hqq.golden beside this file:
+  layer/<name>            weight [out, in] f32: normal (LLM-like scale), Student-t (heavy tails), normal with outliers
+  hqq/<name>              integer form: the options, the layer they apply to, and the reference's integers [out, in],
+                          scales and zero points [out, groups], initial and final error (Σ φ), iterations run and
+                          groups improved
+  hqq_fractional/<name>   the same for the fractional form, with float_zero_point [out, groups] f32
 Needs Debian's python3-torch; run through generate.py or directly.
-  python3 gen_hqq.py --compare   prints the weight and output errors against round-to-nearest of this form and of
-                                 the paper's own (fractional zero point, fixed scale) on larger random layers
+  python3 gen_hqq.py --compare   prints the weight and output errors against round-to-nearest of both forms and of
+                                 hqq_paper (the fractional form in float64) on larger random layers
 """
 import pathlib
 import sys
@@ -98,6 +101,63 @@ def hqq(weight, bits, group, p=0.7, beta=10.0, kappa=1.01, iters=20, optimize_sc
             float(initial.sum()), float(best.sum()), int(updates.max()), int(kept.sum()))
 
 
+def quantize_fractional(w, scale, zero, qmin, qmax):
+    """q = clamp(round(float(w · (1/s)) + z)) and ŵ = (float(q) − z) · s with a fractional zero point z, every operation
+    in float32 and rounded on its own (shrink's FractionalAffineParams, core/affine.hpp)."""
+    v = (w * (1.0 / scale)[:, None]) + zero[:, None]
+    q = torch.round(torch.clamp(v, qmin, qmax))
+    return q, (q - zero[:, None]) * scale[:, None]
+
+
+def hqq_fractional(weight, bits, group, p=0.7, beta=10.0, kappa=1.01, iters=20):
+    """HQQ of weight [out, in] float32 per group in the paper's form, as shrink computes it: a fractional zero point
+    z (float32) from round-to-nearest's min/max parameters, the scale kept, (1) the shrinkage, (2) z = mean(q − t/s)
+    in float64 rounded once to float32, β ← κβ, stopping per group on φ and keeping the best. Quantize and dequantize
+    in float32 as shrink's FractionalAffineParams, everything else in float64. Returns integers [out, in], scales and
+    zero points [out, groups] float32, Σ initial φ, Σ final φ, the most updates a group evaluated, the groups
+    improved."""
+    rows, n = weight.shape
+    G = group if group > 0 else n
+    qmin, qmax = 0, (1 << bits) - 1
+    w = weight.reshape(-1, G)
+    wd = w.double()
+    s, z = minmax_params(w, qmin, qmax)
+    count = w.shape[0]
+    best_z = z.clone()
+    best = torch.full((count,), float("inf"), dtype=torch.float64)
+    initial = None
+    updates = torch.zeros(count, dtype=torch.int64)
+    kept = torch.zeros(count, dtype=torch.bool)
+    active = torch.ones(count, dtype=torch.bool)
+    for step in range(iters + 1):
+        q, w_hat = quantize_fractional(w, s, z, qmin, qmax)
+        q = q.double()
+        d = wd - w_hat.double()
+        a = torch.where(d != 0, torch.pow(d.abs(), p - 1.0), torch.zeros_like(d))  # |d|^(p−1), 0 where d = 0
+        error = (d.abs() * a).sum(1)  # φ = Σ |d|^p
+        if step == 0:
+            initial = error.clone()
+        else:
+            updates[active] = step
+        improved = active & (error < best)
+        best = torch.where(improved, error, best)
+        best_z = torch.where(improved, z, best_z)
+        if step > 0:
+            kept |= improved
+        active = improved
+        if step == iters or not bool(active.any()):
+            break
+        # (1) W_e = sign(d)·max(|d| − |d|^(p−1)/β, 0); t = w − W_e; (2) z = mean(q − t/s), unrounded.
+        shrunk = d.abs() - a / beta
+        t = wd - torch.where(shrunk > 0, torch.sign(d) * shrunk, torch.zeros_like(d))
+        z_new = (q - t / s.double()[:, None]).mean(1).float()
+        z = torch.where(active, z_new, z)
+        beta *= kappa
+    q, _ = quantize_fractional(w, s, best_z, qmin, qmax)
+    return (q.reshape(rows, n).long(), s.reshape(rows, -1), best_z.reshape(rows, -1),
+            float(initial.sum()), float(best.sum()), int(updates.max()), int(kept.sum()))
+
+
 def hqq_paper(weight, bits, group, p=0.7, beta=10.0, kappa=1.01, iters=20):
     """The paper's own form for comparison: fractional zero point, fixed scale, Q(w) = clamp(round(w/s + z)),
     stopping per group on φ. Returns ŵ [out, in] float64."""
@@ -139,7 +199,8 @@ def layers(rng):
     return {"normal": normal, "student": student, "outliers": outliers}
 
 
-OPTIONS = [  # name, layer, bits, group, lp_norm, beta, kappa, iterations, optimize_scale
+OPTIONS = [  # name, layer, bits, group, lp_norm, beta, kappa, iterations, optimize_scale (integer form only)
+    # the integer form (fractional_zero_point = false): integer zero points and the least-squares scale
     ("4bit_g64", "normal", 4, 64, 0.7, 10.0, 1.01, 20, True),
     ("3bit_g64", "student", 3, 64, 0.7, 10.0, 1.01, 20, True),
     ("4bit_g64_student", "student", 4, 64, 0.7, 10.0, 1.01, 20, True),
@@ -153,6 +214,24 @@ OPTIONS = [  # name, layer, bits, group, lp_norm, beta, kappa, iterations, optim
     ("2bit_g64_beta1e3_zero_point_only", "outliers", 2, 64, 0.7, 1e3, 1.01, 20, False),
 ]
 
+FRACTIONAL = [  # the paper's form (fractional_zero_point = true, the default): name, layer, bits, group, p, β, κ, iters
+    ("4bit_g64", "normal", 4, 64, 0.7, 10.0, 1.01, 20),
+    ("3bit_g64", "student", 3, 64, 0.7, 10.0, 1.01, 20),
+    ("4bit_g64_student", "student", 4, 64, 0.7, 10.0, 1.01, 20),
+    ("2bit_g32", "outliers", 2, 32, 0.7, 10.0, 1.01, 20),
+    ("8bit_channel", "normal", 8, 0, 0.7, 10.0, 1.01, 20),
+    ("3bit_g64_outliers_beta1e3", "outliers", 3, 64, 0.7, 1e3, 1.01, 20),
+    ("5bit_g32_p1_beta1e2", "outliers", 5, 32, 1.0, 1e2, 1.01, 20),
+    ("4bit_g16_p05_beta1e3_kappa1.1", "student", 4, 16, 0.5, 1e3, 1.1, 30),
+]
+
+
+def options_fields(which, bits, group, p, beta, kappa, iters, optimize_scale, fractional):
+    return {"layer": which, "bits": np.array([bits]), "group_size": np.array([group]),
+            "lp_norm": np.array([p], dtype=np.float64), "beta": np.array([beta], dtype=np.float64),
+            "kappa": np.array([kappa], dtype=np.float64), "iterations": np.array([iters]),
+            "optimize_scale": np.array([int(optimize_scale)]), "fractional_zero_point": np.array([int(fractional)])}
+
 
 def cases(rng):
     ls = layers(rng)
@@ -160,15 +239,23 @@ def cases(rng):
     for name, which, bits, group, p, beta, kappa, iters, optimize_scale in OPTIONS:
         q, s, z, initial, final, run, improved = hqq(torch.from_numpy(ls[which]), bits, group, p, beta, kappa, iters,
                                                      optimize_scale)
-        out.append((f"hqq/{name}", {
-            "layer": which, "bits": np.array([bits]), "group_size": np.array([group]),
-            "lp_norm": np.array([p], dtype=np.float64), "beta": np.array([beta], dtype=np.float64),
-            "kappa": np.array([kappa], dtype=np.float64), "iterations": np.array([iters]),
-            "optimize_scale": np.array([int(optimize_scale)]),
+        fields = options_fields(which, bits, group, p, beta, kappa, iters, optimize_scale, False)
+        fields.update({
             "values": q.numpy(), "scale": s.numpy(), "zero_point": z.numpy(),
             "errors": np.array([initial, final], dtype=np.float64),
             "iterations_run": np.array([run]), "groups_improved": np.array([improved]),
-        }))
+        })
+        out.append((f"hqq/{name}", fields))
+    for name, which, bits, group, p, beta, kappa, iters in FRACTIONAL:
+        q, s, z, initial, final, run, improved = hqq_fractional(torch.from_numpy(ls[which]), bits, group, p, beta,
+                                                                kappa, iters)
+        fields = options_fields(which, bits, group, p, beta, kappa, iters, True, True)
+        fields.update({
+            "values": q.numpy(), "scale": s.numpy(), "float_zero_point": z.numpy(),
+            "errors": np.array([initial, final], dtype=np.float64),
+            "iterations_run": np.array([run]), "groups_improved": np.array([improved]),
+        })
+        out.append((f"hqq_fractional/{name}", fields))
     return out
 
 
@@ -191,9 +278,11 @@ def compare():
             rtn = quantize(w.reshape(-1, 64), s, z, qmin, qmax)[1].reshape(w.shape).double()
             q, s, z, *_ = hqq(w, bits, 64)
             ours = ((q - z.repeat_interleave(64, 1)).float() * s.repeat_interleave(64, 1)).double()
+            q, s, z, *_ = hqq_fractional(w, bits, 64)
+            fractional = ((q.float() - z.repeat_interleave(64, 1)) * s.repeat_interleave(64, 1)).double()
             paper = hqq_paper(w, bits, 64)
             row = [f"{name} {bits} bits g64:"]
-            for label, w_hat in (("shrink", ours), ("paper", paper)):
+            for label, w_hat in (("integer", ours), ("fractional", fractional), ("paper", paper)):
                 we = float(torch.linalg.norm(wd - w_hat) / torch.linalg.norm(wd - rtn))
                 oe = float(torch.linalg.norm((wd - w_hat) @ x.T) / torch.linalg.norm((wd - rtn) @ x.T))
                 row.append(f"{label} weight {we:.3f} output {oe:.3f}")

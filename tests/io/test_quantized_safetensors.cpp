@@ -13,11 +13,13 @@
 #include <vector>
 
 #include "io/temp_dir.hpp"
+#include "shrink/io/compressed_tensors.hpp"
 #include "shrink/io/quantized_safetensors.hpp"
 #include "shrink/metrics/error.hpp"
 #include "shrink/quant/awq.hpp"
 #include "shrink/quant/gptq.hpp"
 #include "shrink/quant/hessian.hpp"
+#include "shrink/quant/hqq.hpp"
 #include "support/random.hpp"
 
 using shrink::ByteBuffer;
@@ -79,6 +81,8 @@ void require_same(const QuantizedTensor& a, const QuantizedTensor& b) {
   REQUIRE(a.qparams.shape == b.qparams.shape);
   REQUIRE(a.qparams.scale == b.qparams.scale);
   REQUIRE(a.qparams.zero_point == b.qparams.zero_point);
+  REQUIRE(a.scheme.float_zero_point == b.scheme.float_zero_point);
+  REQUIRE(a.qparams.float_zero_point == b.qparams.float_zero_point);
   REQUIRE(std::vector<std::uint8_t>(a.data.begin(), a.data.end()) == std::vector<std::uint8_t>(b.data.begin(), b.data.end()));
 }
 
@@ -795,4 +799,121 @@ TEST_CASE("add_input_scale and set_input_scale check their input and change noth
   REQUIRE_FALSE(record.has_input_scale());
   set_input_scale(record, "m.input_scale");
   REQUIRE(stored_tensors(record).back().shape == std::vector<std::int64_t>{8});
+}
+
+TEST_CASE("fractional zero points (HQQ) round-trip as an F32 _zero_point under \"zero_point\":\"float\"",
+          "[io][quantized_safetensors][fractional]") {
+  shrink::test::TempDir dir;
+  const std::vector<float> w = shrink::test::random_values(6 * 32, 41, 0.05f);
+  for (const int bits : {3, 4, 6}) {
+    CAPTURE(bits);
+    HqqOptions o;
+    o.bits = bits;
+    o.group_size = 16;
+    const QuantizedTensor q = hqq_quantize(TensorView<const float>(w.data(), Shape{6, 32}), o);
+    REQUIRE(q.qparams.fractional());
+    const EncodedQuantization e = encode_quantized("l.weight", q, "hqq", "F32");
+    REQUIRE(e.tensors.size() == 3);
+    REQUIRE(e.tensors[2].declaration.name == "l.weight_zero_point");
+    REQUIRE(e.tensors[2].declaration.dtype == ScalarType::f32);
+    REQUIRE(e.tensors[2].declaration.shape == std::vector<std::int64_t>{6, 2});
+    REQUIRE(to_metadata_value(e.record).find(R"("zero_point":"float")") != std::string::npos);
+    const std::string path = dir.file("hqq.safetensors");
+    write_encoded(path, {e});
+    const SafetensorsFile file(path);
+    require_same(read_quantized(file, "l.weight"), q);
+    const std::vector<float> expected = dequantize(q);  // (float(q) − z) · s
+    const std::vector<float> read = read_float(file, "l.weight");
+    REQUIRE(std::memcmp(read.data(), expected.data(), read.size() * sizeof(float)) == 0);
+    const std::string out = dir.file("restored.safetensors");
+    dequantize_file(path, out, {}, DequantizeTo::f32);
+    const std::vector<float> restored = read_float(SafetensorsFile(out), "l.weight");
+    REQUIRE(std::memcmp(restored.data(), expected.data(), restored.size() * sizeof(float)) == 0);
+    // compressed-tensors stores integer zero points only.
+    const compressed_tensors::Expressible ct = compressed_tensors::weight_args(e.record);
+    REQUIRE_FALSE(ct.args);
+    REQUIRE(ct.why_not.find("fractional zero points") != std::string::npos);
+  }
+}
+
+TEST_CASE("hostile fractional zero points are rejected, each with one Error, and dequantize_file writes nothing",
+          "[io][quantized_safetensors][fractional]") {
+  shrink::test::TempDir dir;
+  const ValidParts v;  // "w" int8 [4, 6], per channel along axis 0
+  const std::string path = dir.file("hostile.safetensors");
+  const std::string with_field =
+      R"({"dtype":"int8","scheme":"affine","granularity":"per_channel","axis":0,"zero_point":"float","shape":[4,6]})";
+  auto zero = [](std::vector<float> values) {
+    const std::int64_t n = static_cast<std::int64_t>(values.size());
+    return RawTensor{"w_zero_point", ScalarType::f32, {n}, bytes_of(values)};
+  };
+  const std::vector<float> z = {1.5f, -0.25f, 300.0f, 0.75f};  // finite is all that is asked
+  // The valid file reads, with (float(q) − z) · s.
+  write_raw(path, {v.scale(), v.data(), zero(z)}, v.metadata(with_field));
+  {
+    const SafetensorsFile file(path);
+    const QuantizedTensor q = read_quantized(file, "w");
+    REQUIRE(q.scheme.float_zero_point);
+    REQUIRE(q.qparams.float_zero_point == z);
+    REQUIRE(q.qparams.zero_point.empty());
+    const std::vector<float> got = read_float(file, "w");
+    for (std::size_t k = 0; k < got.size(); ++k) {
+      const float centred = static_cast<float>(q.value(static_cast<std::int64_t>(k))) - z[k / 6];
+      const float expected = centred * v.q.qparams.scale[k / 6];
+      REQUIRE(std::memcmp(&got[k], &expected, sizeof(float)) == 0);
+    }
+  }
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  struct Case {
+    const char* what;
+    std::vector<RawTensor> tensors;
+    std::string record;
+    const char* expected;
+  };
+  const std::vector<Case> cases = {
+      {"NaN",
+       {v.scale(), v.data(), zero({1, nan, 1, 1})},
+       with_field,
+       "tensor \"w_zero_point\"[1] = nan: expected a finite zero point (fractional: \"zero_point\":\"float\")"},
+      {"infinity", {v.scale(), v.data(), zero({1, 1, 1, -inf})}, with_field, "\"w_zero_point\"[3] = -inf"},
+      {"I8 under the field",
+       {v.scale(), v.data(), v.zero_point()},
+       with_field,
+       "zero point tensor \"w_zero_point\" has dtype I8 and shape [4]: expected F32 [4]"},
+      {"F32 without the field",
+       {v.scale(), v.data(), zero(z)},
+       v.record(),
+       "zero point tensor \"w_zero_point\" has dtype F32 and shape [4]: expected I8 [4]"},
+      {"too short",
+       {v.scale(), v.data(), zero({1, 2, 3})},
+       with_field,
+       "has dtype F32 and shape [3]: expected F32 [4]"},
+      {"missing",
+       {v.scale(), v.data()},
+       with_field,
+       "no zero point tensor \"w_zero_point\": expected one of dtype F32"},
+      {"another value",
+       {v.scale(), v.data(), zero(z)},
+       R"({"dtype":"int8","scheme":"affine","granularity":"per_channel","axis":0,"zero_point":"int","shape":[4,6]})",
+       "\"zero_point\" = \"int\": expected \"float\" (fractional zero points) or no \"zero_point\""},
+      {"not a string",
+       {v.scale(), v.data(), zero(z)},
+       R"({"dtype":"int8","scheme":"affine","granularity":"per_channel","axis":0,"zero_point":true,"shape":[4,6]})",
+       "\"zero_point\" is a JSON boolean: expected a string"},
+      {"symmetric",
+       {v.scale(), v.data()},
+       R"({"dtype":"int8","scheme":"symmetric","granularity":"per_channel","axis":0,"zero_point":"float","shape":[4,6]})",
+       "\"zero_point\" = \"float\" with \"scheme\":\"symmetric\": expected fractional zero points with an affine "
+       "scheme only"},
+      {"on an FP8 record",
+       {{"w", ScalarType::f8_e4m3, {4, 6}, std::vector<std::uint8_t>(24, 0x38)}, v.scale()},
+       R"({"dtype":"fp8_e4m3","granularity":"per_channel","axis":0,"zero_point":"float","shape":[4,6]})",
+       "unexpected key \"zero_point\" for dtype \"fp8_e4m3\""},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.what);
+    write_raw(path, c.tensors, v.metadata(c.record));
+    require_rejected(dir, path, c.expected);
+  }
 }

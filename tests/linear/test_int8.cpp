@@ -508,7 +508,7 @@ TEST_CASE("linear_int8 int8 output rounds half to even and clamps, as quant::qua
   std::vector<float> f(static_cast<std::size_t>(n));
   linear_int8(x, w, TensorView<float>(f.data(), Shape{1, n}), e);
   const auto reference =
-      quant::quantize(TensorView<const float>(f.data(), Shape{1, n}), sym, quant::QParams{{0.01f}, {0}, Shape{}});
+      quant::quantize(TensorView<const float>(f.data(), Shape{1, n}), sym, quant::QParams{{0.01f}, {0}, Shape{}, {}});
   for (std::int64_t j = 0; j < n; ++j)
     CHECK(q[static_cast<std::size_t>(j)] == static_cast<std::int8_t>(reference.data[static_cast<std::size_t>(j)]));
 }
@@ -548,4 +548,35 @@ TEST_CASE("pack_int8_weight names the pack function of a 4-bit weight", "[cpu][l
                       quant::QuantScheme::per_group(quant::QuantDtype::int4, quant::Symmetry::affine, 1, 32));
   CHECK_FALSE(can_implement_pack_int8_weight(q4));
   shrink::test::require_error_mentioning([&] { pack_int8_weight(q4); }, "shrink::cpu::pack_weight_int4");
+}
+
+TEST_CASE("linear_int8 and pack_int8_weight refuse fractional zero points (HQQ), naming them",
+          "[cpu][linear][int8][errors][fractional]") {
+  std::mt19937 rng(43);
+  const std::int64_t m = 3, n = 5, k = 20;
+  const auto xf = shrink::test::normal_values(static_cast<std::size_t>(m * k), rng);
+  const auto wf = shrink::test::normal_values(static_cast<std::size_t>(n * k), rng);
+  quant::QuantScheme fractional = quant::QuantScheme::per_tensor(quant::QuantDtype::int8, quant::Symmetry::affine);
+  fractional.float_zero_point = true;
+  const quant::QuantizedTensor x = quant::quantize(TensorView<const float>(xf.data(), Shape{m, k}), fractional);
+  REQUIRE(x.qparams.fractional());
+  const quant::QuantizedTensor w =
+      quant::quantize(TensorView<const float>(wf.data(), Shape{n, k}),
+                      quant::QuantScheme::per_channel(quant::QuantDtype::int8, quant::Symmetry::symmetric, 0));
+  std::vector<float> out(static_cast<std::size_t>(m * n), kPoison);
+  const TensorView<float> out_view(out.data(), Shape{m, n});
+  const Support s = can_implement_linear_int8(x, w, out_view);
+  CHECK_FALSE(s);
+  CHECK(s.reason() ==
+        "x.scheme.float_zero_point = true: expected integer zero points: fractional zero points (HQQ) are not "
+        "supported by the int8 linear layers");
+  shrink::test::require_error_mentioning([&] { linear_int8(x, w, out_view); }, "x.scheme.float_zero_point = true");
+  CHECK(shrink::test::all_poison(out));
+  // A weight whose scheme says integer zero points but that holds fractional ones.
+  quant::QuantizedTensor w_fractional = w;
+  w_fractional.qparams.float_zero_point.assign(w.qparams.scale.size(), 0.5f);
+  w_fractional.qparams.zero_point.clear();
+  CHECK_FALSE(can_implement_pack_int8_weight(w_fractional));
+  shrink::test::require_error_mentioning([&] { pack_int8_weight(w_fractional); },
+                                         "w.qparams.float_zero_point.size() = 5: expected integer zero points");
 }

@@ -18,6 +18,7 @@
 #include "shrink/linear/f32.hpp"
 #include "shrink/linear/weight_only.hpp"
 #include "shrink/quant/gptq.hpp"
+#include "shrink/quant/hqq.hpp"
 #include "shrink/quant/quantize.hpp"
 
 using namespace shrink;
@@ -333,6 +334,95 @@ TEST_CASE(
   const std::vector<float> dequantized = quant::dequantize(sym_u4);
   for (std::int64_t kk = 0; kk < 96; kk += 7)
     CHECK(block[static_cast<std::size_t>(kk * kPanelWidth + 3)] == dequantized[static_cast<std::size_t>(3 * 96 + kk)]);
+}
+
+TEST_CASE(
+    "pack_weight_int4 keeps fractional zero points (HQQ): panels dequantize as quant::dequantize bit for bit, "
+    "the layer matches a double reference and dequantize-then-GEMM",
+    "[cpu][linear][int4][fractional]") {
+  std::mt19937 rng(33);
+  using quant::Granularity;
+  const std::vector<AffineInt4Case> cases = {
+      {1, 1, 64, Granularity::per_channel, 0},   {3, 37, 96, Granularity::per_group, 32},
+      {7, 17, 384, Granularity::per_group, 96},  {12, 64, 128, Granularity::per_group, 32},
+      {13, 45, 640, Granularity::per_group, 64}, {30, 70, 513, Granularity::per_channel, 0},
+      {6, 19, 257, Granularity::per_tensor, 0}};
+  std::uniform_real_distribution<float> offset(-1.5f, 1.5f);
+  for (const AffineInt4Case& c : cases)
+    for (quant::QuantDtype dtype : {quant::QuantDtype::int4, quant::QuantDtype::uint4}) {
+      const std::int64_t m = c.m, n = c.n, k = c.k;
+      INFO("M " << m << " N " << n << " K " << k << " " << quant::to_string(c.granularity) << " group " << c.group
+                << " " << quant::to_string(dtype));
+      const auto x = shrink::test::normal_values(static_cast<std::size_t>(m * k), rng);
+      const auto w = shifted_weights(n, k, rng);
+      const auto bias = shrink::test::normal_values(static_cast<std::size_t>(n), rng);
+      quant::QuantScheme scheme = affine_int4_scheme(c, dtype);
+      scheme.float_zero_point = true;
+      const TensorView<const float> wv(w.data(), Shape{n, k});
+      // Min/max parameters, each zero point moved by a fraction (some beyond [qmin, qmax]), as HQQ moves them.
+      quant::QParams params = quant::minmax_qparams(wv, scheme);
+      for (float& z : params.float_zero_point) z += offset(rng);
+      const quant::QuantizedTensor q = quant::quantize(wv, scheme, params);
+      const std::vector<float> dequantized = quant::dequantize(q);  // (float(q) − z) · s
+      const PackedInt4Weight packed = pack_weight_int4(q);
+      REQUIRE(packed.fractional());
+      CHECK_FALSE(packed.affine());
+      CHECK(packed.value_offset == (dtype == quant::QuantDtype::uint4 ? 8 : 0));
+      CHECK(packed.storage_bytes() == n * ((k + 1) / 2) + n * packed.groups() * 8);
+      std::vector<float> block(static_cast<std::size_t>(k * kPanelWidth));
+      int mismatches = 0;
+      for (std::int64_t panel = 0; panel < packed.panel_count(); ++panel) {
+        shrink::cpu::dequantize_int4_panel(packed, panel, 0, k, block.data());
+        for (std::int64_t kk = 0; kk < k; ++kk)
+          for (std::int64_t j = 0; j < kPanelWidth && panel * kPanelWidth + j < n; ++j) {
+            const float expected = dequantized[static_cast<std::size_t>((panel * kPanelWidth + j) * k + kk)];
+            const float got = block[static_cast<std::size_t>(kk * kPanelWidth + j)];
+            mismatches += std::memcmp(&got, &expected, sizeof(float)) != 0;
+          }
+      }
+      CHECK(mismatches == 0);
+      const auto ref = shrink::test::reference_product(x, dequantized, m, n, k);
+      const PackedWeight<float> dense = pack_weight(TensorView<const float>(dequantized.data(), Shape{n, k}));
+      const TensorView<const float> xv(x.data(), Shape{m, k});
+      const Epilogue e = Epilogue::with_bias(TensorView<const float>(bias.data(), Shape{n}), Activation::gelu);
+      at_each_level([&](SimdLevel) {
+        std::vector<float> out(static_cast<std::size_t>(m * n), kPoison), dense_out(out.size(), kPoison);
+        linear_weight_only(xv, packed, TensorView<float>(out.data(), Shape{m, n}), e);
+        shrink::test::check_against_reference(out, n, ref, m, n, k, {}, bias, Activation::gelu);
+        linear_f32(xv, dense, TensorView<float>(dense_out.data(), Shape{m, n}), e);
+        int far = 0;
+        for (std::size_t i = 0; i < out.size(); ++i)
+          far += !(std::fabs(out[i] - dense_out[i]) <=
+                   2 * (static_cast<double>(k) + 4) * std::ldexp(1.0, -23) * ref.magnitude[i] +
+                       std::ldexp(1.0, -21) *
+                           (std::fabs(dense_out[i]) + std::fabs(bias[i % static_cast<std::size_t>(n)])));
+        CHECK(far == 0);
+      });
+      // The QuantizedTensor overload packs the same weight; half and bfloat16 activations round the float result.
+      std::vector<float> a(static_cast<std::size_t>(m * n)), b(a.size());
+      linear_weight_only(xv, q, TensorView<float>(a.data(), Shape{m, n}), e);
+      linear_weight_only(xv, packed, TensorView<float>(b.data(), Shape{m, n}), e);
+      CHECK(a == b);
+      check_16bit_matches_float<half>(x, packed, m, n, k, e);
+    }
+  // HQQ's own output (the default form), through the layer: one-hot rows of x give the weight back exactly.
+  const std::int64_t n = 40, k = 128;
+  const auto w = shrink::test::normal_values(static_cast<std::size_t>(n * k), rng, 0.05f);
+  quant::HqqOptions o;
+  const quant::QuantizedTensor h = quant::hqq_quantize(TensorView<const float>(w.data(), Shape{n, k}), o);
+  REQUIRE(h.qparams.fractional());
+  const std::vector<float> dequantized = quant::dequantize(h);
+  std::vector<float> eye(static_cast<std::size_t>(k * k), 0.0f);
+  for (std::int64_t i = 0; i < k; ++i) eye[static_cast<std::size_t>(i * k + i)] = 1.0f;
+  at_each_level([&](SimdLevel) {
+    std::vector<float> out(static_cast<std::size_t>(k * n), kPoison);
+    linear_weight_only(TensorView<const float>(eye.data(), Shape{k, k}), h, TensorView<float>(out.data(), Shape{k, n}));
+    int mismatches = 0;
+    for (std::int64_t i = 0; i < k; ++i)
+      for (std::int64_t r = 0; r < n; ++r)
+        mismatches += out[static_cast<std::size_t>(i * n + r)] != dequantized[static_cast<std::size_t>(r * k + i)];
+    CHECK(mismatches == 0);
+  });
 }
 
 TEST_CASE("linear_weight_only with affine int4 and uint4 weights matches a double reference and dequantize-then-GEMM",

@@ -33,6 +33,20 @@ TEST_CASE("int4 per-group-128 affine [4096, 4096]", "[metrics][size]") {
   CHECK(symmetric.bits_per_element() == 4.25);
 }
 
+TEST_CASE("fractional zero points (HQQ) count 4 bytes each", "[metrics][size][fractional]") {
+  const Shape shape{4096, 4096};
+  QuantScheme scheme = QuantScheme::per_group(QuantDtype::uint4, Symmetry::affine, 1, 64);
+  scheme.float_zero_point = true;
+  const QuantizedSize size = quantized_size(shape, scheme);
+  CHECK(size.parameters == 262144);         // 4096 rows * 64 groups
+  CHECK(size.scale_bytes == 1048576);       // 262144 * 4
+  CHECK(size.zero_point_bytes == 1048576);  // 262144 * 4 (float32)
+  CHECK(size.bits_per_element() == 5.0);    // 4 + 32/64 + 32/64
+  QuantScheme symmetric = scheme;
+  symmetric.symmetry = Symmetry::symmetric;
+  CHECK_THROWS_WITH(quantized_size(shape, symmetric), Catch::Contains("scheme.float_zero_point = true"));
+}
+
 TEST_CASE("8-bit schemes: per tensor, per channel, conv weights", "[metrics][size]") {
   // Llama MLP up-projection [11008, 4096], int8 symmetric per output channel.
   const QuantizedSize mlp = quantized_size(Shape{11008, 4096}, QuantScheme::per_channel(QuantDtype::int8, Symmetry::symmetric, 0));

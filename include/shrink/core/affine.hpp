@@ -4,6 +4,15 @@
 //   x' = (q − zp) · scale
 // Clamping x · inv_scale to [qmin − zp, qmax − zp] before rounding gives the same q (the bounds are integers) and keeps
 // the conversion to int in range; NaN lands on qmin.
+//
+// With a fractional zero point z (a float: HQQ's, quant/hqq.hpp), in this float32 order, each operation rounded to
+// nearest even:
+//   v  = float(float(x · inv_scale) + z)     a product, then a sum: two roundings, never an FMA
+//   q  = clamp(nearbyint(v), qmin, qmax)     half to even; v clamped to [qmin, qmax] first gives the same q
+//   x' = float(float(float(q) − z) · scale)  float(q) is exact; the difference is rounded, then the product
+// The device keeps the two roundings with __fmul_rn / __fadd_rn / __fsub_rn; the host passes the product through a
+// volatile, so no compiler contracts x · inv_scale + z into an FMA (GCC does under -ffp-contract=fast, its default in
+// GNU mode, wherever FMA instructions are enabled: aarch64, -march=haswell).
 #pragma once
 
 #include <cmath>
@@ -74,6 +83,45 @@ SHRINK_HOST_DEVICE SHRINK_FORCE_INLINE float fake_quantize_value(float x, const 
   return __fmul_rn(clamped, p.scale);
 #else
   return clamped * p.scale;
+#endif
+}
+
+// One element's parameters with a fractional zero point (see the file comment).
+struct FractionalAffineParams {
+  float scale = 1.0f;
+  float inv_scale = 1.0f;
+  float zero_point = 0.0f;
+  float qmin = 0.0f;
+  float qmax = 0.0f;
+
+  FractionalAffineParams() = default;
+  SHRINK_HOST_DEVICE FractionalAffineParams(float scale_, float zero_point_, std::int32_t qmin_, std::int32_t qmax_)
+      : scale(scale_),
+        inv_scale(1.0f / scale_),
+        zero_point(zero_point_),
+        qmin(static_cast<float>(qmin_)),
+        qmax(static_cast<float>(qmax_)) {}
+};
+
+SHRINK_HOST_DEVICE SHRINK_FORCE_INLINE std::int32_t quantize_value(float x, const FractionalAffineParams& p) {
+#if defined(__CUDA_ARCH__)
+  float v = __fadd_rn(__fmul_rn(x, p.inv_scale), p.zero_point);
+  v = v >= p.qmin ? (v <= p.qmax ? v : p.qmax) : p.qmin;  // NaN lands on qmin, never converted
+  return __float2int_rn(v);
+#else
+  const volatile float scaled = x * p.inv_scale;  // rounded on its own: never fused with the sum
+  float v = scaled + p.zero_point;
+  v = v >= p.qmin ? (v <= p.qmax ? v : p.qmax) : p.qmin;  // NaN lands on qmin, never converted
+  return static_cast<std::int32_t>(std::nearbyint(v));
+#endif
+}
+
+SHRINK_HOST_DEVICE SHRINK_FORCE_INLINE float dequantize_value(std::int32_t q, const FractionalAffineParams& p) {
+#if defined(__CUDA_ARCH__)
+  return __fmul_rn(__fsub_rn(static_cast<float>(q), p.zero_point), p.scale);
+#else
+  const float centred = static_cast<float>(q) - p.zero_point;
+  return centred * p.scale;
 #endif
 }
 

@@ -30,7 +30,8 @@ struct DeviceQParams {
 };
 
 // Workspace for any of the calls below on a tensor of `shape` under `scheme`: a status word and one float per
-// parameter (the inverse scales). Throws shrink::Error for a scheme that does not fit the shape.
+// parameter (the inverse scales). Throws shrink::Error for a scheme that does not fit the shape, and for fractional
+// zero points (scheme.float_zero_point: the device path reads integer ones only).
 std::size_t workspace_bytes(const Shape& shape, const quant::QuantScheme& scheme);
 
 // q = clamp(nearbyint(x * (1.0f / scale)) + zero_point, qmin, qmax) into `out`: quant::quantized_data_bytes(dtype,

@@ -96,6 +96,8 @@ inline Expressible weight_args(const QuantizationRecord& r) {
   }
   if (r.encoding != StoredEncoding::integer) return no("a cast has no compressed-tensors form");
   if (r.has_input_scale()) return no("an input scale (the integers are those of W·diag(s)): not written yet");
+  if (r.scheme.float_zero_point)
+    return no("fractional zero points (HQQ, \"zero_point\":\"float\"): compressed-tensors stores integer ones");
   const quant::QuantScheme& s = r.scheme;
   if (s.bits != 0)
     return no("a range narrower than the dtype (bits = " + std::to_string(s.bits) + "): not written yet");

@@ -57,11 +57,12 @@ ByteBuffer bytes_of(const std::vector<T>& values) {
 
 }  // namespace detail
 
-// The stored form of a QuantizedTensor (moved in: its data becomes the first tensor's bytes).
+// The stored form of a QuantizedTensor (moved in: its data becomes the first tensor's bytes). Fractional zero points
+// (scheme.float_zero_point, HQQ) are stored as an F32 `_zero_point` under "zero_point":"float" (io/quant_record.hpp).
 inline EncodedQuantization encode_quantized(const std::string& name, quant::QuantizedTensor q,
                                             std::string calibrator = {}, std::string source_dtype = {}) {
   const char* fn = "shrink::io::encode_quantized";
-  quant::validate_qparams(q.qparams, q.scheme, q.shape, fn);
+  quant::validate_qparams(q.qparams, q.scheme, q.shape, fn, quant::FloatZeroPoints::accepted);
   if (static_cast<std::int64_t>(q.data.size()) != quant::quantized_data_bytes(q.scheme.dtype, q.shape))
     fail(fn, "q.data.size()", q.data.size(),
          std::to_string(quant::quantized_data_bytes(q.scheme.dtype, q.shape)) + " bytes for shape " +
@@ -71,7 +72,9 @@ inline EncodedQuantization encode_quantized(const std::string& name, quant::Quan
   const std::vector<TensorDeclaration> declarations = stored_tensors(e.record);
   e.tensors.push_back({declarations[0], std::move(q.data)});
   e.tensors.push_back({declarations[1], detail::bytes_of(q.qparams.scale)});
-  if (e.record.has_zero_point()) {
+  if (q.qparams.fractional()) {
+    e.tensors.push_back({declarations[2], detail::bytes_of(q.qparams.float_zero_point)});  // F32, "zero_point":"float"
+  } else if (e.record.has_zero_point()) {
     ByteBuffer zp(q.qparams.zero_point.size());
     for (std::size_t i = 0; i < zp.size(); ++i)
       zp[i] = static_cast<std::uint8_t>(q.qparams.zero_point[i]);  // I8 as two's complement

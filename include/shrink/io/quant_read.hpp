@@ -126,12 +126,22 @@ inline bool is_quantized(const SafetensorsFile& file, const std::string& name) {
 
 namespace detail {
 
-// Scales and input scales finite and > 0, zero points inside [qmin, qmax]: the parameter values, read out of the file.
+// Scales and input scales finite and > 0, integer zero points inside [qmin, qmax], fractional ones finite: the
+// parameter values, read out of the file.
 inline void check_parameter_values(const SafetensorsFile& file, const QuantizationRecord& r, const char* function) {
   if (!r.has_scale()) return;
   checked_scales(file, r, function);
   if (r.has_input_scale()) checked_input_scale(file, r, function);
   if (!r.has_zero_point()) return;
+  if (r.scheme.float_zero_point) {
+    const std::vector<float> zp = copy_floats(file, zero_point_tensor_name(r.name));
+    for (std::size_t i = 0; i < zp.size(); ++i)
+      if (!std::isfinite(zp[i]))
+        fail(function, file.path() + ": tensor " + quoted(zero_point_tensor_name(r.name)) + "[" + std::to_string(i) +
+                           "] = " + shrink::to_text(zp[i]) +
+                           ": expected a finite zero point (fractional: \"zero_point\":\"float\")");
+    return;
+  }
   const quant::QuantRange range = quant::quant_range(r.scheme);
   const ByteView zp = file.bytes(zero_point_tensor_name(r.name));
   for (std::size_t i = 0; i < zp.size; ++i) {
@@ -194,7 +204,8 @@ inline std::set<std::string> parameter_tensor_names(const std::vector<Quantizati
 }
 
 // Reads an int8/uint8/int4/uint4 tensor stored under the convention, with every parameter checked: the stored integers
-// and parameters, so with an input scale those of W·diag(s) (read_input_scale gives s, read_float W).
+// and parameters (fractional zero points in qparams.float_zero_point), so with an input scale those of W·diag(s)
+// (read_input_scale gives s, read_float W).
 inline quant::QuantizedTensor read_quantized(const SafetensorsFile& file, const std::string& name) {
   const char* fn = "shrink::io::read_quantized";
   const auto record = quantization_record(file, name);
@@ -211,7 +222,9 @@ inline quant::QuantizedTensor read_quantized(const SafetensorsFile& file, const 
   q.qparams.shape = quant::qparams_shape(r.scheme, q.shape, fn);
   detail::check_parameter_values(file, r, fn);
   q.qparams.scale = detail::copy_floats(file, scale_tensor_name(name));
-  if (r.has_zero_point()) {
+  if (r.scheme.float_zero_point) {
+    q.qparams.float_zero_point = detail::copy_floats(file, zero_point_tensor_name(name));
+  } else if (r.has_zero_point()) {
     const ByteView zp = file.bytes(zero_point_tensor_name(name));
     q.qparams.zero_point.resize(zp.size);
     for (std::size_t i = 0; i < zp.size; ++i) {
@@ -224,7 +237,7 @@ inline quant::QuantizedTensor read_quantized(const SafetensorsFile& file, const 
   const ByteView data = file.bytes(name);
   q.data.resize(data.size);
   if (data.size > 0) std::memcpy(q.data.data(), data.data, data.size);
-  quant::validate_qparams(q.qparams, q.scheme, q.shape, fn);
+  quant::validate_qparams(q.qparams, q.scheme, q.shape, fn, quant::FloatZeroPoints::accepted);
   return q;
 }
 

@@ -15,6 +15,9 @@
 //                                       uint8/uint4 (as ONNX stores zero points in the data's type); inside
 //                                       [qmin, qmax]. Symmetric schemes store none: it is 0, or the midpoint
 //                                       symmetric_zero_point() for unsigned types.
+//                                       Fractional zero points ("zero_point":"float", affine only, HQQ's): F32,
+//                                       the parameter shape, finite (they may leave [qmin, qmax]); the value is
+//                                       then (float(q) − z) · scale in float32 (core/affine.hpp).
 //   fp8-e4m3, fp8-e5m2   `w`            F8_E4M3 / F8_E5M2, the logical shape, codes of w / scale
 //                        `w_scale`      F32, [] per tensor or [C] per channel along `axis`
 //   fp16, bf16           `w`            F16 / BF16, a plain cast (nothing else needed to read it)
@@ -30,9 +33,10 @@
 // "dtype", "shape" and (integer) "scheme" and "granularity" are required; "axis" is required per channel and
 // per group (negative counts from the end; writers store it normalised), "group_size" per group;
 // "restricted_range" and "reduce_range" default to false, "bits" (a narrower range held in the dtype, 2..its width,
-// QuantScheme::bits) to 0, "calibrator" (free text saying how the range was
-// chosen) and "cast_from" to "". "source_dtype" (integer and fp8; F32, F16, BF16 or F64) is the dtype the tensor had
-// before quantization, absent in files of older writers. Unknown keys are errors. The file also carries
+// QuantScheme::bits) to 0, "zero_point" ("float": fractional zero points, QuantScheme::float_zero_point; affine
+// only; absent: integer ones, as in files of older writers) to integer, "calibrator" (free text saying how the range
+// was chosen) and "cast_from" to "". "source_dtype" (integer and fp8; F32, F16, BF16 or F64) is the dtype the tensor
+// had before quantization, absent in files of older writers. Unknown keys are errors. The file also carries
 // "shrink.format_version":"1" whenever it holds any "shrink.quant." entry.
 //
 // The input scale (AWQ; optional, integer records of rank 2 only): "input_scale":"<tensor>" names a tensor of the
@@ -47,7 +51,8 @@
 //
 // Readers trust nothing: every metadata entry must be well-formed JSON of that form, name a tensor of the
 // right dtype and shape, and have its `_scale` (and `_zero_point` exactly when affine) of the right dtype and
-// shape; scales and input scales must be finite and > 0 and zero points inside [qmin, qmax]. A violation raises
+// shape; scales and input scales must be finite and > 0, integer zero points inside [qmin, qmax] and fractional ones
+// finite. A violation raises
 // shrink::Error naming the file, the tensor and what was expected. (Integer values themselves need no check: any value
 // of the storage type dequantizes to a finite number.)
 #pragma once
@@ -149,6 +154,7 @@ inline std::vector<std::int64_t> parameter_shape(const QuantizationRecord& r, co
   return {};
 }
 inline ScalarType zero_point_dtype(const QuantizationRecord& r) {
+  if (r.scheme.float_zero_point) return ScalarType::f32;
   return quant::is_signed(r.scheme.dtype) ? ScalarType::i8 : ScalarType::u8;
 }
 
@@ -278,7 +284,7 @@ inline QuantizationRecord parse_quantization_record(const std::string& name, con
 
   if (dtype == "int8" || dtype == "uint8" || dtype == "int4" || dtype == "uint4") {
     allow_keys({"dtype", "scheme", "granularity", "axis", "group_size", "restricted_range", "reduce_range", "bits",
-                "calibrator", "source_dtype", "input_scale", "shape"});
+                "zero_point", "calibrator", "source_dtype", "input_scale", "shape"});
     r.encoding = StoredEncoding::integer;
     r.scheme.dtype = dtype == "int8"    ? quant::QuantDtype::int8
                      : dtype == "uint8" ? quant::QuantDtype::uint8
@@ -319,6 +325,15 @@ inline QuantizationRecord parse_quantization_record(const std::string& name, con
     if (r.scheme.bits == 1)
       bad("\"bits\" = 1: expected 0 (the dtype's width) or 2.." + std::to_string(quant::bit_width(r.scheme.dtype)));
     if (r.scheme.bits == 2 && r.scheme.reduce_range) bad("\"bits\" = 2 with \"reduce_range\": expected one of them");
+    if (const auto zero_point = string_field("zero_point", false)) {
+      if (*zero_point != "float")
+        bad("\"zero_point\" = " + detail::quoted(*zero_point) +
+            ": expected \"float\" (fractional zero points) or no \"zero_point\" (integer ones)");
+      if (r.scheme.symmetry != quant::Symmetry::affine)
+        bad("\"zero_point\" = \"float\" with \"scheme\":\"symmetric\": expected fractional zero points with an "
+            "affine scheme only");
+      r.scheme.float_zero_point = true;
+    }
     r.calibrator = string_field("calibrator", false).value_or("");
     r.source_dtype = source_dtype_field();
     if (const auto input_scale = string_field("input_scale", false)) {
@@ -366,6 +381,7 @@ inline std::string to_metadata_value(const QuantizationRecord& r) {
     j["restricted_range"] = r.scheme.restricted_range;
     j["reduce_range"] = r.scheme.reduce_range;
     if (r.scheme.bits != 0) j["bits"] = r.scheme.bits;  // absent in files of older writers: the dtype's width
+    if (r.scheme.float_zero_point) j["zero_point"] = "float";  // absent: integer zero points
     j["calibrator"] = r.calibrator;
     if (!r.source_dtype.empty()) j["source_dtype"] = r.source_dtype;
     if (r.has_input_scale()) j["input_scale"] = r.input_scale;

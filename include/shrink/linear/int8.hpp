@@ -72,6 +72,11 @@ inline std::int64_t round_up(std::int64_t v, std::int64_t to) { return (v + to -
 
 inline Support check_int8_scales(const quant::QuantizedTensor& t, const char* name, std::int64_t expected_count) {
   const std::string n(name);
+  if (t.scheme.float_zero_point || t.qparams.fractional())
+    return Support::no(
+        n + (t.scheme.float_zero_point ? ".scheme.float_zero_point" : ".qparams.float_zero_point.size()"),
+        t.scheme.float_zero_point ? "true" : std::to_string(t.qparams.float_zero_point.size()),
+        "integer zero points: fractional zero points (HQQ) are not supported by the int8 linear layers");
   if (static_cast<std::int64_t>(t.qparams.scale.size()) != expected_count)
     return Support::no(
         n + ".qparams.scale.size()", std::to_string(t.qparams.scale.size()),

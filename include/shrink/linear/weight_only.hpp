@@ -8,6 +8,7 @@
 //   out[m, n] = act(s[n] · Σ_k x[m, k] · q[n, k] + bias[n])          int8: q the stored integers, s the scales
 //   out[m, n] = act(Σ_k x[m, k] · ((q[n, k] − zp[n, k / g]) · s[n, k / g]) + bias[n])
 //                                                                     4-bit, groups of g inputs: dequantized in float
+//                                                                     (zp an integer, or a float: HQQ's fractional one)
 //   out[m, n] = act(Σ_k x[m, k] · float(w[n, k]) + bias[n])          half / bfloat16
 //
 // Half / bfloat16 activations are converted to float (exactly), the product and epilogue run in float, and each
@@ -71,7 +72,9 @@ inline PackedWeight<std::int8_t> pack_weight(const quant::QuantizedTensor& w) {
 // Packs a 4-bit weight [N, K] as quant::quantize writes it (packed nibbles, a scale and a zero point per parameter):
 // int4 or uint4, symmetric or affine (zero points, GPTQ / AWQ style), per group along the input axis (per_group,
 // axis 1 or -1: parameters [N, K / group_size]), per output channel (per_channel, axis 0 or -2: [N]) or per tensor.
-// A channel or the tensor is one group of K inputs. w[n, k] = (q[n, k] − zp[n, g]) · s[n, g], as quant::dequantize.
+// A channel or the tensor is one group of K inputs. w[n, k] = (q[n, k] − zp[n, g]) · s[n, g], as quant::dequantize;
+// with fractional zero points (scheme.float_zero_point, HQQ) w[n, k] = (float(q[n, k]) − z[n, g]) · s[n, g] in float,
+// bit for bit quant::dequantize's.
 inline PackedInt4Weight pack_weight_int4(const quant::QuantizedTensor& w) {
   const char* fn = "shrink::cpu::pack_weight_int4";
   const quant::QuantScheme& scheme = w.scheme;
@@ -90,8 +93,9 @@ inline PackedInt4Weight pack_weight_int4(const quant::QuantizedTensor& w) {
   } else if (scheme.granularity == quant::Granularity::per_channel && scheme.axis != 0 && scheme.axis != -2) {
     fail(fn, "w.scheme.axis", scheme.axis, "axis 0 (one scale per output row) for a per-channel weight");
   }
-  // The group size divides K, the scales are finite and > 0, the zero points inside the dtype's range.
-  quant::validate_qparams(w.qparams, scheme, w.shape, fn);
+  // The group size divides K, the scales are finite and > 0, the zero points inside the dtype's range (or, fractional,
+  // finite).
+  quant::validate_qparams(w.qparams, scheme, w.shape, fn, quant::FloatZeroPoints::accepted);
   if (static_cast<std::int64_t>(w.data.size()) != n_total * int4_row_bytes(k_total))
     fail(fn, "w.data.size()", w.data.size(),
          std::to_string(n_total * int4_row_bytes(k_total)) + " bytes (rows of ceil(K / 2) packed bytes)");
@@ -103,11 +107,16 @@ inline PackedInt4Weight pack_weight_int4(const quant::QuantizedTensor& w) {
   // Unsigned values and zero points become their signed equivalents (q − 8, zp − 8): q − zp is unchanged.
   const bool is_signed = quant::is_signed(scheme.dtype);
   const int offset = is_signed ? 0 : 8;
+  const bool fractional = w.qparams.fractional();
   const bool affine = std::any_of(w.qparams.zero_point.begin(), w.qparams.zero_point.end(),
                                   [&](std::int32_t zp) { return zp != offset; });
   p.panels.assign(static_cast<std::size_t>(p.panel_count() * k_total * kInt4PanelBytes), std::uint8_t{0});
   p.scales.assign(static_cast<std::size_t>(p.panel_count() * p.groups() * kPanelWidth), 0.0f);
   if (affine) p.zero_points.assign(p.scales.size(), std::int8_t{0});
+  if (fractional) {  // kept as given; the offset goes back on q (cpu/packed_int4_weight.hpp)
+    p.float_zero_points.assign(p.scales.size(), 0.0f);
+    p.value_offset = offset;
+  }
   const std::int64_t row_bytes = int4_row_bytes(k_total);
   const std::int64_t row_params = static_cast<std::int64_t>(w.qparams.scale.size()) / n_total;  // 0 per tensor
   for (std::int64_t n = 0; n < n_total; ++n) {
@@ -122,6 +131,7 @@ inline PackedInt4Weight pack_weight_int4(const quant::QuantizedTensor& w) {
       const std::size_t to = static_cast<std::size_t>((panel * p.groups() + g) * kPanelWidth + lane);
       p.scales[to] = w.qparams.scale[from];
       if (affine) p.zero_points[to] = static_cast<std::int8_t>(w.qparams.zero_point[from] - offset);
+      if (fractional) p.float_zero_points[to] = w.qparams.float_zero_point[from];
     }
   }
   return p;
@@ -156,7 +166,9 @@ inline Support check_packed_weight(const PackedInt4Weight& w) {
     return Support::no("w.group_size", std::to_string(w.group_size), "a divisor of K = " + std::to_string(w.cols));
   if (static_cast<std::int64_t>(w.panels.size()) != w.panel_count() * w.cols * kInt4PanelBytes ||
       static_cast<std::int64_t>(w.scales.size()) != w.panel_count() * w.groups() * kPanelWidth ||
-      (w.affine() && w.zero_points.size() != w.scales.size()))
+      (w.affine() && w.zero_points.size() != w.scales.size()) ||
+      (w.fractional() &&
+       (w.affine() || w.float_zero_points.size() != w.scales.size() || (w.value_offset != 0 && w.value_offset != 8))))
     return Support::no("w", "an inconsistent PackedInt4Weight", "the result of pack_weight_int4");
   return Support::yes();
 }

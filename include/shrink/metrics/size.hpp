@@ -4,8 +4,9 @@
 //   data        quantized_data_bytes(dtype, shape): one byte per 8-bit value, 4-bit values packed two per
 //               byte with each row of the last dimension padded to whole bytes (core/int4.hpp)
 //   scales      4 bytes (float32) per parameter, qparams_shape(scheme, shape).product() parameters
-//   zero points 1 byte per parameter for affine schemes (8-bit and 4-bit types alike); none for symmetric
-//               schemes, whose zero point is implied by the dtype
+//   zero points 1 byte per parameter for affine schemes (8-bit and 4-bit types alike), 4 bytes (float32) for
+//               fractional ones (scheme.float_zero_point, HQQ); none for symmetric schemes, whose zero point is
+//               implied by the dtype
 #pragma once
 
 #include <cstdint>
@@ -22,6 +23,7 @@ namespace shrink::metrics {
 
 inline constexpr std::int64_t kScaleBytes = 4;      // float32
 inline constexpr std::int64_t kZeroPointBytes = 1;  // int8/uint8 (4-bit zero points are not packed)
+inline constexpr std::int64_t kFloatZeroPointBytes = 4;  // float32: a fractional zero point
 
 // Bytes of a dense tensor of `shape` stored as `type` (f32, f16, bf16, f8_e4m3, ...); 4-bit types are
 // counted packed, each row of the last dimension padded to whole bytes (core/int4.hpp).
@@ -52,7 +54,8 @@ inline QuantizedSize quantized_size(const Shape& shape, const quant::QuantScheme
   size.parameters = quant::qparams_shape(scheme, shape, fn).product();
   size.data_bytes = quant::quantized_data_bytes(scheme.dtype, shape);
   size.scale_bytes = size.parameters * kScaleBytes;
-  size.zero_point_bytes = scheme.symmetry == quant::Symmetry::affine ? size.parameters * kZeroPointBytes : 0;
+  const std::int64_t zero_point_bytes = scheme.float_zero_point ? kFloatZeroPointBytes : kZeroPointBytes;
+  size.zero_point_bytes = scheme.symmetry == quant::Symmetry::affine ? size.parameters * zero_point_bytes : 0;
   return size;
 }
 

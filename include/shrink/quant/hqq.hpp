@@ -9,29 +9,46 @@
 //   (2) z   = mean(q − (w − W_e) / s)        the minimiser of ‖s·(q − z) − (w − W_e)‖² with q = Q(w) held
 //   (3) β  ← κ·β
 // stopping when the error stops decreasing. The defaults are those of the paper's implementation: p = 0.7, β = 10,
-// κ = 1.01, 20 iterations (it keeps the zero point fractional, holds 1/s, and watches the mean |w − ŵ|).
+// κ = 1.01, 20 iterations.
 //
-// shrink stores integer zero points (qparams.hpp: real = s·(q − zp), zp in [qmin, qmax]). With an integer zp the
-// values s·(q − zp) = s·clamp(round(w / s), qmin − zp, qmax − zp) are multiples of s whatever zp is: moving zp only
-// moves the clamp window, so step (2) alone, rounded, gives back round-to-nearest. Decided: step (2) solves the same
-// quadratic subproblem for both parameters, in closed form and in integers, by one pass of coordinate descent:
-//   (2a) zp = clamp(nearbyint(mean(q − t / s)), qmin, qmax),  t = w − W_e: the exact integer minimiser, as the
-//        quadratic is G·s²·(zp − z*)² + const in zp (nearest integer to z*, clamped: it is convex)
-//   (2b) s  = float(Σ (q − zp)·t / Σ (q − zp)²): the least-squares scale given q and the new zp, kept when the
-//        denominator is > 0 and the result is finite and >= FLT_EPSILON (optimize_scale; when false, (2a) alone)
-// The cost against HQQ's fractional zero point is measured in docs/quantization.md: better at 2-3 bits, a little
-// worse at 4 (the scale moves the grid, the fractional zero point shifts it, and shrink's zero point cannot).
+// Two forms (HqqOptions::fractional_zero_point):
+// - fractional (the default, the paper's): z is a float, kept unrounded (scheme.float_zero_point, QParams::
+//   float_zero_point), and the dequantized value is (float(q) − z)·s (core/affine.hpp's FractionalAffineParams). Read
+//   by quant::dequantize / quantize, cpu::pack_weight_int4 / linear_weight_only and the model-file convention (an F32
+//   `_zero_point`, io/quant_record.hpp); refused by every consumer of integer zero points (quant::validate_qparams:
+//   the int8 layers, the CUDA paths, fake_quantize; the compressed-tensors export).
+// - integer (fractional_zero_point = false): shrink's integer zero points (qparams.hpp: real = s·(q − zp), zp in
+//   [qmin, qmax]), read by every consumer. With an integer zp the values s·(q − zp) = s·clamp(round(w / s), qmin − zp,
+//   qmax − zp) are multiples of s whatever zp is: moving zp only moves the clamp window, so step (2) alone, rounded,
+//   gives back round-to-nearest. Decided: step (2) solves the same quadratic subproblem for both parameters, in closed
+//   form and in integers, by one pass of coordinate descent:
+//     (2a) zp = clamp(nearbyint(mean(q − t / s)), qmin, qmax),  t = w − W_e: the exact integer minimiser, as the
+//          quadratic is G·s²·(zp − z*)² + const in zp (nearest integer to z*, clamped: it is convex)
+//     (2b) s  = float(Σ (q − zp)·t / Σ (q − zp)²): the least-squares scale given q and the new zp, kept when the
+//          denominator is > 0 and the result is finite and >= FLT_EPSILON (optimize_scale; when false, (2a) alone)
+//   Measured in docs/quantization.md: below the fractional form's weight error at 2-3 bits, above it at 4, and on
+//   SmolLM2-135M at 4 bits worse than round-to-nearest in perplexity where the fractional form is better.
 //
 // As implemented, per group (G values of one row, or the whole row when group_size is 0), independently:
-//   s, zp   = scale_zero_point_from_range(min, max) of the group (affine, float32): round-to-nearest's parameters
+//   s, zp   = scale_zero_point_from_range(min, max) of the group (affine, float32): round-to-nearest's parameters;
+//             z = float(zp) (fractional form)
 //   then for step 0, 1, ..., iterations:
-//     q = quantize_value(w, s, zp), ŵ = dequantize_value(q, s, zp)   (float: what shrink's dequantize reads)
+//     q = quantize_value(w, params), ŵ = dequantize_value(q, params)   core/affine.hpp's formulas in float32:
+//             integer:    q = clamp(nearbyint(w·(1/s)) + zp),           ŵ = float(q − zp)·s
+//             fractional: q = clamp(nearbyint(float(w·(1/s)) + z)),     ŵ = float(float(q) − z)·s
 //     d = w − ŵ,  a = |d|^(p−1) (0 where d = 0),  φ = Σ |d|·a           (double, in column order)
 //     step > 0 and φ not below the best: stop (that step's parameters are dropped); else they are the best
-//     step < iterations: W_e = sign(d)·max(|d| − a / β, 0), t = w − W_e, (2a), (2b), β ← κ·β
-// so the result is never worse than round-to-nearest in φ. φ, the shrinkage, the means and sums are in double;
-// q and ŵ in float by the library's own formulas (core/affine.hpp). HQQ is not scale-invariant: scaling W by c acts
-// as β·c^(2−p) (with β = 10, p = 0.7, residuals below β^(−1/(2−p)) ≈ 0.17 are not shrunk at all).
+//     step < iterations: W_e = sign(d)·max(|d| − a / β, 0), t = w − W_e, then
+//             fractional: z = float(mean(q − t / s))    (the sum in double, in column order; rounded once to float)
+//             integer:    (2a), (2b)
+//           β ← κ·β
+// so the result is never worse in φ than its step 0 (round-to-nearest's parameters; in the fractional form
+// float(w·(1/s)) + z is one more rounding than round-to-nearest's, which can move a value lying within an ulp of a
+// tie). The integers stored are quantize_value(w, best parameters). The fractional z is not clamped: a group whose
+// minimum is > 0 starts at zp = qmin and may move below it (measured on SmolLM2-135M in docs/quantization.md). φ, the
+// shrinkage, the means and sums are in double; q and ŵ in float by the library's own formulas (core/affine.hpp). HQQ
+// is not scale-invariant: scaling W by c acts as β·c^(2−p) (with β = 10, p = 0.7, residuals below β^(−1/(2−p)) ≈
+// 0.17 are not shrunk at all).
 // Decided as GPTQ: group_size must divide `in` (an Error otherwise). Rows run in fixed chunks on the current
 // executor and every group is independent: the bytes do not depend on the thread count.
 #pragma once
@@ -42,6 +59,7 @@
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "shrink/core/affine.hpp"
@@ -63,11 +81,14 @@ struct HqqOptions {
   double beta = 10.0;            // β of the first shrinkage, > 0
   double kappa = 1.01;           // β ← κ·β after each step, > 0
   int iterations = 20;           // parameter updates at most per group, >= 1
-  bool optimize_scale = true;    // (2b): the least-squares scale; false: the zero point alone (see above)
+  // true: the paper's form, a fractional zero point (a float, scheme.float_zero_point) with min/max's scale kept;
+  // false: an integer zero point, for consumers that read only integer zero points (see above).
+  bool fractional_zero_point = true;
+  bool optimize_scale = true;  // integer form only: (2b), the least-squares scale; false: the zero point alone
 };
 
 struct HqqResult {
-  double initial_error = 0.0;        // Σ over groups of φ with round-to-nearest's (min/max) parameters
+  double initial_error = 0.0;        // Σ over groups of φ at step 0 (min/max parameters, in the form's formula)
   double final_error = 0.0;          // Σ over groups of φ with the parameters kept (<= initial_error)
   int iterations_run = 0;            // the most updates a group evaluated (<= options.iterations)
   std::int64_t groups = 0;           // groups quantized (out · in / group)
@@ -75,12 +96,14 @@ struct HqqResult {
 };
 
 // The storage scheme of HQQ's output: affine uint4 for 2-4 bits, uint8 for 5-8, with scheme.bits set below the
-// dtype's width; per_group along axis 1, or per_channel along axis 0 when group_size is 0.
+// dtype's width; per_group along axis 1, or per_channel along axis 0 when group_size is 0; float_zero_point as
+// options.fractional_zero_point.
 inline QuantScheme hqq_scheme(const HqqOptions& options) {
   const QuantDtype dtype = options.bits <= 4 ? QuantDtype::uint4 : QuantDtype::uint8;
   QuantScheme s = options.group_size > 0 ? QuantScheme::per_group(dtype, Symmetry::affine, 1, options.group_size)
                                          : QuantScheme::per_channel(dtype, Symmetry::affine, 0);
   s.bits = options.bits == bit_width(dtype) ? 0 : options.bits;
+  s.float_zero_point = options.fractional_zero_point;
   return s;
 }
 
@@ -106,25 +129,37 @@ inline void check_hqq_args(const TensorView<const float>& weight, const HqqOptio
 
 struct HqqGroup {
   float scale = 1.0f;
-  std::int32_t zero_point = 0;
+  float zero_point = 0.0f;  // the integer form's holds an integer
   double initial_error = 0.0;
   double final_error = 0.0;
   int updates = 0;    // updates evaluated
   bool kept = false;  // an update was kept: the parameters differ from round-to-nearest's
 };
 
-// HQQ of the n values w (see the header comment); q, t: n scratch values each.
-inline HqqGroup hqq_group(const float* w, std::int64_t n, const QuantScheme& scheme, const QuantRange& range,
-                          const HqqOptions& o, double* q, double* t, const char* fn) {
+// The element formula of each form: core/affine.hpp's, integer or fractional zero point.
+template <class Params>
+Params hqq_params(float scale, float zero_point, const QuantRange& range) {
+  if constexpr (std::is_same<Params, AffineParams>::value)
+    return AffineParams(scale, static_cast<std::int32_t>(zero_point), range.qmin, range.qmax);
+  else
+    return FractionalAffineParams(scale, zero_point, range.qmin, range.qmax);
+}
+
+// HQQ of the n values w (see the header comment), Params: AffineParams (the integer form) or FractionalAffineParams
+// (the paper's); q, t: n scratch values each.
+template <class Params>
+HqqGroup hqq_group(const float* w, std::int64_t n, const QuantScheme& scheme, const QuantRange& range,
+                   const HqqOptions& o, double* q, double* t, const char* fn) {
+  constexpr bool fractional = std::is_same<Params, FractionalAffineParams>::value;
   const auto [lo, hi] = std::minmax_element(w, w + n);
   const ScaleZeroPoint p0 = scale_zero_point_from_range(*lo, *hi, scheme, fn);
   const double pm1 = o.lp_norm - 1.0;
   HqqGroup best;
   float s = p0.scale;
-  std::int32_t zp = p0.zero_point;
+  float z = static_cast<float>(p0.zero_point);
   double beta = o.beta;
   for (int step = 0;; ++step) {
-    const AffineParams params(s, zp, range.qmin, range.qmax);
+    const Params params = hqq_params<Params>(s, z, range);
     double error = 0.0;
     for (std::int64_t i = 0; i < n; ++i) {
       const std::int32_t qi = quantize_value(w[i], params);
@@ -144,26 +179,31 @@ inline HqqGroup hqq_group(const float* w, std::int64_t n, const QuantScheme& sch
     }
     best.final_error = error;
     best.scale = s;
-    best.zero_point = zp;
+    best.zero_point = z;
     if (step == o.iterations) break;
 
-    // (2a) the integer zero point minimising ‖s·(q − zp) − t‖².
+    // (2) the zero point minimising ‖s·(q − z) − t‖²: mean(q − t / s), rounded once to float (fractional) or to the
+    // nearest integer inside [qmin, qmax] (the integer form's (2a)).
     const double sd = s;
     double zsum = 0.0;
     for (std::int64_t i = 0; i < n; ++i) zsum += q[i] - t[i] / sd;
-    const double z = std::nearbyint(zsum / static_cast<double>(n));
-    zp = static_cast<std::int32_t>(std::min<double>(std::max<double>(z, range.qmin), range.qmax));
-    // (2b) the least-squares scale given q and zp.
-    if (o.optimize_scale) {
-      double num = 0.0, den = 0.0;
-      for (std::int64_t i = 0; i < n; ++i) {
-        const double c = q[i] - zp;
-        num += c * t[i];
-        den += c * c;
-      }
-      if (den > 0.0) {
-        const float candidate = static_cast<float>(num / den);
-        if (std::isfinite(candidate) && candidate >= FLT_EPSILON) s = candidate;
+    const double mean = zsum / static_cast<double>(n);
+    if constexpr (fractional) {
+      z = static_cast<float>(mean);
+    } else {
+      z = static_cast<float>(std::min<double>(std::max<double>(std::nearbyint(mean), range.qmin), range.qmax));
+      // (2b) the least-squares scale given q and zp.
+      if (o.optimize_scale) {
+        double num = 0.0, den = 0.0;
+        for (std::int64_t i = 0; i < n; ++i) {
+          const double c = q[i] - static_cast<double>(z);
+          num += c * t[i];
+          den += c * c;
+        }
+        if (den > 0.0) {
+          const float candidate = static_cast<float>(num / den);
+          if (std::isfinite(candidate) && candidate >= FLT_EPSILON) s = candidate;
+        }
       }
     }
     beta *= o.kappa;
@@ -171,43 +211,64 @@ inline HqqGroup hqq_group(const float* w, std::int64_t n, const QuantScheme& sch
   return best;
 }
 
-}  // namespace detail
-
-// HQQ of weight [out, in] (any strides): a QuantizedTensor that dequantize, the safetensors convention and the
-// weight-only GEMMs read unchanged. Validation comes first: every bad argument is one Error naming it, and `info`
-// is written only on success.
-inline QuantizedTensor hqq_quantize(TensorView<const float> weight, const HqqOptions& options,
-                                    HqqResult* info = nullptr) {
-  const char* fn = "shrink::quant::hqq_quantize";
-  detail::check_hqq_args(weight, options, fn);
+// The rows of hqq_quantize in one form: every group's integers into `values`, its result into `results`.
+template <class Params>
+void hqq_rows(const TensorView<const float>& weight, const QuantScheme& scheme, const HqqOptions& options,
+              std::vector<std::int32_t>& values, std::vector<HqqGroup>& results, const char* fn) {
   const std::int64_t out = weight.size(0), in = weight.size(1);
-  const QuantScheme scheme = hqq_scheme(options);
   const QuantRange range = quant_range(scheme);
   const std::int64_t group = options.group_size > 0 ? options.group_size : in;
   const std::int64_t groups = in / group;
-
-  std::vector<std::int32_t> values(static_cast<std::size_t>(out * in));
-  std::vector<detail::HqqGroup> results(static_cast<std::size_t>(out * groups));
-  parallel_for(out, detail::kHqqRowChunk, [&](std::int64_t r0, std::int64_t r1) {
+  parallel_for(out, kHqqRowChunk, [&](std::int64_t r0, std::int64_t r1) {
     std::vector<float> row(static_cast<std::size_t>(in));
     std::vector<double> q(static_cast<std::size_t>(group)), t(static_cast<std::size_t>(group));
     for (std::int64_t r = r0; r < r1; ++r) {
       for (std::int64_t c = 0; c < in; ++c) row[static_cast<std::size_t>(c)] = weight(r, c);
       for (std::int64_t g = 0; g < groups; ++g) {
         const float* w = row.data() + g * group;
-        const detail::HqqGroup h = detail::hqq_group(w, group, scheme, range, options, q.data(), t.data(), fn);
-        const AffineParams params(h.scale, h.zero_point, range.qmin, range.qmax);
+        const HqqGroup h = hqq_group<Params>(w, group, scheme, range, options, q.data(), t.data(), fn);
+        const Params params = hqq_params<Params>(h.scale, h.zero_point, range);
         for (std::int64_t i = 0; i < group; ++i)
           values[static_cast<std::size_t>(r * in + g * group + i)] = quantize_value(w[i], params);
         results[static_cast<std::size_t>(r * groups + g)] = h;
       }
     }
   });
+}
 
-  std::vector<AffineParams> params;
+// The QuantizedTensor of the groups' integers and parameters.
+template <class Params>
+QuantizedTensor hqq_tensor(const Shape& shape, const QuantScheme& scheme, const std::vector<std::int32_t>& values,
+                           const std::vector<HqqGroup>& results, const char* fn) {
+  const QuantRange range = quant_range(scheme);
+  std::vector<Params> params;
   params.reserve(results.size());
-  for (const auto& r : results) params.emplace_back(r.scale, r.zero_point, range.qmin, range.qmax);
-  QuantizedTensor t = make_quantized_tensor(weight.shape(), scheme, values, params, fn);
+  for (const HqqGroup& h : results) params.push_back(hqq_params<Params>(h.scale, h.zero_point, range));
+  return make_quantized_tensor(shape, scheme, values, params, fn);
+}
+
+}  // namespace detail
+
+// HQQ of weight [out, in] (any strides): a QuantizedTensor that dequantize, the safetensors convention and the CPU
+// weight-only GEMMs read (and, in the integer form, every consumer: the CUDA paths, compressed-tensors). Validation
+// comes first: every bad argument is one Error naming it, and `info` is written only on success.
+inline QuantizedTensor hqq_quantize(TensorView<const float> weight, const HqqOptions& options,
+                                    HqqResult* info = nullptr) {
+  const char* fn = "shrink::quant::hqq_quantize";
+  detail::check_hqq_args(weight, options, fn);
+  const QuantScheme scheme = hqq_scheme(options);
+  const std::int64_t out = weight.size(0), in = weight.size(1);
+  const std::int64_t groups = options.group_size > 0 ? in / options.group_size : 1;
+  std::vector<std::int32_t> values(static_cast<std::size_t>(out * in));
+  std::vector<detail::HqqGroup> results(static_cast<std::size_t>(out * groups));
+  QuantizedTensor t;
+  if (options.fractional_zero_point) {
+    detail::hqq_rows<FractionalAffineParams>(weight, scheme, options, values, results, fn);
+    t = detail::hqq_tensor<FractionalAffineParams>(weight.shape(), scheme, values, results, fn);
+  } else {
+    detail::hqq_rows<AffineParams>(weight, scheme, options, values, results, fn);
+    t = detail::hqq_tensor<AffineParams>(weight.shape(), scheme, values, results, fn);
+  }
   if (info) {
     HqqResult result;
     result.groups = static_cast<std::int64_t>(results.size());

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "shrink/core/error.hpp"
@@ -14,10 +15,17 @@
 namespace shrink::quant {
 
 // Quantization parameters; real value = scale * (q - zero_point).
+// Integer zero points (scheme.float_zero_point false): zero_point holds them and float_zero_point is empty.
+// Fractional zero points (scheme.float_zero_point true, HQQ): float_zero_point holds them, zero_point is empty, and
+// real value = (float(q) − z)·scale in float (core/affine.hpp). A consumer that reads only integer zero points finds
+// zero_point empty and refuses the parameters through validate_qparams.
 struct QParams {
   std::vector<float> scale;              // one per tensor, channel or group; finite and > 0
-  std::vector<std::int32_t> zero_point;  // same count; inside [qmin, qmax] of the scheme
+  std::vector<std::int32_t> zero_point;  // same count; inside [qmin, qmax] of the scheme (empty when fractional)
   Shape shape;                           // parameter tensor shape (see qparams_shape), row-major
+  std::vector<float> float_zero_point;   // fractional only: same count, finite (may leave [qmin, qmax]); else empty
+
+  bool fractional() const { return !float_zero_point.empty(); }
 
   std::int64_t size() const { return static_cast<std::int64_t>(scale.size()); }
 };
@@ -70,23 +78,49 @@ inline QParams qparams_from_ranges(const std::vector<float>& mins, const std::ve
   QParams q;
   q.shape = shape;
   q.scale.resize(mins.size());
-  q.zero_point.resize(mins.size());
+  std::vector<std::int32_t> zero_point(mins.size());
   for (std::size_t i = 0; i < mins.size(); ++i) {
     const ScaleZeroPoint p = scale_zero_point_from_range(mins[i], maxs[i], scheme, function);
     q.scale[i] = p.scale;
-    q.zero_point[i] = p.zero_point;
+    zero_point[i] = p.zero_point;
   }
+  if (scheme.float_zero_point)  // the same integer zero points, held as floats
+    q.float_zero_point.assign(zero_point.begin(), zero_point.end());
+  else
+    q.zero_point = std::move(zero_point);
   return q;
 }
 
+// Whether a consumer reads fractional zero points (QParams::float_zero_point).
+enum class FloatZeroPoints : std::uint8_t { refused, accepted };
+
 // Checks that `q` fits `scheme` applied to a tensor of `tensor_shape`: the count and shape of the
-// parameters, every scale finite and > 0, every zero point inside [qmin, qmax].
+// parameters, every scale finite and > 0, every integer zero point inside [qmin, qmax], every fractional one finite
+// (HQQ's may leave [qmin, qmax]: docs/quantization.md). Fractional zero points (scheme.float_zero_point, or
+// qparams.float_zero_point not empty) are refused unless the caller says it reads them, with one Error naming
+// `function`, so no consumer indexes the empty integer zero points.
 inline void validate_qparams(const QParams& q, const QuantScheme& scheme, const Shape& tensor_shape,
-                             const char* function) {
+                             const char* function, FloatZeroPoints float_zero_points = FloatZeroPoints::refused) {
+  if ((scheme.float_zero_point || q.fractional()) && float_zero_points == FloatZeroPoints::refused)
+    fail(function, scheme.float_zero_point ? "scheme.float_zero_point" : "qparams.float_zero_point.size()",
+         scheme.float_zero_point ? std::string("true") : std::to_string(q.float_zero_point.size()),
+         std::string("integer zero points: fractional zero points (HQQ) are not supported by ") + function);
   const Shape expected = qparams_shape(scheme, tensor_shape, function);
-  if (q.zero_point.size() != q.scale.size())
-    fail(function, "qparams.zero_point.size()", q.zero_point.size(),
-         "one zero point per scale (" + std::to_string(q.scale.size()) + ")");
+  if (scheme.float_zero_point) {
+    if (!q.zero_point.empty())
+      fail(function, "qparams.zero_point.size()", q.zero_point.size(),
+           "0 with fractional zero points (scheme.float_zero_point: they are in qparams.float_zero_point)");
+    if (q.float_zero_point.size() != q.scale.size())
+      fail(function, "qparams.float_zero_point.size()", q.float_zero_point.size(),
+           "one fractional zero point per scale (" + std::to_string(q.scale.size()) + ")");
+  } else {
+    if (q.fractional())
+      fail(function, "qparams.float_zero_point.size()", q.float_zero_point.size(),
+           "0: the scheme's zero points are integers (scheme.float_zero_point is false)");
+    if (q.zero_point.size() != q.scale.size())
+      fail(function, "qparams.zero_point.size()", q.zero_point.size(),
+           "one zero point per scale (" + std::to_string(q.scale.size()) + ")");
+  }
   if (q.size() != expected.product())
     fail(function, "qparams.scale.size()", q.scale.size(),
          std::to_string(expected.product()) + " parameters for a " + to_string(scheme.granularity) +
@@ -95,9 +129,14 @@ inline void validate_qparams(const QParams& q, const QuantScheme& scheme, const 
   for (std::size_t i = 0; i < q.scale.size(); ++i) {
     if (!(q.scale[i] > 0.0f) || !std::isfinite(q.scale[i]))
       fail(function, ("qparams.scale[" + std::to_string(i) + "]").c_str(), q.scale[i], "a finite scale > 0");
-    if (q.zero_point[i] < r.qmin || q.zero_point[i] > r.qmax)
+    if (scheme.float_zero_point) {
+      if (!std::isfinite(q.float_zero_point[i]))
+        fail(function, ("qparams.float_zero_point[" + std::to_string(i) + "]").c_str(), q.float_zero_point[i],
+             "a finite zero point");
+    } else if (q.zero_point[i] < r.qmin || q.zero_point[i] > r.qmax) {
       fail(function, ("qparams.zero_point[" + std::to_string(i) + "]").c_str(), q.zero_point[i],
            "a zero point in [" + std::to_string(r.qmin) + ", " + std::to_string(r.qmax) + "]");
+    }
   }
 }
 

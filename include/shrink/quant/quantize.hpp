@@ -4,15 +4,22 @@
 //   q  = clamp(nearbyint(x * (1.0f / scale)) + zero_point, qmin, qmax)   (round half to even)
 //   x' = (q - zero_point) * scale
 // with [qmin, qmax] = quant_range(scheme). Parameters are indexed as described in qparams_shape.
+// Fractional zero points (scheme.float_zero_point, HQQ's), core/affine.hpp's FractionalAffineParams in float32:
+//   q  = clamp(nearbyint(float(x * (1.0f / scale)) + z), qmin, qmax)
+//   x' = (float(q) - z) * scale
+// are read by quantize, quantize_into and dequantize / dequantize_into (a scalar loop per run); fake_quantize refuses
+// them (validate_qparams).
 #pragma once
 
 #include <atomic>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "shrink/core/affine.hpp"
 #include "shrink/core/error.hpp"
 #include "shrink/core/int4.hpp"
 #include "shrink/core/view.hpp"
@@ -51,6 +58,16 @@ inline std::vector<AffineParams> affine_params(const QParams& q, const QuantSche
   return params;
 }
 
+// Fractional zero points (validated parameters with q.fractional()).
+inline std::vector<FractionalAffineParams> fractional_params(const QParams& q, const QuantScheme& scheme) {
+  const QuantRange r = quant_range(scheme);
+  std::vector<FractionalAffineParams> params;
+  params.reserve(q.scale.size());
+  for (std::size_t i = 0; i < q.scale.size(); ++i)
+    params.emplace_back(q.scale[i], q.float_zero_point[i], r.qmin, r.qmax);
+  return params;
+}
+
 // Contiguous input: the view's own memory, or a row-major copy kept alive in `storage`.
 inline const float* contiguous_input(const TensorView<const float>& x, std::vector<float>& storage) {
   if (x.is_contiguous()) return x.data();
@@ -60,10 +77,11 @@ inline const float* contiguous_input(const TensorView<const float>& x, std::vect
 
 // Checks every argument of a quantization of x; returns the parameter layout.
 inline cpu::ParamLayout check_quantize_args(const TensorView<const float>& x, const QuantScheme& scheme,
-                                            const QParams& qparams, const char* function) {
+                                            const QParams& qparams, const char* function,
+                                            FloatZeroPoints float_zero_points = FloatZeroPoints::refused) {
   require_host_view(x, function, "x");
   require_nonempty(x, function, "x");
-  validate_qparams(qparams, scheme, x.shape(), function);
+  validate_qparams(qparams, scheme, x.shape(), function, float_zero_points);
   return param_layout(scheme, x.shape(), function);
 }
 
@@ -83,6 +101,37 @@ bool quantize_bytes(const float* x, Q* out, const cpu::ParamLayout& layout, cons
   return finite.load();
 }
 
+// Fractional zero points: core/affine.hpp's scalar formula over each run (element k of a varying run takes
+// parameter param + k); false when x held NaN or +-inf.
+template <class Q>
+bool quantize_bytes(const float* x, Q* out, const cpu::ParamLayout& layout,
+                    const std::vector<FractionalAffineParams>& params) {
+  std::atomic<bool> finite{true};
+  auto run = [&](std::int64_t off, std::int64_t len, const FractionalAffineParams* p, std::int64_t step) {
+    bool ok = true;
+    for (std::int64_t i = 0; i < len; ++i) {
+      ok = ok && std::isfinite(x[off + i]);
+      out[off + i] = static_cast<Q>(quantize_value(x[off + i], p[i * step]));
+    }
+    if (!ok) finite.store(false);
+  };
+  cpu::for_each_param_run(
+      layout, [&](std::int64_t off, std::int64_t len, std::int64_t p) { run(off, len, params.data() + p, 0); },
+      [&](std::int64_t off, std::int64_t len, std::int64_t p) { run(off, len, params.data() + p, 1); });
+  return finite.load();
+}
+
+template <class Q>
+void dequantize_bytes(const Q* q, float* out, const cpu::ParamLayout& layout,
+                      const std::vector<FractionalAffineParams>& params) {
+  auto run = [&](std::int64_t off, std::int64_t len, const FractionalAffineParams* p, std::int64_t step) {
+    for (std::int64_t i = 0; i < len; ++i) out[off + i] = dequantize_value(q[off + i], p[i * step]);
+  };
+  cpu::for_each_param_run(
+      layout, [&](std::int64_t off, std::int64_t len, std::int64_t p) { run(off, len, params.data() + p, 0); },
+      [&](std::int64_t off, std::int64_t len, std::int64_t p) { run(off, len, params.data() + p, 1); });
+}
+
 template <class Q>
 void dequantize_bytes(const Q* q, float* out, const cpu::ParamLayout& layout, const std::vector<AffineParams>& params) {
   cpu::for_each_param_run(
@@ -98,23 +147,31 @@ void dequantize_bytes(const Q* q, float* out, const cpu::ParamLayout& layout, co
 // Quantizes contiguous input with checked parameters into `out` (quantized_data_bytes(scheme.dtype, shape)
 // bytes), checking for NaN/inf in the same pass: when one is found the error names it and the content
 // of `out` is meaningless, so callers pass storage the user cannot see yet.
-inline void quantize_checking_finite(const float* x, const Shape& shape, const QuantScheme& scheme,
-                                     const QParams& qparams, const cpu::ParamLayout& layout, std::uint8_t* out,
-                                     const char* function) {
-  const std::vector<AffineParams> params = affine_params(qparams, scheme);
-  bool finite = true;
-  switch (scheme.dtype) {
-    case QuantDtype::int8: finite = quantize_bytes(x, reinterpret_cast<std::int8_t*>(out), layout, params); break;
-    case QuantDtype::uint8: finite = quantize_bytes(x, out, layout, params); break;
+// The fused pass of quantize_checking_finite with either kind of parameters.
+template <class Params>
+bool quantize_with(const float* x, const Shape& shape, QuantDtype dtype, const cpu::ParamLayout& layout,
+                   const std::vector<Params>& params, std::uint8_t* out) {
+  switch (dtype) {
+    case QuantDtype::int8: return quantize_bytes(x, reinterpret_cast<std::int8_t*>(out), layout, params);
+    case QuantDtype::uint8: return quantize_bytes(x, out, layout, params);
     case QuantDtype::int4:
     case QuantDtype::uint4: {
       // One value a byte first (uint4 values fit in int8), then nibbles; not zero-filled: fully overwritten.
       const std::unique_ptr<std::int8_t[]> values(new std::int8_t[static_cast<std::size_t>(shape.product())]);
-      finite = quantize_bytes(x, values.get(), layout, params);
+      const bool finite = quantize_bytes(x, values.get(), layout, params);
       if (finite) cpu::pack_int4_rows(values.get(), shape, out);
-      break;
+      return finite;
     }
   }
+  return true;
+}
+
+inline void quantize_checking_finite(const float* x, const Shape& shape, const QuantScheme& scheme,
+                                     const QParams& qparams, const cpu::ParamLayout& layout, std::uint8_t* out,
+                                     const char* function) {
+  const bool finite = qparams.fractional()
+                          ? quantize_with(x, shape, scheme.dtype, layout, fractional_params(qparams, scheme), out)
+                          : quantize_with(x, shape, scheme.dtype, layout, affine_params(qparams, scheme), out);
   if (!finite) cpu::require_finite(x, shape.product(), function, "x");
 }
 
@@ -131,21 +188,29 @@ inline void quantize_into_caller_storage(const TensorView<const float>& x, const
   std::memcpy(out, staging.get(), bytes);
 }
 
-inline void dequantize_validated(const std::uint8_t* q, const Shape& shape, const QuantScheme& scheme,
-                                 const QParams& qparams, float* out, const char* function) {
-  const cpu::ParamLayout layout = param_layout(scheme, shape, function);
-  const std::vector<AffineParams> params = affine_params(qparams, scheme);
-  switch (scheme.dtype) {
+template <class Params>
+void dequantize_with(const std::uint8_t* q, const Shape& shape, QuantDtype dtype, const cpu::ParamLayout& layout,
+                     const std::vector<Params>& params, float* out) {
+  switch (dtype) {
     case QuantDtype::int8: dequantize_bytes(reinterpret_cast<const std::int8_t*>(q), out, layout, params); return;
     case QuantDtype::uint8: dequantize_bytes(q, out, layout, params); return;
     case QuantDtype::int4:
     case QuantDtype::uint4: {
       const std::unique_ptr<std::int8_t[]> values(new std::int8_t[static_cast<std::size_t>(shape.product())]);
-      cpu::unpack_int4_rows(q, shape, is_signed(scheme.dtype), values.get());
+      cpu::unpack_int4_rows(q, shape, is_signed(dtype), values.get());
       dequantize_bytes(values.get(), out, layout, params);
       return;
     }
   }
+}
+
+inline void dequantize_validated(const std::uint8_t* q, const Shape& shape, const QuantScheme& scheme,
+                                 const QParams& qparams, float* out, const char* function) {
+  const cpu::ParamLayout layout = param_layout(scheme, shape, function);
+  if (qparams.fractional())
+    dequantize_with(q, shape, scheme.dtype, layout, fractional_params(qparams, scheme), out);
+  else
+    dequantize_with(q, shape, scheme.dtype, layout, affine_params(qparams, scheme), out);
 }
 
 template <class T>
@@ -164,10 +229,10 @@ inline Shape packed_shape(const Shape& shape) {
 
 }  // namespace detail
 
-// Quantizes x (any strides) with the given parameters into a new tensor.
+// Quantizes x (any strides) with the given parameters (integer or fractional zero points) into a new tensor.
 inline QuantizedTensor quantize(TensorView<const float> x, const QuantScheme& scheme, const QParams& qparams) {
   const char* fn = "shrink::quant::quantize";
-  const cpu::ParamLayout layout = detail::check_quantize_args(x, scheme, qparams, fn);
+  const cpu::ParamLayout layout = detail::check_quantize_args(x, scheme, qparams, fn, FloatZeroPoints::accepted);
   std::vector<float> storage;
   const float* data = detail::contiguous_input(x, storage);
   QuantizedTensor q;
@@ -191,7 +256,7 @@ inline void quantize_into(TensorView<const float> x, const QuantScheme& scheme, 
   const char* fn = "shrink::quant::quantize_into";
   if (scheme.dtype != QuantDtype::int8)
     fail(fn, "scheme.dtype", to_string(scheme.dtype), "int8 for an int8 output view (uint8/int4/uint4 write bytes)");
-  const cpu::ParamLayout layout = detail::check_quantize_args(x, scheme, qparams, fn);
+  const cpu::ParamLayout layout = detail::check_quantize_args(x, scheme, qparams, fn, FloatZeroPoints::accepted);
   detail::require_contiguous_output(out, x.shape(), fn, "out");
   detail::quantize_into_caller_storage(x, scheme, qparams, layout, reinterpret_cast<std::uint8_t*>(out.data()), fn);
 }
@@ -203,7 +268,7 @@ inline void quantize_into(TensorView<const float> x, const QuantScheme& scheme, 
   const char* fn = "shrink::quant::quantize_into";
   if (scheme.dtype == QuantDtype::int8)
     fail(fn, "scheme.dtype", to_string(scheme.dtype), "uint8, int4 or uint4 for a byte output view (int8 writes int8_t)");
-  const cpu::ParamLayout layout = detail::check_quantize_args(x, scheme, qparams, fn);
+  const cpu::ParamLayout layout = detail::check_quantize_args(x, scheme, qparams, fn, FloatZeroPoints::accepted);
   detail::require_contiguous_output(out, is_packed(scheme.dtype) ? detail::packed_shape(x.shape()) : x.shape(), fn, "out");
   detail::quantize_into_caller_storage(x, scheme, qparams, layout, out.data(), fn);
 }
@@ -211,7 +276,7 @@ inline void quantize_into(TensorView<const float> x, const QuantScheme& scheme, 
 // Dequantizes into caller storage of the tensor's shape (contiguous).
 inline void dequantize_into(const QuantizedTensor& q, TensorView<float> out) {
   const char* fn = "shrink::quant::dequantize_into";
-  validate_qparams(q.qparams, q.scheme, q.shape, fn);
+  validate_qparams(q.qparams, q.scheme, q.shape, fn, FloatZeroPoints::accepted);
   if (static_cast<std::int64_t>(q.data.size()) != quantized_data_bytes(q.scheme.dtype, q.shape))
     fail(fn, "q.data.size()", q.data.size(),
          std::to_string(quantized_data_bytes(q.scheme.dtype, q.shape)) + " bytes for shape " + to_string(q.shape));
@@ -234,7 +299,7 @@ inline void dequantize_into(TensorView<const std::int8_t> q, const QuantScheme& 
   detail::require_contiguous_output(q, out.shape(), fn, "q");
   detail::require_contiguous_output(out, q.shape(), fn, "out");
   require_nonempty(out, fn, "out");
-  validate_qparams(qparams, scheme, out.shape(), fn);
+  validate_qparams(qparams, scheme, out.shape(), fn, FloatZeroPoints::accepted);
   detail::dequantize_validated(reinterpret_cast<const std::uint8_t*>(q.data()), out.shape(), scheme, qparams, out.data(), fn);
 }
 
@@ -247,7 +312,7 @@ inline void dequantize_into(TensorView<const std::uint8_t> q, const QuantScheme&
   detail::require_contiguous_output(q, is_packed(scheme.dtype) ? detail::packed_shape(out.shape()) : out.shape(), fn, "q");
   detail::require_contiguous_output(out, out.shape(), fn, "out");
   require_nonempty(out, fn, "out");
-  validate_qparams(qparams, scheme, out.shape(), fn);
+  validate_qparams(qparams, scheme, out.shape(), fn, FloatZeroPoints::accepted);
   detail::dequantize_validated(q.data(), out.shape(), scheme, qparams, out.data(), fn);
 }
 

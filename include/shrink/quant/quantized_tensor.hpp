@@ -53,6 +53,23 @@ struct QuantizedTensor {
   }
 };
 
+namespace detail {
+
+// t.data from integers `values` [t.shape] row-major, inside the scheme's range.
+inline void store_values(QuantizedTensor& t, const std::vector<std::int32_t>& values) {
+  t.data.resize(static_cast<std::size_t>(quantized_data_bytes(t.scheme.dtype, t.shape)));
+  if (is_packed(t.scheme.dtype)) {
+    std::vector<std::int8_t> narrow(values.size());
+    for (std::size_t k = 0; k < values.size(); ++k) narrow[k] = static_cast<std::int8_t>(values[k]);  // 4-bit fits
+    cpu::pack_int4_rows(narrow.data(), t.shape, t.data.data());
+  } else {
+    for (std::size_t k = 0; k < values.size(); ++k)
+      t.data[k] = static_cast<std::uint8_t>(values[k] & 0xff);  // two's complement for int8
+  }
+}
+
+}  // namespace detail
+
 // The QuantizedTensor of integers `values` [shape] row-major (inside the scheme's range) and their parameters `params`
 // in qparams order ([out, groups] row-major per group, one per output row per channel), as the calibration methods
 // (GPTQ, SparseGPT, HQQ) make them.
@@ -69,15 +86,25 @@ inline QuantizedTensor make_quantized_tensor(const Shape& shape, const QuantSche
     t.qparams.scale[k] = params[k].scale;
     t.qparams.zero_point[k] = params[k].zero_point;
   }
-  t.data.resize(static_cast<std::size_t>(quantized_data_bytes(scheme.dtype, t.shape)));
-  if (is_packed(scheme.dtype)) {
-    std::vector<std::int8_t> narrow(values.size());
-    for (std::size_t k = 0; k < values.size(); ++k) narrow[k] = static_cast<std::int8_t>(values[k]);  // 4-bit fits
-    cpu::pack_int4_rows(narrow.data(), t.shape, t.data.data());
-  } else {
-    for (std::size_t k = 0; k < values.size(); ++k)
-      t.data[k] = static_cast<std::uint8_t>(values[k] & 0xff);  // two's complement for int8
+  detail::store_values(t, values);
+  return t;
+}
+
+// The same with fractional zero points (scheme.float_zero_point: HQQ's).
+inline QuantizedTensor make_quantized_tensor(const Shape& shape, const QuantScheme& scheme,
+                                             const std::vector<std::int32_t>& values,
+                                             const std::vector<FractionalAffineParams>& params, const char* fn) {
+  QuantizedTensor t;
+  t.shape = shape;
+  t.scheme = scheme;
+  t.qparams.shape = qparams_shape(scheme, t.shape, fn);
+  t.qparams.scale.resize(params.size());
+  t.qparams.float_zero_point.resize(params.size());
+  for (std::size_t k = 0; k < params.size(); ++k) {
+    t.qparams.scale[k] = params[k].scale;
+    t.qparams.float_zero_point[k] = params[k].zero_point;
   }
+  detail::store_values(t, values);
   return t;
 }
 

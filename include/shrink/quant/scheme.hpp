@@ -62,6 +62,10 @@ struct QuantScheme {
   // range of a `bits`-wide integer, e.g. int4 with bits = 2 is [-2, 1], uint8 with bits = 6 is [0, 63] (GPTQ's
   // 2-8 bit weights in the storage types that every consumer reads).
   int bits = 0;
+  // Affine only. false: integer zero points (QParams::zero_point), real = s·(q − zp). true: fractional zero points
+  // (QParams::float_zero_point, HQQ's), real = (float(q) − z)·s in float (core/affine.hpp's FractionalAffineParams);
+  // consumers that read only integer zero points refuse such a scheme (validate_qparams).
+  bool float_zero_point = false;
 
   static QuantScheme per_tensor(QuantDtype dtype, Symmetry symmetry) {
     QuantScheme s;
@@ -137,6 +141,9 @@ inline AxisSplit scheme_split(const QuantScheme& scheme, const Shape& shape, con
          "0 (the dtype's width) or 2.." + std::to_string(bit_width(scheme.dtype)) + " for " + to_string(scheme.dtype));
   if (scheme.bits == 2 && scheme.reduce_range)
     fail(function, "scheme.reduce_range", "true", "false with scheme.bits = 2 (a 1-bit range holds no zero point)");
+  if (scheme.float_zero_point && scheme.symmetry != Symmetry::affine)
+    fail(function, "scheme.float_zero_point", "true",
+         "false for a symmetric scheme (fractional zero points are affine)");
   if (scheme.granularity == Granularity::per_tensor) return AxisSplit{1, shape.product(), 1};
   const int axis = normalize_axis(scheme.axis, shape.rank, function, "scheme.axis");
   AxisSplit split = split_at_axis(shape, axis);

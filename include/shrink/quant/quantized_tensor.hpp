@@ -68,6 +68,26 @@ inline void store_values(QuantizedTensor& t, const std::vector<std::int32_t>& va
   }
 }
 
+// The tensor of `values` with parameters `params` (AffineParams or FractionalAffineParams), their zero points going to
+// `zero_points` (QParams::zero_point or QParams::float_zero_point).
+template <class Params, class ZeroPoint>
+QuantizedTensor make_quantized_tensor(const Shape& shape, const QuantScheme& scheme,
+                                      const std::vector<std::int32_t>& values, const std::vector<Params>& params,
+                                      std::vector<ZeroPoint> QParams::*zero_points, const char* fn) {
+  QuantizedTensor t;
+  t.shape = shape;
+  t.scheme = scheme;
+  t.qparams.shape = qparams_shape(scheme, t.shape, fn);
+  t.qparams.scale.resize(params.size());
+  (t.qparams.*zero_points).resize(params.size());
+  for (std::size_t k = 0; k < params.size(); ++k) {
+    t.qparams.scale[k] = params[k].scale;
+    (t.qparams.*zero_points)[k] = params[k].zero_point;
+  }
+  store_values(t, values);
+  return t;
+}
+
 }  // namespace detail
 
 // The QuantizedTensor of integers `values` [shape] row-major (inside the scheme's range) and their parameters `params`
@@ -76,36 +96,14 @@ inline void store_values(QuantizedTensor& t, const std::vector<std::int32_t>& va
 inline QuantizedTensor make_quantized_tensor(const Shape& shape, const QuantScheme& scheme,
                                              const std::vector<std::int32_t>& values,
                                              const std::vector<AffineParams>& params, const char* fn) {
-  QuantizedTensor t;
-  t.shape = shape;
-  t.scheme = scheme;
-  t.qparams.shape = qparams_shape(scheme, t.shape, fn);
-  t.qparams.scale.resize(params.size());
-  t.qparams.zero_point.resize(params.size());
-  for (std::size_t k = 0; k < params.size(); ++k) {
-    t.qparams.scale[k] = params[k].scale;
-    t.qparams.zero_point[k] = params[k].zero_point;
-  }
-  detail::store_values(t, values);
-  return t;
+  return detail::make_quantized_tensor(shape, scheme, values, params, &QParams::zero_point, fn);
 }
 
 // The same with fractional zero points (scheme.float_zero_point: HQQ's).
 inline QuantizedTensor make_quantized_tensor(const Shape& shape, const QuantScheme& scheme,
                                              const std::vector<std::int32_t>& values,
                                              const std::vector<FractionalAffineParams>& params, const char* fn) {
-  QuantizedTensor t;
-  t.shape = shape;
-  t.scheme = scheme;
-  t.qparams.shape = qparams_shape(scheme, t.shape, fn);
-  t.qparams.scale.resize(params.size());
-  t.qparams.float_zero_point.resize(params.size());
-  for (std::size_t k = 0; k < params.size(); ++k) {
-    t.qparams.scale[k] = params[k].scale;
-    t.qparams.float_zero_point[k] = params[k].zero_point;
-  }
-  detail::store_values(t, values);
-  return t;
+  return detail::make_quantized_tensor(shape, scheme, values, params, &QParams::float_zero_point, fn);
 }
 
 }  // namespace shrink::quant

@@ -19,9 +19,10 @@ if [[ $purpose == test ]]; then
   # run of scripts/fuzz.sh. dataset-fashion-mnist and zlib1g-dev (its IDX files are gzipped): the end-to-end example
   # on real data. debootstrap and binutils: the GPU check's archive is started on a clean Debian root
   # (benchmarks/gpu/pack.sh). python3-torch: compressed-tensors' own decompression in cli/compressed_tensors_interop
-  # (scripts/python-env.sh torch), and the goldens' generator.
+  # (scripts/python-env.sh torch), and the goldens' generator. ccache: scripts/test.sh's GPU archive build reuses the
+  # release build's objects.
   packages+=(catch2 python3 python3-venv git clang libclang-rt-14-dev dataset-fashion-mnist zlib1g-dev debootstrap
-    binutils python3-torch)
+    binutils python3-torch ccache)
 fi
 
 missing=()

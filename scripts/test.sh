@@ -64,7 +64,7 @@ run_preset release -DCMAKE_CXX_FLAGS="-ffile-prefix-map=$root/="
 # Nothing of the sanitized build is shared: no cache for it.
 unset CMAKE_CXX_COMPILER_LAUNCHER
 run_preset debug-asan
-[[ -n ${CCACHE_DIR:-} ]] && export CMAKE_CXX_COMPILER_LAUNCHER=ccache
+if [[ -n ${CCACHE_DIR:-} ]]; then export CMAKE_CXX_COMPILER_LAUNCHER=ccache; fi
 
 # The GPU check's archive (benchmarks/gpu/pack.sh): built for sm_90a, no path of this machine in it, and started on a
 # clean Debian root without a GPU, where check.sh must exit 77. Needs nvcc and root (debootstrap, chroot).

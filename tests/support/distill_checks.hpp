@@ -18,13 +18,12 @@
 #include "support/element_types.hpp"
 #include "support/golden.hpp"
 #include "support/special_floats.hpp"
+#include "support/strings.hpp"
 
 namespace shrink::test {
 
 inline const distill::Reduction kDistillReductions[] = {distill::Reduction::none, distill::Reduction::sum,
                                                        distill::Reduction::mean, distill::Reduction::batchmean};
-
-inline bool starts_with(const std::string& s, const std::string& prefix) { return s.compare(0, prefix.size(), prefix) == 0; }
 
 template <class T>
 std::vector<double> as_doubles(const std::vector<T>& v) {

@@ -9,14 +9,15 @@
 #include <type_traits>
 
 #include "shrink/core/fp8.hpp"
+#include "support/float_bits.hpp"
 #include "support/golden.hpp"
 
 using namespace shrink;
 
 namespace {
 
-float from_bits(std::int64_t bits) { return bits_to_float(static_cast<std::uint32_t>(bits)); }
-std::uint32_t bits_of(float v) { return float_to_bits(v); }
+using test::bits_of;
+using test::from_bits;
 
 Fp8Format format_named(const std::string& name) { return name == "e4m3" ? Fp8Format::e4m3 : Fp8Format::e5m2; }
 std::uint8_t max_code(Fp8Format f) { return f == Fp8Format::e4m3 ? 0x7E : 0x7B; }

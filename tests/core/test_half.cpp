@@ -9,14 +9,15 @@
 #include <type_traits>
 
 #include "shrink/core/half.hpp"
+#include "support/float_bits.hpp"
 #include "support/golden.hpp"
 
 using namespace shrink;
 
 namespace {
 
-float from_bits(std::int64_t bits) { return bits_to_float(static_cast<std::uint32_t>(bits)); }
-std::uint32_t bits_of(float v) { return float_to_bits(v); }
+using test::bits_of;
+using test::from_bits;
 
 std::string hex(std::uint32_t v) {
   char text[16];

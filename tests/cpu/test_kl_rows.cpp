@@ -24,11 +24,11 @@ using namespace shrink;
 
 namespace {
 
+using test::close_rel;
+using test::kInf;
 using test::SimdLevelGuard;
 using test::supported_levels;
-using test::close_rel;
 
-constexpr float kInf = std::numeric_limits<float>::infinity();
 constexpr float kPoison = -777.25f;
 
 const char* level_name(cpu::SimdLevel l) {

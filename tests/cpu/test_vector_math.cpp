@@ -13,14 +13,16 @@
 
 #include "shrink/cpu/simd.hpp"
 #include "shrink/cpu/vector_math.hpp"
+#include "support/special_floats.hpp"
 
 using namespace shrink::cpu;
 
 namespace {
 
+using shrink::test::kInf;
+using shrink::test::kNaN;
+
 constexpr double kBound = 2e-7;  // the documented bound is tighter; this is the contract the losses rely on
-constexpr float kInf = std::numeric_limits<float>::infinity();
-constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 
 float from_bits(std::uint32_t b) {
   float f;

@@ -21,19 +21,15 @@ using namespace shrink::distill;
 
 namespace {
 
-constexpr float kPoison = 11.5f;
+constexpr float kAttentionPoison = 11.5f;
+using test::all_equal_to;
 using test::as_doubles;
 using test::check_close;
+using test::kDistillReductions;
 using test::starts_with;
 using test::within_rounding;
-const auto& kReductions = test::kDistillReductions;
 
-template <class T>
-bool all_poison(const std::vector<T>& v) {
-  return test::all_equal_to(v, kPoison);
-}
-
-FeatureLossOptions with(Reduction r) {
+FeatureLossOptions feature_options_with(Reduction r) {
   FeatureLossOptions options;
   options.reduction = r;
   return options;
@@ -56,11 +52,11 @@ TEST_CASE("attention_transfer_loss equals the torch reference: values, per-sampl
       options.row_mask = make_view(std::as_const(mask));
     }
     const TensorView<const float> student(s.data(), s_shape), teacher(t.data(), t_shape);
-    for (Reduction r : kReductions) {
+    for (Reduction r : kDistillReductions) {
       const std::string name = to_string(r);
       INFO(c.name << " " << name);
       options.reduction = r;
-      std::vector<float> gs(s.size(), kPoison), gt(t.size(), kPoison);
+      std::vector<float> gs(s.size(), kAttentionPoison), gt(t.size(), kAttentionPoison);
       const Loss loss = attention_transfer_loss_with_grad(student, teacher, TensorView<float>(gs.data(), s_shape),
                                                           TensorView<float>(gt.data(), t_shape), options);
       test::check_feature_golden(c, r, loss, gs, gt);
@@ -72,7 +68,7 @@ TEST_CASE("attention_transfer_loss equals the torch reference: values, per-sampl
     Shape map_shape = t_shape;
     for (int d = 1; d + 1 < map_shape.rank; ++d) map_shape[d] = map_shape[d + 1];
     map_shape.rank -= 1;
-    std::vector<float> map_t(static_cast<std::size_t>(map_shape.product()), kPoison);
+    std::vector<float> map_t(static_cast<std::size_t>(map_shape.product()), kAttentionPoison);
     attention_map(teacher, TensorView<float>(map_t.data(), map_shape));
     check_close(as_doubles(map_t), c.doubles("map_teacher"), "map_teacher");
     ++checked;
@@ -86,9 +82,10 @@ TEST_CASE("attention transfer on hand examples: channel counts, scale, a zero sa
   const std::vector<float> t{1, 0};
   const TensorView<const float> student(s.data(), Shape{1, 1, 1, 2}), teacher(t.data(), Shape{1, 1, 1, 2});
   const double expected = 2.0 - std::sqrt(2.0);  // (1/sqrt2 - 1)^2 + 1/2
-  CHECK(attention_transfer_loss(student, teacher, with(Reduction::sum)).value == Approx(expected));
-  CHECK(attention_transfer_loss(student, teacher, with(Reduction::mean)).value == Approx(expected / 2));
-  CHECK(attention_transfer_loss(student, teacher, with(Reduction::batchmean)).value == Approx(expected));
+  CHECK(attention_transfer_loss(student, teacher, feature_options_with(Reduction::sum)).value == Approx(expected));
+  CHECK(attention_transfer_loss(student, teacher, feature_options_with(Reduction::mean)).value == Approx(expected / 2));
+  CHECK(attention_transfer_loss(student, teacher, feature_options_with(Reduction::batchmean)).value ==
+        Approx(expected));
   CHECK(attention_map(student) ==
         std::vector<float>{static_cast<float>(1 / std::sqrt(2.0)), static_cast<float>(1 / std::sqrt(2.0))});
 
@@ -96,15 +93,16 @@ TEST_CASE("attention transfer on hand examples: channel counts, scale, a zero sa
   const std::vector<float> t3{3, 0, -3, 0, 3, 0};
   const TensorView<const float> teacher3(t3.data(), Shape{1, 3, 1, 2});
   CHECK(attention_map(teacher3) == std::vector<float>{1, 0});
-  CHECK(attention_transfer_loss(student, teacher3, with(Reduction::sum)).value == Approx(expected));
+  CHECK(attention_transfer_loss(student, teacher3, feature_options_with(Reduction::sum)).value == Approx(expected));
 
   // A zero student sample: map 0 (norm clamped to 1e-12), loss = |teacher map|^2 = 1, gradient 0.
   const std::vector<float> zeros(4, 0.0f);
   const TensorView<const float> zero_student(zeros.data(), Shape{1, 2, 2});
   const TensorView<const float> teacher_1d(t3.data(), Shape{1, 3, 2});
-  std::vector<float> gs(4, kPoison), gt(6, kPoison);
+  std::vector<float> gs(4, kAttentionPoison), gt(6, kAttentionPoison);
   CHECK(attention_transfer_loss_with_grad(zero_student, teacher_1d, TensorView<float>(gs.data(), Shape{1, 2, 2}),
-                                          TensorView<float>(gt.data(), Shape{1, 3, 2}), with(Reduction::sum))
+                                          TensorView<float>(gt.data(), Shape{1, 3, 2}),
+                                          feature_options_with(Reduction::sum))
             .value == Approx(1.0));
   CHECK(attention_map(zero_student) == std::vector<float>{0, 0});
   CHECK(gs == std::vector<float>(4, 0.0f));
@@ -122,10 +120,10 @@ TEMPLATE_TEST_CASE("attention transfer in half and bfloat16 agrees with float on
   const std::vector<std::uint8_t> mask{1, 0, 1};
   FeatureLossOptions options;
   options.row_mask = make_view(mask);
-  for (Reduction r : kReductions) {
+  for (Reduction r : kDistillReductions) {
     INFO(to_string(r));
     options.reduction = r;
-    std::vector<TestType> gs(180, TestType(kPoison)), gt(270, TestType(kPoison));
+    std::vector<TestType> gs(180, TestType(kAttentionPoison)), gt(270, TestType(kAttentionPoison));
     std::vector<float> gs_float(180), gt_float(270);
     const Loss low = attention_transfer_loss_with_grad(
         TensorView<const TestType>(s.data(), s_shape), TensorView<const TestType>(t.data(), t_shape),
@@ -153,7 +151,7 @@ TEST_CASE("attention_transfer_loss_with_grad: grad_scale multiplies, accumulate 
   const std::vector<std::uint8_t> mask{0, 1, 1};
   FeatureLossOptions options;
   options.row_mask = make_view(mask);
-  std::vector<float> gs(24, kPoison), gt(60, kPoison);
+  std::vector<float> gs(24, kAttentionPoison), gt(60, kAttentionPoison);
   const Loss base =
       attention_transfer_loss_with_grad(student, teacher, make_view(gs, s_shape), make_view(gt, t_shape), options);
   for (int j = 0; j < 8; ++j) CHECK(gs[j] == 0.0f);
@@ -177,7 +175,7 @@ TEST_CASE("attention_transfer_loss_with_grad: grad_scale multiplies, accumulate 
 
   // Every sample masked: mean of nothing is NaN, sum is 0, gradients 0.
   const std::vector<std::uint8_t> none_kept{0, 0, 0};
-  options = with(Reduction::mean);
+  options = feature_options_with(Reduction::mean);
   options.row_mask = make_view(none_kept);
   CHECK(std::isnan(attention_transfer_loss(student, teacher, options).value));
   options.reduction = Reduction::sum;
@@ -195,22 +193,23 @@ TEST_CASE("attention transfer on strided views: a channel slice, a [C, B, H, W] 
   const std::vector<float> t = test::random_values(b * 4 * p, 112);
   const TensorView<const float> teacher(t.data(), Shape{b, 4, h, w});
   std::vector<float> gs(s.size()), gt(t.size());
-  const Loss reference = attention_transfer_loss_with_grad(make_view(s, shape), teacher, make_view(gs, shape),
-                                                           make_view(gt, Shape{b, 4, h, w}), with(Reduction::none));
+  const Loss reference =
+      attention_transfer_loss_with_grad(make_view(s, shape), teacher, make_view(gs, shape),
+                                        make_view(gt, Shape{b, 4, h, w}), feature_options_with(Reduction::none));
 
   // The student as channels 1..3 of a 5-channel tensor.
-  std::vector<float> wide(b * 5 * p, 1e3f), g_wide(b * 5 * p, kPoison);
+  std::vector<float> wide(b * 5 * p, 1e3f), g_wide(b * 5 * p, kAttentionPoison);
   for (std::int64_t i = 0; i < b; ++i)
     for (std::int64_t k = 0; k < c * p; ++k) wide[(i * 5 + 1) * p + k] = s[i * c * p + k];
   const Strides slice{5 * p, p, w, 1};
   const Loss sliced = attention_transfer_loss_with_grad(TensorView<const float>(wide.data() + p, shape, slice), teacher,
                                                         TensorView<float>(g_wide.data() + p, shape, slice),
-                                                        TensorView<float>{}, with(Reduction::none));
+                                                        TensorView<float>{}, feature_options_with(Reduction::none));
   CHECK(sliced.per_row == reference.per_row);
   for (std::int64_t i = 0; i < b; ++i) {
-    for (std::int64_t k = 0; k < p; ++k) CHECK(g_wide[(i * 5) * p + k] == kPoison);
+    for (std::int64_t k = 0; k < p; ++k) CHECK(g_wide[(i * 5) * p + k] == kAttentionPoison);
     for (std::int64_t k = 0; k < c * p; ++k) CHECK(g_wide[(i * 5 + 1) * p + k] == gs[i * c * p + k]);
-    for (std::int64_t k = 0; k < p; ++k) CHECK(g_wide[(i * 5 + 4) * p + k] == kPoison);
+    for (std::int64_t k = 0; k < p; ++k) CHECK(g_wide[(i * 5 + 4) * p + k] == kAttentionPoison);
   }
 
   // The student stored channel-major, [C, B, H, W], viewed as [B, C, H, W].
@@ -219,7 +218,7 @@ TEST_CASE("attention transfer on strided views: a channel slice, a [C, B, H, W] 
     for (std::int64_t k = 0; k < c; ++k)
       for (std::int64_t q = 0; q < p; ++q) cbp[(k * b + i) * p + q] = s[(i * c + k) * p + q];
   CHECK(attention_transfer_loss(TensorView<const float>(cbp.data(), shape, Strides{p, b * p, w, 1}), teacher,
-                                with(Reduction::none))
+                                feature_options_with(Reduction::none))
             .per_row == reference.per_row);
 }
 
@@ -227,7 +226,7 @@ TEST_CASE("attention transfer refuses bad input and writes nothing", "[distill][
   const Shape s_shape{2, 3, 4, 4}, t_shape{2, 5, 4, 4};
   std::vector<float> s = test::random_values(96, 121);
   std::vector<float> t = test::random_values(160, 122);
-  std::vector<float> gs(96, kPoison), gt(160, kPoison);
+  std::vector<float> gs(96, kAttentionPoison), gt(160, kAttentionPoison);
   const TensorView<const float> student(s.data(), s_shape), teacher(t.data(), t_shape);
   const TensorView<float> grad_student(gs.data(), s_shape), grad_teacher(gt.data(), t_shape);
   const std::vector<std::uint8_t> mask{1, 1, 1};
@@ -293,11 +292,11 @@ TEST_CASE("attention transfer refuses bad input and writes nothing", "[distill][
   s[40] = 0.0f;
   t[159] = std::numeric_limits<float>::quiet_NaN();
   CHECK_THROWS_WITH(run(student, teacher, grad_student, grad_teacher, defaults), Catch::Contains("teacher[159] = nan"));
-  CHECK(all_poison(gs));
-  CHECK(all_poison(gt));
+  CHECK(all_equal_to(gs, kAttentionPoison));
+  CHECK(all_equal_to(gt, kAttentionPoison));
 
   // attention_map: the same checks on x, and the output's shape.
-  std::vector<float> map(32, kPoison);
+  std::vector<float> map(32, kAttentionPoison);
   CHECK_THROWS_WITH(attention_map(teacher, TensorView<float>(map.data(), Shape{2, 16})),
                     Catch::Contains("shrink::distill::attention_map: x[159] = nan"));
   CHECK_THROWS_WITH(attention_map(student, TensorView<float>(map.data(), Shape{32})),
@@ -306,5 +305,5 @@ TEST_CASE("attention transfer refuses bad input and writes nothing", "[distill][
                     Catch::Contains("out = a strided view"));
   CHECK_THROWS_WITH(attention_map(TensorView<const float>(s.data(), Shape{6, 16})),
                     Catch::Contains("x.shape = [6, 16]"));
-  CHECK(all_poison(map));
+  CHECK(all_equal_to(map, kAttentionPoison));
 }

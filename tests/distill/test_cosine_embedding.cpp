@@ -20,19 +20,15 @@ using namespace shrink::distill;
 
 namespace {
 
-constexpr float kPoison = -3.5f;
+constexpr float kCosinePoison = -3.5f;
+using test::all_equal_to;
 using test::as_doubles;
 using test::check_close;
+using test::kDistillReductions;
 using test::starts_with;
 using test::within_rounding;
-const auto& kReductions = test::kDistillReductions;
 
-template <class T>
-bool all_poison(const std::vector<T>& v) {
-  return test::all_equal_to(v, kPoison);
-}
-
-CosineEmbeddingOptions with(Reduction r, double margin) {
+CosineEmbeddingOptions cosine_options_with(Reduction r, double margin) {
   CosineEmbeddingOptions options;
   options.reduction = r;
   options.margin = margin;
@@ -62,11 +58,11 @@ TEST_CASE("cosine_embedding_loss equals torch's F.cosine_embedding_loss: values,
       mask.assign(c.ints("mask").begin(), c.ints("mask").end());
       options.row_mask = TensorView<const std::uint8_t>(mask.data(), Shape(c.ints("mask_shape")));
     }
-    for (Reduction r : kReductions) {
+    for (Reduction r : kDistillReductions) {
       const std::string name = to_string(r);
       INFO(c.name << " " << name);
       options.reduction = r;
-      std::vector<float> gs(s.size(), kPoison), gt(t.size(), kPoison);
+      std::vector<float> gs(s.size(), kCosinePoison), gt(t.size(), kCosinePoison);
       const TensorView<const float> student(s.data(), shape), teacher(t.data(), shape);
       const Loss loss =
           cosine_embedding_loss_with_grad(student, teacher, target_view, TensorView<float>(gs.data(), shape),
@@ -87,26 +83,29 @@ TEST_CASE("cosine_embedding_loss on hand examples: both targets, the hinge and i
   const std::vector<std::int8_t> similar{1, 1, 1}, dissimilar{-1, -1, -1};
   const TensorView<const std::int8_t> plus(similar.data(), Shape{3}), minus(dissimilar.data(), Shape{3});
 
-  const Loss all_plus = cosine_embedding_loss(student, teacher, plus, with(Reduction::none, 0.0));
+  const Loss all_plus = cosine_embedding_loss(student, teacher, plus, cosine_options_with(Reduction::none, 0.0));
   REQUIRE(all_plus.per_row.size() == 3);
   CHECK(all_plus.per_row[0] == Approx(0.0).margin(1e-11));  // 1 - cos, cos = 1 but for the 1e-12 terms
   CHECK(all_plus.per_row[1] == Approx(1.0));
   CHECK(all_plus.per_row[2] == Approx(2.0));
-  CHECK(cosine_embedding_loss(student, teacher, {}, with(Reduction::none, 0.0)).per_row == all_plus.per_row);
+  CHECK(cosine_embedding_loss(student, teacher, {}, cosine_options_with(Reduction::none, 0.0)).per_row ==
+        all_plus.per_row);
 
   // y = -1: max(0, cos - margin).
-  const Loss hinge = cosine_embedding_loss(student, teacher, minus, with(Reduction::none, -0.5));
+  const Loss hinge = cosine_embedding_loss(student, teacher, minus, cosine_options_with(Reduction::none, -0.5));
   CHECK(hinge.per_row[0] == Approx(1.5));
   CHECK(hinge.per_row[1] == Approx(0.5));
   CHECK(hinge.per_row[2] == 0.0);
-  CHECK(cosine_embedding_loss(student, teacher, minus, with(Reduction::mean, -0.5)).value == Approx(2.0 / 3.0));
-  CHECK(cosine_embedding_loss(student, teacher, minus, with(Reduction::batchmean, -0.5)).value == Approx(2.0 / 3.0));
-  CHECK(cosine_embedding_loss(student, teacher, minus, with(Reduction::sum, -0.5)).value == Approx(2.0));
+  CHECK(cosine_embedding_loss(student, teacher, minus, cosine_options_with(Reduction::mean, -0.5)).value ==
+        Approx(2.0 / 3.0));
+  CHECK(cosine_embedding_loss(student, teacher, minus, cosine_options_with(Reduction::batchmean, -0.5)).value ==
+        Approx(2.0 / 3.0));
+  CHECK(cosine_embedding_loss(student, teacher, minus, cosine_options_with(Reduction::sum, -0.5)).value == Approx(2.0));
 
   // Below the margin the y = -1 row has no gradient; above it, d cos / d s for orthogonal unit rows is t / |t|.
-  std::vector<float> gs(6, kPoison), gt(6, kPoison);
+  std::vector<float> gs(6, kCosinePoison), gt(6, kCosinePoison);
   cosine_embedding_loss_with_grad(student, teacher, minus, make_view(gs, Shape{3, 2}), make_view(gt, Shape{3, 2}),
-                                  with(Reduction::sum, -0.5));
+                                  cosine_options_with(Reduction::sum, -0.5));
   CHECK(gs[0] == Approx(0.0).margin(1e-6));  // parallel: cos is at its maximum
   CHECK(gs[2] == Approx(1.0));
   CHECK(gs[3] == Approx(0.0).margin(1e-12));
@@ -137,10 +136,10 @@ TEMPLATE_TEST_CASE("cosine_embedding_loss in half and bfloat16 agrees with float
   CosineEmbeddingOptions options;
   options.margin = -0.1;
   options.row_mask = TensorView<const std::uint8_t>(mask.data(), Shape{10});
-  for (Reduction r : kReductions) {
+  for (Reduction r : kDistillReductions) {
     INFO(to_string(r));
     options.reduction = r;
-    std::vector<TestType> gs(160, TestType(kPoison)), gt(160, TestType(kPoison));
+    std::vector<TestType> gs(160, TestType(kCosinePoison)), gt(160, TestType(kCosinePoison));
     std::vector<float> gs_float(160), gt_float(160);
     const Loss low = cosine_embedding_loss_with_grad(
         TensorView<const TestType>(s.data(), shape), TensorView<const TestType>(t.data(), shape), y,
@@ -170,7 +169,7 @@ TEST_CASE("cosine_embedding_loss_with_grad: grad_scale multiplies, accumulate ad
   options.margin = -1.0;  // every y = -1 row is on the sloped side of the hinge
   options.row_mask = TensorView<const std::uint8_t>(mask.data(), Shape{5});
 
-  std::vector<float> gs(35, kPoison), gt(35, kPoison);
+  std::vector<float> gs(35, kCosinePoison), gt(35, kCosinePoison);
   const Loss base =
       cosine_embedding_loss_with_grad(student, teacher, y, make_view(gs, shape), make_view(gt, shape), options);
   for (int j = 14; j < 21; ++j) CHECK((gs[j] == 0.0f && gt[j] == 0.0f));
@@ -205,7 +204,7 @@ TEST_CASE("cosine_embedding_loss: strided rows, target and mask shapes, one grad
   const std::vector<float> t = test::random_values(24, 72);
   const std::vector<std::int8_t> target{-1, 1, 1, -1};
   const std::vector<std::uint8_t> mask{1, 0, 1, 1};
-  CosineEmbeddingOptions options = with(Reduction::none, -0.25);
+  CosineEmbeddingOptions options = cosine_options_with(Reduction::none, -0.25);
   options.row_mask = TensorView<const std::uint8_t>(mask.data(), Shape{b, l});
   std::vector<float> gs(24), gt(24);
   const Loss reference = cosine_embedding_loss_with_grad(make_view(s, shape), make_view(t, shape),
@@ -214,7 +213,7 @@ TEST_CASE("cosine_embedding_loss: strided rows, target and mask shapes, one grad
   CHECK(reference.per_row[1] == 0.0);
 
   // Teacher rows padded to 10 elements (row stride 10), targets and mask in the [rows] form: the same results.
-  std::vector<float> t_padded(b * l * 10, 1e30f), gt_padded(b * l * 10, kPoison);
+  std::vector<float> t_padded(b * l * 10, 1e30f), gt_padded(b * l * 10, kCosinePoison);
   for (std::int64_t r = 0; r < b * l; ++r)
     for (std::int64_t j = 0; j < d; ++j) t_padded[r * 10 + j] = t[r * d + j];
   const Strides padded{l * 10, 10, 1};
@@ -226,14 +225,14 @@ TEST_CASE("cosine_embedding_loss: strided rows, target and mask shapes, one grad
   CHECK(strided.per_row == reference.per_row);
   for (std::int64_t r = 0; r < b * l; ++r) {
     for (std::int64_t j = 0; j < d; ++j) CHECK(gt_padded[r * 10 + j] == gt[r * d + j]);
-    for (std::int64_t j = d; j < 10; ++j) CHECK(gt_padded[r * 10 + j] == kPoison);
+    for (std::int64_t j = d; j < 10; ++j) CHECK(gt_padded[r * 10 + j] == kCosinePoison);
   }
 }
 
 TEST_CASE("cosine_embedding_loss_with_grad refuses bad input and writes nothing", "[distill][cosine][bad-input]") {
   std::vector<float> s = test::random_values(24, 81);
   std::vector<float> t = test::random_values(24, 82);
-  std::vector<float> gs(24, kPoison), gt(24, kPoison);
+  std::vector<float> gs(24, kCosinePoison), gt(24, kCosinePoison);
   const Shape shape{2, 3, 4};
   std::vector<std::int8_t> target{1, -1, 1, 1, -1, -1};
   const std::vector<std::uint8_t> mask(6, 1);
@@ -298,13 +297,13 @@ TEST_CASE("cosine_embedding_loss_with_grad refuses bad input and writes nothing"
   s[11] = std::numeric_limits<float>::infinity();
   CHECK_THROWS_WITH(cosine_embedding_loss(student, teacher, y),
                     Catch::Contains("shrink::distill::cosine_embedding_loss: student[11] = inf"));
-  std::vector<bfloat16> s_bf16 = test::convert<bfloat16>(s), gs_bf16(24, bfloat16(kPoison));
+  std::vector<bfloat16> s_bf16 = test::convert<bfloat16>(s), gs_bf16(24, bfloat16(kCosinePoison));
   CHECK_THROWS_WITH(
       cosine_embedding_loss_with_grad(TensorView<const bfloat16>(s_bf16.data(), shape),
                                       TensorView<const bfloat16>(s_bf16.data(), shape), y,
                                       TensorView<bfloat16>(gs_bf16.data(), shape), TensorView<bfloat16>{}),
       Catch::Contains("student[11] = inf"));
-  CHECK(all_poison(gs_bf16));
-  CHECK(all_poison(gs));
-  CHECK(all_poison(gt));
+  CHECK(all_equal_to(gs_bf16, kCosinePoison));
+  CHECK(all_equal_to(gs, kCosinePoison));
+  CHECK(all_equal_to(gt, kCosinePoison));
 }

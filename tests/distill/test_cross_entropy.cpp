@@ -15,9 +15,10 @@
 #include "shrink/core/half.hpp"
 #include "shrink/cpu/simd.hpp"
 #include "shrink/distill/cross_entropy.hpp"
-#include "support/distill_logits_golden.hpp"
-#include "support/random.hpp"
 #include "support/distill_checks.hpp"
+#include "support/distill_logits_golden.hpp"
+#include "support/logit_losses.hpp"
+#include "support/random.hpp"
 #include "support/simd_levels.hpp"
 
 using namespace shrink;
@@ -28,25 +29,15 @@ TEST_CASE("cross_entropy matches autograd's values and gradients", "[distill][go
 
 namespace {
 
-using namespace shrink::test;  // the comparison helpers of support/distill_checks.hpp and simd_levels.hpp
+using namespace shrink::test;  // the helpers of support/distill_checks.hpp, logit_losses.hpp and simd_levels.hpp
 
 using namespace shrink::distill;
 
-constexpr float kPoison = -777.25f;
-const auto& kReductions = kDistillReductions;
-
-
-template <class T>
-struct Result {
-  Loss loss;
-  std::vector<T> grad;
-};
-
 template <class T, class L>
-Result<T> ce_result(const std::vector<T>& z, const std::vector<L>& labels, const Shape& shape, const Shape& label_shape,
-                    const CrossEntropyOptions& o) {
-  Result<T> r;
-  r.grad.assign(z.size(), T(kPoison));
+LossAndGrad<T> ce_result(const std::vector<T>& z, const std::vector<L>& labels, const Shape& shape,
+                         const Shape& label_shape, const CrossEntropyOptions& o) {
+  LossAndGrad<T> r;
+  r.grad.assign(z.size(), T(kLogitPoison));
   r.loss = cross_entropy_with_grad(TensorView<const T>(z.data(), shape), TensorView<const L>(labels.data(), label_shape),
                                    TensorView<T>(r.grad.data(), shape), o);
   return r;
@@ -65,14 +56,10 @@ std::vector<std::int64_t> random_labels(std::int64_t rows, std::int64_t n, unsig
 
 // Double reference: per-row (1 - eps)(-log q_y) + eps mean_j(-log q_j), the reduction, and the gradient
 // (q - (1 - eps) onehot(y) - eps / V) * grad_scale / divisor.
-struct Reference {
-  double value = 0.0;
-  std::vector<double> per_row, grad;
-};
-
-Reference reference(const std::vector<float>& z, const std::vector<std::int64_t>& y, std::int64_t rows, std::int64_t n,
-                    const CrossEntropyOptions& o, const std::vector<std::uint8_t>& mask = {}) {
-  Reference out;
+ReferenceLoss cross_entropy_reference(const std::vector<float>& z, const std::vector<std::int64_t>& y,
+                                      std::int64_t rows, std::int64_t n, const CrossEntropyOptions& o,
+                                      const std::vector<std::uint8_t>& mask = {}) {
+  ReferenceLoss out;
   out.per_row.assign(static_cast<std::size_t>(rows), 0.0);
   out.grad.assign(static_cast<std::size_t>(rows * n), 0.0);
   const double eps = o.label_smoothing;
@@ -119,15 +106,16 @@ TEST_CASE("cross_entropy matches a double reference: smoothing, ignore_index, ma
     const std::vector<std::uint8_t> mask{1, 1, 0, 1, 1, 1, 0, 1, 1};
     for (float eps : {0.0f, 0.1f, 1.0f}) {
       for (bool masked : {false, true}) {
-        for (Reduction red : kReductions) {
+        for (Reduction red : kDistillReductions) {
           INFO("V = " << n << ", eps = " << eps << ", mask " << masked << ", " << to_string(red));
           CrossEntropyOptions o;
           o.label_smoothing = eps;
           o.reduction = red;
           o.grad_scale = 0.5;
           if (masked) o.row_mask = TensorView<const std::uint8_t>(mask.data(), Shape{rows});
-          const Result<float> got = ce_result(z, y, Shape{rows, n}, Shape{rows}, o);
-          const Reference want = reference(z, y, rows, n, o, masked ? mask : std::vector<std::uint8_t>{});
+          const LossAndGrad<float> got = ce_result(z, y, Shape{rows, n}, Shape{rows}, o);
+          const ReferenceLoss want =
+              cross_entropy_reference(z, y, rows, n, o, masked ? mask : std::vector<std::uint8_t>{});
           if (eps > 0.0f && n > 2) {
             CHECK(got.loss.value == std::numeric_limits<double>::infinity());  // -log q_j = +inf at a -inf logit
           } else {
@@ -146,13 +134,13 @@ TEST_CASE("cross_entropy: a -inf logit at the label is +inf with a finite gradie
           "[distill][ce]") {
   const std::vector<float> z{0.0f, -kInf, 1.0f, 2.0f, 0.5f, -1.0f};
   const std::vector<std::int64_t> y{1, 2};
-  const Result<float> r = ce_result(z, y, Shape{2, 3}, Shape{2}, CrossEntropyOptions{});
+  const LossAndGrad<float> r = ce_result(z, y, Shape{2, 3}, Shape{2}, CrossEntropyOptions{});
   CHECK(r.loss.value == std::numeric_limits<double>::infinity());
   for (float g : r.grad) CHECK(std::isfinite(g));
   CHECK(r.grad[1] == -0.5f);  // (q_y - 1) / 2 rows with q_y = 0
   const std::vector<std::int64_t> none{-100, -100};
   CrossEntropyOptions o;
-  const Result<float> mean = ce_result(z, none, Shape{2, 3}, Shape{2}, o);
+  const LossAndGrad<float> mean = ce_result(z, none, Shape{2, 3}, Shape{2}, o);
   CHECK(std::isnan(mean.loss.value));  // mean over no rows: 0 / 0, as PyTorch
   for (float g : mean.grad) CHECK(g == 0.0f);
   o.reduction = Reduction::sum;
@@ -164,7 +152,7 @@ TEST_CASE("cross_entropy refuses bad input, names the argument and writes nothin
   std::vector<float> z = test::random_values(static_cast<std::size_t>(rows * n), 1, 2.0f);
   std::vector<std::int64_t> y{3, 0, 36, 17};
   std::vector<std::int32_t> y32{3, 0, 36, 17};
-  std::vector<float> grad(z.size(), kPoison);
+  std::vector<float> grad(z.size(), kLogitPoison);
   const Shape shape{rows, n};
   const TensorView<const float> logits(z.data(), shape);
   const TensorView<float> g(grad.data(), shape);
@@ -190,7 +178,7 @@ TEST_CASE("cross_entropy refuses bad input, names the argument and writes nothin
       masked.row_mask = TensorView<const std::uint8_t>(mask.data(), Shape{rows});
       CHECK_NOTHROW(run(logits, labels, masked));
       CHECK_NOTHROW(run(logits, labels32, masked));
-      std::fill(grad.begin(), grad.end(), kPoison);
+      std::fill(grad.begin(), grad.end(), kLogitPoison);
     }
     y[2] = 36;
     y32[2] = 36;
@@ -203,7 +191,7 @@ TEST_CASE("cross_entropy refuses bad input, names the argument and writes nothin
                     grad);
       y[1] = 5;
       CHECK_NOTHROW(run(logits, labels, o));
-      std::fill(grad.begin(), grad.end(), kPoison);
+      std::fill(grad.begin(), grad.end(), kLogitPoison);
       y[1] = 0;
     }
     // Shapes: labels, logits, the mask; empty batches; strides.
@@ -249,7 +237,7 @@ TEST_CASE("cross_entropy refuses bad input, names the argument and writes nothin
     }
     y[3] = -100;
     CHECK_NOTHROW(run(logits, labels, defaults));
-    std::fill(grad.begin(), grad.end(), kPoison);
+    std::fill(grad.begin(), grad.end(), kLogitPoison);
     y[3] = 17;
     z[static_cast<std::size_t>(rows * n - 1)] = 0.0f;
     z[5] = kInf;
@@ -261,7 +249,7 @@ TEST_CASE("cross_entropy refuses bad input, names the argument and writes nothin
     z = saved;
   }
   // The gradient view.
-  std::vector<float> wide(static_cast<std::size_t>((rows + 1) * (n + 1)), kPoison);
+  std::vector<float> wide(static_cast<std::size_t>((rows + 1) * (n + 1)), kLogitPoison);
   const TensorView<const std::int64_t> labels(y.data(), Shape{rows});
   check_refused([&] { return cross_entropy_with_grad(logits, labels, TensorView<float>(wide.data(), Shape{rows, n + 1})); },
                 "grad_logits = [4 rows, 38]: expected the shape of logits [4 rows, 37]", wide);
@@ -276,12 +264,12 @@ TEST_CASE("cross_entropy with int32 labels equals int64 labels", "[distill][ce]"
   const std::vector<float> z = test::random_values(static_cast<std::size_t>(rows * n), 9, 2.0f);
   const std::vector<std::int64_t> y = random_labels(rows, n, 4);
   const std::vector<std::int32_t> y32(y.begin(), y.end());
-  for (Reduction red : kReductions) {
+  for (Reduction red : kDistillReductions) {
     CrossEntropyOptions o;
     o.reduction = red;
     o.label_smoothing = 0.2f;
-    const Result<float> a = ce_result(z, y, Shape{rows, n}, Shape{rows}, o);
-    const Result<float> b = ce_result(z, y32, Shape{rows, n}, Shape{rows}, o);
+    const LossAndGrad<float> a = ce_result(z, y, Shape{rows, n}, Shape{rows}, o);
+    const LossAndGrad<float> b = ce_result(z, y32, Shape{rows, n}, Shape{rows}, o);
     CHECK(a.loss.value == b.loss.value);
     CHECK(a.loss.per_row == b.loss.per_row);
     CHECK(same_bits(a.grad, b.grad));
@@ -305,11 +293,11 @@ TEST_CASE("every SIMD level gives the same cross_entropy (float, half, bfloat16)
         std::vector<T> z;
         for (float x : zf) z.push_back(T(x));
         cpu::simd_level() = cpu::SimdLevel::scalar;
-        const Result<T> base = ce_result(z, y, Shape{rows, n}, Shape{rows}, o);
+        const LossAndGrad<T> base = ce_result(z, y, Shape{rows, n}, Shape{rows}, o);
         for (cpu::SimdLevel level : supported_levels()) {
           INFO("V = " << n << ", eps " << eps << ", level " << static_cast<int>(level) << ", element size " << sizeof(T));
           cpu::simd_level() = level;
-          const Result<T> r = ce_result(z, y, Shape{rows, n}, Shape{rows}, o);
+          const LossAndGrad<T> r = ce_result(z, y, Shape{rows, n}, Shape{rows}, o);
           check_same_across_levels(r.loss, r.grad, base.loss, base.grad);
         }
       };
@@ -333,13 +321,13 @@ TEMPLATE_TEST_CASE("half and bfloat16 cross_entropy equals float on the same rou
       rounded.push_back(static_cast<float>(T(x)));
     }
     const std::vector<std::int64_t> y = random_labels(rows, n, 21);
-    for (Reduction red : kReductions) {
+    for (Reduction red : kDistillReductions) {
       INFO("V = " << n << ", " << to_string(red));
       CrossEntropyOptions o;
       o.reduction = red;
       o.label_smoothing = 0.05f;
-      const Result<T> low = ce_result(z, y, Shape{rows, n}, Shape{rows}, o);
-      const Result<float> full = ce_result(rounded, y, Shape{rows, n}, Shape{rows}, o);
+      const LossAndGrad<T> low = ce_result(z, y, Shape{rows, n}, Shape{rows}, o);
+      const LossAndGrad<float> full = ce_result(rounded, y, Shape{rows, n}, Shape{rows}, o);
       CHECK(close_rel(low.loss.value, full.loss.value, 1e-5));
       const double sub = std::is_same<T, half>::value ? 0x1p-25 : 0.0;
       check_near(low.grad, full.grad, 1e-6 * largest(full.grad) + sub, unit_roundoff<T>(), "grad");
@@ -358,15 +346,15 @@ TEMPLATE_TEST_CASE("cross_entropy gradients: grad_scale multiplies, accumulate a
   const double u = std::is_same<T, float>::value ? 0x1p-23 : 2.0 * unit_roundoff<T>();
   const double sub = std::is_same<T, half>::value ? 0x1p-24 : 0.0;
   const Shape shape{rows, n};
-  for (Reduction red : kReductions) {
+  for (Reduction red : kDistillReductions) {
     INFO(to_string(red));
     CrossEntropyOptions o;
     o.reduction = red;
     o.label_smoothing = 0.1f;
-    const Result<T> unit = ce_result(z, y, shape, Shape{rows}, o);
+    const LossAndGrad<T> unit = ce_result(z, y, shape, Shape{rows}, o);
     for (double scale : {2.5, -4.0}) {
       o.grad_scale = scale;
-      const Result<T> scaled = ce_result(z, y, shape, Shape{rows}, o);
+      const LossAndGrad<T> scaled = ce_result(z, y, shape, Shape{rows}, o);
       CHECK(scaled.loss.value == unit.loss.value);
       std::vector<double> want;
       for (const T& x : unit.grad) want.push_back(scale * to_d(x));
@@ -390,7 +378,7 @@ TEMPLATE_TEST_CASE("cross_entropy gradients: grad_scale multiplies, accumulate a
     cross_entropy_with_grad(TensorView<const T>(z.data(), shape), TensorView<const std::int64_t>(y.data(), Shape{rows}),
                             TensorView<T>(kept.data(), shape), o);
     o.accumulate = false;
-    const Result<T> masked = ce_result(z, y, shape, Shape{rows}, o);
+    const LossAndGrad<T> masked = ce_result(z, y, shape, Shape{rows}, o);
     for (std::int64_t r = 0; r < rows; ++r) {
       if (mask[static_cast<std::size_t>(r)] && y[static_cast<std::size_t>(r)] != -100) continue;
       INFO("row " << r);
@@ -412,23 +400,23 @@ TEST_CASE("cross_entropy: strided rows equal a contiguous copy, gaps untouched; 
     o.reduction = Reduction::none;
     o.label_smoothing = 0.1f;
     o.row_mask = TensorView<const std::uint8_t>(mask.data(), Shape{rows});
-    const Result<float> flat = ce_result(z, y, Shape{rows, n}, Shape{rows}, o);
+    const LossAndGrad<float> flat = ce_result(z, y, Shape{rows, n}, Shape{rows}, o);
     const Loss only = cross_entropy(TensorView<const float>(z.data(), Shape{rows, n}),
                                     TensorView<const std::int64_t>(y.data(), Shape{rows}), o);
     CHECK(only.value == flat.loss.value);
     CHECK(only.per_row == flat.loss.per_row);
 
-    std::vector<float> wz(static_cast<std::size_t>(rows * stride + 1), 0.0f), wg(wz.size(), kPoison);
+    std::vector<float> wz(static_cast<std::size_t>(rows * stride + 1), 0.0f), wg(wz.size(), kLogitPoison);
     for (std::int64_t r = 0; r < rows; ++r) std::copy(z.begin() + r * n, z.begin() + (r + 1) * n, wz.begin() + 1 + r * stride);
     const Loss strided = cross_entropy_with_grad(TensorView<const float>(wz.data() + 1, Shape{rows, n}, Strides{stride, 1}),
                                                  TensorView<const std::int64_t>(y.data(), Shape{rows}),
                                                  TensorView<float>(wg.data() + 1, Shape{rows, n}, Strides{stride, 1}), o);
     CHECK(strided.value == flat.loss.value);
     CHECK(strided.per_row == flat.loss.per_row);
-    check_strided_grad(wg, flat.grad, stride, n, kPoison);
+    check_strided_grad(wg, flat.grad, stride, n, kLogitPoison);
     CrossEntropyOptions o3 = o;
     o3.row_mask = TensorView<const std::uint8_t>(mask.data(), Shape{b, l});
-    std::vector<float> g3(z.size(), kPoison);
+    std::vector<float> g3(z.size(), kLogitPoison);
     const Loss three = cross_entropy_with_grad(TensorView<const float>(z.data(), Shape{b, l, n}),
                                                TensorView<const std::int64_t>(y.data(), Shape{b, l}),
                                                TensorView<float>(g3.data(), Shape{b, l, n}), o3);

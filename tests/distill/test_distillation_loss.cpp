@@ -16,9 +16,10 @@
 #include "shrink/core/half.hpp"
 #include "shrink/cpu/simd.hpp"
 #include "shrink/distill/distillation_loss.hpp"
-#include "support/distill_logits_golden.hpp"
-#include "support/random.hpp"
 #include "support/distill_checks.hpp"
+#include "support/distill_logits_golden.hpp"
+#include "support/logit_losses.hpp"
+#include "support/random.hpp"
 #include "support/simd_levels.hpp"
 
 using namespace shrink;
@@ -30,18 +31,9 @@ TEST_CASE("distillation_loss matches autograd's values and gradients", "[distill
 
 namespace {
 
-using namespace shrink::test;  // the comparison helpers of support/distill_checks.hpp and simd_levels.hpp
+using namespace shrink::test;  // the helpers of support/distill_checks.hpp, logit_losses.hpp and simd_levels.hpp
 
 using namespace shrink::distill;
-
-constexpr float kPoison = -777.25f;
-
-
-template <class T>
-struct Result {
-  Loss loss;
-  std::vector<T> grad;
-};
 
 // Student, full teacher and its top-k form, labels (every fourth row ignore_index), in element type T.
 template <class T>
@@ -82,9 +74,9 @@ struct Batch {
 };
 
 template <class T, class Teacher>
-Result<T> combined(const Batch<T>& b, const Teacher& teacher, const DistillationOptions& o) {
-  Result<T> r;
-  r.grad.assign(b.s.size(), T(kPoison));
+LossAndGrad<T> combined(const Batch<T>& b, const Teacher& teacher, const DistillationOptions& o) {
+  LossAndGrad<T> r;
+  r.grad.assign(b.s.size(), T(kLogitPoison));
   r.loss = distillation_loss_with_grad(b.student(), teacher, b.label_view(), TensorView<T>(r.grad.data(), b.shape()), o);
   return r;
 }
@@ -131,10 +123,10 @@ void check_against_parts(const Batch<T>& b, const Teacher& teacher, const Distil
   const double alpha = o.alpha;
   const SoftTargetOptions ko = kd_part_options(o);
   const CrossEntropyOptions co = ce_part_options(o);
-  std::vector<T> gk(b.s.size(), T(kPoison)), gc(b.s.size(), T(kPoison));
+  std::vector<T> gk(b.s.size(), T(kLogitPoison)), gc(b.s.size(), T(kLogitPoison));
   const Loss kd = kl_div_with_grad(b.student(), teacher, TensorView<T>(gk.data(), b.shape()), ko);
   const Loss ce = cross_entropy_with_grad(b.student(), b.label_view(), TensorView<T>(gc.data(), b.shape()), co);
-  const Result<T> got = combined(b, teacher, o);
+  const LossAndGrad<T> got = combined(b, teacher, o);
   const double want = (alpha > 0.0 ? alpha * kd.value : 0.0) + (alpha < 1.0 ? (1.0 - alpha) * ce.value : 0.0);
   CHECK(close_rel(got.loss.value, want, 1e-12));
   if (o.kd_reduction == Reduction::none) {
@@ -191,7 +183,7 @@ TEST_CASE("distillation_loss = alpha kl_div + (1 - alpha) cross_entropy, full an
 TEST_CASE("distillation_loss refuses bad input, names the argument and writes nothing", "[distill][combined][bad-input]") {
   const std::int64_t rows = 4, n = 21, k = 3;
   Batch<float> b(rows, n, k, 5);
-  std::vector<float> grad(b.s.size(), kPoison);
+  std::vector<float> grad(b.s.size(), kLogitPoison);
   const TensorView<float> g(grad.data(), b.shape());
   for (bool topk : {false, true}) {
     for (bool with_grad : {true, false}) {
@@ -255,7 +247,7 @@ TEST_CASE("distillation_loss refuses bad input, names the argument and writes no
         DistillationOptions o;
         o.row_mask = TensorView<const std::uint8_t>(mask.data(), Shape{rows});
         CHECK_NOTHROW(run(o));
-        std::fill(grad.begin(), grad.end(), kPoison);
+        std::fill(grad.begin(), grad.end(), kLogitPoison);
       }
       b.labels[1] = 2;
       check_refused([&] { return run_with(b.student(), b.teacher(), TensorView<const std::int64_t>(b.labels.data(), Shape{rows - 1}),
@@ -292,7 +284,7 @@ TEST_CASE("distillation_loss refuses bad input, names the argument and writes no
         // row cross-entropy uses is refused.
         o.alpha = 0.0f;
         CHECK_NOTHROW(run(o));
-        std::fill(grad.begin(), grad.end(), kPoison);
+        std::fill(grad.begin(), grad.end(), kLogitPoison);
         b.s[static_cast<std::size_t>(2 * n + 4)] = kNaN;
         check_refused([&] { return run(o); }, "student = NaN in row 2", grad);
         b.s[static_cast<std::size_t>(2 * n + 4)] = 0.25f;
@@ -325,7 +317,7 @@ TEST_CASE("distillation_loss refuses bad input, names the argument and writes no
     }
   }
   // The gradient view.
-  std::vector<float> wide(static_cast<std::size_t>((rows + 1) * (n + 1)), kPoison);
+  std::vector<float> wide(static_cast<std::size_t>((rows + 1) * (n + 1)), kLogitPoison);
   check_refused([&] { return distillation_loss_with_grad(b.student(), b.teacher(), b.label_view(),
                                                          TensorView<float>(wide.data(), Shape{rows, n + 1})); },
                 "grad_student = [4 rows, 22]: expected the shape of student [4 rows, 21]", wide);
@@ -349,11 +341,11 @@ TEST_CASE("every SIMD level gives the same distillation_loss (float, half, bfloa
       for (bool topk : {false, true}) {
         auto run = [&] { return topk ? combined(b, b.topk_teacher(), o) : combined(b, b.teacher(), o); };
         cpu::simd_level() = cpu::SimdLevel::scalar;
-        const Result<T> base = run();
+        const LossAndGrad<T> base = run();
         for (cpu::SimdLevel level : supported_levels()) {
           INFO("V = " << n << ", top-k " << topk << ", level " << static_cast<int>(level) << ", element size " << sizeof(T));
           cpu::simd_level() = level;
-          const Result<T> r = run();
+          const LossAndGrad<T> r = run();
           check_same_across_levels(r.loss, r.grad, base.loss, base.grad);
         }
       }
@@ -379,8 +371,8 @@ TEMPLATE_TEST_CASE("half and bfloat16 distillation_loss equals float on the same
     DistillationOptions o;
     o.alpha = 0.4f;
     o.temperature = 2.0f;
-    const Result<T> a = topk ? combined(low, low.topk_teacher(), o) : combined(low, low.teacher(), o);
-    const Result<float> f = topk ? combined(full, full.topk_teacher(), o) : combined(full, full.teacher(), o);
+    const LossAndGrad<T> a = topk ? combined(low, low.topk_teacher(), o) : combined(low, low.teacher(), o);
+    const LossAndGrad<float> f = topk ? combined(full, full.topk_teacher(), o) : combined(full, full.teacher(), o);
     CHECK(close_rel(a.loss.value, f.loss.value, 1e-5));
     // Two roundings to T (see part_sizes): half an ulp of the KD part, then half an ulp of the sum.
     const std::vector<double> sizes = topk ? part_sizes(low, low.topk_teacher(), o) : part_sizes(low, low.teacher(), o);
@@ -418,12 +410,12 @@ TEMPLATE_TEST_CASE("distillation_loss gradients: grad_scale multiplies, accumula
         return topk ? distillation_loss_with_grad(b.student(), b.topk_teacher(), b.label_view(), gv, opt)
                     : distillation_loss_with_grad(b.student(), b.teacher(), b.label_view(), gv, opt);
       };
-      const Result<T> unit = run(o);
+      const LossAndGrad<T> unit = run(o);
       // Each side within two roundings to T of its parts' sizes (see part_sizes); float: one ulp.
       const std::vector<double> sizes = topk ? part_sizes(b, b.topk_teacher(), o) : part_sizes(b, b.teacher(), o);
       for (double scale : {2.5, -4.0}) {
         o.grad_scale = scale;
-        const Result<T> scaled = run(o);
+        const LossAndGrad<T> scaled = run(o);
         CHECK(scaled.loss.value == unit.loss.value);
         double big = 0.0;
         for (const T& x : unit.grad) big = std::max(big, std::fabs(scale * to_d(x)));
@@ -453,7 +445,7 @@ TEMPLATE_TEST_CASE("distillation_loss gradients: grad_scale multiplies, accumula
       std::vector<T> kept = before;
       run_into(kept, o);
       o.accumulate = false;
-      const Result<T> masked = run(o);
+      const LossAndGrad<T> masked = run(o);
       for (std::int64_t r = 0; r < b.rows; ++r) {
         if (mask[static_cast<std::size_t>(r)]) continue;
         CHECK(std::memcmp(kept.data() + r * b.n, before.data() + r * b.n, static_cast<std::size_t>(b.n) * sizeof(T)) == 0);
@@ -480,9 +472,9 @@ TEST_CASE("distillation_loss: strided rows equal a contiguous copy, gaps untouch
     o.kd_reduction = Reduction::none;
     o.ce_reduction = Reduction::none;
     o.row_mask = TensorView<const std::uint8_t>(mask.data(), Shape{rows});
-    const Result<float> flat = combined(batch, batch.teacher(), o);
+    const LossAndGrad<float> flat = combined(batch, batch.teacher(), o);
 
-    std::vector<float> ws(static_cast<std::size_t>(rows * stride + 1), 0.0f), wt = ws, wg(ws.size(), kPoison);
+    std::vector<float> ws(static_cast<std::size_t>(rows * stride + 1), 0.0f), wt = ws, wg(ws.size(), kLogitPoison);
     for (std::int64_t r = 0; r < rows; ++r) {
       std::copy(batch.s.begin() + r * n, batch.s.begin() + (r + 1) * n, ws.begin() + 1 + r * stride);
       std::copy(batch.t.begin() + r * n, batch.t.begin() + (r + 1) * n, wt.begin() + 1 + r * stride);
@@ -493,10 +485,10 @@ TEST_CASE("distillation_loss: strided rows equal a contiguous copy, gaps untouch
                                                      batch.label_view(), TensorView<float>(wg.data() + 1, Shape{rows, n}, st), o);
     CHECK(strided.value == flat.loss.value);
     CHECK(strided.per_row == flat.loss.per_row);
-    check_strided_grad(wg, flat.grad, stride, n, kPoison);
+    check_strided_grad(wg, flat.grad, stride, n, kLogitPoison);
     DistillationOptions o3 = o;
     o3.row_mask = TensorView<const std::uint8_t>(mask.data(), Shape{b, l});
-    std::vector<float> g3(batch.s.size(), kPoison);
+    std::vector<float> g3(batch.s.size(), kLogitPoison);
     const Loss three = distillation_loss_with_grad(TensorView<const float>(batch.s.data(), Shape{b, l, n}),
                                                    TensorView<const float>(batch.t.data(), Shape{b, l, n}),
                                                    TensorView<const std::int64_t>(batch.labels.data(), Shape{b, l}),

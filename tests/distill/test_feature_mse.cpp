@@ -21,17 +21,13 @@ using namespace shrink::distill;
 
 namespace {
 
-constexpr float kPoison = 7.25f;
+constexpr float kMsePoison = 7.25f;
+using test::all_equal_to;
 using test::as_doubles;
 using test::check_close;
+using test::kDistillReductions;
 using test::starts_with;
 using test::within_rounding;
-const auto& kReductions = test::kDistillReductions;
-
-template <class T>
-bool all_poison(const std::vector<T>& v) {
-  return test::all_equal_to(v, kPoison);
-}
 
 }  // namespace
 
@@ -48,11 +44,11 @@ TEST_CASE("mse_loss equals torch's F.mse_loss: values, per-row values, both grad
       mask.assign(c.ints("mask").begin(), c.ints("mask").end());
       options.row_mask = TensorView<const std::uint8_t>(mask.data(), Shape(c.ints("mask_shape")));
     }
-    for (Reduction r : kReductions) {
+    for (Reduction r : kDistillReductions) {
       const std::string name = to_string(r);
       INFO(c.name << " " << name);
       options.reduction = r;
-      std::vector<float> gs(s.size(), kPoison), gt(t.size(), kPoison);
+      std::vector<float> gs(s.size(), kMsePoison), gt(t.size(), kMsePoison);
       const TensorView<const float> student(s.data(), shape), teacher(t.data(), shape);
       const Loss loss = mse_loss_with_grad(student, teacher, TensorView<float>(gs.data(), shape),
                                            TensorView<float>(gt.data(), shape), options);
@@ -101,10 +97,10 @@ TEMPLATE_TEST_CASE("mse_loss in half and bfloat16 agrees with float on the same 
   const std::vector<std::uint8_t> mask{1, 1, 0, 1, 0, 1, 1, 1, 1, 1, 1, 0};
   FeatureLossOptions options;
   options.row_mask = TensorView<const std::uint8_t>(mask.data(), Shape{3, 4});
-  for (Reduction r : kReductions) {
+  for (Reduction r : kDistillReductions) {
     INFO(to_string(r));
     options.reduction = r;
-    std::vector<TestType> gs(108, TestType(kPoison)), gt(108, TestType(kPoison));
+    std::vector<TestType> gs(108, TestType(kMsePoison)), gt(108, TestType(kMsePoison));
     std::vector<float> gs_float(108), gt_float(108);
     const Loss low =
         mse_loss_with_grad(TensorView<const TestType>(s.data(), shape), TensorView<const TestType>(t.data(), shape),
@@ -133,7 +129,7 @@ TEST_CASE("mse_loss_with_grad: grad_scale multiplies, accumulate adds, masked ro
   FeatureLossOptions options;
   options.row_mask = TensorView<const std::uint8_t>(mask.data(), Shape{4});
 
-  std::vector<float> gs(24, kPoison), gt(24, kPoison);
+  std::vector<float> gs(24, kMsePoison), gt(24, kMsePoison);
   const Loss base = mse_loss_with_grad(student, teacher, make_view(gs, shape), make_view(gt, shape), options);
   CHECK(base.value == Approx(mse_loss(student, teacher, options).value));
   for (int j = 6; j < 12; ++j) CHECK((gs[j] == 0.0f && gt[j] == 0.0f));  // the masked row is overwritten with 0
@@ -192,7 +188,7 @@ TEST_CASE("mse_loss: strided rows, both mask shapes, one gradient or none", "[di
       mse_loss_with_grad(make_view(s, shape), make_view(t, shape), make_view(gs, shape), make_view(gt, shape), options);
 
   // Rows padded to 8 elements (row stride 8): same per-row losses and gradients.
-  std::vector<float> s_padded(b * l * 8, 99.0f), t_padded(b * l * 8, -99.0f), gs_padded(b * l * 8, kPoison);
+  std::vector<float> s_padded(b * l * 8, 99.0f), t_padded(b * l * 8, -99.0f), gs_padded(b * l * 8, kMsePoison);
   for (std::int64_t r = 0; r < b * l; ++r)
     for (std::int64_t j = 0; j < d; ++j) {
       s_padded[r * 8 + j] = s[r * d + j];
@@ -206,11 +202,11 @@ TEST_CASE("mse_loss: strided rows, both mask shapes, one gradient or none", "[di
   CHECK(strided.per_row == reference.per_row);
   for (std::int64_t r = 0; r < b * l; ++r) {
     for (std::int64_t j = 0; j < d; ++j) CHECK(gs_padded[r * 8 + j] == gs[r * d + j]);
-    for (std::int64_t j = d; j < 8; ++j) CHECK(gs_padded[r * 8 + j] == kPoison);  // padding untouched
+    for (std::int64_t j = d; j < 8; ++j) CHECK(gs_padded[r * 8 + j] == kMsePoison);  // padding untouched
   }
 
   // Only the teacher's gradient; then neither (mse_loss_with_grad<T> names T when it cannot be deduced).
-  std::vector<float> gt_only(30, kPoison);
+  std::vector<float> gt_only(30, kMsePoison);
   mse_loss_with_grad(make_view(s, shape), make_view(t, shape), TensorView<float>{}, make_view(gt_only, shape), options);
   CHECK(gt_only == gt);
   CHECK(mse_loss_with_grad<float>(make_view(s, shape), make_view(t, shape), {}, {}, options).per_row ==
@@ -222,7 +218,7 @@ TEST_CASE("mse_loss with every row masked: sum 0, mean NaN, zero gradients", "[d
   const std::vector<std::uint8_t> mask{0, 0};
   FeatureLossOptions options;
   options.row_mask = TensorView<const std::uint8_t>(mask.data(), Shape{2});
-  std::vector<float> gs(4, kPoison), gt(4, kPoison);
+  std::vector<float> gs(4, kMsePoison), gt(4, kMsePoison);
   options.reduction = Reduction::sum;
   CHECK(mse_loss_with_grad(make_view(s, Shape{2, 2}), make_view(t, Shape{2, 2}), make_view(gs, Shape{2, 2}),
                            make_view(gt, Shape{2, 2}), options)
@@ -238,7 +234,7 @@ TEST_CASE("mse_loss with every row masked: sum 0, mean NaN, zero gradients", "[d
 TEST_CASE("mse_loss_with_grad refuses bad input and writes nothing", "[distill][mse][bad-input]") {
   std::vector<float> s = test::random_values(24, 41);
   std::vector<float> t = test::random_values(24, 42);
-  std::vector<float> gs(24, kPoison), gt(24, kPoison);
+  std::vector<float> gs(24, kMsePoison), gt(24, kMsePoison);
   const Shape shape{2, 3, 4};
   std::vector<std::uint8_t> mask(6, 1);
   auto run = [&](TensorView<const float> student, TensorView<const float> teacher, TensorView<float> grad_student,
@@ -311,12 +307,12 @@ TEST_CASE("mse_loss_with_grad refuses bad input and writes nothing", "[distill][
   CHECK_THROWS_WITH(run(student, teacher, grad_student, grad_teacher, defaults), Catch::Contains("teacher[23] = -inf"));
   t[23] = 0.0f;
 
-  CHECK(all_poison(gs));
-  CHECK(all_poison(gt));
+  CHECK(all_equal_to(gs, kMsePoison));
+  CHECK(all_equal_to(gt, kMsePoison));
 
   // half: NaN and inf are found in the 16-bit types too, and nothing is written.
   std::vector<half> s_half = test::convert<half>(s), t_half = test::convert<half>(t);
-  std::vector<half> gs_half(24, half(kPoison));
+  std::vector<half> gs_half(24, half(kMsePoison));
   s_half[17] = half::infinity();
   CHECK_THROWS_WITH(
       mse_loss_with_grad(TensorView<const half>(s_half.data(), shape), TensorView<const half>(t_half.data(), shape),
@@ -327,5 +323,5 @@ TEST_CASE("mse_loss_with_grad refuses bad input and writes nothing", "[distill][
   CHECK_THROWS_WITH(
       mse_loss(TensorView<const bfloat16>(t_bf16.data(), shape), TensorView<const bfloat16>(t_bf16.data(), shape)),
       Catch::Contains("shrink::distill::mse_loss:") && Catch::Contains("student[2] = nan"));
-  CHECK(all_poison(gs_half));
+  CHECK(all_equal_to(gs_half, kMsePoison));
 }

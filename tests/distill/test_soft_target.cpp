@@ -17,9 +17,10 @@
 #include "shrink/cpu/kl_rows.hpp"
 #include "shrink/cpu/simd.hpp"
 #include "shrink/distill/soft_target.hpp"
-#include "support/distill_logits_golden.hpp"
-#include "support/random.hpp"
 #include "support/distill_checks.hpp"
+#include "support/distill_logits_golden.hpp"
+#include "support/logit_losses.hpp"
+#include "support/random.hpp"
 #include "support/simd_levels.hpp"
 
 using namespace shrink;
@@ -35,25 +36,11 @@ TEST_CASE("kl_div, reverse_kl_div and jensen_shannon match autograd's values and
 
 namespace {
 
-using namespace shrink::test;  // the comparison helpers of support/distill_checks.hpp and simd_levels.hpp
+using namespace shrink::test;  // the helpers of support/distill_checks.hpp, logit_losses.hpp and simd_levels.hpp
 
 using namespace shrink::distill;
 
-constexpr float kPoison = -777.25f;
-
-enum class Kind { kl, reverse, jsd };
-const Kind kKinds[] = {Kind::kl, Kind::reverse, Kind::jsd};
-const auto& kReductions = kDistillReductions;
-constexpr double kBeta = 0.3;  // the JSD weight the tests use unless they say otherwise
-
-const char* kind_name(Kind k) {
-  switch (k) {
-    case Kind::kl: return "kl_div";
-    case Kind::reverse: return "reverse_kl_div";
-    case Kind::jsd: return "jensen_shannon";
-  }
-  return "?";
-}
+constexpr double kSoftTargetBeta = 0.3;  // the JSD weight the tests use unless they say otherwise
 
 const char* level_name(cpu::SimdLevel l) {
   switch (l) {
@@ -89,28 +76,22 @@ std::vector<float> widened(const std::vector<T>& v) {
 
 // Runs one of the three losses, with its gradient when grad != nullptr.
 template <class T>
-Loss run_soft(Kind kind, const TensorView<const T>& s, const TensorView<const T>& t, const TensorView<T>* grad,
-              const SoftTargetOptions& o, double beta = kBeta) {
+Loss run_soft(Divergence kind, const TensorView<const T>& s, const TensorView<const T>& t, const TensorView<T>* grad,
+              const SoftTargetOptions& o, double beta = kSoftTargetBeta) {
   switch (kind) {
-    case Kind::kl: return grad ? kl_div_with_grad(s, t, *grad, o) : kl_div(s, t, o);
-    case Kind::reverse: return grad ? reverse_kl_div_with_grad(s, t, *grad, o) : reverse_kl_div(s, t, o);
-    case Kind::jsd: return grad ? jensen_shannon_with_grad(s, t, beta, *grad, o) : jensen_shannon(s, t, beta, o);
+    case Divergence::kl: return grad ? kl_div_with_grad(s, t, *grad, o) : kl_div(s, t, o);
+    case Divergence::reverse: return grad ? reverse_kl_div_with_grad(s, t, *grad, o) : reverse_kl_div(s, t, o);
+    case Divergence::jsd: return grad ? jensen_shannon_with_grad(s, t, beta, *grad, o) : jensen_shannon(s, t, beta, o);
   }
   return {};
 }
 
-// A loss and its gradient, from contiguous [rows, V] inputs.
+// The loss and its gradient, from contiguous [rows, V] inputs.
 template <class T>
-struct Result {
-  Loss loss;
-  std::vector<T> grad;
-};
-
-template <class T>
-Result<T> soft_result(Kind kind, const std::vector<T>& s, const std::vector<T>& t, const Shape& shape,
-                      const SoftTargetOptions& o, double beta = kBeta) {
-  Result<T> r;
-  r.grad.assign(s.size(), T(kPoison));
+LossAndGrad<T> soft_result(Divergence kind, const std::vector<T>& s, const std::vector<T>& t, const Shape& shape,
+                           const SoftTargetOptions& o, double beta = kSoftTargetBeta) {
+  LossAndGrad<T> r;
+  r.grad.assign(s.size(), T(kLogitPoison));
   const TensorView<T> g(r.grad.data(), shape);
   r.loss = run_soft<T>(kind, TensorView<const T>(s.data(), shape), TensorView<const T>(t.data(), shape), &g, o, beta);
   return r;
@@ -132,7 +113,8 @@ std::vector<double> log_softmax(const float* z, std::int64_t n, double t) {
   return l;
 }
 
-RowReference reference_row(Kind kind, const float* zs, const float* zt, std::int64_t n, double t, double beta) {
+RowReference soft_target_reference_row(Divergence kind, const float* zs, const float* zt, std::int64_t n, double t,
+                                       double beta) {
   const std::vector<double> ls = log_softmax(zs, n, t), lt = log_softmax(zt, n, t);
   const std::size_t un = static_cast<std::size_t>(n);
   std::vector<double> q(un), p(un);
@@ -142,12 +124,12 @@ RowReference reference_row(Kind kind, const float* zs, const float* zt, std::int
   }
   RowReference r;
   r.grad.assign(un, 0.0);
-  if (kind == Kind::kl) {
+  if (kind == Divergence::kl) {
     for (std::size_t j = 0; j < un; ++j) {
       if (p[j] > 0.0) r.loss += p[j] * (lt[j] - ls[j]);
       r.grad[j] = t * (q[j] - p[j]);
     }
-  } else if (kind == Kind::reverse) {
+  } else if (kind == Divergence::reverse) {
     for (std::size_t j = 0; j < un; ++j)
       if (q[j] > 0.0) r.loss += q[j] * (ls[j] - lt[j]);
     for (std::size_t j = 0; j < un; ++j)
@@ -169,14 +151,10 @@ RowReference reference_row(Kind kind, const float* zs, const float* zt, std::int
 }
 
 // The reduced reference over rows x n (mask optional), its gradient with grad_scale.
-struct Reference {
-  double value = 0.0;
-  std::vector<double> per_row, grad;
-};
-
-Reference reference(Kind kind, const std::vector<float>& s, const std::vector<float>& t, std::int64_t rows,
-                    std::int64_t n, const SoftTargetOptions& o, double beta, const std::vector<std::uint8_t>& mask = {}) {
-  Reference out;
+ReferenceLoss soft_target_reference(Divergence kind, const std::vector<float>& s, const std::vector<float>& t,
+                                    std::int64_t rows, std::int64_t n, const SoftTargetOptions& o, double beta,
+                                    const std::vector<std::uint8_t>& mask = {}) {
+  ReferenceLoss out;
   out.per_row.assign(static_cast<std::size_t>(rows), 0.0);
   out.grad.assign(static_cast<std::size_t>(rows * n), 0.0);
   std::int64_t kept = 0;
@@ -184,7 +162,8 @@ Reference reference(Kind kind, const std::vector<float>& s, const std::vector<fl
   for (std::int64_t r = 0; r < rows; ++r) {
     if (!mask.empty() && mask[static_cast<std::size_t>(r)] == 0) continue;
     ++kept;
-    rr[static_cast<std::size_t>(r)] = reference_row(kind, s.data() + r * n, t.data() + r * n, n, o.temperature, beta);
+    rr[static_cast<std::size_t>(r)] =
+        soft_target_reference_row(kind, s.data() + r * n, t.data() + r * n, n, o.temperature, beta);
     out.per_row[static_cast<std::size_t>(r)] = rr[static_cast<std::size_t>(r)].loss;
   }
   double total = 0.0;
@@ -220,10 +199,10 @@ struct Logits {
 
 TEST_CASE("soft-target losses refuse bad input, name the argument and write nothing", "[distill][soft][bad-input]") {
   const std::int64_t rows = 4, n = 37;
-  for (Kind kind : kKinds) {
-    INFO(kind_name(kind));
+  for (Divergence kind : kDivergences) {
+    INFO(divergence_name(kind));
     Logits in(rows, n, 21);
-    std::vector<float> grad(static_cast<std::size_t>(rows * n), kPoison);
+    std::vector<float> grad(static_cast<std::size_t>(rows * n), kLogitPoison);
     const Shape shape{rows, n};
     SoftTargetOptions defaults;
     // Runs with a gradient view over `grad` of the given shape (and loss-only when with_grad is false).
@@ -236,46 +215,65 @@ TEST_CASE("soft-target losses refuse bad input, name the argument and write noth
     for (bool with_grad : {true, false}) {
       INFO("with_grad " << with_grad);
       // Shapes: student and teacher, the gradient, empty batches, the last dimension's stride, the mask.
-      check_refused([&] { return run(student, TensorView<const float>(in.t.data(), Shape{rows, n - 1}), defaults,
-                                     kBeta, shape, with_grad); },
-                    "teacher.shape = [4, 36]: expected the shape of student [4, 37]", grad);
-      check_refused([&] { return run(student, TensorView<const float>(in.t.data(), Shape{rows - 1, n}), defaults,
-                                     kBeta, shape, with_grad); },
-                    "teacher.shape = [3, 37]", grad);
+      check_refused(
+          [&] {
+            return run(student, TensorView<const float>(in.t.data(), Shape{rows, n - 1}), defaults, kSoftTargetBeta,
+                       shape, with_grad);
+          },
+          "teacher.shape = [4, 36]: expected the shape of student [4, 37]", grad);
+      check_refused(
+          [&] {
+            return run(student, TensorView<const float>(in.t.data(), Shape{rows - 1, n}), defaults, kSoftTargetBeta,
+                       shape, with_grad);
+          },
+          "teacher.shape = [3, 37]", grad);
       for (const Shape& empty : {Shape{0, n}, Shape{rows, 0}, Shape{0, 0}, Shape{2, 0, n}}) {
-        check_refused([&] { return run(TensorView<const float>(in.s.data(), empty),
-                                       TensorView<const float>(in.t.data(), empty), defaults, kBeta, empty,
-                                       with_grad); },
-                      "student.shape", grad);
-        check_refused([&] { return run(student, TensorView<const float>(in.t.data(), empty), defaults, kBeta, shape,
-                                       with_grad); },
-                      "teacher.shape", grad);
+        check_refused(
+            [&] {
+              return run(TensorView<const float>(in.s.data(), empty), TensorView<const float>(in.t.data(), empty),
+                         defaults, kSoftTargetBeta, empty, with_grad);
+            },
+            "student.shape", grad);
+        check_refused(
+            [&] {
+              return run(student, TensorView<const float>(in.t.data(), empty), defaults, kSoftTargetBeta, shape,
+                         with_grad);
+            },
+            "teacher.shape", grad);
       }
-      check_refused([&] { return run(TensorView<const float>(in.s.data(), Shape{rows, n / 2}, Strides{n, 2}),
-                                     TensorView<const float>(in.t.data(), Shape{rows, n / 2}), defaults, kBeta,
-                                     Shape{rows, n / 2}, with_grad); },
-                    "student.strides = [37, 2]: expected a contiguous last dimension", grad);
-      check_refused([&] { return run(TensorView<const float>(in.s.data(), Shape{rows, n / 2}),
-                                     TensorView<const float>(in.t.data(), Shape{rows, n / 2}, Strides{n, 2}), defaults,
-                                     kBeta, Shape{rows, n / 2}, with_grad); },
-                    "teacher.strides", grad);
+      check_refused(
+          [&] {
+            return run(TensorView<const float>(in.s.data(), Shape{rows, n / 2}, Strides{n, 2}),
+                       TensorView<const float>(in.t.data(), Shape{rows, n / 2}), defaults, kSoftTargetBeta,
+                       Shape{rows, n / 2}, with_grad);
+          },
+          "student.strides = [37, 2]: expected a contiguous last dimension", grad);
+      check_refused(
+          [&] {
+            return run(TensorView<const float>(in.s.data(), Shape{rows, n / 2}),
+                       TensorView<const float>(in.t.data(), Shape{rows, n / 2}, Strides{n, 2}), defaults,
+                       kSoftTargetBeta, Shape{rows, n / 2}, with_grad);
+          },
+          "teacher.strides", grad);
       std::vector<std::uint8_t> short_mask(static_cast<std::size_t>(rows - 1), 1);
       SoftTargetOptions masked;
       masked.row_mask = TensorView<const std::uint8_t>(short_mask.data(), Shape{rows - 1});
-      check_refused([&] { return run(student, teacher, masked, kBeta, shape, with_grad); },
+      check_refused([&] { return run(student, teacher, masked, kSoftTargetBeta, shape, with_grad); },
                     "options.row_mask.shape = [3]: expected one entry per row (4)", grad);
       // Parameters: temperature, grad_scale, beta.
       for (float bad_t : {0.0f, -0.0f, -1.0f, kNaN, kInf, -kInf}) {
         SoftTargetOptions o;
         o.temperature = bad_t;
-        check_refused([&] { return run(student, teacher, o, kBeta, shape, with_grad); }, "options.temperature", grad);
+        check_refused([&] { return run(student, teacher, o, kSoftTargetBeta, shape, with_grad); },
+                      "options.temperature", grad);
       }
       for (double bad_scale : {static_cast<double>(kNaN), static_cast<double>(kInf), -static_cast<double>(kInf)}) {
         SoftTargetOptions o;
         o.grad_scale = bad_scale;
-        check_refused([&] { return run(student, teacher, o, kBeta, shape, with_grad); }, "options.grad_scale", grad);
+        check_refused([&] { return run(student, teacher, o, kSoftTargetBeta, shape, with_grad); }, "options.grad_scale",
+                      grad);
       }
-      if (kind == Kind::jsd) {
+      if (kind == Divergence::jsd) {
         for (double bad_beta : {-0.01, 1.01, -1.0, 2.0, static_cast<double>(kNaN), static_cast<double>(kInf)})
           check_refused([&] { return run(student, teacher, defaults, bad_beta, shape, with_grad); }, "beta = ", grad);
       }
@@ -300,7 +298,8 @@ TEST_CASE("soft-target losses refuse bad input, name the argument and write noth
         const std::size_t at = static_cast<std::size_t>(b.row * n + b.col);
         const float saved = v[at];
         v[at] = b.value;
-        check_refused([&] { return run(student, teacher, defaults, kBeta, shape, with_grad); }, b.needle, grad);
+        check_refused([&] { return run(student, teacher, defaults, kSoftTargetBeta, shape, with_grad); }, b.needle,
+                      grad);
         v[at] = saved;
       }
       {
@@ -309,14 +308,15 @@ TEST_CASE("soft-target losses refuse bad input, name the argument and write noth
         SoftTargetOptions o;
         o.row_mask = TensorView<const std::uint8_t>(mask.data(), Shape{rows});
         in.t[static_cast<std::size_t>(rows * n - 1)] = kNaN;
-        check_refused([&] { return run(student, teacher, o, kBeta, shape, with_grad); }, "teacher = NaN in row 3", grad);
+        check_refused([&] { return run(student, teacher, o, kSoftTargetBeta, shape, with_grad); },
+                      "teacher = NaN in row 3", grad);
         in.t[static_cast<std::size_t>(rows * n - 1)] = 0.5f;
       }
       for (bool in_student : {true, false}) {
         std::vector<float>& v = in_student ? in.s : in.t;
         const std::vector<float> saved = v;
         std::fill(v.begin() + 2 * n, v.begin() + 3 * n, -kInf);
-        check_refused([&] { return run(student, teacher, defaults, kBeta, shape, with_grad); },
+        check_refused([&] { return run(student, teacher, defaults, kSoftTargetBeta, shape, with_grad); },
                       std::string(in_student ? "student" : "teacher") +
                           " = row 2 all -inf: expected at least one finite logit a row",
                       grad);
@@ -324,7 +324,7 @@ TEST_CASE("soft-target losses refuse bad input, name the argument and write noth
       }
     }
     // The gradient view: wrong rows, wrong V, a strided last dimension.
-    std::vector<float> wide(static_cast<std::size_t>((rows + 1) * (n + 1)), kPoison);
+    std::vector<float> wide(static_cast<std::size_t>((rows + 1) * (n + 1)), kLogitPoison);
     auto run_g = [&](const TensorView<float>& g) {
       return run_soft<float>(kind, student, teacher, &g, defaults);
     };
@@ -354,22 +354,22 @@ TEST_CASE("soft-target losses: half and bfloat16 inputs are refused like float o
   const std::int64_t rows = 3, n = 19;
   Logits in(rows, n, 5);
   std::vector<half> s = converted<half>(in.s), t = converted<half>(in.t);
-  std::vector<half> grad(s.size(), half(kPoison));
+  std::vector<half> grad(s.size(), half(kLogitPoison));
   const Shape shape{rows, n};
   s[static_cast<std::size_t>(2 * n + 18)] = half(kNaN);
   const TensorView<half> g(grad.data(), shape);
-  for (Kind kind : kKinds) {
-    INFO(kind_name(kind));
+  for (Divergence kind : kDivergences) {
+    INFO(divergence_name(kind));
     check_refused([&] { return run_soft<half>(kind, TensorView<const half>(s.data(), shape),
                                               TensorView<const half>(t.data(), shape), &g, SoftTargetOptions{}); },
                   "student = NaN in row 2", grad);
   }
   std::vector<bfloat16> sb = converted<bfloat16>(in.s), tb = converted<bfloat16>(in.t);
-  std::vector<bfloat16> gb(sb.size(), bfloat16(kPoison));
+  std::vector<bfloat16> gb(sb.size(), bfloat16(kLogitPoison));
   tb[static_cast<std::size_t>(n)] = bfloat16(kInf);
   const TensorView<bfloat16> gbv(gb.data(), shape);
-  for (Kind kind : kKinds) {
-    INFO(kind_name(kind));
+  for (Divergence kind : kDivergences) {
+    INFO(divergence_name(kind));
     check_refused([&] { return run_soft<bfloat16>(kind, TensorView<const bfloat16>(sb.data(), shape),
                                                   TensorView<const bfloat16>(tb.data(), shape), &gbv,
                                                   SoftTargetOptions{}); },
@@ -379,9 +379,9 @@ TEST_CASE("soft-target losses: half and bfloat16 inputs are refused like float o
 
 TEST_CASE("validate_first = false gives exactly the results of validate_first = true, and still refuses NaN",
           "[distill][soft][validate]") {
-  for (Kind kind : kKinds) {
+  for (Divergence kind : kDivergences) {
     for (std::int64_t n : {1, 9, 1100}) {
-      INFO(kind_name(kind) << ", V = " << n);
+      INFO(divergence_name(kind) << ", V = " << n);
       const std::int64_t rows = 6;
       Logits in(rows, n, 40 + static_cast<unsigned>(n));
       std::vector<std::uint8_t> mask{1, 1, 0, 1, 0, 1};
@@ -416,7 +416,7 @@ TEST_CASE("validate_first = false gives exactly the results of validate_first = 
         for (bool in_student : {true, false}) {
           Logits bad(rows, n, 77);
           (in_student ? bad.s : bad.t)[static_cast<std::size_t>(bad_row * n + n / 2)] = kNaN;
-          std::vector<float> g(bad.s.size(), kPoison);
+          std::vector<float> g(bad.s.size(), kLogitPoison);
           const TensorView<float> gv(g.data(), bad.shape());
           SoftTargetOptions o;
           o.validate_first = false;
@@ -427,7 +427,7 @@ TEST_CASE("validate_first = false gives exactly the results of validate_first = 
           CHECK_THROWS_WITH(run_soft<float>(kind, s, t, &gv, o), Catch::Contains(needle));
           CHECK_THROWS_WITH(run_soft<float>(kind, s, t, nullptr, o), Catch::Contains(needle));
           for (std::size_t i = static_cast<std::size_t>((bad_row + 1) * n); i < g.size(); ++i)
-            if (g[i] != kPoison) FAIL_CHECK("row after the bad one written at " << i);
+            if (g[i] != kLogitPoison) FAIL_CHECK("row after the bad one written at " << i);
         }
       }
     }
@@ -438,7 +438,7 @@ TEST_CASE("every SIMD level gives the same soft-target losses and gradients (flo
           "[distill][soft][simd]") {
   SimdLevelGuard guard;
   const std::vector<cpu::SimdLevel> levels = supported_levels();
-  for (Kind kind : kKinds) {
+  for (Divergence kind : kDivergences) {
     for (std::int64_t n : {1, 7, 16, 33, 1023, 1024, 1025, 3000}) {
       const std::int64_t rows = 3;
       const Logits in(rows, n, 300 + static_cast<unsigned>(n), 2.5f);
@@ -451,12 +451,12 @@ TEST_CASE("every SIMD level gives the same soft-target losses and gradients (flo
         using T = decltype(tag);
         const std::vector<T> s = converted<T>(in.s), t = converted<T>(in.t);
         cpu::simd_level() = cpu::SimdLevel::scalar;
-        const Result<T> base = soft_result<T>(kind, s, t, in.shape(), o);
+        const LossAndGrad<T> base = soft_result<T>(kind, s, t, in.shape(), o);
         const double big = largest(base.grad);
         for (cpu::SimdLevel level : levels) {
-          INFO(kind_name(kind) << ", V = " << n << ", " << level_name(level) << ", element size " << sizeof(T));
+          INFO(divergence_name(kind) << ", V = " << n << ", " << level_name(level) << ", element size " << sizeof(T));
           cpu::simd_level() = level;
-          const Result<T> r = soft_result<T>(kind, s, t, in.shape(), o);
+          const LossAndGrad<T> r = soft_result<T>(kind, s, t, in.shape(), o);
           CHECK(close_rel(r.loss.value, base.loss.value, 1e-6));
           for (std::size_t i = 0; i < r.loss.per_row.size(); ++i)
             CHECK(close_rel(r.loss.per_row[i], base.loss.per_row[i], 1e-6));
@@ -478,20 +478,20 @@ TEST_CASE("every SIMD level gives the same soft-target losses and gradients (flo
 
 TEMPLATE_TEST_CASE("half and bfloat16 soft-target losses equal float on the same rounded values",
                    "[distill][soft][types]", half, bfloat16) {
-  for (Kind kind : kKinds) {
+  for (Divergence kind : kDivergences) {
     for (std::int64_t n : {5, 64, 1500}) {
-      INFO(kind_name(kind) << ", V = " << n);
+      INFO(divergence_name(kind) << ", V = " << n);
       const std::int64_t rows = 4;
       const Logits in(rows, n, 500 + static_cast<unsigned>(n), 3.0f);
       const std::vector<TestType> s = converted<TestType>(in.s), t = converted<TestType>(in.t);
       const std::vector<float> sf = widened(s), tf = widened(t);
-      for (Reduction red : kReductions) {
+      for (Reduction red : kDistillReductions) {
         SoftTargetOptions o;
         o.temperature = 2.0f;
         o.reduction = red;
         o.grad_scale = 3.0;
-        const Result<TestType> low = soft_result<TestType>(kind, s, t, in.shape(), o);
-        const Result<float> full = soft_result<float>(kind, sf, tf, in.shape(), o);
+        const LossAndGrad<TestType> low = soft_result<TestType>(kind, s, t, in.shape(), o);
+        const LossAndGrad<float> full = soft_result<float>(kind, sf, tf, in.shape(), o);
         CHECK(close_rel(low.loss.value, full.loss.value, 1e-5));
         REQUIRE(low.loss.per_row.size() == full.loss.per_row.size());
         for (std::size_t i = 0; i < low.loss.per_row.size(); ++i)
@@ -506,7 +506,7 @@ TEMPLATE_TEST_CASE("half and bfloat16 soft-target losses equal float on the same
 
 TEST_CASE("soft-target losses match a double-precision reference, masked vocabulary entries included",
           "[distill][soft][reference]") {
-  for (Kind kind : kKinds) {
+  for (Divergence kind : kDivergences) {
     for (float temperature : {0.5f, 1.0f, 2.7f}) {
       for (std::int64_t n : {3, 40, 1300}) {
         const std::int64_t rows = 5;
@@ -521,20 +521,20 @@ TEST_CASE("soft-target losses match a double-precision reference, masked vocabul
         for (std::int64_t r = 0; r < rows; ++r)
           for (std::int64_t j = 2; j < n; j += 5) in.t[static_cast<std::size_t>(r * n + j)] = -kInf;
         std::vector<std::uint8_t> mask{1, 1, 0, 1, 1};
-        for (Reduction red : kReductions) {
-          INFO(kind_name(kind) << ", T = " << temperature << ", V = " << n << ", " << to_string(red));
+        for (Reduction red : kDistillReductions) {
+          INFO(divergence_name(kind) << ", T = " << temperature << ", V = " << n << ", " << to_string(red));
           SoftTargetOptions o;
           o.temperature = temperature;
           o.reduction = red;
           o.grad_scale = 0.75;
           o.row_mask = TensorView<const std::uint8_t>(mask.data(), Shape{rows});
-          if (kind == Kind::reverse) {
+          if (kind == Divergence::reverse) {
             // Reverse KL is +inf wherever the teacher lacks what the student has; compare on shared support.
             for (std::int64_t r = 0; r < rows; ++r)
               for (std::int64_t j = 2; j < n; j += 5) in.s[static_cast<std::size_t>(r * n + j)] = -kInf;
           }
-          const Result<float> got = soft_result<float>(kind, in.s, in.t, in.shape(), o);
-          const Reference want = reference(kind, in.s, in.t, rows, n, o, kBeta, mask);
+          const LossAndGrad<float> got = soft_result<float>(kind, in.s, in.t, in.shape(), o);
+          const ReferenceLoss want = soft_target_reference(kind, in.s, in.t, rows, n, o, kSoftTargetBeta, mask);
           CHECK(close_rel(got.loss.value, want.value, 1e-5));
           if (red == Reduction::none) {
             // Relative, with a floor of 1e-5 of the largest row for rows whose divergence is tiny (p ~ q).
@@ -556,13 +556,13 @@ TEST_CASE("kl_div is +inf where the teacher has mass the student lacks; JSD with
   CHECK(kl_div(sv, tv).value == std::numeric_limits<double>::infinity());
   CHECK(reverse_kl_div(sv, tv).value == std::numeric_limits<double>::infinity());
   CHECK(std::isfinite(jensen_shannon(sv, tv, 0.5).value));
-  std::vector<float> g(4, kPoison);
+  std::vector<float> g(4, kLogitPoison);
   // The gradient of the forward KL stays finite: T (q - p).
   kl_div_with_grad(sv, tv, TensorView<float>(g.data(), Shape{1, 4}));
   for (float x : g) CHECK(std::isfinite(x));
   const Logits in(3, 11, 8);
   for (double beta : {0.0, 1.0}) {
-    std::vector<float> gj(in.s.size(), kPoison);
+    std::vector<float> gj(in.s.size(), kLogitPoison);
     const Loss l = jensen_shannon_with_grad(TensorView<const float>(in.s.data(), in.shape()),
                                             TensorView<const float>(in.t.data(), in.shape()), beta,
                                             TensorView<float>(gj.data(), in.shape()));
@@ -581,16 +581,16 @@ TEMPLATE_TEST_CASE("soft-target gradients: grad_scale multiplies, accumulate add
   const TensorView<const T> sv(s.data(), shape), tv(t.data(), shape);
   std::vector<std::uint8_t> mask{1, 0, 1, 1, 0};
   const double u = std::is_same<T, float>::value ? 0x1p-23 : 2.0 * unit_roundoff<T>();
-  for (Kind kind : kKinds) {
-    for (Reduction red : kReductions) {
-      INFO(kind_name(kind) << ", " << to_string(red));
+  for (Divergence kind : kDivergences) {
+    for (Reduction red : kDistillReductions) {
+      INFO(divergence_name(kind) << ", " << to_string(red));
       SoftTargetOptions o;
       o.reduction = red;
       o.temperature = 1.5f;
-      const Result<T> unit = soft_result<T>(kind, s, t, shape, o);
+      const LossAndGrad<T> unit = soft_result<T>(kind, s, t, shape, o);
       for (double scale : {2.5, -4.0, 0.125}) {
         o.grad_scale = scale;
-        const Result<T> scaled = soft_result<T>(kind, s, t, shape, o);
+        const LossAndGrad<T> scaled = soft_result<T>(kind, s, t, shape, o);
         CHECK(scaled.loss.value == unit.loss.value);  // the loss does not see grad_scale
         std::vector<double> want;
         for (const T& x : unit.grad) want.push_back(scale * to_f(x));
@@ -623,10 +623,10 @@ TEMPLATE_TEST_CASE("soft-target gradients: grad_scale multiplies, accumulate add
       // (up to the reduction's divisor).
       o.row_mask = TensorView<const std::uint8_t>(mask.data(), Shape{rows});
       o.reduction = Reduction::sum;
-      const Result<T> masked = soft_result<T>(kind, s, t, shape, o);
+      const LossAndGrad<T> masked = soft_result<T>(kind, s, t, shape, o);
       SoftTargetOptions plain = o;
       plain.row_mask = {};
-      const Result<T> all = soft_result<T>(kind, s, t, shape, plain);
+      const LossAndGrad<T> all = soft_result<T>(kind, s, t, shape, plain);
       for (std::int64_t r = 0; r < rows; ++r)
         for (std::int64_t j = 0; j < n; ++j) {
           const std::size_t i = static_cast<std::size_t>(r * n + j);
@@ -649,9 +649,9 @@ TEMPLATE_TEST_CASE("soft-target gradients: grad_scale multiplies, accumulate add
 
 TEST_CASE("soft-target losses: strided rows equal a contiguous copy and the gaps stay untouched; [B, L, V] = [B*L, V]",
           "[distill][soft][layout]") {
-  for (Kind kind : kKinds) {
+  for (Divergence kind : kDivergences) {
     for (std::int64_t n : {7, 1030}) {
-      INFO(kind_name(kind) << ", V = " << n);
+      INFO(divergence_name(kind) << ", V = " << n);
       const std::int64_t b = 2, l = 3, rows = b * l, stride = n + 5;
       const Logits in(rows, n, 1234 + static_cast<unsigned>(n));
       std::vector<std::uint8_t> mask{1, 1, 0, 1, 1, 1};
@@ -659,11 +659,11 @@ TEST_CASE("soft-target losses: strided rows equal a contiguous copy and the gaps
       o.reduction = Reduction::none;
       o.temperature = 0.9f;
       o.row_mask = TensorView<const std::uint8_t>(mask.data(), Shape{rows});
-      const Result<float> flat = soft_result<float>(kind, in.s, in.t, Shape{rows, n}, o);
+      const LossAndGrad<float> flat = soft_result<float>(kind, in.s, in.t, Shape{rows, n}, o);
 
       // Rows inside wider buffers (one float in, too: a misaligned start), gradient gaps poisoned.
       std::vector<float> ws(static_cast<std::size_t>(rows * stride + 1), 3.0f), wt = ws;
-      std::vector<float> wg(ws.size(), kPoison);
+      std::vector<float> wg(ws.size(), kLogitPoison);
       for (std::int64_t r = 0; r < rows; ++r)
         for (std::int64_t j = 0; j < n; ++j) {
           ws[static_cast<std::size_t>(1 + r * stride + j)] = in.s[static_cast<std::size_t>(r * n + j)];
@@ -675,10 +675,10 @@ TEST_CASE("soft-target losses: strided rows equal a contiguous copy and the gaps
                                            TensorView<const float>(wt.data() + 1, Shape{rows, n}, st), &gv, o);
       CHECK(strided.value == flat.loss.value);
       CHECK(strided.per_row == flat.loss.per_row);
-      check_strided_grad(wg, flat.grad, stride, n, kPoison);
+      check_strided_grad(wg, flat.grad, stride, n, kLogitPoison);
 
       // [B, L, V], its mask [B, L]; and [B, L, V] through strides whose leading dimensions collapse.
-      std::vector<float> g3(in.s.size(), kPoison);
+      std::vector<float> g3(in.s.size(), kLogitPoison);
       SoftTargetOptions o3 = o;
       o3.row_mask = TensorView<const std::uint8_t>(mask.data(), Shape{b, l});
       const TensorView<float> g3v(g3.data(), Shape{b, l, n});
@@ -687,7 +687,7 @@ TEST_CASE("soft-target losses: strided rows equal a contiguous copy and the gaps
       CHECK(three.value == flat.loss.value);
       CHECK(three.per_row == flat.loss.per_row);
       CHECK(same_bits(g3, flat.grad));
-      std::fill(wg.begin(), wg.end(), kPoison);
+      std::fill(wg.begin(), wg.end(), kLogitPoison);
       const Strides st3{l * stride, stride, 1};
       const TensorView<float> g3s(wg.data() + 1, Shape{b, l, n}, st3);
       const Loss three_strided = run_soft<float>(kind, TensorView<const float>(ws.data() + 1, Shape{b, l, n}, st3),
@@ -707,15 +707,15 @@ TEST_CASE("soft-target losses: strided rows equal a contiguous copy and the gaps
 
 TEST_CASE("kl_div, reverse_kl_div and jensen_shannon without a gradient give exactly the value with it",
           "[distill][soft]") {
-  for (Kind kind : kKinds) {
+  for (Divergence kind : kDivergences) {
     for (std::int64_t n : {1, 13, 1024, 2100}) {
-      INFO(kind_name(kind) << ", V = " << n);
+      INFO(divergence_name(kind) << ", V = " << n);
       const Logits in(4, n, 7000 + static_cast<unsigned>(n));
-      for (Reduction red : kReductions) {
+      for (Reduction red : kDistillReductions) {
         SoftTargetOptions o;
         o.reduction = red;
         o.temperature = 3.0f;
-        const Result<float> with = soft_result<float>(kind, in.s, in.t, in.shape(), o);
+        const LossAndGrad<float> with = soft_result<float>(kind, in.s, in.t, in.shape(), o);
         const Loss without = run_soft<float>(kind, TensorView<const float>(in.s.data(), in.shape()),
                                              TensorView<const float>(in.t.data(), in.shape()), nullptr, o);
         CHECK(without.value == with.loss.value);
@@ -752,8 +752,8 @@ TEST_CASE("kl_div's online softmax: rising maxes, a max in the first tile, again
       SoftTargetOptions o;
       o.reduction = Reduction::none;
       o.temperature = temperature;
-      const Result<float> got = soft_result<float>(Kind::kl, s, t, Shape{4, n}, o);
-      const Reference want = reference(Kind::kl, s, t, 4, n, o, 0.0);
+      const LossAndGrad<float> got = soft_result<float>(Divergence::kl, s, t, Shape{4, n}, o);
+      const ReferenceLoss want = soft_target_reference(Divergence::kl, s, t, 4, n, o, 0.0);
       for (std::size_t r = 0; r < 4; ++r) {
         INFO("row " << r << ": " << got.loss.per_row[r] << ", reference " << want.per_row[r]);
         CHECK(close_rel(got.loss.per_row[r], want.per_row[r], 1e-6));
@@ -804,8 +804,8 @@ TEST_CASE("kl_div's online softmax: -inf over whole tiles and logits of +-1e4", 
       }
       SoftTargetOptions o;
       o.temperature = 1.25f;
-      const Result<float> got = soft_result<float>(Kind::kl, s, t, Shape{1, n}, o);
-      const Reference want = reference(Kind::kl, s, t, 1, n, o, 0.0);
+      const LossAndGrad<float> got = soft_result<float>(Divergence::kl, s, t, Shape{1, n}, o);
+      const ReferenceLoss want = soft_target_reference(Divergence::kl, s, t, 1, n, o, 0.0);
       INFO("loss " << got.loss.value << ", reference " << want.value);
       CHECK(std::isfinite(got.loss.value));
       CHECK(close_rel(got.loss.value, want.value, 1e-6));
@@ -826,7 +826,7 @@ TEST_CASE("kl_div_with_grad's streaming stores: a 17 MB gradient from a misalign
   SimdLevelGuard guard;
   const std::int64_t rows = 4200, n = 1024;  // 4200 x 1024 floats = 17.2 MB >= the 16 MiB streaming threshold
   const Logits in(rows, n, 4242, 1.5f);
-  std::vector<float> buffer(static_cast<std::size_t>(rows * n + 64), kPoison);
+  std::vector<float> buffer(static_cast<std::size_t>(rows * n + 64), kLogitPoison);
   float* start = buffer.data();
   while (reinterpret_cast<std::uintptr_t>(start) % 64 != 0) ++start;
   ++start;  // one float past a 64-byte boundary: streaming needs a head done the ordinary way
@@ -838,7 +838,7 @@ TEST_CASE("kl_div_with_grad's streaming stores: a 17 MB gradient from a misalign
   for (cpu::SimdLevel level : levels) {
     cpu::simd_level() = level;
     INFO(level_name(level));
-    std::fill(buffer.begin(), buffer.end(), kPoison);
+    std::fill(buffer.begin(), buffer.end(), kLogitPoison);
     SoftTargetOptions o;
     o.reduction = Reduction::sum;
     o.temperature = 2.0f;
@@ -860,8 +860,8 @@ TEST_CASE("kl_div_with_grad's streaming stores: a 17 MB gradient from a misalign
     }
     CHECK(same);
     CHECK(close_rel(loss.value, total, 1e-12));
-    for (std::ptrdiff_t i = 0; i < offset; ++i) CHECK(buffer[static_cast<std::size_t>(i)] == kPoison);
+    for (std::ptrdiff_t i = 0; i < offset; ++i) CHECK(buffer[static_cast<std::size_t>(i)] == kLogitPoison);
     for (std::size_t i = static_cast<std::size_t>(offset + rows * n); i < buffer.size(); ++i)
-      CHECK(buffer[i] == kPoison);
+      CHECK(buffer[i] == kLogitPoison);
   }
 }

@@ -19,9 +19,10 @@
 #include "shrink/cpu/simd.hpp"
 #include "shrink/distill/soft_target.hpp"
 #include "shrink/distill/topk_teacher.hpp"
-#include "support/distill_logits_golden.hpp"
-#include "support/random.hpp"
 #include "support/distill_checks.hpp"
+#include "support/distill_logits_golden.hpp"
+#include "support/logit_losses.hpp"
+#include "support/random.hpp"
 #include "support/simd_levels.hpp"
 
 using namespace shrink;
@@ -34,26 +35,11 @@ TEST_CASE("top-k teachers match autograd's values and gradients", "[distill][gol
 
 namespace {
 
-using namespace shrink::test;  // the comparison helpers of support/distill_checks.hpp and simd_levels.hpp
+using namespace shrink::test;  // the helpers of support/distill_checks.hpp, logit_losses.hpp and simd_levels.hpp
 
 using namespace shrink::distill;
 
-constexpr float kPoison = -777.25f;
-constexpr double kBeta = 0.35;
-
-enum class Kind { kl, reverse, jsd };
-const Kind kKinds[] = {Kind::kl, Kind::reverse, Kind::jsd};
-const auto& kReductions = kDistillReductions;
-
-const char* kind_name(Kind k) {
-  switch (k) {
-    case Kind::kl: return "kl_div";
-    case Kind::reverse: return "reverse_kl_div";
-    case Kind::jsd: return "jensen_shannon";
-  }
-  return "?";
-}
-
+constexpr double kTopKBeta = 0.35;  // the JSD weight the tests use unless they say otherwise
 
 // A student and a top-k teacher: the teacher's full logits, its k largest of each row (shuffled), their indices,
 // and the teacher's probability outside them at temperature t.
@@ -97,21 +83,15 @@ struct TopKData {
 };
 
 template <class T, class Index>
-Loss run_topk(Kind kind, const TensorView<const T>& s, const TopKTeacher<T, Index>& t, const TensorView<T>* g,
-              const SoftTargetOptions& o, double beta = kBeta) {
+Loss run_topk(Divergence kind, const TensorView<const T>& s, const TopKTeacher<T, Index>& t, const TensorView<T>* g,
+              const SoftTargetOptions& o, double beta = kTopKBeta) {
   switch (kind) {
-    case Kind::kl: return g ? kl_div_with_grad(s, t, *g, o) : kl_div(s, t, o);
-    case Kind::reverse: return g ? reverse_kl_div_with_grad(s, t, *g, o) : reverse_kl_div(s, t, o);
-    case Kind::jsd: return g ? jensen_shannon_with_grad(s, t, beta, *g, o) : jensen_shannon(s, t, beta, o);
+    case Divergence::kl: return g ? kl_div_with_grad(s, t, *g, o) : kl_div(s, t, o);
+    case Divergence::reverse: return g ? reverse_kl_div_with_grad(s, t, *g, o) : reverse_kl_div(s, t, o);
+    case Divergence::jsd: return g ? jensen_shannon_with_grad(s, t, beta, *g, o) : jensen_shannon(s, t, beta, o);
   }
   return {};
 }
-
-template <class T>
-struct Result {
-  Loss loss;
-  std::vector<T> grad;
-};
 
 // The top-k teacher of d in element type T (logits rounded to T).
 template <class T, class Index>
@@ -127,18 +107,18 @@ struct TypedTeacher {
 };
 
 template <class T, class Index>
-Result<T> topk_result(Kind kind, const std::vector<T>& s, const TopKTeacher<T, Index>& t, const Shape& shape,
-                      const SoftTargetOptions& o, double beta = kBeta) {
-  Result<T> r;
-  r.grad.assign(s.size(), T(kPoison));
+LossAndGrad<T> topk_result(Divergence kind, const std::vector<T>& s, const TopKTeacher<T, Index>& t, const Shape& shape,
+                           const SoftTargetOptions& o, double beta = kTopKBeta) {
+  LossAndGrad<T> r;
+  r.grad.assign(s.size(), T(kLogitPoison));
   const TensorView<T> g(r.grad.data(), shape);
   r.loss = run_topk<T, Index>(kind, TensorView<const T>(s.data(), shape), t, &g, o, beta);
   return r;
 }
 
 // The coarsened divergence of one row in double (file comment of topk_teacher.hpp), times T^2.
-double reference_row(Kind kind, const std::vector<double>& z, const float* tl, const std::int64_t* idx, std::int64_t k,
-                     double tail, double t, double beta) {
+double topk_reference_row(Divergence kind, const std::vector<double>& z, const float* tl, const std::int64_t* idx,
+                          std::int64_t k, double tail, double t, double beta) {
   const std::int64_t n = static_cast<std::int64_t>(z.size());
   auto log_sum_exp = [t](const std::vector<double>& v) {
     double m = -std::numeric_limits<double>::infinity();
@@ -166,9 +146,9 @@ double reference_row(Kind kind, const std::vector<double>& z, const float* tl, c
   double d = 0.0;
   for (std::size_t c = 0; c < lp.size(); ++c) {
     const double p = std::exp(lp[c]), q = std::exp(lq[c]);
-    if (kind == Kind::kl) {
+    if (kind == Divergence::kl) {
       if (p > 0.0) d += p * (lp[c] - lq[c]);
-    } else if (kind == Kind::reverse) {
+    } else if (kind == Divergence::reverse) {
       if (q > 0.0) d += q * (lq[c] - lp[c]);
     } else {
       const double lm = std::log(beta * p + (1.0 - beta) * q);
@@ -181,15 +161,10 @@ double reference_row(Kind kind, const std::vector<double>& z, const float* tl, c
 
 // The reduced reference over every row, with its gradient by central differences (independent of the formula
 // topk_teacher.hpp uses).
-struct Reference {
-  double value = 0.0;
-  std::vector<double> per_row, grad;
-};
-
 template <class Index>
-Reference reference(Kind kind, const TopKData<Index>& d, bool with_tail, const SoftTargetOptions& o, double beta,
-                    const std::vector<std::uint8_t>& mask = {}) {
-  Reference out;
+ReferenceLoss topk_reference(Divergence kind, const TopKData<Index>& d, bool with_tail, const SoftTargetOptions& o,
+                             double beta, const std::vector<std::uint8_t>& mask = {}) {
+  ReferenceLoss out;
   out.per_row.assign(static_cast<std::size_t>(d.rows), 0.0);
   out.grad.assign(static_cast<std::size_t>(d.rows * d.n), 0.0);
   std::int64_t kept = 0;
@@ -205,13 +180,13 @@ Reference reference(Kind kind, const TopKData<Index>& d, bool with_tail, const S
     std::vector<std::int64_t> idx(d.idx.begin() + r * d.k, d.idx.begin() + (r + 1) * d.k);
     const double tail = with_tail ? d.tail[static_cast<std::size_t>(r)] : 0.0;
     const float* tl = d.logits.data() + r * d.k;
-    out.per_row[static_cast<std::size_t>(r)] = reference_row(kind, z, tl, idx.data(), d.k, tail, t, beta);
+    out.per_row[static_cast<std::size_t>(r)] = topk_reference_row(kind, z, tl, idx.data(), d.k, tail, t, beta);
     for (std::int64_t j = 0; j < d.n; ++j) {
       const double h = 1e-4, saved = z[static_cast<std::size_t>(j)];
       z[static_cast<std::size_t>(j)] = saved + h;
-      const double up = reference_row(kind, z, tl, idx.data(), d.k, tail, t, beta);
+      const double up = topk_reference_row(kind, z, tl, idx.data(), d.k, tail, t, beta);
       z[static_cast<std::size_t>(j)] = saved - h;
-      const double down = reference_row(kind, z, tl, idx.data(), d.k, tail, t, beta);
+      const double down = topk_reference_row(kind, z, tl, idx.data(), d.k, tail, t, beta);
       z[static_cast<std::size_t>(j)] = saved;
       out.grad[static_cast<std::size_t>(r * d.n + j)] = (up - down) / (2.0 * h) * o.grad_scale / divisor;
     }
@@ -225,22 +200,24 @@ Reference reference(Kind kind, const TopKData<Index>& d, bool with_tail, const S
 }  // namespace
 
 TEST_CASE("top-k teachers match a double reference with central-difference gradients", "[distill][topk][reference]") {
-  for (Kind kind : kKinds) {
+  for (Divergence kind : kDivergences) {
     for (bool with_tail : {false, true}) {
-      if (kind == Kind::reverse && !with_tail) continue;  // +inf: the student has mass outside the k
+      if (kind == Divergence::reverse && !with_tail) continue;  // +inf: the student has mass outside the k
       for (double t : {0.7, 1.0, 2.0}) {
         for (std::int64_t k : {1, 4, 9}) {
           const TopKData<> d(5, 23, k, 100 + static_cast<unsigned>(k), t);
           const std::vector<std::uint8_t> mask{1, 0, 1, 1, 1};
-          for (Reduction red : kReductions) {
-            INFO(kind_name(kind) << ", tail " << with_tail << ", T = " << t << ", k = " << k << ", " << to_string(red));
+          for (Reduction red : kDistillReductions) {
+            INFO(divergence_name(kind) << ", tail " << with_tail << ", T = " << t << ", k = " << k << ", "
+                                       << to_string(red));
             SoftTargetOptions o;
             o.temperature = static_cast<float>(t);
             o.reduction = red;
             o.grad_scale = 1.5;
             o.row_mask = TensorView<const std::uint8_t>(mask.data(), Shape{d.rows});
-            const Result<float> got = topk_result<float, std::int64_t>(kind, d.s, d.teacher(with_tail), d.shape(), o);
-            const Reference want = reference(kind, d, with_tail, o, kBeta, mask);
+            const LossAndGrad<float> got =
+                topk_result<float, std::int64_t>(kind, d.s, d.teacher(with_tail), d.shape(), o);
+            const ReferenceLoss want = topk_reference(kind, d, with_tail, o, kTopKBeta, mask);
             CHECK(close_rel(got.loss.value, want.value, 1e-5));
             if (red == Reduction::none) check_near(got.loss.per_row, want.per_row, 1e-6 * largest(want.per_row), 1e-5, "per_row");
             check_near(got.grad, want.grad, 1e-5 * largest(want.grad), 0.0, "grad");
@@ -252,9 +229,9 @@ TEST_CASE("top-k teachers match a double reference with central-difference gradi
 }
 
 TEST_CASE("a top-k teacher with k = V and no tail is the full teacher", "[distill][topk]") {
-  for (Kind kind : kKinds) {
+  for (Divergence kind : kDivergences) {
     for (std::int64_t n : {1, 6, 40}) {
-      INFO(kind_name(kind) << ", V = " << n);
+      INFO(divergence_name(kind) << ", V = " << n);
       const TopKData<> d(3, n, n, 7 + static_cast<unsigned>(n));
       // The full teacher whose entries sit where the indices say.
       std::vector<float> full(d.s.size());
@@ -265,14 +242,14 @@ TEST_CASE("a top-k teacher with k = V and no tail is the full teacher", "[distil
       SoftTargetOptions o;
       o.temperature = 1.3f;
       o.reduction = Reduction::none;
-      const Result<float> topk = topk_result<float, std::int64_t>(kind, d.s, d.teacher(false), d.shape(), o);
-      std::vector<float> g(d.s.size(), kPoison);
+      const LossAndGrad<float> topk = topk_result<float, std::int64_t>(kind, d.s, d.teacher(false), d.shape(), o);
+      std::vector<float> g(d.s.size(), kLogitPoison);
       const TensorView<const float> sv(d.s.data(), d.shape()), tv(full.data(), d.shape());
       const TensorView<float> gv(g.data(), d.shape());
       Loss whole;
-      if (kind == Kind::kl) whole = kl_div_with_grad(sv, tv, gv, o);
-      if (kind == Kind::reverse) whole = reverse_kl_div_with_grad(sv, tv, gv, o);
-      if (kind == Kind::jsd) whole = jensen_shannon_with_grad(sv, tv, kBeta, gv, o);
+      if (kind == Divergence::kl) whole = kl_div_with_grad(sv, tv, gv, o);
+      if (kind == Divergence::reverse) whole = reverse_kl_div_with_grad(sv, tv, gv, o);
+      if (kind == Divergence::jsd) whole = jensen_shannon_with_grad(sv, tv, kTopKBeta, gv, o);
       // 1e-12 absolute: where both are 0 (V = 1) the top-k path's double log-sum-exp leaves ~1e-16.
       check_near(topk.loss.per_row, whole.per_row, 1e-6 * largest(whole.per_row) + 1e-12, 1e-5, "per_row");
       check_near(topk.grad, g, 1e-5 * largest(g) + 1e-12, 0.0, "grad");
@@ -282,11 +259,11 @@ TEST_CASE("a top-k teacher with k = V and no tail is the full teacher", "[distil
 
 TEST_CASE("top-k teachers refuse bad input, name the argument and write nothing", "[distill][topk][bad-input]") {
   const std::int64_t rows = 4, n = 37, k = 5;
-  for (Kind kind : kKinds) {
-    INFO(kind_name(kind));
+  for (Divergence kind : kDivergences) {
+    INFO(divergence_name(kind));
     TopKData<> d(rows, n, k, 3);
     TopKData<std::int32_t> d32(rows, n, k, 3);
-    std::vector<float> grad(d.s.size(), kPoison);
+    std::vector<float> grad(d.s.size(), kLogitPoison);
     const TensorView<float> g(grad.data(), d.shape());
     const TensorView<const float> student(d.s.data(), d.shape());
     for (bool with_grad : {true, false}) {
@@ -296,16 +273,17 @@ TEST_CASE("top-k teachers refuse bad input, name the argument and write nothing"
         return run_topk<float, std::int64_t>(kind, s, t, with_grad ? &g : nullptr, o, beta);
       };
       auto run32 = [&](const TopKTeacher<float, std::int32_t>& t, const SoftTargetOptions& o) {
-        return run_topk<float, std::int32_t>(kind, student, t, with_grad ? &g : nullptr, o, kBeta);
+        return run_topk<float, std::int32_t>(kind, student, t, with_grad ? &g : nullptr, o, kTopKBeta);
       };
       const SoftTargetOptions defaults;
       // Indices: out of range (both ends), repeated in a row; int64 and int32.
       for (std::int64_t bad : {std::int64_t{-1}, n, n + 100}) {
         const std::int64_t saved = d.idx[12];
         d.idx[12] = bad;
-        check_refused([&] { return run(d.teacher(true), defaults, kBeta, student); },
-                      "teacher.indices = index " + std::to_string(bad) + " in row 2: expected vocabulary entries in [0, 37)",
-                      grad);
+        check_refused(
+            [&] { return run(d.teacher(true), defaults, kTopKBeta, student); },
+            "teacher.indices = index " + std::to_string(bad) + " in row 2: expected vocabulary entries in [0, 37)",
+            grad);
         d.idx[12] = saved;
         const std::int32_t saved32 = d32.idx[19];
         d32.idx[19] = static_cast<std::int32_t>(bad);
@@ -316,7 +294,7 @@ TEST_CASE("top-k teachers refuse bad input, name the argument and write nothing"
       {
         const std::int64_t saved = d.idx[7];
         d.idx[7] = d.idx[9];  // row 1
-        check_refused([&] { return run(d.teacher(true), defaults, kBeta, student); },
+        check_refused([&] { return run(d.teacher(true), defaults, kTopKBeta, student); },
                       "teacher.indices = a repeated index in row 1: expected k distinct entries a row", grad);
         d.idx[7] = saved;
         const std::int32_t saved32 = d32.idx[0];
@@ -332,67 +310,76 @@ TEST_CASE("top-k teachers refuse bad input, name the argument and write nothing"
         TopKTeacher<float, std::int64_t> t;
         t.logits = TensorView<const float>(many.data(), Shape{rows, n + 1});
         t.indices = TensorView<const std::int64_t>(many_idx.data(), Shape{rows, n + 1});
-        check_refused([&] { return run(t, defaults, kBeta, student); },
+        check_refused([&] { return run(t, defaults, kTopKBeta, student); },
                       "teacher.logits = [4 rows, 38]: expected k <= V (37)", grad);
         TopKTeacher<float, std::int64_t> mismatch = d.teacher(false);
         mismatch.indices = TensorView<const std::int64_t>(d.idx.data(), Shape{rows, k - 1});
-        check_refused([&] { return run(mismatch, defaults, kBeta, student); },
+        check_refused([&] { return run(mismatch, defaults, kTopKBeta, student); },
                       "teacher.indices = [4 rows, 4]: expected the shape of teacher.logits [4 rows, 5]", grad);
         mismatch = d.teacher(false);
         mismatch.indices = TensorView<const std::int64_t>(d.idx.data(), Shape{rows - 1, k});
-        check_refused([&] { return run(mismatch, defaults, kBeta, student); }, "teacher.indices = [3 rows, 5]", grad);
+        check_refused([&] { return run(mismatch, defaults, kTopKBeta, student); }, "teacher.indices = [3 rows, 5]",
+                      grad);
         TopKTeacher<float, std::int64_t> few = d.teacher(false);
         few.logits = TensorView<const float>(d.logits.data(), Shape{rows - 1, k});
         few.indices = TensorView<const std::int64_t>(d.idx.data(), Shape{rows - 1, k});
-        check_refused([&] { return run(few, defaults, kBeta, student); },
+        check_refused([&] { return run(few, defaults, kTopKBeta, student); },
                       "teacher.logits = [3 rows, 5]: expected one row of k logits per student row (4)", grad);
         TopKTeacher<float, std::int64_t> empty = d.teacher(false);
         empty.logits = TensorView<const float>(d.logits.data(), Shape{rows, 0});
         empty.indices = TensorView<const std::int64_t>(d.idx.data(), Shape{rows, 0});
-        check_refused([&] { return run(empty, defaults, kBeta, student); }, "teacher.logits.shape", grad);
-        check_refused([&] { return run(d.teacher(false), defaults, kBeta, TensorView<const float>(d.s.data(), Shape{0, n})); },
-                      "student.shape", grad);
-        check_refused([&] { return run(d.teacher(false), defaults, kBeta,
-                                       TensorView<const float>(d.s.data(), Shape{rows, n / 2}, Strides{n, 2})); },
-                      "student.strides", grad);
+        check_refused([&] { return run(empty, defaults, kTopKBeta, student); }, "teacher.logits.shape", grad);
+        check_refused(
+            [&] {
+              return run(d.teacher(false), defaults, kTopKBeta, TensorView<const float>(d.s.data(), Shape{0, n}));
+            },
+            "student.shape", grad);
+        check_refused(
+            [&] {
+              return run(d.teacher(false), defaults, kTopKBeta,
+                         TensorView<const float>(d.s.data(), Shape{rows, n / 2}, Strides{n, 2}));
+            },
+            "student.strides", grad);
       }
       // tail_mass: outside [0, 1), NaN, the wrong size.
       for (float bad : {-0.01f, 1.0f, 1.5f, kNaN, kInf}) {
         const float saved = d.tail[2];
         d.tail[2] = bad;
-        check_refused([&] { return run(d.teacher(true), defaults, kBeta, student); },
+        check_refused([&] { return run(d.teacher(true), defaults, kTopKBeta, student); },
                       "teacher.tail_mass = row 2: ", grad);
         d.tail[2] = saved;
       }
       {
         TopKTeacher<float, std::int64_t> t = d.teacher(true);
         t.tail_mass = TensorView<const float>(d.tail.data(), Shape{rows - 1});
-        check_refused([&] { return run(t, defaults, kBeta, student); },
+        check_refused([&] { return run(t, defaults, kTopKBeta, student); },
                       "teacher.tail_mass.shape = [3]: expected one contiguous entry per row (4)", grad);
       }
       // Values: NaN in the student, NaN / +inf / all -inf in the teacher's logits, the last row included.
       {
         d.s[static_cast<std::size_t>(rows * n - 1)] = kNaN;
-        check_refused([&] { return run(d.teacher(true), defaults, kBeta, student); }, "student = NaN in row 3", grad);
+        check_refused([&] { return run(d.teacher(true), defaults, kTopKBeta, student); }, "student = NaN in row 3",
+                      grad);
         std::vector<std::uint8_t> mask{1, 0, 1, 1};
         SoftTargetOptions masked;
         masked.row_mask = TensorView<const std::uint8_t>(mask.data(), Shape{rows});
-        check_refused([&] { return run(d.teacher(true), masked, kBeta, student); }, "student = NaN in row 3", grad);
+        check_refused([&] { return run(d.teacher(true), masked, kTopKBeta, student); }, "student = NaN in row 3", grad);
         d.s[static_cast<std::size_t>(rows * n - 1)] = 0.5f;
         d.s[static_cast<std::size_t>(n + 2)] = kInf;
-        check_refused([&] { return run(d.teacher(true), defaults, kBeta, student); }, "student = +inf in row 1", grad);
+        check_refused([&] { return run(d.teacher(true), defaults, kTopKBeta, student); }, "student = +inf in row 1",
+                      grad);
         d.s[static_cast<std::size_t>(n + 2)] = 0.5f;
         const std::vector<float> saved = d.logits;
         d.logits[static_cast<std::size_t>(rows * k - 1)] = kNaN;
-        check_refused([&] { return run(d.teacher(true), defaults, kBeta, student); },
+        check_refused([&] { return run(d.teacher(true), defaults, kTopKBeta, student); },
                       "teacher.logits = NaN in row 3", grad);
         d.logits = saved;
         d.logits[static_cast<std::size_t>(k)] = kInf;
-        check_refused([&] { return run(d.teacher(true), defaults, kBeta, student); },
+        check_refused([&] { return run(d.teacher(true), defaults, kTopKBeta, student); },
                       "teacher.logits = +inf in row 1", grad);
         d.logits = saved;
         std::fill(d.logits.begin() + 2 * k, d.logits.begin() + 3 * k, -kInf);
-        check_refused([&] { return run(d.teacher(true), defaults, kBeta, student); },
+        check_refused([&] { return run(d.teacher(true), defaults, kTopKBeta, student); },
                       "teacher.logits = row 2 all -inf", grad);
         d.logits = saved;
       }
@@ -400,23 +387,24 @@ TEST_CASE("top-k teachers refuse bad input, name the argument and write nothing"
       for (float bad_t : {0.0f, -2.0f, kNaN, kInf}) {
         SoftTargetOptions o;
         o.temperature = bad_t;
-        check_refused([&] { return run(d.teacher(true), o, kBeta, student); }, "options.temperature", grad);
+        check_refused([&] { return run(d.teacher(true), o, kTopKBeta, student); }, "options.temperature", grad);
       }
       {
         SoftTargetOptions o;
         o.grad_scale = static_cast<double>(kNaN);
-        check_refused([&] { return run(d.teacher(true), o, kBeta, student); }, "options.grad_scale", grad);
+        check_refused([&] { return run(d.teacher(true), o, kTopKBeta, student); }, "options.grad_scale", grad);
         std::vector<std::uint8_t> mask(static_cast<std::size_t>(rows + 1), 1);
         SoftTargetOptions m;
         m.row_mask = TensorView<const std::uint8_t>(mask.data(), Shape{rows + 1});
-        check_refused([&] { return run(d.teacher(true), m, kBeta, student); }, "options.row_mask.shape = [5]", grad);
+        check_refused([&] { return run(d.teacher(true), m, kTopKBeta, student); }, "options.row_mask.shape = [5]",
+                      grad);
       }
-      if (kind == Kind::jsd)
+      if (kind == Divergence::jsd)
         for (double bad_beta : {-0.5, 1.5, static_cast<double>(kNaN)})
           check_refused([&] { return run(d.teacher(true), defaults, bad_beta, student); }, "beta = ", grad);
     }
     // The gradient view.
-    std::vector<float> wide(static_cast<std::size_t>((rows + 1) * (n + 1)), kPoison);
+    std::vector<float> wide(static_cast<std::size_t>((rows + 1) * (n + 1)), kLogitPoison);
     const TopKTeacher<float, std::int64_t> t = d.teacher(true);
     for (const Shape& bad : {Shape{rows, n + 1}, Shape{rows + 1, n}}) {
       const TensorView<float> wrong(wide.data(), bad);
@@ -442,7 +430,7 @@ TEST_CASE("top-k teachers refuse bad input, name the argument and write nothing"
 
 TEST_CASE("every SIMD level gives the same top-k losses and gradients (float, half, bfloat16)", "[distill][topk][simd]") {
   SimdLevelGuard guard;
-  for (Kind kind : kKinds) {
+  for (Divergence kind : kDivergences) {
     for (std::int64_t n : {1, 7, 1023, 1024, 1025, 3000}) {
       const std::int64_t k = std::min<std::int64_t>(n, 20);
       const TopKData<> d(3, n, k, 60 + static_cast<unsigned>(n), 1.3, 2.5f);
@@ -458,11 +446,12 @@ TEST_CASE("every SIMD level gives the same top-k losses and gradients (float, ha
         for (float x : d.s) s.push_back(T(x));
         const TypedTeacher<T, std::int64_t> teacher(d, with_tail);
         cpu::simd_level() = cpu::SimdLevel::scalar;
-        const Result<T> base = topk_result<T, std::int64_t>(kind, s, teacher.teacher, d.shape(), o);
+        const LossAndGrad<T> base = topk_result<T, std::int64_t>(kind, s, teacher.teacher, d.shape(), o);
         for (cpu::SimdLevel level : supported_levels()) {
-          INFO(kind_name(kind) << ", V = " << n << ", level " << static_cast<int>(level) << ", element size " << sizeof(T));
+          INFO(divergence_name(kind) << ", V = " << n << ", level " << static_cast<int>(level) << ", element size "
+                                     << sizeof(T));
           cpu::simd_level() = level;
-          const Result<T> r = topk_result<T, std::int64_t>(kind, s, teacher.teacher, d.shape(), o);
+          const LossAndGrad<T> r = topk_result<T, std::int64_t>(kind, s, teacher.teacher, d.shape(), o);
           check_same_across_levels(r.loss, r.grad, base.loss, base.grad);
         }
       };
@@ -476,9 +465,9 @@ TEST_CASE("every SIMD level gives the same top-k losses and gradients (float, ha
 TEMPLATE_TEST_CASE("half and bfloat16 top-k losses equal float on the same rounded values", "[distill][topk][types]",
                    half, bfloat16) {
   using T = TestType;
-  for (Kind kind : kKinds) {
+  for (Divergence kind : kDivergences) {
     for (std::int64_t n : {8, 300}) {
-      INFO(kind_name(kind) << ", V = " << n);
+      INFO(divergence_name(kind) << ", V = " << n);
       const TopKData<std::int32_t> d(4, n, 6, 80 + static_cast<unsigned>(n), 2.0, 3.0f);
       std::vector<T> s;
       std::vector<float> sf;
@@ -491,12 +480,12 @@ TEMPLATE_TEST_CASE("half and bfloat16 top-k losses equal float on the same round
       for (const T& x : low_teacher.logits) rounded_logits.push_back(static_cast<float>(x));
       TopKTeacher<float, std::int32_t> float_teacher = d.teacher(true);
       float_teacher.logits = TensorView<const float>(rounded_logits.data(), Shape{d.rows, d.k});
-      for (Reduction red : kReductions) {
+      for (Reduction red : kDistillReductions) {
         SoftTargetOptions o;
         o.temperature = 2.0f;
         o.reduction = red;
-        const Result<T> low = topk_result<T, std::int32_t>(kind, s, low_teacher.teacher, d.shape(), o);
-        const Result<float> full = topk_result<float, std::int32_t>(kind, sf, float_teacher, d.shape(), o);
+        const LossAndGrad<T> low = topk_result<T, std::int32_t>(kind, s, low_teacher.teacher, d.shape(), o);
+        const LossAndGrad<float> full = topk_result<float, std::int32_t>(kind, sf, float_teacher, d.shape(), o);
         CHECK(close_rel(low.loss.value, full.loss.value, 1e-5));
         const double sub = std::is_same<T, half>::value ? 0x1p-25 : 0.0;
         check_near(low.grad, full.grad, 1e-6 * largest(full.grad) + sub, unit_roundoff<T>(), "grad");
@@ -515,16 +504,16 @@ TEMPLATE_TEST_CASE("top-k gradients: grad_scale multiplies, accumulate adds, mas
   const std::vector<std::uint8_t> mask{1, 0, 1, 1, 0};
   const double u = std::is_same<T, float>::value ? 0x1p-23 : 2.0 * unit_roundoff<T>();
   const double sub = std::is_same<T, half>::value ? 0x1p-24 : 0.0;
-  for (Kind kind : kKinds) {
-    for (Reduction red : kReductions) {
-      INFO(kind_name(kind) << ", " << to_string(red));
+  for (Divergence kind : kDivergences) {
+    for (Reduction red : kDistillReductions) {
+      INFO(divergence_name(kind) << ", " << to_string(red));
       SoftTargetOptions o;
       o.reduction = red;
       o.temperature = 1.5f;
-      const Result<T> unit = topk_result<T, std::int64_t>(kind, s, teacher.teacher, d.shape(), o);
+      const LossAndGrad<T> unit = topk_result<T, std::int64_t>(kind, s, teacher.teacher, d.shape(), o);
       for (double scale : {2.5, -4.0}) {
         o.grad_scale = scale;
-        const Result<T> scaled = topk_result<T, std::int64_t>(kind, s, teacher.teacher, d.shape(), o);
+        const LossAndGrad<T> scaled = topk_result<T, std::int64_t>(kind, s, teacher.teacher, d.shape(), o);
         CHECK(scaled.loss.value == unit.loss.value);
         std::vector<double> want;
         for (const T& x : unit.grad) want.push_back(scale * to_d(x));
@@ -548,7 +537,7 @@ TEMPLATE_TEST_CASE("top-k gradients: grad_scale multiplies, accumulate adds, mas
       const TensorView<T> kv(kept.data(), d.shape());
       run_topk<T, std::int64_t>(kind, TensorView<const T>(s.data(), d.shape()), teacher.teacher, &kv, o);
       o.accumulate = false;
-      const Result<T> masked = topk_result<T, std::int64_t>(kind, s, teacher.teacher, d.shape(), o);
+      const LossAndGrad<T> masked = topk_result<T, std::int64_t>(kind, s, teacher.teacher, d.shape(), o);
       for (std::int64_t r = 0; r < d.rows; ++r) {
         if (mask[static_cast<std::size_t>(r)]) continue;
         CHECK(std::memcmp(kept.data() + r * d.n, before.data() + r * d.n, static_cast<std::size_t>(d.n) * sizeof(T)) == 0);
@@ -560,22 +549,22 @@ TEMPLATE_TEST_CASE("top-k gradients: grad_scale multiplies, accumulate adds, mas
 
 TEST_CASE("top-k teachers: strided rows equal a contiguous copy, gaps untouched; [B, L, V] = [B*L, V]; loss only = "
           "with grad", "[distill][topk][layout]") {
-  for (Kind kind : kKinds) {
+  for (Divergence kind : kDivergences) {
     for (std::int64_t n : {9, 1100}) {
-      INFO(kind_name(kind) << ", V = " << n);
+      INFO(divergence_name(kind) << ", V = " << n);
       const std::int64_t b = 2, l = 3, rows = b * l, k = 4, stride = n + 3, kstride = k + 2;
       const TopKData<> d(rows, n, k, 400 + static_cast<unsigned>(n));
       std::vector<std::uint8_t> mask{1, 0, 1, 1, 1, 1};
       SoftTargetOptions o;
       o.reduction = Reduction::none;
       o.row_mask = TensorView<const std::uint8_t>(mask.data(), Shape{rows});
-      const Result<float> flat = topk_result<float, std::int64_t>(kind, d.s, d.teacher(true), d.shape(), o);
+      const LossAndGrad<float> flat = topk_result<float, std::int64_t>(kind, d.s, d.teacher(true), d.shape(), o);
       const Loss only = run_topk<float, std::int64_t>(kind, TensorView<const float>(d.s.data(), d.shape()),
                                                       d.teacher(true), nullptr, o);
       CHECK(only.value == flat.loss.value);
       CHECK(only.per_row == flat.loss.per_row);
 
-      std::vector<float> ws(static_cast<std::size_t>(rows * stride + 1), 0.0f), wg(ws.size(), kPoison);
+      std::vector<float> ws(static_cast<std::size_t>(rows * stride + 1), 0.0f), wg(ws.size(), kLogitPoison);
       std::vector<float> wl(static_cast<std::size_t>(rows * kstride), 0.0f);
       std::vector<std::int64_t> wi(wl.size(), 0);
       for (std::int64_t r = 0; r < rows; ++r) {
@@ -592,7 +581,7 @@ TEST_CASE("top-k teachers: strided rows equal a contiguous copy, gaps untouched;
           kind, TensorView<const float>(ws.data() + 1, Shape{rows, n}, Strides{stride, 1}), strided_teacher, &gv, o);
       CHECK(strided.value == flat.loss.value);
       CHECK(strided.per_row == flat.loss.per_row);
-      check_strided_grad(wg, flat.grad, stride, n, kPoison);
+      check_strided_grad(wg, flat.grad, stride, n, kLogitPoison);
 
       SoftTargetOptions o3 = o;
       o3.row_mask = TensorView<const std::uint8_t>(mask.data(), Shape{b, l});
@@ -600,7 +589,7 @@ TEST_CASE("top-k teachers: strided rows equal a contiguous copy, gaps untouched;
       t3.logits = TensorView<const float>(d.logits.data(), Shape{b, l, k});
       t3.indices = TensorView<const std::int64_t>(d.idx.data(), Shape{b, l, k});
       t3.tail_mass = TensorView<const float>(d.tail.data(), Shape{b, l});
-      std::vector<float> g3(d.s.size(), kPoison);
+      std::vector<float> g3(d.s.size(), kLogitPoison);
       const TensorView<float> g3v(g3.data(), Shape{b, l, n});
       const Loss three = run_topk<float, std::int64_t>(kind, TensorView<const float>(d.s.data(), Shape{b, l, n}), t3,
                                                        &g3v, o3);

@@ -31,10 +31,10 @@ std::map<std::string, LinearInputStats> two_linears() {
   return {{"layers.0.q_proj", q}, {"layers.0.down_proj", down}};
 }
 
-// A file written with any tensors and metadata (for hostile cases).
-void write_raw(const std::string& path, const std::map<std::string, std::vector<double>>& f64,
-               const std::map<std::string, std::vector<std::int64_t>>& shapes,
-               const std::map<std::string, std::string>& metadata, ScalarType dtype = ScalarType::f64) {
+// A file of any tensors, given as doubles and written as dtype, and any metadata (for hostile cases).
+void write_doubles_as(const std::string& path, const std::map<std::string, std::vector<double>>& f64,
+                      const std::map<std::string, std::vector<std::int64_t>>& shapes,
+                      const std::map<std::string, std::string>& metadata, ScalarType dtype = ScalarType::f64) {
   std::vector<TensorDeclaration> decl;
   for (const auto& [name, v] : f64) decl.push_back({name, dtype, shapes.at(name)});
   SafetensorsWriter w(path, decl, metadata);
@@ -96,8 +96,8 @@ TEST_CASE("a HessianObserver's Hessian is read back bit for bit; F32 statistics 
   CHECK(back.values == h.values);
   CHECK(back.samples == 50);
 
-  write_raw(dir.file("f32.safetensors"), {{"fc.act_norm", {1.5, 2.25}}}, {{"fc.act_norm", {2}}},
-            {{"shrink.calibration", "1"}, {"fc.samples", "9"}}, ScalarType::f32);
+  write_doubles_as(dir.file("f32.safetensors"), {{"fc.act_norm", {1.5, 2.25}}}, {{"fc.act_norm", {2}}},
+                   {{"shrink.calibration", "1"}, {"fc.samples", "9"}}, ScalarType::f32);
   CHECK(CalibrationStatsFile(dir.file("f32.safetensors")).act_norm("fc") == std::vector<double>{1.5, 2.25});
 }
 
@@ -109,7 +109,7 @@ TEST_CASE("hostile calibration files: one Error each, naming the tensor or key",
                         const std::map<std::string, std::vector<std::int64_t>>& shapes,
                         const std::map<std::string, std::string>& meta, const char* needle,
                         ScalarType dtype = ScalarType::f64) {
-    write_raw(path, t, shapes, meta, dtype);
+    write_doubles_as(path, t, shapes, meta, dtype);
     CHECK_THROWS_WITH(CalibrationStatsFile(path), Catch::Contains(needle));
   };
   const std::vector<double> h2 = {1.0, 0.5, 0.5, 2.0};
@@ -138,7 +138,7 @@ TEST_CASE("hostile calibration files: one Error each, naming the tensor or key",
   // Values are checked when read.
   auto reads_with = [&](const std::string& name, std::vector<double> v, std::vector<std::int64_t> shape,
                         const char* needle) {
-    write_raw(path, {{name, v}}, {{name, shape}}, ok_meta);
+    write_doubles_as(path, {{name, v}}, {{name, shape}}, ok_meta);
     const CalibrationStatsFile f(path);
     if (name == "fc.hessian") CHECK_THROWS_WITH(f.hessian("fc"), Catch::Contains(needle));
     if (name == "fc.act_norm") CHECK_THROWS_WITH(f.act_norm("fc"), Catch::Contains(needle));

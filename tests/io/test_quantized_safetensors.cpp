@@ -47,8 +47,8 @@ std::vector<std::uint8_t> bytes_of(const std::vector<T>& values) {
   return out;
 }
 
-void write_raw(const std::string& path, const std::vector<RawTensor>& tensors,
-               const std::map<std::string, std::string>& metadata) {
+void write_raw_tensors(const std::string& path, const std::vector<RawTensor>& tensors,
+                       const std::map<std::string, std::string>& metadata) {
   SafetensorsWriter writer(path);
   for (const auto& t : tensors) writer.add_tensor(t.name, t.dtype, t.shape);
   for (const auto& m : metadata) writer.add_metadata(m.first, m.second);
@@ -401,7 +401,7 @@ TEST_CASE("hostile parameter tensors and metadata are rejected", "[io][quantized
   const std::string path = dir.file("hostile.safetensors");
 
   // The valid file reads.
-  write_raw(path, {v.scale(), v.data(), v.zero_point()}, v.metadata(v.record()));
+  write_raw_tensors(path, {v.scale(), v.data(), v.zero_point()}, v.metadata(v.record()));
   {
     const SafetensorsFile file(path);
     require_same(read_quantized(file, "w"), v.q);
@@ -475,7 +475,7 @@ TEST_CASE("hostile parameter tensors and metadata are rejected", "[io][quantized
   };
   for (const Case& c : cases) {
     CAPTURE(c.what);
-    write_raw(path, c.tensors, c.metadata);
+    write_raw_tensors(path, c.tensors, c.metadata);
     require_rejected(dir, path, c.expected);
   }
 }
@@ -486,11 +486,12 @@ TEST_CASE("a tensor claimed by two records is rejected", "[io][quantized_safeten
   const TensorView<const float> view(x.data(), Shape{4});
   // "w_scale" is w's scale and also claims to be a cast tensor of its own.
   const std::string path = dir.file("q.safetensors");
-  write_raw(path, {{"w_scale", ScalarType::f32, {}, bytes_of(std::vector<float>{0.5f})},
-                   {"w", ScalarType::i8, {4}, {1, 2, 3, 4}}},
-            {{"shrink.format_version", "1"},
-             {"shrink.quant.w", R"({"dtype":"int8","scheme":"symmetric","granularity":"per_tensor","shape":[4]})"},
-             {"shrink.quant.w_scale", R"({"dtype":"fp16","shape":[]})"}});
+  write_raw_tensors(
+      path,
+      {{"w_scale", ScalarType::f32, {}, bytes_of(std::vector<float>{0.5f})}, {"w", ScalarType::i8, {4}, {1, 2, 3, 4}}},
+      {{"shrink.format_version", "1"},
+       {"shrink.quant.w", R"({"dtype":"int8","scheme":"symmetric","granularity":"per_tensor","shape":[4]})"},
+       {"shrink.quant.w_scale", R"({"dtype":"fp16","shape":[]})"}});
   const SafetensorsFile file(path);
   REQUIRE_THROWS_WITH(quantization_records(file), Catch::Contains("expected F16 []"));
   (void)view;
@@ -646,7 +647,7 @@ TEST_CASE("hostile input scales are rejected, each with one Error, and dequantiz
   const RawTensor good = scale({0.5f, 1.0f, 2.0f, 4.0f, 1.5f, 0.25f});
 
   // The valid file reads, with the weight divided by s.
-  write_raw(path, {v.scale(), v.data(), v.zero_point(), good}, v.metadata(with_field));
+  write_raw_tensors(path, {v.scale(), v.data(), v.zero_point(), good}, v.metadata(with_field));
   {
     const SafetensorsFile file(path);
     std::vector<float> expected = dequantize(v.q);
@@ -739,7 +740,7 @@ TEST_CASE("hostile input scales are rejected, each with one Error, and dequantiz
   };
   for (const Case& c : cases) {
     CAPTURE(c.what);
-    write_raw(path, c.tensors, c.metadata);
+    write_raw_tensors(path, c.tensors, c.metadata);
     require_rejected(dir, path, c.expected);
   }
 }
@@ -849,7 +850,7 @@ TEST_CASE("hostile fractional zero points are rejected, each with one Error, and
   };
   const std::vector<float> z = {1.5f, -0.25f, 300.0f, 0.75f};  // finite is all that is asked
   // The valid file reads, with (float(q) − z) · s.
-  write_raw(path, {v.scale(), v.data(), zero(z)}, v.metadata(with_field));
+  write_raw_tensors(path, {v.scale(), v.data(), zero(z)}, v.metadata(with_field));
   {
     const SafetensorsFile file(path);
     const QuantizedTensor q = read_quantized(file, "w");
@@ -913,7 +914,7 @@ TEST_CASE("hostile fractional zero points are rejected, each with one Error, and
   };
   for (const Case& c : cases) {
     CAPTURE(c.what);
-    write_raw(path, c.tensors, v.metadata(c.record));
+    write_raw_tensors(path, c.tensors, v.metadata(c.record));
     require_rejected(dir, path, c.expected);
   }
 }

@@ -109,4 +109,12 @@ inline std::vector<float> normal_values(std::size_t n, std::mt19937& rng, float 
   return v;
 }
 
+// n values drawn uniformly from [low, high] (the whole int8 range unless told).
+inline std::vector<std::int8_t> random_int8(std::size_t n, std::mt19937& rng, int low = -128, int high = 127) {
+  std::uniform_int_distribution<int> d(low, high);
+  std::vector<std::int8_t> v(n);
+  for (auto& b : v) b = static_cast<std::int8_t>(d(rng));
+  return v;
+}
+
 }  // namespace shrink::test

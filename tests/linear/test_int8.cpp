@@ -19,15 +19,9 @@ using namespace shrink;
 using namespace shrink::cpu;
 using shrink::test::at_each_level;
 using shrink::test::kPoison;
+using shrink::test::random_int8;
 
 namespace {
-
-std::vector<std::int8_t> random_int8(std::size_t n, std::mt19937& rng, int low = -128, int high = 127) {
-  std::uniform_int_distribution<int> d(low, high);
-  std::vector<std::int8_t> v(n);
-  for (auto& b : v) b = static_cast<std::int8_t>(d(rng));
-  return v;
-}
 
 std::vector<std::int64_t> reference_s8s8(const std::vector<std::int8_t>& x, const std::vector<std::int8_t>& w,
                                          std::int64_t m_total, std::int64_t n_total, std::int64_t k_total) {

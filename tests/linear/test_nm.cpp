@@ -23,6 +23,7 @@ using namespace shrink;
 using namespace shrink::cpu;
 using shrink::test::at_each_level;
 using shrink::test::kPoison;
+using shrink::test::random_int8;
 
 TEST_CASE("linear_nm matches a double reference of the decompressed weight at every SIMD level", "[cpu][linear][nm]") {
   std::mt19937 rng(41);
@@ -156,13 +157,6 @@ std::vector<float> widened(const std::vector<T>& v) {
   std::vector<float> f(v.size());
   for (std::size_t i = 0; i < v.size(); ++i) f[i] = static_cast<float>(v[i]);
   return f;
-}
-
-std::vector<std::int8_t> random_int8(std::size_t count, std::mt19937& rng) {
-  std::uniform_int_distribution<int> value(-128, 127);
-  std::vector<std::int8_t> v(count);
-  for (auto& q : v) q = static_cast<std::int8_t>(value(rng));
-  return v;
 }
 
 template <class T>

@@ -11,26 +11,18 @@
 #include "shrink/prune/norm.hpp"
 #include "shrink/prune/structured.hpp"
 #include "support/golden.hpp"
+#include "support/prune_golden.hpp"
 #include "support/random.hpp"
+#include "support/strings.hpp"
 
 using namespace shrink;
 using namespace shrink::prune;
 
 namespace {
 
-NormOrder golden_norm(const std::string& name) {
-  if (name == "l1") return NormOrder::l1;
-  if (name == "l2") return NormOrder::l2;
-  REQUIRE(name == "inf");
-  return NormOrder::inf;
-}
-
-Amount golden_amount(const test::GoldenCase& c) {
-  if (c.has("amount_count")) return Amount::count(c.ints("amount_count")[0]);
-  return Amount::fraction(c.doubles("amount_fraction")[0]);
-}
-
-bool starts_with(const std::string& s, const std::string& prefix) { return s.compare(0, prefix.size(), prefix) == 0; }
+using test::golden_amount;
+using test::golden_norm;
+using test::starts_with;
 
 // Per block of a [rows, cols] mask: 1 all kept, 0 all pruned, -1 mixed; row-major over the block grid.
 std::vector<int> block_states(const Mask& mask, std::int64_t block_rows, std::int64_t block_cols) {

@@ -11,6 +11,7 @@
 
 #include "shrink/prune/iterative.hpp"
 #include "support/golden.hpp"
+#include "support/prune_golden.hpp"
 #include "support/random.hpp"
 
 using namespace shrink;
@@ -18,15 +19,8 @@ using namespace shrink::prune;
 
 namespace {
 
-Mask mask_from_golden(const Shape& shape, const std::vector<std::int64_t>& keep) {
-  std::vector<std::uint8_t> bytes(keep.begin(), keep.end());
-  return Mask::from_bytes(shape, bytes.data());
-}
-
-Amount amount_from_golden(const test::GoldenCase& c, const std::string& kind, const std::string& value) {
-  const double v = c.doubles(value)[0];
-  return c.text(kind) == "count" ? Amount::count(static_cast<std::int64_t>(v)) : Amount::fraction(v);
-}
+using test::amount_from_golden;
+using test::mask_from_golden;
 
 // shrink's rule among the kept elements: smallest |w| first, the higher index first among equal |w|.
 Mask reference_prune(const std::vector<float>& w, const Mask& current, std::int64_t k) {

@@ -10,26 +10,20 @@
 #include "shrink/prune/norm.hpp"
 #include "shrink/prune/structured.hpp"
 #include "support/golden.hpp"
+#include "support/prune_golden.hpp"
 #include "support/random.hpp"
+#include "support/strings.hpp"
 
 using namespace shrink;
 using namespace shrink::prune;
 
 namespace {
 
+using test::golden_amount;
+using test::golden_norm;
+using test::starts_with;
+
 const char* const kGolden = "golden/prune_structured.golden";
-
-NormOrder golden_norm(const std::string& name) {
-  if (name == "l1") return NormOrder::l1;
-  if (name == "l2") return NormOrder::l2;
-  REQUIRE(name == "inf");
-  return NormOrder::inf;
-}
-
-Amount golden_amount(const test::GoldenCase& c, const std::string& prefix = "") {
-  if (c.has(prefix + "amount_count")) return Amount::count(c.ints(prefix + "amount_count")[0]);
-  return Amount::fraction(c.doubles(prefix + "amount_fraction")[0]);
-}
 
 Shape golden_shape(const test::GoldenCase& c) { return Shape(c.ints("shape")); }
 
@@ -38,8 +32,6 @@ Mask golden_mask(const test::GoldenCase& c, const std::string& key) {
   const std::vector<std::uint8_t> bytes(bits.begin(), bits.end());
   return Mask::from_bytes(golden_shape(c), bytes.data());
 }
-
-bool starts_with(const std::string& s, const std::string& prefix) { return s.compare(0, prefix.size(), prefix) == 0; }
 
 // Per slice along `axis`: 1 when every element is kept, 0 when every element is pruned, -1 when mixed.
 std::vector<int> slice_states(const Mask& mask, int axis) {

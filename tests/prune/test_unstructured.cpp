@@ -15,6 +15,7 @@
 #include "shrink/cpu/simd.hpp"
 #include "shrink/prune/unstructured.hpp"
 #include "support/golden.hpp"
+#include "support/prune_golden.hpp"
 #include "support/random.hpp"
 
 using namespace shrink;
@@ -22,17 +23,10 @@ using namespace shrink::prune;
 
 namespace {
 
+using test::amount_from_golden;
+using test::mask_from_golden;
+
 Shape shape_of(const std::vector<std::int64_t>& sizes) { return Shape(sizes); }
-
-Mask mask_from_golden(const Shape& shape, const std::vector<std::int64_t>& keep) {
-  std::vector<std::uint8_t> bytes(keep.begin(), keep.end());
-  return Mask::from_bytes(shape, bytes.data());
-}
-
-Amount amount_from_golden(const test::GoldenCase& c, const std::string& kind, const std::string& value) {
-  const double v = c.reals.count(value) ? c.doubles(value)[0] : static_cast<double>(c.ints(value)[0]);
-  return c.text(kind) == "count" ? Amount::count(static_cast<std::int64_t>(v)) : Amount::fraction(v);
-}
 
 // shrink's rule, by sorting: order by |w| (float bits), then by global index descending; prune the first k.
 std::vector<std::uint8_t> reference_keep(const std::vector<float>& values, std::int64_t k) {

@@ -9,19 +9,17 @@
 
 #include "shrink/prune/wanda.hpp"
 #include "support/golden.hpp"
+#include "support/prune_golden.hpp"
 #include "support/random.hpp"
+#include "support/strings.hpp"
 
 using namespace shrink;
 using namespace shrink::prune;
 
 namespace {
 
-Amount golden_amount(const test::GoldenCase& c) {
-  if (c.has("amount_count")) return Amount::count(c.ints("amount_count")[0]);
-  return Amount::fraction(c.doubles("amount_fraction")[0]);
-}
-
-bool starts_with(const std::string& s, const std::string& prefix) { return s.compare(0, prefix.size(), prefix) == 0; }
+using test::golden_amount;
+using test::starts_with;
 
 }  // namespace
 

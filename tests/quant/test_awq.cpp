@@ -62,7 +62,7 @@ std::map<std::string, Group> golden_groups(const std::vector<test::GoldenCase>& 
   return groups;
 }
 
-AwqOptions options_of(const test::GoldenCase& c) {
+AwqOptions awq_options_of(const test::GoldenCase& c) {
   AwqOptions o;
   o.bits = static_cast<int>(c.ints("bits")[0]);
   o.symmetry = c.ints("symmetric")[0] ? Symmetry::symmetric : Symmetry::affine;
@@ -73,7 +73,7 @@ AwqOptions options_of(const test::GoldenCase& c) {
 }
 
 // mean over rows and outputs of (X·Wᵀ − X·W'ᵀ)², W' = dequantize(t)·diag(s)⁻¹, in double.
-double output_error(const Group& g, std::size_t k, const QuantizedTensor& t, const std::vector<float>& s) {
+double mean_squared_output_error(const Group& g, std::size_t k, const QuantizedTensor& t, const std::vector<float>& s) {
   const std::vector<float> w_hat = dequantize(t);
   const std::int64_t n = g.x_shape[0], in = g.x_shape[1], out = g.shapes[k][0];
   Eigen::MatrixXd x(n, in), d(out, in);
@@ -107,7 +107,7 @@ std::vector<float> random_x(std::int64_t n, std::int64_t in, unsigned seed) {
   return x;
 }
 
-std::vector<float> random_weight(std::int64_t out, std::int64_t in, unsigned seed) {
+std::vector<float> random_normal_weight(std::int64_t out, std::int64_t in, unsigned seed) {
   std::mt19937 rng(seed);
   std::normal_distribution<float> normal(0.0f, 0.05f);
   std::vector<float> w(static_cast<std::size_t>(out * in));
@@ -134,7 +134,7 @@ TEST_CASE("awq_search equals the PyTorch reference from the paper", "[quant][awq
     INFO(c.name);
     ++cases_run;
     const Group& g = groups.at(c.text("layer"));
-    const AwqOptions o = options_of(c);
+    const AwqOptions o = awq_options_of(c);
     const AwqResult r = awq_search(g.views(), g.x_view(), o);
     CHECK(r.alpha_index == c.ints("alpha_index")[0]);
     CHECK(r.alpha == static_cast<double>(r.alpha_index) / o.grid);
@@ -193,7 +193,7 @@ TEST_CASE("awq_search from a Hessian and s_x equals the search from X; max_rows 
           "[quant][awq]") {
   const std::int64_t n = 300, in = 64;
   const std::vector<float> x = random_x(n, in, 1);
-  const std::vector<float> w0 = random_weight(48, in, 2), w1 = random_weight(16, in, 3);
+  const std::vector<float> w0 = random_normal_weight(48, in, 2), w1 = random_normal_weight(16, in, 3);
   const std::vector<TensorView<const float>> weights{TensorView<const float>(w0.data(), Shape{48, in}),
                                                      TensorView<const float>(w1.data(), Shape{16, in})};
   AwqOptions o;
@@ -251,10 +251,10 @@ TEST_CASE("AWQ's layer output error is below round-to-nearest's at 3 and 4 bits,
       const std::vector<float> ones(r.scales.size(), 1.0f);
       for (std::size_t k = 0; k < g.weights.size(); ++k) {
         const TensorView<const float> w = g.views()[k];
-        awq += output_error(g, k, awq_quantize(w, r.scales, o), r.scales);
-        rtn += output_error(g, k, quantize(w, awq_scheme(o)), ones);
-        clipped +=
-            output_error(g, k, awq_quantize(w, r.scales, o, awq_clip_search(w, g.x_view(), r.scales, o)), r.scales);
+        awq += mean_squared_output_error(g, k, awq_quantize(w, r.scales, o), r.scales);
+        rtn += mean_squared_output_error(g, k, quantize(w, awq_scheme(o)), ones);
+        clipped += mean_squared_output_error(
+            g, k, awq_quantize(w, r.scales, o, awq_clip_search(w, g.x_view(), r.scales, o)), r.scales);
       }
       CHECK(awq == Approx(r.loss).epsilon(1e-9));
       CHECK(rtn == Approx(r.rtn_loss).epsilon(1e-9));
@@ -282,7 +282,7 @@ TEST_CASE("duo scaling and the weight magnitude s_w", "[quant][awq]") {
 
   const std::int64_t n = 200, in = 64;
   const std::vector<float> x = random_x(n, in, 4);
-  const std::vector<float> w0 = random_weight(32, in, 5);
+  const std::vector<float> w0 = random_normal_weight(32, in, 5);
   AwqOptions o;
   o.duo_scaling = true;
   const AwqResult r = awq_search({TensorView<const float>(w0.data(), Shape{32, in})},
@@ -296,7 +296,7 @@ TEST_CASE("a channel whose activations are always zero gets a finite factor", "[
   const std::int64_t n = 100, in = 64;
   std::vector<float> x = random_x(n, in, 6);
   for (std::int64_t t = 0; t < n; ++t) x[static_cast<std::size_t>(t * in + 9)] = 0.0f;
-  const std::vector<float> w = random_weight(24, in, 7);
+  const std::vector<float> w = random_normal_weight(24, in, 7);
   for (bool duo : {false, true}) {
     AwqOptions o;
     o.duo_scaling = duo;
@@ -316,7 +316,7 @@ TEST_CASE("folding 1/s before the layer leaves the float model's function unchan
   const std::int64_t n = 64, in = 64, hidden = 48;
   std::mt19937 rng(8);
   std::normal_distribution<float> normal(0.0f, 1.0f);
-  const std::vector<float> w = random_weight(hidden, in, 9);
+  const std::vector<float> w = random_normal_weight(hidden, in, 9);
   std::vector<float> x(static_cast<std::size_t>(n * in)), gamma(static_cast<std::size_t>(in)),
       beta(static_cast<std::size_t>(in));
   for (float& v : x) v = normal(rng);
@@ -389,7 +389,7 @@ TEST_CASE("folding 1/s before the layer leaves the float model's function unchan
   }
   SECTION("Linear + Linear: W_prev[j, :] / s_j, b_prev / s") {
     // y = W·(W_prev·x + b_prev): x [n, in] → W_prev [in, in] → W [hidden, in].
-    const std::vector<float> prev = random_weight(in, in, 10);
+    const std::vector<float> prev = random_normal_weight(in, in, 10);
     std::vector<float> bias(static_cast<std::size_t>(in));
     for (float& v : bias) v = normal(rng);
     auto two = [&](const std::vector<float>& p, const std::vector<float>& pb, const std::vector<float>& weight) {
@@ -471,7 +471,7 @@ TEST_CASE("ActivationMeanAbsObserver: mean |x| per channel over batches of any l
 TEST_CASE("awq_search, awq_clip_search and awq_quantize give the same bytes on any executor", "[quant][awq][threads]") {
   const std::int64_t n = 256, in = 128;
   const std::vector<float> x = random_x(n, in, 11);
-  const std::vector<float> w0 = random_weight(160, in, 12), w1 = random_weight(40, in, 13);
+  const std::vector<float> w0 = random_normal_weight(160, in, 12), w1 = random_normal_weight(40, in, 13);
   const std::vector<TensorView<const float>> weights{TensorView<const float>(w0.data(), Shape{160, in}),
                                                      TensorView<const float>(w1.data(), Shape{40, in})};
   for (bool duo : {false, true}) {
@@ -497,7 +497,7 @@ TEST_CASE("awq_search, awq_clip_search and awq_quantize give the same bytes on a
 TEST_CASE("AWQ: every bad input is one Error naming it", "[quant][awq][errors]") {
   const std::int64_t n = 16, in = 64;
   const std::vector<float> x = random_x(n, in, 14);
-  const std::vector<float> w = random_weight(8, in, 15), narrow = random_weight(8, 32, 16);
+  const std::vector<float> w = random_normal_weight(8, in, 15), narrow = random_normal_weight(8, 32, 16);
   const TensorView<const float> wv(w.data(), Shape{8, in}), xv(x.data(), Shape{n, in});
   const AwqOptions o;
   auto search_throws = [&](const std::vector<TensorView<const float>>& ws, const TensorView<const float>& xs,

@@ -23,7 +23,7 @@ using namespace shrink::quant;
 
 namespace {
 
-GptqOptions options_of(const test::GoldenCase& c) {
+GptqOptions gptq_options_of(const test::GoldenCase& c) {
   GptqOptions o;
   o.bits = static_cast<int>(c.ints("bits")[0]);
   o.symmetry = c.ints("symmetric")[0] ? Symmetry::symmetric : Symmetry::affine;
@@ -35,7 +35,7 @@ GptqOptions options_of(const test::GoldenCase& c) {
 }
 
 // A random SPD Hessian 2/n XᵀX of correlated rows X = Z·A.
-Hessian random_hessian(std::int64_t in, unsigned seed) {
+Hessian random_correlated_hessian(std::int64_t in, unsigned seed) {
   std::mt19937 rng(seed);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   const std::int64_t tokens = 2 * in, k = in / 2;
@@ -69,7 +69,7 @@ TEST_CASE("gptq_quantize equals the PyTorch reference from the paper, except whe
     INFO(c.name);
     ++cases_run;
     const test::HessianLayer& l = layers.at(c.text("layer"));
-    const GptqOptions o = options_of(c);
+    const GptqOptions o = gptq_options_of(c);
     GptqResult info;
     const QuantizedTensor t = gptq_quantize(TensorView<const float>(l.weight.data(), l.shape), l.hessian, o, &info);
     CHECK(t.scheme.bits == (o.bits == 4 || o.bits == 8 ? 0 : o.bits));
@@ -162,7 +162,7 @@ TEST_CASE("gptq_quantize with a diagonal Hessian is round-to-nearest", "[quant][
 TEST_CASE("gptq_quantize: dead inputs, block sizes, act_order per channel, strided weights", "[quant][gptq]") {
   const std::int64_t out = 12, in = 96;
   const std::vector<float> w = test::random_layer_weight(out, in, 8);
-  Hessian h = random_hessian(in, 9);
+  Hessian h = random_correlated_hessian(in, 9);
   for (std::int64_t j : {5, 50})
     for (std::int64_t i = 0; i < in; ++i)
       h.values[static_cast<std::size_t>(j * in + i)] = h.values[static_cast<std::size_t>(i * in + j)] = 0.0;
@@ -208,7 +208,7 @@ TEST_CASE("gptq_quantize: dead inputs, block sizes, act_order per channel, strid
 TEST_CASE("gptq_quantize gives the same bytes on any executor", "[quant][gptq][threads]") {
   const std::int64_t out = 200, in = 64;
   const std::vector<float> w = test::random_layer_weight(out, in, 10);
-  const Hessian h = random_hessian(in, 11);
+  const Hessian h = random_correlated_hessian(in, 11);
   for (bool act : {false, true}) {
     GptqOptions o;
     o.group_size = 32;
@@ -226,7 +226,7 @@ TEST_CASE("gptq_quantize gives the same bytes on any executor", "[quant][gptq][t
 TEST_CASE("gptq_quantize: every bad input is one Error naming it", "[quant][gptq][errors]") {
   const std::int64_t out = 4, in = 32;
   const std::vector<float> w = test::random_layer_weight(out, in, 12);
-  const Hessian h = random_hessian(in, 13);
+  const Hessian h = random_correlated_hessian(in, 13);
   const TensorView<const float> view(w.data(), Shape{out, in});
   GptqOptions o;
   o.group_size = 16;
@@ -235,7 +235,7 @@ TEST_CASE("gptq_quantize: every bad input is one Error naming it", "[quant][gptq
   auto throws = [&](const GptqOptions& opt, const Hessian& hess, const char* needle) {
     CHECK_THROWS_WITH(gptq_quantize(view, hess, opt, &info), Catch::Contains(needle));
   };
-  Hessian wrong = random_hessian(16, 1);
+  Hessian wrong = random_correlated_hessian(16, 1);
   throws(o, wrong, "hessian.features = 16");
   wrong = h;
   wrong.values.pop_back();

@@ -29,7 +29,7 @@ struct Layer {
   Shape shape;
 };
 
-HqqOptions options_of(const test::GoldenCase& c) {
+HqqOptions hqq_options_of(const test::GoldenCase& c) {
   HqqOptions o;
   o.bits = static_cast<int>(c.ints("bits")[0]);
   o.group_size = c.ints("group_size")[0];
@@ -56,7 +56,7 @@ std::vector<double> group_phi(const std::vector<float>& w, const std::vector<flo
 }
 
 // Normal weights at an LLM-like scale; Student-t (3 degrees of freedom, heavy tails); or normal with outliers.
-std::vector<float> random_weight(std::int64_t out, std::int64_t in, unsigned seed, const std::string& kind) {
+std::vector<float> random_weight_of_kind(std::int64_t out, std::int64_t in, unsigned seed, const std::string& kind) {
   std::mt19937 rng(seed);
   std::normal_distribution<float> normal(0.0f, 0.02f);
   std::student_t_distribution<float> student(3.0f);
@@ -79,8 +79,8 @@ double frobenius_difference(const std::vector<float>& a, const std::vector<float
 }
 
 // ‖(W − Ŵ)·Xᵀ‖_F for X [tokens, in].
-double output_error(const std::vector<float>& w, const std::vector<float>& w_hat, const std::vector<float>& x,
-                    std::int64_t out, std::int64_t in) {
+double frobenius_output_error(const std::vector<float>& w, const std::vector<float>& w_hat, const std::vector<float>& x,
+                              std::int64_t out, std::int64_t in) {
   const std::int64_t tokens = static_cast<std::int64_t>(x.size()) / in;
   double sum = 0.0;
   for (std::int64_t r = 0; r < out; ++r)
@@ -113,7 +113,7 @@ TEST_CASE("hqq_quantize equals the PyTorch reference from the paper, both forms,
       INFO(c.name);
       ++cases_run;
       const Layer& l = layers.at(c.text("layer"));
-      const HqqOptions o = options_of(c);
+      const HqqOptions o = hqq_options_of(c);
       REQUIRE(o.fractional_zero_point == fractional);
       HqqResult info;
       const QuantizedTensor t = hqq_quantize(TensorView<const float>(l.weight.data(), l.shape), o, &info);
@@ -170,7 +170,7 @@ TEST_CASE(
   for (float& v : x) v = normal(rng);
   unsigned seed = 20;
   for (const std::string kind : {"normal", "student", "outliers"}) {
-    const std::vector<float> w = random_weight(out, in, ++seed, kind);
+    const std::vector<float> w = random_weight_of_kind(out, in, ++seed, kind);
     const TensorView<const float> view(w.data(), Shape{out, in});
     for (const bool fractional : {false, true})
       for (int bits : {3, 4}) {
@@ -185,7 +185,8 @@ TEST_CASE(
         const QuantizedTensor r = quantize(view, rtn_scheme);  // per-group asymmetric min/max round-to-nearest
         const std::vector<float> h_hat = dequantize(h), r_hat = dequantize(r);
         const double weight_ratio = frobenius_difference(w, h_hat) / frobenius_difference(w, r_hat);
-        const double output_ratio = output_error(w, h_hat, x, out, in) / output_error(w, r_hat, x, out, in);
+        const double output_ratio =
+            frobenius_output_error(w, h_hat, x, out, in) / frobenius_output_error(w, r_hat, x, out, in);
         WARN(kind << " " << bits << " bits g64 " << (fractional ? "fractional" : "integer")
                   << ": HQQ / RTN weight error " << weight_ratio << ", output error " << output_ratio << ", phi "
                   << info.final_error / info.initial_error << ", " << info.groups_improved << " of " << info.groups
@@ -226,7 +227,7 @@ TEST_CASE(
   const std::int64_t out = 64, in = 256;
   for (const std::string kind : {"normal", "student", "outliers"}) {
     INFO(kind);
-    const std::vector<float> w = random_weight(out, in, 41, kind);
+    const std::vector<float> w = random_weight_of_kind(out, in, 41, kind);
     const TensorView<const float> view(w.data(), Shape{out, in});
     for (int bits : {2, 4, 8}) {
       HqqOptions o;
@@ -257,7 +258,7 @@ TEST_CASE(
     }
   }
   // The min/max parameters of a fractional scheme: round-to-nearest's zero points held as floats.
-  const std::vector<float> w = random_weight(4, 64, 3, "normal");
+  const std::vector<float> w = random_weight_of_kind(4, 64, 3, "normal");
   const TensorView<const float> view(w.data(), Shape{4, 64});
   QuantScheme scheme = QuantScheme::per_group(QuantDtype::uint4, Symmetry::affine, 1, 32);
   const QuantizedTensor integer = quantize(view, scheme);
@@ -271,7 +272,7 @@ TEST_CASE(
 
 TEST_CASE("fractional zero points: validate_qparams refuses them unless its caller reads them, and checks them",
           "[quant][hqq][fractional][errors]") {
-  const std::vector<float> w = random_weight(4, 64, 13, "student");
+  const std::vector<float> w = random_weight_of_kind(4, 64, 13, "student");
   const TensorView<const float> view(w.data(), Shape{4, 64});
   HqqOptions o;
   o.group_size = 32;
@@ -340,7 +341,7 @@ TEST_CASE("fractional zero points: validate_qparams refuses them unless its call
 
 TEST_CASE("hqq_quantize: one iteration, per row, 2-8 bits, strided weights, an all-zero weight", "[quant][hqq]") {
   const std::int64_t out = 12, in = 128;
-  const std::vector<float> w = random_weight(out, in, 7, "student");
+  const std::vector<float> w = random_weight_of_kind(out, in, 7, "student");
   const TensorView<const float> view(w.data(), Shape{out, in});
   HqqOptions o;
   HqqResult info;
@@ -400,7 +401,7 @@ TEST_CASE("hqq_quantize: one iteration, per row, 2-8 bits, strided weights, an a
 
 TEST_CASE("hqq_quantize gives the same bytes on any executor", "[quant][hqq][threads]") {
   const std::int64_t out = 200, in = 128;
-  const std::vector<float> w = random_weight(out, in, 10, "outliers");
+  const std::vector<float> w = random_weight_of_kind(out, in, 10, "outliers");
   for (std::int64_t group : {std::int64_t{0}, std::int64_t{32}})
     for (const bool fractional : {false, true}) {
       HqqOptions o;
@@ -425,7 +426,7 @@ TEST_CASE("hqq_quantize gives the same bytes on any executor", "[quant][hqq][thr
 
 TEST_CASE("hqq_quantize: every bad input is one Error naming it", "[quant][hqq][errors]") {
   const std::int64_t out = 4, in = 32;
-  const std::vector<float> w = random_weight(out, in, 12, "normal");
+  const std::vector<float> w = random_weight_of_kind(out, in, 12, "normal");
   const TensorView<const float> view(w.data(), Shape{out, in});
   HqqOptions o;
   o.group_size = 16;

@@ -18,7 +18,7 @@ using namespace shrink::quant;
 namespace {
 
 // 2/n XᵀX of n = 3·in random rows, with the listed inputs always zero.
-Hessian random_hessian(std::int64_t in, unsigned seed, const std::vector<std::int64_t>& dead = {}) {
+Hessian random_independent_hessian(std::int64_t in, unsigned seed, const std::vector<std::int64_t>& dead = {}) {
   std::mt19937 rng(seed);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   const std::int64_t tokens = 3 * in;
@@ -40,7 +40,7 @@ TEST_CASE("inverse_hessian_factor: U upper, UᵀU the inverse of the damped, per
     for (bool act : {false, true}) {
       INFO("in = " << in << (act ? ", act_order" : ""));
       const std::vector<std::int64_t> dead = {1, in - 2};
-      const Hessian h = random_hessian(in, static_cast<unsigned>(in), dead);
+      const Hessian h = random_independent_hessian(in, static_cast<unsigned>(in), dead);
       InverseHessianOptions o;
       o.act_order = act;
       o.damp_percent = 0.05;
@@ -65,7 +65,7 @@ TEST_CASE("inverse_hessian_factor: U upper, UᵀU the inverse of the damped, per
 
 TEST_CASE("one factor serves every Linear reading the same input", "[quant][gptq]") {
   const std::int64_t in = 64;
-  const Hessian h = random_hessian(in, 3);
+  const Hessian h = random_independent_hessian(in, 3);
   std::mt19937 rng(4);
   std::normal_distribution<float> normal(0.0f, 0.1f);
   for (bool act : {false, true}) {
@@ -103,7 +103,7 @@ TEST_CASE("one factor serves every Linear reading the same input", "[quant][gptq
 }
 
 TEST_CASE("inverse_hessian_factor: every bad input is one Error naming it", "[quant][gptq][errors]") {
-  const Hessian h = random_hessian(16, 5);
+  const Hessian h = random_independent_hessian(16, 5);
   InverseHessianOptions o;
   Hessian bad = h;
   bad.values[5] = std::numeric_limits<double>::infinity();

@@ -34,7 +34,7 @@ RowMajor random_activations(std::int64_t tokens, std::int64_t channels, std::mt1
   return x;
 }
 
-ColMajor random_weight(std::int64_t out, std::int64_t in, std::mt19937& rng) {
+ColMajor random_weight_matrix(std::int64_t out, std::int64_t in, std::mt19937& rng) {
   std::normal_distribution<float> normal(0.0f, 0.05f);
   ColMajor w(out, in);
   for (std::int64_t o = 0; o < out; ++o)
@@ -174,7 +174,7 @@ TEST_CASE("smoothing keeps X W^T: activations divided, weight multiplied (Eigen 
     x = random_activations(tokens, in, rng);
     collector.observe(view_of(x));
   }
-  ColMajor w = random_weight(out, in, rng);
+  ColMajor w = random_weight_matrix(out, in, rng);
   const Eigen::MatrixXd reference = product(x, w);
 
   for (float alpha : {0.0f, 0.5f, 0.85f, 1.0f}) {
@@ -203,7 +203,7 @@ TEST_CASE("folding the factors into a LayerNorm keeps LN(X) W^T", "[quant][smoot
   std::mt19937 rng(9);
   const std::int64_t tokens = 8, in = 20, out = 12;
   const RowMajor x = random_activations(tokens, in, rng);
-  ColMajor w = random_weight(out, in, rng);
+  ColMajor w = random_weight_matrix(out, in, rng);
   std::normal_distribution<float> normal(1.0f, 0.3f);
   std::vector<float> gamma(static_cast<std::size_t>(in)), beta(static_cast<std::size_t>(in));
   for (std::int64_t j = 0; j < in; ++j) {

@@ -8,7 +8,6 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
-#include <limits>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -18,16 +17,13 @@
 #include "shrink/distill/reduction.hpp"
 #include "support/element_types.hpp"
 #include "support/golden.hpp"
+#include "support/special_floats.hpp"
+#include "support/strings.hpp"
 
 namespace shrink::test {
 
-inline constexpr float kInf = std::numeric_limits<float>::infinity();
-inline const float kNaN = std::numeric_limits<float>::quiet_NaN();
-
 inline const distill::Reduction kDistillReductions[] = {distill::Reduction::none, distill::Reduction::sum,
                                                        distill::Reduction::mean, distill::Reduction::batchmean};
-
-inline bool starts_with(const std::string& s, const std::string& prefix) { return s.compare(0, prefix.size(), prefix) == 0; }
 
 template <class T>
 std::vector<double> as_doubles(const std::vector<T>& v) {

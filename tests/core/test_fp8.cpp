@@ -16,7 +16,6 @@ using namespace shrink;
 
 namespace {
 
-using test::bits_of;
 using test::from_bits;
 
 Fp8Format format_named(const std::string& name) { return name == "e4m3" ? Fp8Format::e4m3 : Fp8Format::e5m2; }
@@ -60,7 +59,7 @@ TEST_CASE("decoding all 256 codes matches ml_dtypes", "[core][fp8][golden]") {
         CHECK(std::isnan(got));
         CHECK(std::signbit(got) == ((code & 0x80) != 0));
       } else {
-        CHECK(bits_of(got) == bits_of(expected));
+        CHECK(float_to_bits(got) == float_to_bits(expected));
       }
     }
   }
@@ -145,9 +144,9 @@ TEST_CASE("NaN encodings: E4M3 S.1111.111, E5M2 S.11111.10", "[core][fp8]") {
     CHECK(fp8_encode(from_bits(0x7F800001), Fp8Format::e5m2, saturate) == 0x7E);  // signaling in, quiet out
   }
   for (int code : {0x7D, 0x7E, 0x7F, 0xFD, 0xFE, 0xFF}) CHECK(float8_e5m2::from_bits(std::uint8_t(code)).is_nan());
-  CHECK(bits_of(fp8_decode(0x7F, Fp8Format::e4m3)) == 0x7FC00000u);
-  CHECK(bits_of(fp8_decode(0xFF, Fp8Format::e4m3)) == 0xFFC00000u);
-  CHECK(bits_of(fp8_decode(0xFD, Fp8Format::e5m2)) == 0xFFC00000u);
+  CHECK(float_to_bits(fp8_decode(0x7F, Fp8Format::e4m3)) == 0x7FC00000u);
+  CHECK(float_to_bits(fp8_decode(0xFF, Fp8Format::e4m3)) == 0xFFC00000u);
+  CHECK(float_to_bits(fp8_decode(0xFD, Fp8Format::e5m2)) == 0xFFC00000u);
 }
 
 TEST_CASE("every finite code round-trips through float, in both formats and modes", "[core][fp8]") {

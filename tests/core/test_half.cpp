@@ -16,7 +16,6 @@ using namespace shrink;
 
 namespace {
 
-using test::bits_of;
 using test::from_bits;
 
 std::string hex(std::uint32_t v) {
@@ -39,15 +38,16 @@ void check_float16_case(const test::GoldenCase& c) {
     const float x = from_bits(inputs[i]);
     const T encoded(x);
     const T reference = T::from_bits(static_cast<std::uint16_t>(codes[i]));
-    const bool encode_ok = std::isnan(x) ? encoded.is_nan() && (encoded.to_bits() >> 15) == (bits_of(x) >> 31)
+    const bool encode_ok = std::isnan(x) ? encoded.is_nan() && (encoded.to_bits() >> 15) == (float_to_bits(x) >> 31)
                                          : encoded.to_bits() == reference.to_bits();
     const float back = reference.to_float();
     const float reference_back = from_bits(backs[i]);
-    const bool decode_ok = std::isnan(reference_back) ? std::isnan(back) : bits_of(back) == bits_of(reference_back);
+    const bool decode_ok =
+        std::isnan(reference_back) ? std::isnan(back) : float_to_bits(back) == float_to_bits(reference_back);
     if (!(encode_ok && decode_ok) && ++mismatches <= 5) {
-      INFO(c.name << " [" << i << "] input " << hex(bits_of(x)) << " expected code " << codes[i] << " got "
-                  << encoded.to_bits() << ", back " << hex(bits_of(back)) << " expected "
-                  << hex(bits_of(reference_back)));
+      INFO(c.name << " [" << i << "] input " << hex(float_to_bits(x)) << " expected code " << codes[i] << " got "
+                  << encoded.to_bits() << ", back " << hex(float_to_bits(back)) << " expected "
+                  << hex(float_to_bits(reference_back)));
       CHECK(encode_ok);
       CHECK(decode_ok);
     }
@@ -158,9 +158,9 @@ TEST_CASE("NaN keeps its sign and the top of its payload, quieted", "[core][half
   CHECK(bfloat16(signaling).to_bits() == 0x7FC0);
   CHECK(bfloat16(negative_quiet).to_bits() == 0xFFC0);
   CHECK(bfloat16(from_bits(0x7F810000)).to_bits() == 0x7FC1);
-  CHECK(bits_of(half::from_bits(0x7C01).to_float()) == 0x7FC02000u);  // signaling half NaN decodes quiet
-  CHECK(bits_of(half::from_bits(0xFE00).to_float()) == 0xFFC00000u);
-  CHECK(bits_of(bfloat16::from_bits(0x7F81).to_float()) == 0x7FC10000u);
+  CHECK(float_to_bits(half::from_bits(0x7C01).to_float()) == 0x7FC02000u);  // signaling half NaN decodes quiet
+  CHECK(float_to_bits(half::from_bits(0xFE00).to_float()) == 0xFFC00000u);
+  CHECK(float_to_bits(bfloat16::from_bits(0x7F81).to_float()) == 0x7FC10000u);
   CHECK(std::isinf(half(std::numeric_limits<float>::infinity()).to_float()));
   CHECK(half(-std::numeric_limits<float>::infinity()).to_bits() == 0xFC00);
   CHECK(bfloat16(-std::numeric_limits<float>::infinity()).to_bits() == 0xFF80);

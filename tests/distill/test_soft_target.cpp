@@ -76,19 +76,20 @@ std::vector<float> widened(const std::vector<T>& v) {
 
 // Runs one of the three losses, with its gradient when grad != nullptr.
 template <class T>
-Loss run_soft(Divergence kind, const TensorView<const T>& s, const TensorView<const T>& t, const TensorView<T>* grad,
-              const SoftTargetOptions& o, double beta = kSoftTargetBeta) {
+Loss run_soft(SoftDivergence kind, const TensorView<const T>& s, const TensorView<const T>& t,
+              const TensorView<T>* grad, const SoftTargetOptions& o, double beta = kSoftTargetBeta) {
   switch (kind) {
-    case Divergence::kl: return grad ? kl_div_with_grad(s, t, *grad, o) : kl_div(s, t, o);
-    case Divergence::reverse: return grad ? reverse_kl_div_with_grad(s, t, *grad, o) : reverse_kl_div(s, t, o);
-    case Divergence::jsd: return grad ? jensen_shannon_with_grad(s, t, beta, *grad, o) : jensen_shannon(s, t, beta, o);
+    case SoftDivergence::forward_kl: return grad ? kl_div_with_grad(s, t, *grad, o) : kl_div(s, t, o);
+    case SoftDivergence::reverse_kl: return grad ? reverse_kl_div_with_grad(s, t, *grad, o) : reverse_kl_div(s, t, o);
+    case SoftDivergence::jensen_shannon:
+      return grad ? jensen_shannon_with_grad(s, t, beta, *grad, o) : jensen_shannon(s, t, beta, o);
   }
   return {};
 }
 
 // The loss and its gradient, from contiguous [rows, V] inputs.
 template <class T>
-LossAndGrad<T> soft_result(Divergence kind, const std::vector<T>& s, const std::vector<T>& t, const Shape& shape,
+LossAndGrad<T> soft_result(SoftDivergence kind, const std::vector<T>& s, const std::vector<T>& t, const Shape& shape,
                            const SoftTargetOptions& o, double beta = kSoftTargetBeta) {
   LossAndGrad<T> r;
   r.grad.assign(s.size(), T(kLogitPoison));
@@ -113,7 +114,7 @@ std::vector<double> log_softmax(const float* z, std::int64_t n, double t) {
   return l;
 }
 
-RowReference soft_target_reference_row(Divergence kind, const float* zs, const float* zt, std::int64_t n, double t,
+RowReference soft_target_reference_row(SoftDivergence kind, const float* zs, const float* zt, std::int64_t n, double t,
                                        double beta) {
   const std::vector<double> ls = log_softmax(zs, n, t), lt = log_softmax(zt, n, t);
   const std::size_t un = static_cast<std::size_t>(n);
@@ -124,12 +125,12 @@ RowReference soft_target_reference_row(Divergence kind, const float* zs, const f
   }
   RowReference r;
   r.grad.assign(un, 0.0);
-  if (kind == Divergence::kl) {
+  if (kind == SoftDivergence::forward_kl) {
     for (std::size_t j = 0; j < un; ++j) {
       if (p[j] > 0.0) r.loss += p[j] * (lt[j] - ls[j]);
       r.grad[j] = t * (q[j] - p[j]);
     }
-  } else if (kind == Divergence::reverse) {
+  } else if (kind == SoftDivergence::reverse_kl) {
     for (std::size_t j = 0; j < un; ++j)
       if (q[j] > 0.0) r.loss += q[j] * (ls[j] - lt[j]);
     for (std::size_t j = 0; j < un; ++j)
@@ -151,7 +152,7 @@ RowReference soft_target_reference_row(Divergence kind, const float* zs, const f
 }
 
 // The reduced reference over rows x n (mask optional), its gradient with grad_scale.
-ReferenceLoss soft_target_reference(Divergence kind, const std::vector<float>& s, const std::vector<float>& t,
+ReferenceLoss soft_target_reference(SoftDivergence kind, const std::vector<float>& s, const std::vector<float>& t,
                                     std::int64_t rows, std::int64_t n, const SoftTargetOptions& o, double beta,
                                     const std::vector<std::uint8_t>& mask = {}) {
   ReferenceLoss out;
@@ -199,8 +200,8 @@ struct Logits {
 
 TEST_CASE("soft-target losses refuse bad input, name the argument and write nothing", "[distill][soft][bad-input]") {
   const std::int64_t rows = 4, n = 37;
-  for (Divergence kind : kDivergences) {
-    INFO(divergence_name(kind));
+  for (SoftDivergence kind : kDivergences) {
+    INFO(soft_divergence_name(kind));
     Logits in(rows, n, 21);
     std::vector<float> grad(static_cast<std::size_t>(rows * n), kLogitPoison);
     const Shape shape{rows, n};
@@ -273,7 +274,7 @@ TEST_CASE("soft-target losses refuse bad input, name the argument and write noth
         check_refused([&] { return run(student, teacher, o, kSoftTargetBeta, shape, with_grad); }, "options.grad_scale",
                       grad);
       }
-      if (kind == Divergence::jsd) {
+      if (kind == SoftDivergence::jensen_shannon) {
         for (double bad_beta : {-0.01, 1.01, -1.0, 2.0, static_cast<double>(kNaN), static_cast<double>(kInf)})
           check_refused([&] { return run(student, teacher, defaults, bad_beta, shape, with_grad); }, "beta = ", grad);
       }
@@ -358,8 +359,8 @@ TEST_CASE("soft-target losses: half and bfloat16 inputs are refused like float o
   const Shape shape{rows, n};
   s[static_cast<std::size_t>(2 * n + 18)] = half(kNaN);
   const TensorView<half> g(grad.data(), shape);
-  for (Divergence kind : kDivergences) {
-    INFO(divergence_name(kind));
+  for (SoftDivergence kind : kDivergences) {
+    INFO(soft_divergence_name(kind));
     check_refused([&] { return run_soft<half>(kind, TensorView<const half>(s.data(), shape),
                                               TensorView<const half>(t.data(), shape), &g, SoftTargetOptions{}); },
                   "student = NaN in row 2", grad);
@@ -368,8 +369,8 @@ TEST_CASE("soft-target losses: half and bfloat16 inputs are refused like float o
   std::vector<bfloat16> gb(sb.size(), bfloat16(kLogitPoison));
   tb[static_cast<std::size_t>(n)] = bfloat16(kInf);
   const TensorView<bfloat16> gbv(gb.data(), shape);
-  for (Divergence kind : kDivergences) {
-    INFO(divergence_name(kind));
+  for (SoftDivergence kind : kDivergences) {
+    INFO(soft_divergence_name(kind));
     check_refused([&] { return run_soft<bfloat16>(kind, TensorView<const bfloat16>(sb.data(), shape),
                                                   TensorView<const bfloat16>(tb.data(), shape), &gbv,
                                                   SoftTargetOptions{}); },
@@ -379,9 +380,9 @@ TEST_CASE("soft-target losses: half and bfloat16 inputs are refused like float o
 
 TEST_CASE("validate_first = false gives exactly the results of validate_first = true, and still refuses NaN",
           "[distill][soft][validate]") {
-  for (Divergence kind : kDivergences) {
+  for (SoftDivergence kind : kDivergences) {
     for (std::int64_t n : {1, 9, 1100}) {
-      INFO(divergence_name(kind) << ", V = " << n);
+      INFO(soft_divergence_name(kind) << ", V = " << n);
       const std::int64_t rows = 6;
       Logits in(rows, n, 40 + static_cast<unsigned>(n));
       std::vector<std::uint8_t> mask{1, 1, 0, 1, 0, 1};
@@ -438,7 +439,7 @@ TEST_CASE("every SIMD level gives the same soft-target losses and gradients (flo
           "[distill][soft][simd]") {
   SimdLevelGuard guard;
   const std::vector<cpu::SimdLevel> levels = supported_levels();
-  for (Divergence kind : kDivergences) {
+  for (SoftDivergence kind : kDivergences) {
     for (std::int64_t n : {1, 7, 16, 33, 1023, 1024, 1025, 3000}) {
       const std::int64_t rows = 3;
       const Logits in(rows, n, 300 + static_cast<unsigned>(n), 2.5f);
@@ -454,7 +455,8 @@ TEST_CASE("every SIMD level gives the same soft-target losses and gradients (flo
         const LossAndGrad<T> base = soft_result<T>(kind, s, t, in.shape(), o);
         const double big = largest(base.grad);
         for (cpu::SimdLevel level : levels) {
-          INFO(divergence_name(kind) << ", V = " << n << ", " << level_name(level) << ", element size " << sizeof(T));
+          INFO(soft_divergence_name(kind)
+               << ", V = " << n << ", " << level_name(level) << ", element size " << sizeof(T));
           cpu::simd_level() = level;
           const LossAndGrad<T> r = soft_result<T>(kind, s, t, in.shape(), o);
           CHECK(close_rel(r.loss.value, base.loss.value, 1e-6));
@@ -478,9 +480,9 @@ TEST_CASE("every SIMD level gives the same soft-target losses and gradients (flo
 
 TEMPLATE_TEST_CASE("half and bfloat16 soft-target losses equal float on the same rounded values",
                    "[distill][soft][types]", half, bfloat16) {
-  for (Divergence kind : kDivergences) {
+  for (SoftDivergence kind : kDivergences) {
     for (std::int64_t n : {5, 64, 1500}) {
-      INFO(divergence_name(kind) << ", V = " << n);
+      INFO(soft_divergence_name(kind) << ", V = " << n);
       const std::int64_t rows = 4;
       const Logits in(rows, n, 500 + static_cast<unsigned>(n), 3.0f);
       const std::vector<TestType> s = converted<TestType>(in.s), t = converted<TestType>(in.t);
@@ -506,7 +508,7 @@ TEMPLATE_TEST_CASE("half and bfloat16 soft-target losses equal float on the same
 
 TEST_CASE("soft-target losses match a double-precision reference, masked vocabulary entries included",
           "[distill][soft][reference]") {
-  for (Divergence kind : kDivergences) {
+  for (SoftDivergence kind : kDivergences) {
     for (float temperature : {0.5f, 1.0f, 2.7f}) {
       for (std::int64_t n : {3, 40, 1300}) {
         const std::int64_t rows = 5;
@@ -522,13 +524,13 @@ TEST_CASE("soft-target losses match a double-precision reference, masked vocabul
           for (std::int64_t j = 2; j < n; j += 5) in.t[static_cast<std::size_t>(r * n + j)] = -kInf;
         std::vector<std::uint8_t> mask{1, 1, 0, 1, 1};
         for (Reduction red : kDistillReductions) {
-          INFO(divergence_name(kind) << ", T = " << temperature << ", V = " << n << ", " << to_string(red));
+          INFO(soft_divergence_name(kind) << ", T = " << temperature << ", V = " << n << ", " << to_string(red));
           SoftTargetOptions o;
           o.temperature = temperature;
           o.reduction = red;
           o.grad_scale = 0.75;
           o.row_mask = TensorView<const std::uint8_t>(mask.data(), Shape{rows});
-          if (kind == Divergence::reverse) {
+          if (kind == SoftDivergence::reverse_kl) {
             // Reverse KL is +inf wherever the teacher lacks what the student has; compare on shared support.
             for (std::int64_t r = 0; r < rows; ++r)
               for (std::int64_t j = 2; j < n; j += 5) in.s[static_cast<std::size_t>(r * n + j)] = -kInf;
@@ -581,9 +583,9 @@ TEMPLATE_TEST_CASE("soft-target gradients: grad_scale multiplies, accumulate add
   const TensorView<const T> sv(s.data(), shape), tv(t.data(), shape);
   std::vector<std::uint8_t> mask{1, 0, 1, 1, 0};
   const double u = std::is_same<T, float>::value ? 0x1p-23 : 2.0 * unit_roundoff<T>();
-  for (Divergence kind : kDivergences) {
+  for (SoftDivergence kind : kDivergences) {
     for (Reduction red : kDistillReductions) {
-      INFO(divergence_name(kind) << ", " << to_string(red));
+      INFO(soft_divergence_name(kind) << ", " << to_string(red));
       SoftTargetOptions o;
       o.reduction = red;
       o.temperature = 1.5f;
@@ -649,9 +651,9 @@ TEMPLATE_TEST_CASE("soft-target gradients: grad_scale multiplies, accumulate add
 
 TEST_CASE("soft-target losses: strided rows equal a contiguous copy and the gaps stay untouched; [B, L, V] = [B*L, V]",
           "[distill][soft][layout]") {
-  for (Divergence kind : kDivergences) {
+  for (SoftDivergence kind : kDivergences) {
     for (std::int64_t n : {7, 1030}) {
-      INFO(divergence_name(kind) << ", V = " << n);
+      INFO(soft_divergence_name(kind) << ", V = " << n);
       const std::int64_t b = 2, l = 3, rows = b * l, stride = n + 5;
       const Logits in(rows, n, 1234 + static_cast<unsigned>(n));
       std::vector<std::uint8_t> mask{1, 1, 0, 1, 1, 1};
@@ -707,9 +709,9 @@ TEST_CASE("soft-target losses: strided rows equal a contiguous copy and the gaps
 
 TEST_CASE("kl_div, reverse_kl_div and jensen_shannon without a gradient give exactly the value with it",
           "[distill][soft]") {
-  for (Divergence kind : kDivergences) {
+  for (SoftDivergence kind : kDivergences) {
     for (std::int64_t n : {1, 13, 1024, 2100}) {
-      INFO(divergence_name(kind) << ", V = " << n);
+      INFO(soft_divergence_name(kind) << ", V = " << n);
       const Logits in(4, n, 7000 + static_cast<unsigned>(n));
       for (Reduction red : kDistillReductions) {
         SoftTargetOptions o;
@@ -752,8 +754,8 @@ TEST_CASE("kl_div's online softmax: rising maxes, a max in the first tile, again
       SoftTargetOptions o;
       o.reduction = Reduction::none;
       o.temperature = temperature;
-      const LossAndGrad<float> got = soft_result<float>(Divergence::kl, s, t, Shape{4, n}, o);
-      const ReferenceLoss want = soft_target_reference(Divergence::kl, s, t, 4, n, o, 0.0);
+      const LossAndGrad<float> got = soft_result<float>(SoftDivergence::forward_kl, s, t, Shape{4, n}, o);
+      const ReferenceLoss want = soft_target_reference(SoftDivergence::forward_kl, s, t, 4, n, o, 0.0);
       for (std::size_t r = 0; r < 4; ++r) {
         INFO("row " << r << ": " << got.loss.per_row[r] << ", reference " << want.per_row[r]);
         CHECK(close_rel(got.loss.per_row[r], want.per_row[r], 1e-6));
@@ -804,8 +806,8 @@ TEST_CASE("kl_div's online softmax: -inf over whole tiles and logits of +-1e4", 
       }
       SoftTargetOptions o;
       o.temperature = 1.25f;
-      const LossAndGrad<float> got = soft_result<float>(Divergence::kl, s, t, Shape{1, n}, o);
-      const ReferenceLoss want = soft_target_reference(Divergence::kl, s, t, 1, n, o, 0.0);
+      const LossAndGrad<float> got = soft_result<float>(SoftDivergence::forward_kl, s, t, Shape{1, n}, o);
+      const ReferenceLoss want = soft_target_reference(SoftDivergence::forward_kl, s, t, 1, n, o, 0.0);
       INFO("loss " << got.loss.value << ", reference " << want.value);
       CHECK(std::isfinite(got.loss.value));
       CHECK(close_rel(got.loss.value, want.value, 1e-6));

@@ -83,12 +83,13 @@ struct TopKData {
 };
 
 template <class T, class Index>
-Loss run_topk(Divergence kind, const TensorView<const T>& s, const TopKTeacher<T, Index>& t, const TensorView<T>* g,
+Loss run_topk(SoftDivergence kind, const TensorView<const T>& s, const TopKTeacher<T, Index>& t, const TensorView<T>* g,
               const SoftTargetOptions& o, double beta = kTopKBeta) {
   switch (kind) {
-    case Divergence::kl: return g ? kl_div_with_grad(s, t, *g, o) : kl_div(s, t, o);
-    case Divergence::reverse: return g ? reverse_kl_div_with_grad(s, t, *g, o) : reverse_kl_div(s, t, o);
-    case Divergence::jsd: return g ? jensen_shannon_with_grad(s, t, beta, *g, o) : jensen_shannon(s, t, beta, o);
+    case SoftDivergence::forward_kl: return g ? kl_div_with_grad(s, t, *g, o) : kl_div(s, t, o);
+    case SoftDivergence::reverse_kl: return g ? reverse_kl_div_with_grad(s, t, *g, o) : reverse_kl_div(s, t, o);
+    case SoftDivergence::jensen_shannon:
+      return g ? jensen_shannon_with_grad(s, t, beta, *g, o) : jensen_shannon(s, t, beta, o);
   }
   return {};
 }
@@ -107,8 +108,8 @@ struct TypedTeacher {
 };
 
 template <class T, class Index>
-LossAndGrad<T> topk_result(Divergence kind, const std::vector<T>& s, const TopKTeacher<T, Index>& t, const Shape& shape,
-                           const SoftTargetOptions& o, double beta = kTopKBeta) {
+LossAndGrad<T> topk_result(SoftDivergence kind, const std::vector<T>& s, const TopKTeacher<T, Index>& t,
+                           const Shape& shape, const SoftTargetOptions& o, double beta = kTopKBeta) {
   LossAndGrad<T> r;
   r.grad.assign(s.size(), T(kLogitPoison));
   const TensorView<T> g(r.grad.data(), shape);
@@ -117,7 +118,7 @@ LossAndGrad<T> topk_result(Divergence kind, const std::vector<T>& s, const TopKT
 }
 
 // The coarsened divergence of one row in double (file comment of topk_teacher.hpp), times T^2.
-double topk_reference_row(Divergence kind, const std::vector<double>& z, const float* tl, const std::int64_t* idx,
+double topk_reference_row(SoftDivergence kind, const std::vector<double>& z, const float* tl, const std::int64_t* idx,
                           std::int64_t k, double tail, double t, double beta) {
   const std::int64_t n = static_cast<std::int64_t>(z.size());
   auto log_sum_exp = [t](const std::vector<double>& v) {
@@ -146,9 +147,9 @@ double topk_reference_row(Divergence kind, const std::vector<double>& z, const f
   double d = 0.0;
   for (std::size_t c = 0; c < lp.size(); ++c) {
     const double p = std::exp(lp[c]), q = std::exp(lq[c]);
-    if (kind == Divergence::kl) {
+    if (kind == SoftDivergence::forward_kl) {
       if (p > 0.0) d += p * (lp[c] - lq[c]);
-    } else if (kind == Divergence::reverse) {
+    } else if (kind == SoftDivergence::reverse_kl) {
       if (q > 0.0) d += q * (lq[c] - lp[c]);
     } else {
       const double lm = std::log(beta * p + (1.0 - beta) * q);
@@ -162,7 +163,7 @@ double topk_reference_row(Divergence kind, const std::vector<double>& z, const f
 // The reduced reference over every row, with its gradient by central differences (independent of the formula
 // topk_teacher.hpp uses).
 template <class Index>
-ReferenceLoss topk_reference(Divergence kind, const TopKData<Index>& d, bool with_tail, const SoftTargetOptions& o,
+ReferenceLoss topk_reference(SoftDivergence kind, const TopKData<Index>& d, bool with_tail, const SoftTargetOptions& o,
                              double beta, const std::vector<std::uint8_t>& mask = {}) {
   ReferenceLoss out;
   out.per_row.assign(static_cast<std::size_t>(d.rows), 0.0);
@@ -200,16 +201,16 @@ ReferenceLoss topk_reference(Divergence kind, const TopKData<Index>& d, bool wit
 }  // namespace
 
 TEST_CASE("top-k teachers match a double reference with central-difference gradients", "[distill][topk][reference]") {
-  for (Divergence kind : kDivergences) {
+  for (SoftDivergence kind : kDivergences) {
     for (bool with_tail : {false, true}) {
-      if (kind == Divergence::reverse && !with_tail) continue;  // +inf: the student has mass outside the k
+      if (kind == SoftDivergence::reverse_kl && !with_tail) continue;  // +inf: the student has mass outside the k
       for (double t : {0.7, 1.0, 2.0}) {
         for (std::int64_t k : {1, 4, 9}) {
           const TopKData<> d(5, 23, k, 100 + static_cast<unsigned>(k), t);
           const std::vector<std::uint8_t> mask{1, 0, 1, 1, 1};
           for (Reduction red : kDistillReductions) {
-            INFO(divergence_name(kind) << ", tail " << with_tail << ", T = " << t << ", k = " << k << ", "
-                                       << to_string(red));
+            INFO(soft_divergence_name(kind)
+                 << ", tail " << with_tail << ", T = " << t << ", k = " << k << ", " << to_string(red));
             SoftTargetOptions o;
             o.temperature = static_cast<float>(t);
             o.reduction = red;
@@ -229,9 +230,9 @@ TEST_CASE("top-k teachers match a double reference with central-difference gradi
 }
 
 TEST_CASE("a top-k teacher with k = V and no tail is the full teacher", "[distill][topk]") {
-  for (Divergence kind : kDivergences) {
+  for (SoftDivergence kind : kDivergences) {
     for (std::int64_t n : {1, 6, 40}) {
-      INFO(divergence_name(kind) << ", V = " << n);
+      INFO(soft_divergence_name(kind) << ", V = " << n);
       const TopKData<> d(3, n, n, 7 + static_cast<unsigned>(n));
       // The full teacher whose entries sit where the indices say.
       std::vector<float> full(d.s.size());
@@ -247,9 +248,9 @@ TEST_CASE("a top-k teacher with k = V and no tail is the full teacher", "[distil
       const TensorView<const float> sv(d.s.data(), d.shape()), tv(full.data(), d.shape());
       const TensorView<float> gv(g.data(), d.shape());
       Loss whole;
-      if (kind == Divergence::kl) whole = kl_div_with_grad(sv, tv, gv, o);
-      if (kind == Divergence::reverse) whole = reverse_kl_div_with_grad(sv, tv, gv, o);
-      if (kind == Divergence::jsd) whole = jensen_shannon_with_grad(sv, tv, kTopKBeta, gv, o);
+      if (kind == SoftDivergence::forward_kl) whole = kl_div_with_grad(sv, tv, gv, o);
+      if (kind == SoftDivergence::reverse_kl) whole = reverse_kl_div_with_grad(sv, tv, gv, o);
+      if (kind == SoftDivergence::jensen_shannon) whole = jensen_shannon_with_grad(sv, tv, kTopKBeta, gv, o);
       // 1e-12 absolute: where both are 0 (V = 1) the top-k path's double log-sum-exp leaves ~1e-16.
       check_near(topk.loss.per_row, whole.per_row, 1e-6 * largest(whole.per_row) + 1e-12, 1e-5, "per_row");
       check_near(topk.grad, g, 1e-5 * largest(g) + 1e-12, 0.0, "grad");
@@ -259,8 +260,8 @@ TEST_CASE("a top-k teacher with k = V and no tail is the full teacher", "[distil
 
 TEST_CASE("top-k teachers refuse bad input, name the argument and write nothing", "[distill][topk][bad-input]") {
   const std::int64_t rows = 4, n = 37, k = 5;
-  for (Divergence kind : kDivergences) {
-    INFO(divergence_name(kind));
+  for (SoftDivergence kind : kDivergences) {
+    INFO(soft_divergence_name(kind));
     TopKData<> d(rows, n, k, 3);
     TopKData<std::int32_t> d32(rows, n, k, 3);
     std::vector<float> grad(d.s.size(), kLogitPoison);
@@ -399,7 +400,7 @@ TEST_CASE("top-k teachers refuse bad input, name the argument and write nothing"
         check_refused([&] { return run(d.teacher(true), m, kTopKBeta, student); }, "options.row_mask.shape = [5]",
                       grad);
       }
-      if (kind == Divergence::jsd)
+      if (kind == SoftDivergence::jensen_shannon)
         for (double bad_beta : {-0.5, 1.5, static_cast<double>(kNaN)})
           check_refused([&] { return run(d.teacher(true), defaults, bad_beta, student); }, "beta = ", grad);
     }
@@ -430,7 +431,7 @@ TEST_CASE("top-k teachers refuse bad input, name the argument and write nothing"
 
 TEST_CASE("every SIMD level gives the same top-k losses and gradients (float, half, bfloat16)", "[distill][topk][simd]") {
   SimdLevelGuard guard;
-  for (Divergence kind : kDivergences) {
+  for (SoftDivergence kind : kDivergences) {
     for (std::int64_t n : {1, 7, 1023, 1024, 1025, 3000}) {
       const std::int64_t k = std::min<std::int64_t>(n, 20);
       const TopKData<> d(3, n, k, 60 + static_cast<unsigned>(n), 1.3, 2.5f);
@@ -448,8 +449,8 @@ TEST_CASE("every SIMD level gives the same top-k losses and gradients (float, ha
         cpu::simd_level() = cpu::SimdLevel::scalar;
         const LossAndGrad<T> base = topk_result<T, std::int64_t>(kind, s, teacher.teacher, d.shape(), o);
         for (cpu::SimdLevel level : supported_levels()) {
-          INFO(divergence_name(kind) << ", V = " << n << ", level " << static_cast<int>(level) << ", element size "
-                                     << sizeof(T));
+          INFO(soft_divergence_name(kind)
+               << ", V = " << n << ", level " << static_cast<int>(level) << ", element size " << sizeof(T));
           cpu::simd_level() = level;
           const LossAndGrad<T> r = topk_result<T, std::int64_t>(kind, s, teacher.teacher, d.shape(), o);
           check_same_across_levels(r.loss, r.grad, base.loss, base.grad);
@@ -465,9 +466,9 @@ TEST_CASE("every SIMD level gives the same top-k losses and gradients (float, ha
 TEMPLATE_TEST_CASE("half and bfloat16 top-k losses equal float on the same rounded values", "[distill][topk][types]",
                    half, bfloat16) {
   using T = TestType;
-  for (Divergence kind : kDivergences) {
+  for (SoftDivergence kind : kDivergences) {
     for (std::int64_t n : {8, 300}) {
-      INFO(divergence_name(kind) << ", V = " << n);
+      INFO(soft_divergence_name(kind) << ", V = " << n);
       const TopKData<std::int32_t> d(4, n, 6, 80 + static_cast<unsigned>(n), 2.0, 3.0f);
       std::vector<T> s;
       std::vector<float> sf;
@@ -504,9 +505,9 @@ TEMPLATE_TEST_CASE("top-k gradients: grad_scale multiplies, accumulate adds, mas
   const std::vector<std::uint8_t> mask{1, 0, 1, 1, 0};
   const double u = std::is_same<T, float>::value ? 0x1p-23 : 2.0 * unit_roundoff<T>();
   const double sub = std::is_same<T, half>::value ? 0x1p-24 : 0.0;
-  for (Divergence kind : kDivergences) {
+  for (SoftDivergence kind : kDivergences) {
     for (Reduction red : kDistillReductions) {
-      INFO(divergence_name(kind) << ", " << to_string(red));
+      INFO(soft_divergence_name(kind) << ", " << to_string(red));
       SoftTargetOptions o;
       o.reduction = red;
       o.temperature = 1.5f;
@@ -549,9 +550,9 @@ TEMPLATE_TEST_CASE("top-k gradients: grad_scale multiplies, accumulate adds, mas
 
 TEST_CASE("top-k teachers: strided rows equal a contiguous copy, gaps untouched; [B, L, V] = [B*L, V]; loss only = "
           "with grad", "[distill][topk][layout]") {
-  for (Divergence kind : kDivergences) {
+  for (SoftDivergence kind : kDivergences) {
     for (std::int64_t n : {9, 1100}) {
-      INFO(divergence_name(kind) << ", V = " << n);
+      INFO(soft_divergence_name(kind) << ", V = " << n);
       const std::int64_t b = 2, l = 3, rows = b * l, k = 4, stride = n + 3, kstride = k + 2;
       const TopKData<> d(rows, n, k, 400 + static_cast<unsigned>(n));
       std::vector<std::uint8_t> mask{1, 0, 1, 1, 1, 1};

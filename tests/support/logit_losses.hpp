@@ -4,6 +4,7 @@
 
 #include <vector>
 
+#include "shrink/distill/options.hpp"
 #include "shrink/distill/reduction.hpp"
 
 namespace shrink::test {
@@ -24,18 +25,9 @@ struct ReferenceLoss {
   std::vector<double> per_row, grad;
 };
 
-// The three divergences of soft_target.hpp, each also against a top-k teacher (topk_teacher.hpp).
-enum class Divergence { kl, reverse, jsd };
-inline const Divergence kDivergences[] = {Divergence::kl, Divergence::reverse, Divergence::jsd};
-
-// The name of the function that computes d.
-inline const char* divergence_name(Divergence d) {
-  switch (d) {
-    case Divergence::kl: return "kl_div";
-    case Divergence::reverse: return "reverse_kl_div";
-    case Divergence::jsd: return "jensen_shannon";
-  }
-  return "?";
-}
+// The three divergences of soft_target.hpp (distill/options.hpp's SoftDivergence), each also against a top-k
+// teacher (topk_teacher.hpp).
+inline const distill::SoftDivergence kDivergences[] = {
+    distill::SoftDivergence::forward_kl, distill::SoftDivergence::reverse_kl, distill::SoftDivergence::jensen_shannon};
 
 }  // namespace shrink::test

@@ -205,7 +205,7 @@ void write_file(const std::filesystem::path& path, const std::string& text) {
 }
 
 // The command line of `shrink bench`.
-void declare_options(ArgParser& args) {
+void declare_bench_options(ArgParser& args) {
   args.option("shapes", "NxK,...", "weight shapes [N out, K in]", "4096x4096,11008x4096,4096x11008")
       .option("batches", "M,...", "rows of X (batch size or tokens)", "1,16,128")
       .option("precisions", "NAME,...",
@@ -256,7 +256,7 @@ struct BenchSettings {
 };
 
 // The parsed options, read in the order their errors are reported.
-BenchSettings read_settings(const ArgParser& args) {
+BenchSettings read_bench_settings(const ArgParser& args) {
   BenchSettings s;
   const bool quick = args.flag_set("quick");
   s.shapes = parse_shapes(args.text("shapes", quick ? "4096x4096" : "4096x4096,11008x4096,4096x11008"));
@@ -410,9 +410,9 @@ int run(int argc, char** argv) {
                  "and error against fp32, the bytes of the weight and, given a price, the cost of a million rows. "
                  "Prints a table and "
                  "writes bench.json and bench.svg (and bench-gpu.svg with GPU rows).");
-  declare_options(args);
+  declare_bench_options(args);
   if (!args.parse(argc, argv)) return kExitOk;
-  const BenchSettings settings = read_settings(args);
+  const BenchSettings settings = read_bench_settings(args);
   const std::unique_ptr<GpuBench> gpu = open_gpu(settings.gpu_mode, settings.selection.gpu_named);
   create_output_directory(settings.out_dir);
 

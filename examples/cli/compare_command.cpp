@@ -66,7 +66,7 @@ Json side_json(const Side& side, std::int64_t zeros, std::int64_t elements) {
 }
 
 // The command line of `shrink compare`.
-void declare_options(ArgParser& args) {
+void declare_compare_options(ArgParser& args) {
   args.positional("A", "reference .safetensors file, checkpoint directory or sharded index .json")
       .positional("B", "the file or checkpoint to compare with it");
   args.flag("json", "print JSON on stdout instead of a table");
@@ -229,7 +229,7 @@ int run_compare_command(int argc, char** argv) {
                    "(integers + scales + zero points + input scales). The overall error covers the tensors that\n"
                    "differ (identical ones are counted apart); tensors only in one file, with different shapes, or\n"
                    "holding NaN/inf are listed and left out of the totals.");
-    declare_options(args);
+    declare_compare_options(args);
     if (!args.parse(argc, argv)) return kExitOk;
     const io::Checkpoint a = io::open_checkpoint(args.arg("A"));
     const io::Checkpoint b = io::open_checkpoint(args.arg("B"));

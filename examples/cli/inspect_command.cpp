@@ -69,7 +69,7 @@ Json record_json(const io::QuantizationRecord& r, std::int64_t stored_bytes) {
 }
 
 // The command line of `shrink inspect`.
-void declare_options(ArgParser& args) {
+void declare_inspect_options(ArgParser& args) {
   args.positional("FILE",
                   "a .safetensors file, a checkpoint directory, a sharded checkpoint's index .json or a GGUF file")
       .flag("json", "print JSON on stdout instead of a table");
@@ -254,7 +254,7 @@ int run_inspect_command(int argc, char** argv) {
                    "that are exactly zero, after dequantizing tensors stored under shrink's convention) and how each\n"
                    "quantized tensor is stored; then the totals. For a GGUF file: its version, metadata (long arrays\n"
                    "summarised) and every tensor's ggml type, shape and bytes, with the totals.");
-    declare_options(args);
+    declare_inspect_options(args);
     if (!args.parse(argc, argv)) return kExitOk;
     const bool json = args.flag_set("json");
     if (is_gguf_file(args.arg("FILE"))) {

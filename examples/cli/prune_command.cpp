@@ -53,7 +53,7 @@ struct PruneSettings {
   std::int64_t min_samples = 128;
 };
 
-PruneSettings read_settings(const ArgParser& args) {
+PruneSettings read_prune_settings(const ArgParser& args) {
   PruneSettings s;
   s.method = args.choice("method", {"magnitude", "global", "random", "structured", "nm", "wanda", "sparsegpt"}, "");
   if (s.method.empty()) throw UsageError("--method is required: magnitude|global|random|structured|nm|wanda|sparsegpt");
@@ -182,7 +182,7 @@ prune::Mask mask_for(const io::SafetensorsFile& file, const io::SafetensorsFile*
 }
 
 // The command line of `shrink prune`.
-void declare_options(ArgParser& args) {
+void declare_prune_options(ArgParser& args) {
   args.positional("IN", "input .safetensors file, checkpoint directory or sharded index .json")
       .positional("OUT", "output file; a new or empty directory when IN is a directory or an index (never the input)");
   args.option("method", "M",
@@ -457,9 +457,9 @@ int run_prune_command(int argc, char** argv) {
                    "is copied with a note; the report says why each tensor was left alone. Nothing to prune at all\n"
                    "is an error. --method sparsegpt (from the Hessians of --calibration FILE) also updates the\n"
                    "weights it keeps, to make up for those it prunes.");
-    declare_options(args);
+    declare_prune_options(args);
     if (!args.parse(argc, argv)) return kExitOk;
-    const PruneSettings settings = read_settings(args);
+    const PruneSettings settings = read_prune_settings(args);
     const TensorSelection selection(args);
     const std::string in = args.arg("IN");
     const std::string out = args.arg("OUT");

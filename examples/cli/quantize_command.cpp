@@ -62,7 +62,7 @@ struct QuantizeSettings {
   MethodSettings method;            // --method and its flags; rtn: the fields above
 };
 
-QuantizeSettings read_settings(const ArgParser& args) {
+QuantizeSettings read_quantize_settings(const ArgParser& args) {
   QuantizeSettings s;
   s.method = read_method_settings(args);
   if (!s.method.is_rtn()) {
@@ -327,7 +327,7 @@ ByteBuffer encode_compressed_tensors_part(const io::SafetensorsFile& file, Plan&
 }
 
 // The command line of `shrink quantize`.
-void declare_options(ArgParser& args) {
+void declare_quantize_options(ArgParser& args) {
   args.positional("IN", "input .safetensors file, checkpoint directory or sharded index .json")
       .positional("OUT", "output file; a new or empty directory when IN is a directory or an index (never the input)");
   declare_method_options(args);
@@ -619,9 +619,9 @@ int run_quantize_command(int argc, char** argv) {
         "tensor was left alone. Nothing to quantize at all is an error. --method gptq, awq or hqq quantizes\n"
         "the selected Linear weights [out, in] with that method instead (gptq and awq from the statistics of\n"
         "--calibration FILE).");
-    declare_options(args);
+    declare_quantize_options(args);
     if (!args.parse(argc, argv)) return kExitOk;
-    const QuantizeSettings settings = read_settings(args);
+    const QuantizeSettings settings = read_quantize_settings(args);
     const TensorSelection selection(args);
     const std::string in = args.arg("IN");
     const std::string out = args.arg("OUT");

@@ -16,10 +16,11 @@
 #include "perplexity.hpp"
 #include "recipes.hpp"
 #include "shrink/core/executor.hpp"
+#include "test_paths.hpp"
 
 namespace {
 
-const std::string kTestdata = SHRINK_LLM_TESTDATA;
+using llm::test_paths::kTestdata;
 
 struct Tiny {
   llm::LlamaWeights weights = llm::load_llama_gguf(kTestdata + "/tiny_llama.gguf");

@@ -16,12 +16,13 @@
 #include "llama_gguf.hpp"
 #include "perplexity.hpp"
 #include "recipes.hpp"
+#include "test_paths.hpp"
 #include "tokenizer_gguf.hpp"
 
 namespace {
 
-const std::string kDataDir = SHRINK_LLM_DATA_DIR;
-const std::string kTestdata = SHRINK_LLM_TESTDATA;
+using llm::test_paths::kDataDir;
+using llm::test_paths::kTestdata;
 
 }  // namespace
 

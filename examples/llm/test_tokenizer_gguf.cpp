@@ -11,11 +11,12 @@
 #include <vector>
 
 #include "sha256.hpp"
+#include "test_paths.hpp"
 #include "tokenizer_gguf.hpp"
 
 namespace {
 
-const std::string kDataDir = SHRINK_LLM_DATA_DIR;
+using llm::test_paths::kDataDir;
 
 std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "random.hpp"
+#include "stopwatch.hpp"
 #include "training.hpp"
 #include "variants.hpp"
 
@@ -46,7 +47,7 @@ std::vector<Variant> student_variants(const VariantInputs& in) {
   Mlp distilled_student = he_initialized_mlp(widths, init_seed);
   train(distilled_student, subset.images, rows, schedule,
         distillation_loss(subset.labels, teacher_logits, s.kd_temperature, s.kd_alpha));
-  const double kd_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double kd_seconds = seconds_since(start);
 
   const std::string size = "784-" + std::to_string(s.student_hidden) + "-10";
   const std::string data = std::to_string(subset.labels.size()) + " labels";

@@ -16,16 +16,13 @@
 #include "options.hpp"
 #include "random.hpp"
 #include "report.hpp"
+#include "stopwatch.hpp"
 #include "training.hpp"
 #include "variants.hpp"
 
 namespace fmnist {
 
 namespace {
-
-using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
 std::string format(const char* pattern, double a, double b = 0.0, double c = 0.0) {
   char text[160];

@@ -11,6 +11,7 @@
 #include "shrink/prune/schedule.hpp"
 #include "shrink/prune/unstructured.hpp"
 #include "shrink/sparse/memory.hpp"
+#include "stopwatch.hpp"
 #include "training.hpp"
 #include "variants.hpp"
 
@@ -19,10 +20,6 @@ namespace fmnist {
 namespace {
 
 using shrink::prune::Mask;
-
-double seconds_since(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
 
 std::vector<shrink::TensorView<const float>> weight_views(const Mlp& model) {
   std::vector<shrink::TensorView<const float>> views;

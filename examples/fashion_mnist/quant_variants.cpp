@@ -14,6 +14,7 @@
 #include "shrink/quant/observers/mse.hpp"
 #include "shrink/quant/observers/percentile.hpp"
 #include "shrink/quant/quantize.hpp"
+#include "stopwatch.hpp"
 #include "variants.hpp"
 
 namespace fmnist {
@@ -23,10 +24,6 @@ namespace {
 using shrink::quant::Observer;
 using shrink::quant::QuantizedTensor;
 using shrink::quant::QuantScheme;
-
-double seconds_since(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
 
 void cast_down(shrink::TensorView<const float> x, shrink::TensorView<shrink::half> out) {
   shrink::quant::cast_to_half(x, out);

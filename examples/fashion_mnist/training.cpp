@@ -15,6 +15,7 @@
 #include "shrink/distill/cross_entropy.hpp"
 #include "shrink/distill/distillation_loss.hpp"
 #include "shrink/prune/apply.hpp"
+#include "stopwatch.hpp"
 
 namespace fmnist {
 
@@ -95,7 +96,7 @@ TrainLog train(Mlp& model, const RowMatrix& x, const std::vector<std::int64_t>& 
     }
     log.last_epoch_loss = epoch_loss / static_cast<double>(per_epoch);
   }
-  log.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  log.seconds = seconds_since(start);
   return log;
 }
 

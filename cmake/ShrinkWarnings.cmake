@@ -1,9 +1,17 @@
-# shrink_enable_warnings(target [WERROR]): the warning flags shrink's own tests, benchmarks and examples use.
+# shrink_enable_warnings(target [WERROR] [STRICT]): the warning flags shrink's own tests, benchmarks and examples use.
+# STRICT adds what a codebase with strict warnings builds shrink's headers with (the flags of tests/consumers/strict),
+# as errors where SHRINK_WARNINGS_AS_ERRORS is on (the presets turn it on).
 include_guard(GLOBAL)
 
 function(shrink_enable_warnings target)
-  cmake_parse_arguments(PARSE_ARGV 1 arg "WERROR" "" "")
+  cmake_parse_arguments(PARSE_ARGV 1 arg "WERROR;STRICT" "" "")
   set(cxx_flags -Wall -Wextra)
+  if(arg_STRICT)
+    list(APPEND cxx_flags -Wpedantic -Wshadow -Wconversion -Wsign-conversion)
+    if(SHRINK_WARNINGS_AS_ERRORS)
+      set(arg_WERROR ON)
+    endif()
+  endif()
   set(cuda_flags -Xcompiler=-Wall,-Wextra)
   if(arg_WERROR)
     list(APPEND cxx_flags -Werror)

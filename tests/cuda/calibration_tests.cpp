@@ -37,6 +37,8 @@ using shrink::quant::Symmetry;
 using Catch::Matchers::Contains;
 
 using shrink::test::DeviceBuffer;
+using shrink::test::fake_device_floats;
+using shrink::test::kFakeWorkspace;
 using shrink::test::same_bits;
 
 // Normal values (never zero), shifted so that the range is asymmetric.
@@ -85,9 +87,7 @@ void gpu_minmax(const DeviceTensor& x, int axis, const DeviceBuffer& min_dev, co
 }
 
 // Host-side fakes: pointers that are never dereferenced (validation throws first).
-float* fake_device_floats() { return reinterpret_cast<float*>(std::uintptr_t{0x10000}); }
 std::int64_t* fake_device_counts() { return reinterpret_cast<std::int64_t*>(std::uintptr_t{0x20000}); }
-const shrink::cuda::Workspace kFakeWorkspace{reinterpret_cast<void*>(std::uintptr_t{0x40000}), 1 << 20};
 
 }  // namespace
 

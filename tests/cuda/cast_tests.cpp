@@ -33,6 +33,9 @@ using shrink::cuda::Synchronize;
 using Catch::Matchers::Contains;
 
 using shrink::test::DeviceBuffer;
+using shrink::test::fake_device_bytes;
+using shrink::test::fake_device_floats;
+using shrink::test::kFakeWorkspace;
 using shrink::test::same_bits;
 
 float from_bits(std::uint32_t bits) {
@@ -60,10 +63,6 @@ std::vector<float> random_input(std::int64_t n, std::uint32_t seed, bool special
   }
   return x;
 }
-
-float* fake_device_floats() { return reinterpret_cast<float*>(std::uintptr_t{0x10000}); }
-std::uint8_t* fake_device_bytes() { return reinterpret_cast<std::uint8_t*>(std::uintptr_t{0x20000}); }
-const shrink::cuda::Workspace kFakeWorkspace{reinterpret_cast<void*>(std::uintptr_t{0x40000}), 1 << 20};
 
 }  // namespace
 

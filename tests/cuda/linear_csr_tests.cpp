@@ -349,7 +349,7 @@ namespace {
 
 // Distinct, aligned, never-dereferenced addresses, one region per operand so that only the overlaps a test builds
 // are seen.
-void* fake(int region) {
+void* fake_region(int region) {
   alignas(256) static unsigned char arena[8][4096];
   return arena[region];
 }
@@ -358,12 +358,14 @@ struct HostArgs {
   LinearCsrArgs<float> args;
   HostArgs(std::int64_t m = 4, std::int64_t n = 6, std::int64_t k = 8, std::int64_t nnz = 10) {
     const Device d = Device::cuda(0);
-    args.x = TensorView<const float>(static_cast<const float*>(fake(0)), Shape{m, k}, d);
-    args.row_offsets = TensorView<const std::int32_t>(static_cast<const std::int32_t*>(fake(1)), Shape{n + 1}, d);
-    args.column_indices = TensorView<const std::int32_t>(static_cast<const std::int32_t*>(fake(2)), Shape{nnz}, d);
-    args.values = TensorView<const float>(static_cast<const float*>(fake(3)), Shape{nnz}, d);
-    args.epilogue.bias = TensorView<const float>(static_cast<const float*>(fake(4)), Shape{n}, d);
-    args.out = TensorView<float>(static_cast<float*>(fake(5)), Shape{m, n}, d);
+    args.x = TensorView<const float>(static_cast<const float*>(fake_region(0)), Shape{m, k}, d);
+    args.row_offsets =
+        TensorView<const std::int32_t>(static_cast<const std::int32_t*>(fake_region(1)), Shape{n + 1}, d);
+    args.column_indices =
+        TensorView<const std::int32_t>(static_cast<const std::int32_t*>(fake_region(2)), Shape{nnz}, d);
+    args.values = TensorView<const float>(static_cast<const float*>(fake_region(3)), Shape{nnz}, d);
+    args.epilogue.bias = TensorView<const float>(static_cast<const float*>(fake_region(4)), Shape{n}, d);
+    args.out = TensorView<float>(static_cast<float*>(fake_region(5)), Shape{m, n}, d);
   }
 };
 
@@ -375,50 +377,51 @@ TEST_CASE("cuda linear_csr: can_implement names the argument at fault", "[host]"
   CHECK(reason(HostArgs().args) == "");
   {
     HostArgs h;
-    h.args.x = TensorView<const float>(static_cast<const float*>(fake(0)), Shape{4, 8});
+    h.args.x = TensorView<const float>(static_cast<const float*>(fake_region(0)), Shape{4, 8});
     CHECK_THAT(reason(h.args), Contains("x = a view of host memory"));
   }
   {
     HostArgs h;
-    h.args.x = TensorView<const float>(static_cast<const float*>(fake(0)), Shape{32}, Device::cuda(0));
+    h.args.x = TensorView<const float>(static_cast<const float*>(fake_region(0)), Shape{32}, Device::cuda(0));
     CHECK_THAT(reason(h.args), Contains("x.shape = [32]"));
   }
   {
     HostArgs h;
-    h.args.x = TensorView<const float>(static_cast<const float*>(fake(0)), Shape{4, 8}, shrink::Strides{1, 4},
+    h.args.x = TensorView<const float>(static_cast<const float*>(fake_region(0)), Shape{4, 8}, shrink::Strides{1, 4},
                                        Device::cuda(0));
     CHECK_THAT(reason(h.args), Contains("x.strides"));
   }
   {
     HostArgs h;
-    h.args.x = TensorView<const float>(reinterpret_cast<const float*>(static_cast<char*>(fake(0)) + 2), Shape{4, 8},
-                                       Device::cuda(0));
+    h.args.x = TensorView<const float>(reinterpret_cast<const float*>(static_cast<char*>(fake_region(0)) + 2),
+                                       Shape{4, 8}, Device::cuda(0));
     CHECK_THAT(reason(h.args), Contains("x = a misaligned pointer"));
   }
   {
     HostArgs h;
     h.args.row_offsets =
-        TensorView<const std::int32_t>(static_cast<const std::int32_t*>(fake(1)), Shape{1}, Device::cuda(0));
+        TensorView<const std::int32_t>(static_cast<const std::int32_t*>(fake_region(1)), Shape{1}, Device::cuda(0));
     CHECK_THAT(reason(h.args), Contains("row_offsets.shape = [1]"));
   }
   {
     HostArgs h;
-    h.args.values = TensorView<const float>(static_cast<const float*>(fake(3)), Shape{9}, Device::cuda(0));
+    h.args.values = TensorView<const float>(static_cast<const float*>(fake_region(3)), Shape{9}, Device::cuda(0));
     CHECK_THAT(reason(h.args), Contains("as many column indices as values (9)"));
   }
   {
     HostArgs h;
-    h.args.values = TensorView<const float>(static_cast<const float*>(fake(3)), Shape{10});
+    h.args.values = TensorView<const float>(static_cast<const float*>(fake_region(3)), Shape{10});
     CHECK_THAT(reason(h.args), Contains("values = a view of host memory"));
   }
   {
     HostArgs h;
-    h.args.epilogue.bias = TensorView<const float>(static_cast<const float*>(fake(4)), Shape{7}, Device::cuda(0));
+    h.args.epilogue.bias =
+        TensorView<const float>(static_cast<const float*>(fake_region(4)), Shape{7}, Device::cuda(0));
     CHECK_THAT(reason(h.args), Contains("bias.shape = [7]"));
   }
   {
     HostArgs h;
-    h.args.epilogue.bias = TensorView<const float>(static_cast<const float*>(fake(4)), Shape{6});
+    h.args.epilogue.bias = TensorView<const float>(static_cast<const float*>(fake_region(4)), Shape{6});
     CHECK_THAT(reason(h.args), Contains("bias = a view of host memory"));
   }
   {
@@ -433,22 +436,22 @@ TEST_CASE("cuda linear_csr: can_implement names the argument at fault", "[host]"
   }
   {
     HostArgs h;
-    h.args.out = TensorView<float>(static_cast<float*>(fake(5)), Shape{4, 5}, Device::cuda(0));
+    h.args.out = TensorView<float>(static_cast<float*>(fake_region(5)), Shape{4, 5}, Device::cuda(0));
     CHECK_THAT(reason(h.args), Contains("out.shape = [4, 5]: expected [4, 6]"));
   }
   {
     HostArgs h;
-    h.args.out = TensorView<float>(static_cast<float*>(fake(5)), Shape{4, 6}, Device::cuda(1));
+    h.args.out = TensorView<float>(static_cast<float*>(fake_region(5)), Shape{4, 6}, Device::cuda(1));
     CHECK_THAT(reason(h.args), Contains("out = a view on CUDA device 1"));
   }
   {
     HostArgs h;
-    h.args.out = TensorView<float>(static_cast<float*>(fake(0)) + 8, Shape{4, 6}, Device::cuda(0));
+    h.args.out = TensorView<float>(static_cast<float*>(fake_region(0)) + 8, Shape{4, 6}, Device::cuda(0));
     CHECK_THAT(reason(h.args), Contains("out = memory overlapping x"));
   }
   {
     HostArgs h;
-    h.args.out = TensorView<float>(static_cast<float*>(fake(4)), Shape{4, 6}, Device::cuda(0));
+    h.args.out = TensorView<float>(static_cast<float*>(fake_region(4)), Shape{4, 6}, Device::cuda(0));
     CHECK_THAT(reason(h.args), Contains("out = memory overlapping epilogue.bias"));
   }
   {
@@ -474,8 +477,8 @@ TEST_CASE("cuda linear_csr: path choice and workspace sizes", "[host]") {
   CHECK(linear_csr_path(sixteen.args) == LinearCsrPath::row_dots);
   CHECK(linear_csr_path(seventeen.args) == LinearCsrPath::staged);  // 10 of 60 elements stored: dense enough
   seventeen.args.column_indices =
-      TensorView<const std::int32_t>(static_cast<const std::int32_t*>(fake(2)), Shape{2}, Device::cuda(0));
-  seventeen.args.values = TensorView<const float>(static_cast<const float*>(fake(3)), Shape{2}, Device::cuda(0));
+      TensorView<const std::int32_t>(static_cast<const std::int32_t*>(fake_region(2)), Shape{2}, Device::cuda(0));
+  seventeen.args.values = TensorView<const float>(static_cast<const float*>(fake_region(3)), Shape{2}, Device::cuda(0));
   CHECK(linear_csr_path(seventeen.args) == LinearCsrPath::nnz_split);         // 2 of 60: below 5%
   CHECK(linear_csr_workspace_bytes(one.args) == shrink::cuda::kStatusBytes);  // x read directly
   CHECK(linear_csr_workspace_bytes(sixteen.args) == 16 + 10 * 16 * 4);
@@ -484,13 +487,13 @@ TEST_CASE("cuda linear_csr: path choice and workspace sizes", "[host]") {
   CHECK(linear_csr_workspace_bytes(one.args) == 16 + 10 * 8 * 4);  // Xᵀ rows padded to 8 elements
   LinearCsrArgs<half> h;
   const Device d = Device::cuda(0);
-  h.x = TensorView<const half>(static_cast<const half*>(fake(0)), Shape{3, 5}, d);
-  h.row_offsets = TensorView<const std::int32_t>(static_cast<const std::int32_t*>(fake(1)), Shape{3}, d);
-  h.column_indices = TensorView<const std::int32_t>(static_cast<const std::int32_t*>(fake(2)), Shape{4}, d);
-  h.values = TensorView<const half>(static_cast<const half*>(fake(3)), Shape{4}, d);
-  h.out = TensorView<half>(static_cast<half*>(fake(5)), Shape{3, 2}, d);
+  h.x = TensorView<const half>(static_cast<const half*>(fake_region(0)), Shape{3, 5}, d);
+  h.row_offsets = TensorView<const std::int32_t>(static_cast<const std::int32_t*>(fake_region(1)), Shape{3}, d);
+  h.column_indices = TensorView<const std::int32_t>(static_cast<const std::int32_t*>(fake_region(2)), Shape{4}, d);
+  h.values = TensorView<const half>(static_cast<const half*>(fake_region(3)), Shape{4}, d);
+  h.out = TensorView<half>(static_cast<half*>(fake_region(5)), Shape{3, 2}, d);
   CHECK(linear_csr_workspace_bytes(h) == 16 + 80);  // K 5 · 8 padded halves · 2 bytes
-  h.out = TensorView<half>(static_cast<half*>(fake(5)), Shape{3, 3}, d);
+  h.out = TensorView<half>(static_cast<half*>(fake_region(5)), Shape{3, 3}, d);
   CHECK_THROWS_WITH(linear_csr_workspace_bytes(h), Contains("out.shape = [3, 3]"));
 }
 
@@ -498,16 +501,17 @@ TEST_CASE("cuda linear_csr validates its arguments on the host before any CUDA c
   using shrink::cuda::linear_csr;
   const HostArgs h;
   const std::size_t bytes = shrink::cuda::linear_csr_workspace_bytes(h.args);
-  CHECK_THROWS_WITH(linear_csr(h.args, {fake(6), bytes - 4}, nullptr), Contains("workspace.bytes"));
+  CHECK_THROWS_WITH(linear_csr(h.args, {fake_region(6), bytes - 4}, nullptr), Contains("workspace.bytes"));
   CHECK_THROWS_WITH(linear_csr(h.args, {nullptr, bytes}, nullptr), Contains("workspace.data = a null pointer"));
-  CHECK_THROWS_WITH(linear_csr(h.args, {static_cast<char*>(fake(6)) + 8, bytes}, nullptr),
+  CHECK_THROWS_WITH(linear_csr(h.args, {static_cast<char*>(fake_region(6)) + 8, bytes}, nullptr),
                     Contains("workspace.data = a misaligned pointer"));
-  CHECK_THROWS_WITH(linear_csr(h.args, {fake(5), bytes}, nullptr), Contains("workspace.data = memory overlapping out"));
-  CHECK_THROWS_WITH(linear_csr(h.args, {fake(2), bytes}, nullptr),
+  CHECK_THROWS_WITH(linear_csr(h.args, {fake_region(5), bytes}, nullptr),
+                    Contains("workspace.data = memory overlapping out"));
+  CHECK_THROWS_WITH(linear_csr(h.args, {fake_region(2), bytes}, nullptr),
                     Contains("workspace.data = memory overlapping column_indices"));
   HostArgs wrong;
-  wrong.args.out = TensorView<float>(static_cast<float*>(fake(5)), Shape{3, 6}, Device::cuda(0));
-  CHECK_THROWS_WITH(linear_csr(wrong.args, {fake(6), bytes}, nullptr),
+  wrong.args.out = TensorView<float>(static_cast<float*>(fake_region(5)), Shape{3, 6}, Device::cuda(0));
+  CHECK_THROWS_WITH(linear_csr(wrong.args, {fake_region(6), bytes}, nullptr),
                     Contains("shrink::cuda::linear_csr: out.shape = [3, 6]: expected [4, 6] ([M, N])"));
 }
 

@@ -33,6 +33,8 @@ using shrink::quant::Symmetry;
 using Catch::Matchers::Contains;
 
 using shrink::test::DeviceBuffer;
+using shrink::test::fake_device_bytes;
+using shrink::test::fake_device_floats;
 using shrink::test::same_bits;
 
 // Normal values (never zero), shifted so that affine schemes see an asymmetric range.
@@ -233,9 +235,6 @@ TEST_CASE("cuda quantize reports NaN, inf and bad parameters when asked to synch
 
 // Host cases: pointers are never dereferenced because validation fails before any CUDA call.
 namespace {
-
-float* fake_device_floats() { return reinterpret_cast<float*>(std::uintptr_t{0x10000}); }
-void* fake_device_bytes() { return reinterpret_cast<void*>(std::uintptr_t{0x20000}); }
 
 struct HostArgs {
   Shape shape{6, 8};

@@ -20,6 +20,7 @@
 #include "shrink/quant/quantize.hpp"
 #include "shrink/quant/scheme.hpp"
 #include "support/element_types.hpp"
+#include "support/random.hpp"
 
 namespace {
 
@@ -35,19 +36,8 @@ using Catch::Matchers::Contains;
 using shrink::test::DeviceBuffer;
 using shrink::test::fake_device_bytes;
 using shrink::test::fake_device_floats;
+using shrink::test::random_nonzero_normal;
 using shrink::test::same_bits;
-
-// Normal values (never zero), shifted so that affine schemes see an asymmetric range.
-std::vector<float> random_input(std::int64_t n, std::uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> normal(0.3f, 2.0f);
-  std::vector<float> x(static_cast<std::size_t>(n));
-  for (float& v : x) {
-    do v = normal(rng);
-    while (v == 0.0f);
-  }
-  return x;
-}
 
 std::string describe(const QuantScheme& s, const Shape& shape, std::int64_t offset) {
   return std::string(shrink::quant::to_string(s.dtype)) + " " + shrink::quant::to_string(s.symmetry) + " " +
@@ -60,7 +50,7 @@ std::string describe(const QuantScheme& s, const Shape& shape, std::int64_t offs
 void check_against_cpu(const QuantScheme& scheme, const Shape& shape, std::int64_t offset, std::uint32_t seed) {
   INFO(describe(scheme, shape, offset));
   const std::int64_t n = shape.product();
-  const std::vector<float> x = random_input(n, seed);
+  const std::vector<float> x = random_nonzero_normal(n, seed);
   const TensorView<const float> x_host(x.data(), shape);
 
   // Parameters from 3/4 of the data's range, so that some values clip (mask zeros, clamped codes).
@@ -186,7 +176,7 @@ TEST_CASE("cuda quantize matches the CPU with restricted and reduced ranges", "[
 
 TEST_CASE("cuda quantize reports NaN, inf and bad parameters when asked to synchronise", "[gpu]") {
   const Shape shape{4, 33};
-  std::vector<float> x = random_input(shape.product(), 7);
+  std::vector<float> x = random_nonzero_normal(shape.product(), 7);
   const QuantScheme scheme = QuantScheme::per_channel(QuantDtype::int8, Symmetry::affine, 0);
   const shrink::quant::QParams qparams = shrink::quant::minmax_qparams(TensorView<const float>(x.data(), shape), scheme);
   x[37] = std::numeric_limits<float>::quiet_NaN();

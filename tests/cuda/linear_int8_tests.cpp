@@ -32,6 +32,7 @@
 #include "shrink/quant/scheme.hpp"
 #include "support/activation_reference.hpp"
 #include "support/element_types.hpp"
+#include "support/float_compare.hpp"
 
 namespace {
 
@@ -175,16 +176,6 @@ struct Problem {
     return acc;
   }
 };
-
-// The unit in the last place of a float-like type at |v| (its spacing there).
-template <class Out>
-double ulp_at(double v) {
-  const int mantissa = std::is_same<Out, half>::value ? 10 : std::is_same<Out, bfloat16>::value ? 7 : 23;
-  const int min_exponent = std::is_same<Out, half>::value ? -14 : -126;
-  int e = 0;
-  std::frexp(std::fabs(v), &e);
-  return std::ldexp(1.0, std::max(e - 1, min_exponent) - mantissa);
-}
 
 // Runs one GEMM on the device into a poisoned output and checks it against the FP64 reference and the CPU twin.
 template <class Out>

@@ -51,8 +51,6 @@ using shrink::cuda::Synchronize;
 
 using namespace shrink::test;
 
-constexpr Activation kActivations[] = {Activation::none, Activation::relu, Activation::gelu, Activation::silu};
-
 std::vector<std::int8_t> random_int8(std::int64_t n, std::mt19937& rng) {
   std::uniform_int_distribution<int> d(-128, 127);
   std::vector<std::int8_t> v(static_cast<std::size_t>(n));
@@ -68,7 +66,7 @@ std::vector<float> random_floats(std::int64_t n, std::mt19937& rng, float low, f
 }
 
 // One W8A8 problem: int8 operands, scales, bias, on the host and on the device.
-struct Problem {
+struct Int8Problem {
   std::int64_t m, n, k;
   std::int64_t ldx;  // row stride of x on the device (≥ K, a multiple of 16)
   bool per_token, per_channel, with_bias;
@@ -77,8 +75,8 @@ struct Problem {
   std::unique_ptr<DeviceBuffer> x_dev, w_dev, sx_dev, sw_dev, bias_dev;
   std::vector<std::int64_t> acc;  // exact Σ_k x · w
 
-  Problem(std::int64_t m_, std::int64_t n_, std::int64_t k_, bool per_token_, bool per_channel_, bool with_bias_,
-          std::uint32_t seed, std::int64_t ldx_ = 0, bool unit = false)
+  Int8Problem(std::int64_t m_, std::int64_t n_, std::int64_t k_, bool per_token_, bool per_channel_, bool with_bias_,
+              std::uint32_t seed, std::int64_t ldx_ = 0, bool unit = false)
       : m(m_),
         n(n_),
         k(k_),
@@ -179,7 +177,7 @@ struct Problem {
 
 // Runs one GEMM on the device into a poisoned output and checks it against the FP64 reference and the CPU twin.
 template <class Out>
-void check_gemm(const Problem& p, LinearInt8Path path, Activation act, std::int64_t ld_out = 0) {
+void check_gemm(const Int8Problem& p, LinearInt8Path path, Activation act, std::int64_t ld_out = 0) {
   const std::int64_t ldo = ld_out > 0 ? ld_out : p.n;
   const float out_scale = 0.02f;  // int8: v up to about ±3 spreads over most codes
   INFO(type_name<Out>() << " " << shrink::cuda::to_string(path) << " " << shrink::to_string(act) << " M " << p.m
@@ -278,7 +276,7 @@ TEST_CASE("cuda linear_int8: accumulators are exact (float output, unit scales, 
   for (const LinearInt8Path path : paths_here())
     for (const GemmShape& s : kShapes) {
       // |acc| ≤ K · 2^14 < 2^24 for K < 1024: float holds it exactly. Longer K: acc still exact below 2^24 in practice.
-      const Problem p(s.m, s.n, s.k, false, false, false, 100 + static_cast<std::uint32_t>(s.k), 0, true);
+      const Int8Problem p(s.m, s.n, s.k, false, false, false, 100 + static_cast<std::uint32_t>(s.k), 0, true);
       DeviceBuffer out(static_cast<std::size_t>(p.m * p.n) * sizeof(float));
       LinearInt8Args args = p.args(path);
       args.out = TensorView<float>(out.as<float>(), Shape{p.m, p.n}, Device::cuda(0));
@@ -306,7 +304,7 @@ TEST_CASE("cuda linear_int8 matches the FP64 reference and the CPU twin: every p
     for (const GemmShape& s : kShapes)
       for (const bool per_token : {true, false}) {
         const bool per_channel = per_token || s.m % 2 == 0;  // per-tensor weights on some shapes too
-        const Problem p(s.m, s.n, s.k, per_token, per_channel, s.n % 3 != 2, seed++);
+        const Int8Problem p(s.m, s.n, s.k, per_token, per_channel, s.n % 3 != 2, seed++);
         for (const Activation act : kActivations) {
           check_gemm<float>(p, path, act);
           check_gemm<half>(p, path, act);
@@ -318,17 +316,17 @@ TEST_CASE("cuda linear_int8 matches the FP64 reference and the CPU twin: every p
 
 TEST_CASE("cuda linear_int8 reads strided x rows and writes strided output rows", "[gpu]") {
   for (const LinearInt8Path path : paths_here()) {
-    const Problem p(37, 90, 160, true, true, true, 7, 176);  // x rows 176 bytes apart
+    const Int8Problem p(37, 90, 160, true, true, true, 7, 176);  // x rows 176 bytes apart
     check_gemm<float>(p, path, Activation::relu, 93);        // odd output stride: no paired stores
     check_gemm<half>(p, path, Activation::none, 96);
     check_gemm<std::int8_t>(p, path, Activation::gelu, 91);
-    const Problem big(200, 130, 96, false, true, false, 8, 128);
+    const Int8Problem big(200, 130, 96, false, true, false, 8, 128);
     check_gemm<bfloat16>(big, path, Activation::silu, 131);
   }
 }
 
 TEST_CASE("cuda linear_int8 flags bad scales and a non-finite bias when asked to synchronise", "[gpu]") {
-  const Problem p(20, 40, 64, true, true, true, 9);
+  const Int8Problem p(20, 40, 64, true, true, true, 9);
   DeviceBuffer out(static_cast<std::size_t>(p.m * p.n) * sizeof(float));
   std::vector<float> bad_sx = p.sx, bad_bias = p.bias;
   bad_sx[3] = 0.0f;
@@ -353,7 +351,7 @@ TEST_CASE("cuda linear_int8 flags bad scales and a non-finite bias when asked to
 
 TEST_CASE("cuda linear_int8 refuses a forced wgmma path on a device that is not sm_90", "[gpu]") {
   if (device_is_sm90()) return;
-  const Problem p(8, 16, 32, true, true, false, 10);
+  const Int8Problem p(8, 16, 32, true, true, false, 10);
   DeviceBuffer out(static_cast<std::size_t>(p.m * p.n) * sizeof(float));
   LinearInt8Args args = p.args(LinearInt8Path::wgmma);
   args.out = TensorView<float>(out.as<float>(), Shape{p.m, p.n}, Device::cuda(0));
@@ -362,7 +360,7 @@ TEST_CASE("cuda linear_int8 refuses a forced wgmma path on a device that is not 
 }
 
 TEST_CASE("cuda apply_int8_epilogue finishes int32 accumulators as linear_int8 does", "[gpu]") {
-  const Problem p(45, 77, 32, true, true, true, 11);
+  const Int8Problem p(45, 77, 32, true, true, true, 11);
   const std::vector<std::int32_t> acc(p.acc.begin(), p.acc.end());
   const auto acc_dev = to_device(acc);
   for (const Activation act : kActivations) {
@@ -732,10 +730,10 @@ TEST_CASE("cuda quantize_rows_absmax checks its arguments on the host", "[host]"
 // kernel path once, on problems of a few CTAs.
 TEST_CASE("cuda linear_int8 sanitizer subset: each path on small tiles, large tiles and split K", "[gpu][sanitize]") {
   for (const LinearInt8Path path : paths_here()) {
-    check_gemm<half>(Problem(33, 70, 80, true, true, true, 21), path, Activation::relu);              // small tiles
-    check_gemm<std::int8_t>(Problem(130, 129, 208, false, true, false, 22), path, Activation::none);  // large tiles
-    check_gemm<float>(Problem(1, 256, 4096, true, true, true, 23), path, Activation::gelu);           // K split
-    check_gemm<bfloat16>(Problem(130, 128, 2048, true, false, true, 24), path, Activation::silu);     // K split, large
+    check_gemm<half>(Int8Problem(33, 70, 80, true, true, true, 21), path, Activation::relu);              // small tiles
+    check_gemm<std::int8_t>(Int8Problem(130, 129, 208, false, true, false, 22), path, Activation::none);  // large tiles
+    check_gemm<float>(Int8Problem(1, 256, 4096, true, true, true, 23), path, Activation::gelu);           // K split
+    check_gemm<bfloat16>(Int8Problem(130, 128, 2048, true, false, true, 24), path, Activation::silu);  // K split, large
   }
   check_quantize_rows<half>(5, 200, 208, 208, 25);
 }

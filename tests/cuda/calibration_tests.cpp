@@ -22,6 +22,7 @@
 #include "shrink/quant/observers/percentile.hpp"
 #include "shrink/quant/scheme.hpp"
 #include "support/element_types.hpp"
+#include "support/random.hpp"
 
 namespace {
 
@@ -37,19 +38,10 @@ using shrink::quant::Symmetry;
 using Catch::Matchers::Contains;
 
 using shrink::test::DeviceBuffer;
+using shrink::test::fake_device_floats;
+using shrink::test::kFakeWorkspace;
+using shrink::test::random_nonzero_normal;
 using shrink::test::same_bits;
-
-// Normal values (never zero), shifted so that the range is asymmetric.
-std::vector<float> random_input(std::int64_t n, std::uint32_t seed, float mean = 0.3f, float sigma = 2.0f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> normal(mean, sigma);
-  std::vector<float> x(static_cast<std::size_t>(n));
-  for (float& v : x) {
-    do v = normal(rng);
-    while (v == 0.0f);
-  }
-  return x;
-}
 
 // A device copy of host floats, as a CUDA view of `shape`.
 struct DeviceTensor {
@@ -85,9 +77,7 @@ void gpu_minmax(const DeviceTensor& x, int axis, const DeviceBuffer& min_dev, co
 }
 
 // Host-side fakes: pointers that are never dereferenced (validation throws first).
-float* fake_device_floats() { return reinterpret_cast<float*>(std::uintptr_t{0x10000}); }
 std::int64_t* fake_device_counts() { return reinterpret_cast<std::int64_t*>(std::uintptr_t{0x20000}); }
-const shrink::cuda::Workspace kFakeWorkspace{reinterpret_cast<void*>(std::uintptr_t{0x40000}), 1 << 20};
 
 }  // namespace
 
@@ -168,7 +158,7 @@ TEST_CASE("cuda minmax equals MinMaxObserver per tensor and per channel, over se
   DeviceBuffer min_dev(entries * sizeof(float)), max_dev(entries * sizeof(float));
   DeviceBuffer ws(shrink::cuda::calibration_workspace_bytes(entries));
   for (std::uint32_t batch = 0; batch < 3; ++batch) {
-    const std::vector<float> x = random_input(n, 17 + batch, 0.3f * batch, 1.0f + batch);
+    const std::vector<float> x = random_nonzero_normal(n, 17 + batch, 0.3f * batch, 1.0f + batch);
     observer.observe(TensorView<const float>(x.data(), shape));
     const DeviceTensor x_dev(x, shape);
     if (batch == 0) {
@@ -184,7 +174,7 @@ TEST_CASE("cuda minmax equals MinMaxObserver per tensor and per channel, over se
 TEST_CASE("cuda minmax: non-finite input flags kNonFinite, or is skipped as the observer's ignore_nonfinite", "[gpu]") {
   const Shape shape{4, 6, 40};
   const std::int64_t n = shape.product();
-  std::vector<float> x = random_input(n, 5);
+  std::vector<float> x = random_nonzero_normal(n, 5);
   x[3] = std::numeric_limits<float>::quiet_NaN();
   x[500] = std::numeric_limits<float>::infinity();
   x[777] = -std::numeric_limits<float>::infinity();
@@ -226,7 +216,7 @@ TEST_CASE("cuda moving_average_update equals MovingAverageMinMaxObserver", "[gpu
   run_min.upload(inf.data(), run_min.bytes());
   run_max.upload(minus_inf.data(), run_max.bytes());
   for (std::uint32_t batch = 0; batch < 4; ++batch) {
-    const std::vector<float> x = random_input(n, 90 + batch, 0.5f * batch - 0.7f, 1.0f + 0.5f * batch);
+    const std::vector<float> x = random_nonzero_normal(n, 90 + batch, 0.5f * batch - 0.7f, 1.0f + 0.5f * batch);
     observer.observe(TensorView<const float>(x.data(), shape));
     const DeviceTensor x_dev(x, shape);
     gpu_minmax(x_dev, axis, batch_min, batch_max, ws, Accumulate::no, NonFinite::reject);
@@ -242,7 +232,7 @@ TEST_CASE("cuda histogram counts equal the CPU's bin rules", "[gpu]") {
   const std::int64_t n = GENERATE(std::int64_t{1000}, std::int64_t{1001}, std::int64_t{3} << 20);  // 1001: a tail
   const std::int32_t bins = GENERATE(2048, 20000);
   INFO("n " << n << " bins " << bins);
-  std::vector<float> x = random_input(n, 123);
+  std::vector<float> x = random_nonzero_normal(n, 123);
   x[7] = std::numeric_limits<float>::quiet_NaN();  // skipped by both rules (and flagged unless ignored)
   const Shape shape{n};
   const DeviceTensor x_dev(x, shape);

@@ -23,26 +23,24 @@
 
 namespace {
 
+using Catch::Matchers::Contains;
 using shrink::bfloat16;
+using shrink::bits_to_float;
 using shrink::Device;
 using shrink::Fp8Format;
 using shrink::half;
 using shrink::Shape;
 using shrink::TensorView;
 using shrink::cuda::Synchronize;
-using Catch::Matchers::Contains;
 
 using shrink::test::DeviceBuffer;
+using shrink::test::fake_device_bytes;
+using shrink::test::fake_device_floats;
+using shrink::test::kFakeWorkspace;
 using shrink::test::same_bits;
 
-float from_bits(std::uint32_t bits) {
-  float f;
-  std::memcpy(&f, &bits, sizeof f);
-  return f;
-}
-
 // Normal values over many binades (never zero); with `specials`, the edge cases of the 16-bit formats among them.
-std::vector<float> random_input(std::int64_t n, std::uint32_t seed, bool specials) {
+std::vector<float> random_wide_input(std::int64_t n, std::uint32_t seed, bool specials) {
   std::mt19937 rng(seed);
   std::normal_distribution<float> normal(0.3f, 2.0f);
   std::uniform_int_distribution<int> binade(-30, 20);
@@ -52,18 +50,28 @@ std::vector<float> random_input(std::int64_t n, std::uint32_t seed, bool special
     while (v == 0.0f);
   }
   if (specials) {
-    const float edge[] = {65504.0f, 65520.0f, 65519.99f, 70000.0f, -1e30f, 6e-8f, 3e-8f, 2.98e-8f, 1e-45f, 5.96e-8f,
-                          std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
-                          from_bits(0x7FC00001u), from_bits(0xFF812345u), from_bits(0x7F800001u),
-                          from_bits(0x3F808000u), from_bits(0x3F818000u), from_bits(0x7F7FFFFFu)};
+    const float edge[] = {65504.0f,
+                          65520.0f,
+                          65519.99f,
+                          70000.0f,
+                          -1e30f,
+                          6e-8f,
+                          3e-8f,
+                          2.98e-8f,
+                          1e-45f,
+                          5.96e-8f,
+                          std::numeric_limits<float>::infinity(),
+                          -std::numeric_limits<float>::infinity(),
+                          bits_to_float(0x7FC00001u),
+                          bits_to_float(0xFF812345u),
+                          bits_to_float(0x7F800001u),
+                          bits_to_float(0x3F808000u),
+                          bits_to_float(0x3F818000u),
+                          bits_to_float(0x7F7FFFFFu)};
     for (std::size_t k = 0; k < sizeof(edge) / sizeof(edge[0]) && k * 7 < x.size(); ++k) x[k * 7] = edge[k];
   }
   return x;
 }
-
-float* fake_device_floats() { return reinterpret_cast<float*>(std::uintptr_t{0x10000}); }
-std::uint8_t* fake_device_bytes() { return reinterpret_cast<std::uint8_t*>(std::uintptr_t{0x20000}); }
-const shrink::cuda::Workspace kFakeWorkspace{reinterpret_cast<void*>(std::uintptr_t{0x40000}), 1 << 20};
 
 }  // namespace
 
@@ -120,7 +128,7 @@ TEST_CASE("cuda FP8 quantize / dequantize reject bad arguments on the host befor
 TEST_CASE("cuda half / bfloat16 casts equal the CPU's bit for bit, both ways", "[gpu]") {
   const std::int64_t n = GENERATE(std::int64_t{1001}, std::int64_t{1} << 20);
   const Shape shape{n};
-  const std::vector<float> x = random_input(n, 42, true);
+  const std::vector<float> x = random_wide_input(n, 42, true);
   DeviceBuffer x_dev(x.size() * sizeof(float));
   x_dev.upload(x.data(), x_dev.bytes());
   const TensorView<const float> x_view(x_dev.as<float>(), shape, Device::cuda(0));
@@ -203,7 +211,7 @@ TEST_CASE("cuda FP8 quantize / dequantize equal quantize_fp8's codes and values"
 
 TEST_CASE("cuda FP8: non-finite input and bad scales are flagged, or encoded as the CPU does", "[gpu]") {
   const Shape shape{3, 100};
-  std::vector<float> x = random_input(shape.product(), 3, false);
+  std::vector<float> x = random_wide_input(shape.product(), 3, false);
   x[5] = std::numeric_limits<float>::quiet_NaN();
   x[77] = -std::numeric_limits<float>::infinity();
   const float scale = 0.01f;

@@ -36,8 +36,10 @@ using shrink::TensorView;
 using shrink::distill::CrossEntropyOptions;
 using shrink::distill::Loss;
 using shrink::distill::Reduction;
+using shrink::test::same_bits;
+using shrink::test::losses::same_bits;
 
-struct Case {
+struct CrossEntropyCase {
   Reduction reduction;
   bool masked;   // rows 2, 7, 12, ... are padding (mask 0; mask values other than 1 keep a row)
   bool ignored;  // rows 3, 7, 11, ... are labelled ignore_index
@@ -49,7 +51,7 @@ struct Case {
   bool per_row;      // ask for out.per_row (always with none)
 };
 
-std::string describe(const Case& c) {
+std::string describe_cross_entropy_case(const CrossEntropyCase& c) {
   std::ostringstream out;
   out << reduction_name(c.reduction) << (c.masked ? " masked" : "") << (c.ignored ? " ignore_index" : "") << " eps "
       << c.smoothing << (c.accumulate ? " accumulate" : "") << " grad_scale " << c.grad_scale << " pad " << c.pad
@@ -57,7 +59,7 @@ std::string describe(const Case& c) {
   return out.str();
 }
 
-const std::vector<Case> kCases = {
+const std::vector<CrossEntropyCase> kCrossEntropyCases = {
     {Reduction::mean, false, false, 0.0f, false, 1.0, 0, false, false},
     {Reduction::none, true, true, 0.0f, false, 1.0, 0, false, true},
     {Reduction::sum, true, true, 0.1f, true, 0.37, 5, false, true},
@@ -66,13 +68,13 @@ const std::vector<Case> kCases = {
     {Reduction::mean, true, true, 1.0f, true, 1.0, 8, false, false},
 };
 
-bool masked_row(std::int64_t r) { return r % 5 == 2; }
-bool ignored_row(std::int64_t r) { return r % 4 == 3; }
+bool cross_entropy_masked_row(std::int64_t r) { return r % 5 == 2; }
 
 // Runs one case on the CPU and the GPU (loss only, then with the gradient, then again for the bits) and compares.
 template <class T, class L>
-void check_case(std::int64_t rows, std::int64_t vocab, const Case& c, std::uint32_t seed) {
-  INFO(type_name<T>() << " labels int" << 8 * sizeof(L) << " rows " << rows << " V " << vocab << ": " << describe(c));
+void check_case(std::int64_t rows, std::int64_t vocab, const CrossEntropyCase& c, std::uint32_t seed) {
+  INFO(type_name<T>() << " labels int" << 8 * sizeof(L) << " rows " << rows << " V " << vocab << ": "
+                      << describe_cross_entropy_case(c));
   const std::int64_t stride = vocab + c.pad;
   const std::int64_t ignore_index = -100;
   std::mt19937 rng(seed);
@@ -86,8 +88,8 @@ void check_case(std::int64_t rows, std::int64_t vocab, const Case& c, std::uint3
     for (std::int64_t j = vocab; j < stride; ++j) row[j] = from_float<T>(kNaN);  // never read
     y[static_cast<std::size_t>(r)] = static_cast<L>(label(rng));
     if (r % 3 == 1) mask[static_cast<std::size_t>(r)] = 7;  // any nonzero byte keeps a row
-    const bool absent = (c.masked && masked_row(r)) || (c.ignored && ignored_row(r));
-    if (c.masked && masked_row(r)) {
+    const bool absent = (c.masked && cross_entropy_masked_row(r)) || (c.ignored && ignored_row(r));
+    if (c.masked && cross_entropy_masked_row(r)) {
       mask[static_cast<std::size_t>(r)] = 0;
       y[static_cast<std::size_t>(r)] = static_cast<L>(vocab + 3);  // a padding row's label is not checked
     } else if (c.ignored && ignored_row(r)) {
@@ -169,28 +171,28 @@ void check_case(std::int64_t rows, std::int64_t vocab, const Case& c, std::uint3
 }
 
 template <class T, class L>
-void check_all(std::int64_t rows, std::int64_t vocab, std::uint32_t seed) {
-  for (std::size_t i = 0; i < kCases.size(); ++i)
-    check_case<T, L>(rows, vocab, kCases[i], seed + 17 * static_cast<std::uint32_t>(i));
+void check_cross_entropy_cases(std::int64_t rows, std::int64_t vocab, std::uint32_t seed) {
+  for (std::size_t i = 0; i < kCrossEntropyCases.size(); ++i)
+    check_case<T, L>(rows, vocab, kCrossEntropyCases[i], seed + 17 * static_cast<std::uint32_t>(i));
 }
 
 }  // namespace
 
 TEST_CASE("cuda cross_entropy matches the CPU: float", "[gpu]") {
-  for (const std::int64_t vocab : {1, 7, 1000}) check_all<float, std::int64_t>(37, vocab, 100);
-  check_all<float, std::int32_t>(9, 50257, 110);
+  for (const std::int64_t vocab : {1, 7, 1000}) check_cross_entropy_cases<float, std::int64_t>(37, vocab, 100);
+  check_cross_entropy_cases<float, std::int32_t>(9, 50257, 110);
 }
 
 TEST_CASE("cuda cross_entropy matches the CPU: half", "[gpu]") {
-  for (const std::int64_t vocab : {1, 7, 1000}) check_all<half, std::int32_t>(37, vocab, 200);
-  check_all<half, std::int64_t>(9, 50257, 210);
+  for (const std::int64_t vocab : {1, 7, 1000}) check_cross_entropy_cases<half, std::int32_t>(37, vocab, 200);
+  check_cross_entropy_cases<half, std::int64_t>(9, 50257, 210);
 }
 
 TEST_CASE("cuda cross_entropy matches the CPU: bfloat16", "[gpu]") {
-  for (const std::int64_t vocab : {1, 7, 1000}) check_all<bfloat16, std::int64_t>(37, vocab, 300);
-  check_all<bfloat16, std::int32_t>(9, 50257, 310);
-  check_case<bfloat16, std::int64_t>(3, 262144, kCases[0], 320);
-  check_case<bfloat16, std::int64_t>(3, 262144, kCases[2], 330);
+  for (const std::int64_t vocab : {1, 7, 1000}) check_cross_entropy_cases<bfloat16, std::int64_t>(37, vocab, 300);
+  check_cross_entropy_cases<bfloat16, std::int32_t>(9, 50257, 310);
+  check_case<bfloat16, std::int64_t>(3, 262144, kCrossEntropyCases[0], 320);
+  check_case<bfloat16, std::int64_t>(3, 262144, kCrossEntropyCases[2], 330);
 }
 
 TEST_CASE("cuda cross_entropy flattens [B, L, V] logits and [B, L] labels", "[gpu]") {

@@ -164,7 +164,7 @@ void check_conversion(std::int64_t rows, std::int64_t cols, bool masked, std::ui
 }
 
 template <class T>
-void check_all(std::uint32_t seed) {
+void check_all_shapes(std::uint32_t seed) {
   for (const bool masked : {false, true}) {
     check_conversion<T>(37, 45, masked, seed);
     check_conversion<T>(1, 1, masked, seed + 1);
@@ -178,9 +178,11 @@ void check_all(std::uint32_t seed) {
 
 }  // namespace
 
-TEST_CASE("cuda CSR conversion matches sparse::to_csr byte for byte (float)", "[gpu]") { check_all<float>(10); }
-TEST_CASE("cuda CSR conversion matches sparse::to_csr byte for byte (half)", "[gpu]") { check_all<half>(20); }
-TEST_CASE("cuda CSR conversion matches sparse::to_csr byte for byte (bfloat16)", "[gpu]") { check_all<bfloat16>(30); }
+TEST_CASE("cuda CSR conversion matches sparse::to_csr byte for byte (float)", "[gpu]") { check_all_shapes<float>(10); }
+TEST_CASE("cuda CSR conversion matches sparse::to_csr byte for byte (half)", "[gpu]") { check_all_shapes<half>(20); }
+TEST_CASE("cuda CSR conversion matches sparse::to_csr byte for byte (bfloat16)", "[gpu]") {
+  check_all_shapes<bfloat16>(30);
+}
 
 TEST_CASE("cuda CSR: every element zero, every element kept", "[gpu]") {
   const Shape shape{40, 70};

@@ -1,11 +1,13 @@
 // Device memory for the [gpu] tests: owned, poisoned with 0xA5 at birth (and on request) so a kernel that skips an
-// output element cannot pass by leaving a value that looks right; device copies of host vectors.
+// output element cannot pass by leaving a value that looks right; device copies of host vectors; the fake device
+// addresses of the [host] tests.
 #pragma once
 
 #include <catch2/catch.hpp>
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <vector>
 
@@ -65,5 +67,11 @@ inline void* fake_device_pointer() {
   alignas(64) static unsigned char storage[256];
   return storage;
 }
+
+// Fixed addresses the host-side checks accept and never dereference, apart from one another: floats at 0x10000,
+// bytes at 0x20000 and a 1 MiB workspace at 0x40000 (a test that wants a misaligned pointer adds to them).
+inline float* fake_device_floats() { return reinterpret_cast<float*>(std::uintptr_t{0x10000}); }
+inline std::uint8_t* fake_device_bytes() { return reinterpret_cast<std::uint8_t*>(std::uintptr_t{0x20000}); }
+inline const shrink::cuda::Workspace kFakeWorkspace{reinterpret_cast<void*>(std::uintptr_t{0x40000}), 1 << 20};
 
 }  // namespace shrink::test

@@ -33,12 +33,6 @@
 namespace {
 
 using namespace shrink::test::losses;
-using shrink::test::from_float;
-using shrink::test::same_bits;
-using shrink::test::losses::same_bits;
-using shrink::test::to_device;
-using shrink::test::to_float;
-using shrink::test::type_name;
 using Catch::Matchers::Contains;
 using shrink::bfloat16;
 using shrink::Device;
@@ -52,8 +46,16 @@ using shrink::distill::Reduction;
 using shrink::distill::TopKTeacher;
 using shrink::test::DeviceBuffer;
 using shrink::test::fake_device_pointer;
+using shrink::test::from_float;
+using shrink::test::kInf;
+using shrink::test::kNaN;
+using shrink::test::same_bits;
+using shrink::test::to_device;
+using shrink::test::to_float;
+using shrink::test::type_name;
+using shrink::test::losses::same_bits;
 
-struct Case {
+struct DistillationCase {
   float alpha;
   Reduction kd, ce;
   float temperature;
@@ -66,7 +68,7 @@ struct Case {
   bool per_row;      // ask for out.per_row (always with none)
 };
 
-std::string describe(const Case& c) {
+std::string describe_distillation_case(const DistillationCase& c) {
   std::ostringstream out;
   out << "alpha " << c.alpha << " kd " << reduction_name(c.kd) << " ce " << reduction_name(c.ce) << " T "
       << c.temperature << (c.masked ? " masked" : "") << (c.ignored ? " ignore_index" : "") << " eps " << c.smoothing
@@ -75,10 +77,10 @@ std::string describe(const Case& c) {
   return out.str();
 }
 
-const std::vector<Case> kCases = {
+const std::vector<DistillationCase> kDistillationCases = {
     {0.3f, Reduction::batchmean, Reduction::mean, 2.0f, false, true, 0.0f, false, 1.0, 0, false},
     {0.3f, Reduction::none, Reduction::none, 1.0f, true, true, 0.1f, true, 0.5, 3, true},
-    {0.0f, Reduction::sum, Reduction::mean, 1.0f, true, true, 0.0f, false, 1.0, 5, true},  // strided zeroing
+    {0.0f, Reduction::sum, Reduction::mean, 1.0f, true, true, 0.0f, false, 1.0, 5, true},            // strided zeroing
     {0.0f, Reduction::batchmean, Reduction::mean, 1.5f, false, false, 0.05f, false, 1.0, 0, false},  // memset
     {0.0f, Reduction::none, Reduction::none, 1.0f, false, true, 0.0f, true, -1.0, 2, true},
     {1.0f, Reduction::mean, Reduction::sum, 2.5f, true, false, 0.0f, false, -1.5, 1, true},
@@ -86,12 +88,12 @@ const std::vector<Case> kCases = {
     {0.7f, Reduction::sum, Reduction::batchmean, 0.5f, true, true, 0.2f, true, 2.0, 4, false},
 };
 
-bool masked_row(std::int64_t r) { return r % 5 == 1; }
-bool ignored_row(std::int64_t r) { return r % 4 == 3; }
+bool distillation_masked_row(std::int64_t r) { return r % 5 == 1; }
 
-// k distinct entries of [0, vocab) in random order.
+// k distinct entries of [0, vocab) in random order: the first k of a shuffle of them all (topk_teacher_tests.cpp's
+// distinct_indices draws them another way when vocab is large).
 template <class Index>
-std::vector<Index> distinct_indices(std::int64_t vocab, std::int64_t k, std::mt19937& rng) {
+std::vector<Index> shuffled_indices(std::int64_t vocab, std::int64_t k, std::mt19937& rng) {
   std::vector<Index> all(static_cast<std::size_t>(vocab));
   std::iota(all.begin(), all.end(), Index{0});
   std::shuffle(all.begin(), all.end(), rng);
@@ -104,7 +106,7 @@ void check_value(double gpu, double cpu, double abs, const char* what) {
   CHECK(close(gpu, cpu, 1e-5, abs));
 }
 
-void check_losses(const Loss& gpu, const Loss& cpu, const Case& c, std::int64_t rows) {
+void check_losses(const Loss& gpu, const Loss& cpu, const DistillationCase& c, std::int64_t rows) {
   const double row_abs = 1e-6 * std::max(1.0, static_cast<double>(c.temperature) * c.temperature);
   const bool summed = c.kd == Reduction::sum || c.kd == Reduction::none || c.ce == Reduction::sum;
   check_value(gpu.value, cpu.value, row_abs * (summed ? static_cast<double>(rows) : 1.0), "value");
@@ -158,7 +160,7 @@ void check_gradient_mix(const std::vector<T>& gpu, const std::vector<T>& cpu, co
 
 // Runs one case on the CPU and the GPU (loss only, with the gradient, again for the bits) and compares.
 template <class T, class L, class HostTeacher, class DeviceTeacher>
-void compare(const Case& c, std::int64_t rows, std::int64_t vocab, const std::vector<T>& z,
+void compare(const DistillationCase& c, std::int64_t rows, std::int64_t vocab, const std::vector<T>& z,
              const std::vector<L>& y, const std::vector<std::uint8_t>& mask, const std::vector<T>& g0,
              const HostTeacher& teacher, const DeviceTeacher& teacher_dev) {
   namespace k = shrink::cuda;
@@ -233,10 +235,11 @@ void compare(const Case& c, std::int64_t rows, std::int64_t vocab, const std::ve
 
 // Random inputs for one case, then compare() against a full teacher or a top-k teacher of k entries a row.
 template <class T, class L, class Index>
-void check_case(bool topk, std::int64_t rows, std::int64_t vocab, std::int64_t k, const Case& c, std::uint32_t seed) {
+void check_case(bool topk, std::int64_t rows, std::int64_t vocab, std::int64_t k, const DistillationCase& c,
+                std::uint32_t seed) {
   INFO(type_name<T>() << " labels int" << 8 * sizeof(L) << (topk ? " top-k teacher, indices int" : " full teacher")
                       << (topk ? std::to_string(8 * sizeof(Index)) : std::string()) << " rows " << rows << " V "
-                      << vocab << " k " << k << ": " << describe(c));
+                      << vocab << " k " << k << ": " << describe_distillation_case(c));
   const std::int64_t zs = vocab + c.pad, ts = k + c.pad;
   std::mt19937 rng(seed);
   std::uniform_int_distribution<std::int64_t> label(0, vocab - 1);
@@ -254,12 +257,12 @@ void check_case(bool topk, std::int64_t rows, std::int64_t vocab, std::int64_t k
     T* lr = tl.data() + r * ts;
     for (std::int64_t j = vocab; j < zs; ++j) zr[j] = tr[j] = from_float<T>(kNaN);
     for (std::int64_t j = k; j < ts; ++j) lr[j] = from_float<T>(kNaN);
-    const std::vector<Index> chosen = distinct_indices<Index>(vocab, k, rng);
+    const std::vector<Index> chosen = shuffled_indices<Index>(vocab, k, rng);
     std::copy(chosen.begin(), chosen.end(), idx.begin() + r * ts);
     if (k < vocab) tail[static_cast<std::size_t>(r)] = tail_mass(rng);
     y[static_cast<std::size_t>(r)] = static_cast<L>(label(rng));
     if (r % 3 == 2) mask[static_cast<std::size_t>(r)] = 9;  // any nonzero byte keeps a row
-    if (c.masked && masked_row(r)) {
+    if (c.masked && distillation_masked_row(r)) {
       mask[static_cast<std::size_t>(r)] = 0;
       for (std::int64_t j = 0; j < vocab; ++j) zr[j] = tr[j] = from_float<T>(kNaN);  // not read by either part
       for (std::int64_t j = 0; j < k; ++j) lr[j] = from_float<T>(kNaN);
@@ -302,33 +305,35 @@ void check_case(bool topk, std::int64_t rows, std::int64_t vocab, std::int64_t k
 }
 
 template <class T, class L, class Index>
-void check_all(bool topk, std::int64_t rows, std::int64_t vocab, std::int64_t k, std::uint32_t seed) {
-  for (std::size_t i = 0; i < kCases.size(); ++i)
-    check_case<T, L, Index>(topk, rows, vocab, k, kCases[i], seed + 19 * static_cast<std::uint32_t>(i));
+void check_distillation_cases(bool topk, std::int64_t rows, std::int64_t vocab, std::int64_t k, std::uint32_t seed) {
+  for (std::size_t i = 0; i < kDistillationCases.size(); ++i)
+    check_case<T, L, Index>(topk, rows, vocab, k, kDistillationCases[i], seed + 19 * static_cast<std::uint32_t>(i));
 }
 
 template <class T, class L, class Index>
-void check_sizes(std::uint32_t seed) {
+void check_distillation_sizes(std::uint32_t seed) {
   for (const bool topk : {false, true}) {
-    check_all<T, L, Index>(topk, 5, 1, 1, seed);
-    check_all<T, L, Index>(topk, 37, 7, 3, seed + 1000);
-    check_all<T, L, Index>(topk, 37, 1000, 64, seed + 2000);
+    check_distillation_cases<T, L, Index>(topk, 5, 1, 1, seed);
+    check_distillation_cases<T, L, Index>(topk, 37, 7, 3, seed + 1000);
+    check_distillation_cases<T, L, Index>(topk, 37, 1000, 64, seed + 2000);
   }
 }
 
 }  // namespace
 
 TEST_CASE("cuda distillation_loss matches the CPU: float", "[gpu]") {
-  check_sizes<float, std::int64_t, std::int32_t>(100);
-  check_sizes<float, std::int32_t, std::int64_t>(10100);
-  check_case<float, std::int64_t, std::int32_t>(false, 9, 50257, 64, kCases[1], 20100);
-  check_case<float, std::int32_t, std::int64_t>(true, 9, 50257, 64, kCases[7], 20200);
+  check_distillation_sizes<float, std::int64_t, std::int32_t>(100);
+  check_distillation_sizes<float, std::int32_t, std::int64_t>(10100);
+  check_case<float, std::int64_t, std::int32_t>(false, 9, 50257, 64, kDistillationCases[1], 20100);
+  check_case<float, std::int32_t, std::int64_t>(true, 9, 50257, 64, kDistillationCases[7], 20200);
 }
 
-TEST_CASE("cuda distillation_loss matches the CPU: half", "[gpu]") { check_sizes<half, std::int32_t, std::int64_t>(200); }
+TEST_CASE("cuda distillation_loss matches the CPU: half", "[gpu]") {
+  check_distillation_sizes<half, std::int32_t, std::int64_t>(200);
+}
 
 TEST_CASE("cuda distillation_loss matches the CPU: bfloat16", "[gpu]") {
-  check_sizes<bfloat16, std::int64_t, std::int64_t>(300);
+  check_distillation_sizes<bfloat16, std::int64_t, std::int64_t>(300);
 }
 
 TEST_CASE("cuda distillation_loss flattens [B, L, V] logits and [B, L] labels", "[gpu]") {

@@ -39,10 +39,12 @@ using shrink::distill::CosineEmbeddingOptions;
 using shrink::distill::FeatureLossOptions;
 using shrink::distill::Loss;
 using shrink::distill::Reduction;
+using shrink::test::same_bits;
+using shrink::test::losses::same_bits;
 
 enum class Pair { mse, cosine };
 
-struct Case {
+struct FeatureLossCase {
   Reduction reduction;
   bool masked;  // rows 2, 6, 10, ... are padding
   bool accumulate;
@@ -54,7 +56,7 @@ struct Case {
   double margin;
 };
 
-std::string describe(const Case& c) {
+std::string describe_feature_loss_case(const FeatureLossCase& c) {
   std::ostringstream out;
   out << reduction_name(c.reduction) << (c.masked ? " masked" : "") << (c.accumulate ? " accumulate" : "")
       << " grad_scale " << c.grad_scale << " pad " << c.pad << (c.grad_student ? " grad_student" : "")
@@ -63,7 +65,7 @@ std::string describe(const Case& c) {
   return out.str();
 }
 
-const std::vector<Case> kCases = {
+const std::vector<FeatureLossCase> kFeatureLossCases = {
     {Reduction::mean, false, false, 1.0, 0, true, true, false, false, 0.0},
     {Reduction::none, true, false, 1.0, 3, true, false, true, true, 0.2},
     {Reduction::sum, true, true, 0.25, 1, false, true, true, true, -0.3},
@@ -71,7 +73,7 @@ const std::vector<Case> kCases = {
     {Reduction::mean, true, false, 1.0, 0, false, false, true, false, 0.0},
 };
 
-bool masked_row(std::int64_t r) { return r % 4 == 2; }
+bool feature_loss_masked_row(std::int64_t r) { return r % 4 == 2; }
 
 template <class T>
 Loss cpu_pair(Pair kind, const TensorView<const T>& s, const TensorView<const T>& t,
@@ -122,9 +124,9 @@ std::vector<T> gradient_buffer(std::int64_t rows, std::int64_t cols, std::int64_
 }
 
 template <class T>
-void check_pair(Pair kind, std::int64_t rows, std::int64_t d, const Case& c, std::uint32_t seed) {
+void check_pair(Pair kind, std::int64_t rows, std::int64_t d, const FeatureLossCase& c, std::uint32_t seed) {
   INFO((kind == Pair::mse ? "mse_loss " : "cosine_embedding_loss ")
-       << type_name<T>() << " rows " << rows << " D " << d << ": " << describe(c));
+       << type_name<T>() << " rows " << rows << " D " << d << ": " << describe_feature_loss_case(c));
   const std::int64_t ss = d + c.pad, ts = d + 2 * c.pad;
   const std::vector<T> s = padded_rows<T>(rows, d, ss, seed);
   const std::vector<T> t = padded_rows<T>(rows, d, ts, seed + 1);
@@ -133,7 +135,7 @@ void check_pair(Pair kind, std::int64_t rows, std::int64_t d, const Case& c, std
   std::mt19937 rng(seed);
   for (std::int64_t r = 0; r < rows; ++r) {
     if (c.targets && rng() % 2 == 0) y[static_cast<std::size_t>(r)] = -1;
-    if (c.masked && masked_row(r)) mask[static_cast<std::size_t>(r)] = 0;
+    if (c.masked && feature_loss_masked_row(r)) mask[static_cast<std::size_t>(r)] = 0;
   }
   const std::vector<T> gs0 = gradient_buffer<T>(rows, d, ts, c.accumulate, seed + 2);
   const std::vector<T> gt0 = gradient_buffer<T>(rows, d, ts, c.accumulate, seed + 3);
@@ -160,7 +162,7 @@ void check_pair(Pair kind, std::int64_t rows, std::int64_t d, const Case& c, std
     cpu.per_row = cpu_pair<T>(kind, s_host, t_host, y_host, TensorView<T>{}, TensorView<T>{}, none).per_row;
   }
   std::int64_t kept = 0;
-  for (std::int64_t r = 0; r < rows; ++r) kept += c.masked && masked_row(r) ? 0 : 1;
+  for (std::int64_t r = 0; r < rows; ++r) kept += c.masked && feature_loss_masked_row(r) ? 0 : 1;
   const double unit = std::fabs(c.grad_scale) * (kind == Pair::mse ? 2.0 : 1.0) /
                       shrink::distill::reduction_divisor(c.reduction, kept, kind == Pair::mse ? d : 1);
 
@@ -211,12 +213,12 @@ void check_pair(Pair kind, std::int64_t rows, std::int64_t d, const Case& c, std
 template <class T>
 void check_pairs(std::uint32_t seed) {
   for (const Pair kind : {Pair::mse, Pair::cosine}) {
-    for (std::size_t i = 0; i < kCases.size(); ++i) {
+    for (std::size_t i = 0; i < kFeatureLossCases.size(); ++i) {
       const auto s = seed + 31 * static_cast<std::uint32_t>(i);
-      check_pair<T>(kind, 37, 1, kCases[i], s);
-      check_pair<T>(kind, 37, 7, kCases[i], s + 1);
-      check_pair<T>(kind, 37, 1000, kCases[i], s + 2);
-      check_pair<T>(kind, 5, 50257, kCases[i], s + 3);
+      check_pair<T>(kind, 37, 1, kFeatureLossCases[i], s);
+      check_pair<T>(kind, 37, 7, kFeatureLossCases[i], s + 1);
+      check_pair<T>(kind, 37, 1000, kFeatureLossCases[i], s + 2);
+      check_pair<T>(kind, 5, 50257, kFeatureLossCases[i], s + 3);
     }
   }
 }
@@ -224,9 +226,9 @@ void check_pairs(std::uint32_t seed) {
 // Attention transfer on [B, Cs, H, W] and [B, Ct, H, W]; padded: the student's channels and samples spaced apart.
 template <class T>
 void check_attention(std::int64_t b, std::int64_t cs, std::int64_t ct, std::int64_t h, std::int64_t w, bool padded,
-                     const Case& c, std::uint32_t seed) {
+                     const FeatureLossCase& c, std::uint32_t seed) {
   INFO("attention_transfer_loss " << type_name<T>() << " B " << b << " Cs " << cs << " Ct " << ct << " " << h << "x"
-                                  << w << (padded ? " padded" : "") << ": " << describe(c));
+                                  << w << (padded ? " padded" : "") << ": " << describe_feature_loss_case(c));
   const std::int64_t p = h * w;
   const Strides s_strides = padded ? Strides{cs * (p + 3) + 5, p + 3, w, 1} : Strides{cs * p, p, w, 1};
   const std::int64_t s_elements = b * s_strides[0];
@@ -234,7 +236,7 @@ void check_attention(std::int64_t b, std::int64_t cs, std::int64_t ct, std::int6
   std::vector<T> t = random_elements<T>(static_cast<std::size_t>(b * ct * p), seed + 1, 1.5f);
   std::vector<std::uint8_t> mask(static_cast<std::size_t>(b), 1);
   for (std::int64_t i = 0; i < b; ++i)
-    if (c.masked && masked_row(i)) mask[static_cast<std::size_t>(i)] = 0;
+    if (c.masked && feature_loss_masked_row(i)) mask[static_cast<std::size_t>(i)] = 0;
   // Gradients: the student's as compact [B, Cs, H, W] (the layout of a gradient need not be the input's).
   const std::vector<T> gs0 = c.accumulate ? random_elements<T>(static_cast<std::size_t>(b * cs * p), seed + 2)
                                           : std::vector<T>(static_cast<std::size_t>(b * cs * p), poison_element<T>());
@@ -304,12 +306,12 @@ void check_attention(std::int64_t b, std::int64_t cs, std::int64_t ct, std::int6
 
 template <class T>
 void check_attentions(std::uint32_t seed) {
-  for (std::size_t i = 0; i < kCases.size(); ++i) {
+  for (std::size_t i = 0; i < kFeatureLossCases.size(); ++i) {
     const auto s = seed + 29 * static_cast<std::uint32_t>(i);
-    check_attention<T>(5, 3, 6, 4, 5, false, kCases[i], s);
-    check_attention<T>(6, 16, 8, 7, 7, true, kCases[i], s + 1);
-    check_attention<T>(3, 4, 4, 33, 40, i % 2 == 0, kCases[i], s + 2);  // more positions than threads
-    check_attention<T>(4, 2, 3, 1, 1, false, kCases[i], s + 3);         // one position
+    check_attention<T>(5, 3, 6, 4, 5, false, kFeatureLossCases[i], s);
+    check_attention<T>(6, 16, 8, 7, 7, true, kFeatureLossCases[i], s + 1);
+    check_attention<T>(3, 4, 4, 33, 40, i % 2 == 0, kFeatureLossCases[i], s + 2);  // more positions than threads
+    check_attention<T>(4, 2, 3, 1, 1, false, kFeatureLossCases[i], s + 3);         // one position
   }
 }
 

@@ -63,7 +63,7 @@ enum class MaskKind {
 // A product's host operands: x [M, K] and the dense weight [N, K] (kept elements random and non-zero, in T), its CSR,
 // a float bias.
 template <class T>
-struct Problem {
+struct CsrProblem {
   std::int64_t m = 0, n = 0, k = 0;
   std::vector<T> x, w;
   shrink::sparse::Csr<T> csr;
@@ -71,12 +71,12 @@ struct Problem {
 };
 
 template <class T>
-Problem<T> make_problem(std::int64_t m, std::int64_t n, std::int64_t k, double sparsity, MaskKind kind,
-                        std::uint32_t seed) {
+CsrProblem<T> make_problem(std::int64_t m, std::int64_t n, std::int64_t k, double sparsity, MaskKind kind,
+                           std::uint32_t seed) {
   std::mt19937 rng(seed);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   std::uniform_real_distribution<double> uniform(0.0, 1.0), factor(0.25, 1.75);
-  Problem<T> p;
+  CsrProblem<T> p;
   p.m = m, p.n = n, p.k = k;
   p.x.resize(static_cast<std::size_t>(m * k));
   for (T& v : p.x) {
@@ -111,7 +111,7 @@ Problem<T> make_problem(std::int64_t m, std::int64_t n, std::int64_t k, double s
 
 // The double product of x and the decompressed (dense) weight, and Σ |x · w| for the error bound.
 template <class T>
-void dense_reference(const Problem<T>& p, std::vector<double>& value, std::vector<double>& magnitude) {
+void dense_reference(const CsrProblem<T>& p, std::vector<double>& value, std::vector<double>& magnitude) {
   const std::vector<T> dense = shrink::sparse::to_dense(p.csr);
   REQUIRE(dense.size() == p.w.size());
   value.assign(static_cast<std::size_t>(p.m * p.n), 0.0);
@@ -135,10 +135,10 @@ void dense_reference(const Problem<T>& p, std::vector<double>& value, std::vecto
 
 // The problem's arrays on the device, and args over them.
 template <class T>
-struct DeviceProblem {
+struct CsrDeviceProblem {
   DeviceBuffer x, offsets, columns, values, bias, out;
 
-  explicit DeviceProblem(const Problem<T>& p)
+  explicit CsrDeviceProblem(const CsrProblem<T>& p)
       : x(p.x.size() * sizeof(T)),
         offsets(p.csr.row_offsets.size() * 4),
         columns(p.csr.column_indices.size() * 4),
@@ -152,7 +152,7 @@ struct DeviceProblem {
     bias.upload(p.bias.data(), bias.bytes());
   }
 
-  LinearCsrArgs<T> args(const Problem<T>& p, bool with_bias, Activation activation, LinearCsrPath path) const {
+  LinearCsrArgs<T> args(const CsrProblem<T>& p, bool with_bias, Activation activation, LinearCsrPath path) const {
     const Device d = Device::cuda(0);
     const std::int64_t nnz = p.csr.nnz();
     LinearCsrArgs<T> a;
@@ -182,7 +182,7 @@ std::vector<T> run(const LinearCsrArgs<T>& args, DeviceBuffer& out, unsigned cha
 // decompressed weight (1e-5 relative for float, 1e-2 for half and bfloat16, plus float accumulation over Σ|x·w|) and
 // against the CPU twin (twice that bound).
 template <class T>
-void check_product(const Problem<T>& p, DeviceProblem<T>& device, bool with_bias, Activation activation,
+void check_product(const CsrProblem<T>& p, CsrDeviceProblem<T>& device, bool with_bias, Activation activation,
                    LinearCsrPath path) {
   INFO("M " << p.m << " N " << p.n << " K " << p.k << " nnz " << p.csr.nnz() << " type size " << sizeof(T) << " path "
             << shrink::cuda::to_string(path) << " activation " << shrink::to_string(activation)
@@ -230,8 +230,6 @@ std::vector<LinearCsrPath> paths_for(std::int64_t m) {
   return paths;
 }
 
-const Activation kActivations[] = {Activation::none, Activation::relu, Activation::gelu, Activation::silu};
-
 template <class T>
 void check_shapes_and_sparsities(std::uint32_t seed) {
   // M: 1 (x read directly), row_dots sizes, 8-byte-lane tiles (<= 64 floats, <= 128 halves), several 16-byte tiles.
@@ -241,8 +239,8 @@ void check_shapes_and_sparsities(std::uint32_t seed) {
   int config = 0;
   for (auto [m, n, k] : shapes)
     for (double sparsity : {0.5, 0.7, 0.9, 0.99}) {
-      const Problem<T> p = make_problem<T>(m, n, k, sparsity, MaskKind::nonuniform, seed++);
-      DeviceProblem<T> device(p);
+      const CsrProblem<T> p = make_problem<T>(m, n, k, sparsity, MaskKind::nonuniform, seed++);
+      CsrDeviceProblem<T> device(p);
       for (LinearCsrPath path : paths_for<T>(m)) {
         const Activation activation = kActivations[config % 4];
         check_product(p, device, config % 3 != 0, activation, path);
@@ -254,8 +252,8 @@ void check_shapes_and_sparsities(std::uint32_t seed) {
 template <class T>
 void check_imbalanced(std::uint32_t seed) {
   for (std::int64_t m : {1, 7, 16, 40, 200}) {
-    const Problem<T> p = make_problem<T>(m, 70, 257, 0.9, MaskKind::imbalanced, seed++);
-    DeviceProblem<T> device(p);
+    const CsrProblem<T> p = make_problem<T>(m, 70, 257, 0.9, MaskKind::imbalanced, seed++);
+    CsrDeviceProblem<T> device(p);
     for (LinearCsrPath path : paths_for<T>(m))
       for (Activation activation : kActivations) check_product(p, device, true, activation, path);
   }
@@ -265,9 +263,9 @@ void check_imbalanced(std::uint32_t seed) {
 template <class T>
 void check_empty_weight() {
   for (std::int64_t m : {1, 9, 150}) {
-    const Problem<T> p = make_problem<T>(m, 20, 33, 1.0, MaskKind::nonuniform, 5);
+    const CsrProblem<T> p = make_problem<T>(m, 20, 33, 1.0, MaskKind::nonuniform, 5);
     REQUIRE(p.csr.nnz() == 0);
-    DeviceProblem<T> device(p);
+    CsrDeviceProblem<T> device(p);
     for (LinearCsrPath path : paths_for<T>(m)) check_product(p, device, true, Activation::silu, path);
   }
 }
@@ -293,27 +291,27 @@ TEST_CASE("cuda linear_csr matches the dense double product and the CPU twin: bf
 }
 
 TEST_CASE("cuda linear_csr on a layer that fills the device (many CTAs, several tiles of M)", "[gpu]") {
-  const Problem<float> p = make_problem<float>(1000, 700, 1024, 0.9, MaskKind::imbalanced, 700);
-  DeviceProblem<float> device(p);
+  const CsrProblem<float> p = make_problem<float>(1000, 700, 1024, 0.9, MaskKind::imbalanced, 700);
+  CsrDeviceProblem<float> device(p);
   for (LinearCsrPath path : {LinearCsrPath::row_split, LinearCsrPath::nnz_split, LinearCsrPath::staged})
     check_product(p, device, true, Activation::gelu, path);
-  const Problem<half> q = make_problem<half>(16, 4096, 1000, 0.95, MaskKind::nonuniform, 701);
-  DeviceProblem<half> device_q(q);
+  const CsrProblem<half> q = make_problem<half>(16, 4096, 1000, 0.95, MaskKind::nonuniform, 701);
+  CsrDeviceProblem<half> device_q(q);
   check_product(q, device_q, true, Activation::none, LinearCsrPath::row_dots);
 }
 
 TEST_CASE("cuda linear_csr flags bad CSR indices and a non-finite bias on the device", "[gpu]") {
-  const Problem<float> p = make_problem<float>(20, 40, 90, 0.8, MaskKind::nonuniform, 800);
+  const CsrProblem<float> p = make_problem<float>(20, 40, 90, 0.8, MaskKind::nonuniform, 800);
   REQUIRE(p.csr.row_offsets[2] - p.csr.row_offsets[1] >= 2);
   // Each corruption, on every path; the call throws naming the check (and must not fault: memcheck runs this too).
   const auto corrupt_and_expect = [&](auto corrupt, const char* fragment) {
-    Problem<float> bad = p;
+    CsrProblem<float> bad = p;
     corrupt(bad);
     for (std::int64_t m : {std::int64_t{1}, std::int64_t{5}, std::int64_t{20}}) {
-      Problem<float> shaped = bad;
+      CsrProblem<float> shaped = bad;
       shaped.m = m;
       shaped.x.resize(static_cast<std::size_t>(m * p.k));
-      DeviceProblem<float> device(shaped);
+      CsrDeviceProblem<float> device(shaped);
       for (LinearCsrPath path : paths_for<float>(m)) {
         INFO("corruption '" << fragment << "' M " << m << " path " << shrink::cuda::to_string(path));
         const auto args = device.args(shaped, true, Activation::none, path);
@@ -325,21 +323,21 @@ TEST_CASE("cuda linear_csr flags bad CSR indices and a non-finite bias on the de
     }
   };
   const char* index = "sparse index";
-  corrupt_and_expect([&](Problem<float>& b) { b.csr.column_indices[3] = static_cast<std::int32_t>(p.k); }, index);
-  corrupt_and_expect([&](Problem<float>& b) { b.csr.column_indices.back() = -1; }, index);
+  corrupt_and_expect([&](CsrProblem<float>& b) { b.csr.column_indices[3] = static_cast<std::int32_t>(p.k); }, index);
+  corrupt_and_expect([&](CsrProblem<float>& b) { b.csr.column_indices.back() = -1; }, index);
   corrupt_and_expect(
-      [&](Problem<float>& b) {
+      [&](CsrProblem<float>& b) {
         const auto first = static_cast<std::size_t>(b.csr.row_offsets[1]);
         std::swap(b.csr.column_indices[first], b.csr.column_indices[first + 1]);  // unsorted
       },
       index);
-  corrupt_and_expect([&](Problem<float>& b) { b.csr.row_offsets[3] = b.csr.row_offsets[4] + 1; }, index);
-  corrupt_and_expect([&](Problem<float>& b) { b.csr.row_offsets[0] = 1; }, index);
-  corrupt_and_expect([&](Problem<float>& b) { b.csr.row_offsets.back() -= 1; }, index);
-  corrupt_and_expect([&](Problem<float>& b) { b.csr.row_offsets[7] = std::numeric_limits<std::int32_t>::max(); },
+  corrupt_and_expect([&](CsrProblem<float>& b) { b.csr.row_offsets[3] = b.csr.row_offsets[4] + 1; }, index);
+  corrupt_and_expect([&](CsrProblem<float>& b) { b.csr.row_offsets[0] = 1; }, index);
+  corrupt_and_expect([&](CsrProblem<float>& b) { b.csr.row_offsets.back() -= 1; }, index);
+  corrupt_and_expect([&](CsrProblem<float>& b) { b.csr.row_offsets[7] = std::numeric_limits<std::int32_t>::max(); },
                      index);
-  corrupt_and_expect([&](Problem<float>& b) { b.csr.row_offsets[9] = -5; }, index);
-  corrupt_and_expect([&](Problem<float>& b) { b.bias[13] = std::numeric_limits<float>::infinity(); }, "NaN or inf");
+  corrupt_and_expect([&](CsrProblem<float>& b) { b.csr.row_offsets[9] = -5; }, index);
+  corrupt_and_expect([&](CsrProblem<float>& b) { b.bias[13] = std::numeric_limits<float>::infinity(); }, "NaN or inf");
 }
 
 // ---------------------------------------------------------------------------------------------------------------------
@@ -349,21 +347,23 @@ namespace {
 
 // Distinct, aligned, never-dereferenced addresses, one region per operand so that only the overlaps a test builds
 // are seen.
-void* fake(int region) {
+void* fake_region(int region) {
   alignas(256) static unsigned char arena[8][4096];
   return arena[region];
 }
 
-struct HostArgs {
+struct CsrHostArgs {
   LinearCsrArgs<float> args;
-  HostArgs(std::int64_t m = 4, std::int64_t n = 6, std::int64_t k = 8, std::int64_t nnz = 10) {
+  CsrHostArgs(std::int64_t m = 4, std::int64_t n = 6, std::int64_t k = 8, std::int64_t nnz = 10) {
     const Device d = Device::cuda(0);
-    args.x = TensorView<const float>(static_cast<const float*>(fake(0)), Shape{m, k}, d);
-    args.row_offsets = TensorView<const std::int32_t>(static_cast<const std::int32_t*>(fake(1)), Shape{n + 1}, d);
-    args.column_indices = TensorView<const std::int32_t>(static_cast<const std::int32_t*>(fake(2)), Shape{nnz}, d);
-    args.values = TensorView<const float>(static_cast<const float*>(fake(3)), Shape{nnz}, d);
-    args.epilogue.bias = TensorView<const float>(static_cast<const float*>(fake(4)), Shape{n}, d);
-    args.out = TensorView<float>(static_cast<float*>(fake(5)), Shape{m, n}, d);
+    args.x = TensorView<const float>(static_cast<const float*>(fake_region(0)), Shape{m, k}, d);
+    args.row_offsets =
+        TensorView<const std::int32_t>(static_cast<const std::int32_t*>(fake_region(1)), Shape{n + 1}, d);
+    args.column_indices =
+        TensorView<const std::int32_t>(static_cast<const std::int32_t*>(fake_region(2)), Shape{nnz}, d);
+    args.values = TensorView<const float>(static_cast<const float*>(fake_region(3)), Shape{nnz}, d);
+    args.epilogue.bias = TensorView<const float>(static_cast<const float*>(fake_region(4)), Shape{n}, d);
+    args.out = TensorView<float>(static_cast<float*>(fake_region(5)), Shape{m, n}, d);
   }
 };
 
@@ -372,94 +372,95 @@ std::string reason(const LinearCsrArgs<float>& a) { return shrink::cuda::can_imp
 }  // namespace
 
 TEST_CASE("cuda linear_csr: can_implement names the argument at fault", "[host]") {
-  CHECK(reason(HostArgs().args) == "");
+  CHECK(reason(CsrHostArgs().args) == "");
   {
-    HostArgs h;
-    h.args.x = TensorView<const float>(static_cast<const float*>(fake(0)), Shape{4, 8});
+    CsrHostArgs h;
+    h.args.x = TensorView<const float>(static_cast<const float*>(fake_region(0)), Shape{4, 8});
     CHECK_THAT(reason(h.args), Contains("x = a view of host memory"));
   }
   {
-    HostArgs h;
-    h.args.x = TensorView<const float>(static_cast<const float*>(fake(0)), Shape{32}, Device::cuda(0));
+    CsrHostArgs h;
+    h.args.x = TensorView<const float>(static_cast<const float*>(fake_region(0)), Shape{32}, Device::cuda(0));
     CHECK_THAT(reason(h.args), Contains("x.shape = [32]"));
   }
   {
-    HostArgs h;
-    h.args.x = TensorView<const float>(static_cast<const float*>(fake(0)), Shape{4, 8}, shrink::Strides{1, 4},
+    CsrHostArgs h;
+    h.args.x = TensorView<const float>(static_cast<const float*>(fake_region(0)), Shape{4, 8}, shrink::Strides{1, 4},
                                        Device::cuda(0));
     CHECK_THAT(reason(h.args), Contains("x.strides"));
   }
   {
-    HostArgs h;
-    h.args.x = TensorView<const float>(reinterpret_cast<const float*>(static_cast<char*>(fake(0)) + 2), Shape{4, 8},
-                                       Device::cuda(0));
+    CsrHostArgs h;
+    h.args.x = TensorView<const float>(reinterpret_cast<const float*>(static_cast<char*>(fake_region(0)) + 2),
+                                       Shape{4, 8}, Device::cuda(0));
     CHECK_THAT(reason(h.args), Contains("x = a misaligned pointer"));
   }
   {
-    HostArgs h;
+    CsrHostArgs h;
     h.args.row_offsets =
-        TensorView<const std::int32_t>(static_cast<const std::int32_t*>(fake(1)), Shape{1}, Device::cuda(0));
+        TensorView<const std::int32_t>(static_cast<const std::int32_t*>(fake_region(1)), Shape{1}, Device::cuda(0));
     CHECK_THAT(reason(h.args), Contains("row_offsets.shape = [1]"));
   }
   {
-    HostArgs h;
-    h.args.values = TensorView<const float>(static_cast<const float*>(fake(3)), Shape{9}, Device::cuda(0));
+    CsrHostArgs h;
+    h.args.values = TensorView<const float>(static_cast<const float*>(fake_region(3)), Shape{9}, Device::cuda(0));
     CHECK_THAT(reason(h.args), Contains("as many column indices as values (9)"));
   }
   {
-    HostArgs h;
-    h.args.values = TensorView<const float>(static_cast<const float*>(fake(3)), Shape{10});
+    CsrHostArgs h;
+    h.args.values = TensorView<const float>(static_cast<const float*>(fake_region(3)), Shape{10});
     CHECK_THAT(reason(h.args), Contains("values = a view of host memory"));
   }
   {
-    HostArgs h;
-    h.args.epilogue.bias = TensorView<const float>(static_cast<const float*>(fake(4)), Shape{7}, Device::cuda(0));
+    CsrHostArgs h;
+    h.args.epilogue.bias =
+        TensorView<const float>(static_cast<const float*>(fake_region(4)), Shape{7}, Device::cuda(0));
     CHECK_THAT(reason(h.args), Contains("bias.shape = [7]"));
   }
   {
-    HostArgs h;
-    h.args.epilogue.bias = TensorView<const float>(static_cast<const float*>(fake(4)), Shape{6});
+    CsrHostArgs h;
+    h.args.epilogue.bias = TensorView<const float>(static_cast<const float*>(fake_region(4)), Shape{6});
     CHECK_THAT(reason(h.args), Contains("bias = a view of host memory"));
   }
   {
-    HostArgs h;
+    CsrHostArgs h;
     h.args.epilogue.bias = TensorView<const float>();  // no bias
     CHECK(reason(h.args) == "");
   }
   {
-    HostArgs h;
+    CsrHostArgs h;
     h.args.epilogue.activation = static_cast<Activation>(9);
     CHECK_THAT(reason(h.args), Contains("activation = 9"));
   }
   {
-    HostArgs h;
-    h.args.out = TensorView<float>(static_cast<float*>(fake(5)), Shape{4, 5}, Device::cuda(0));
+    CsrHostArgs h;
+    h.args.out = TensorView<float>(static_cast<float*>(fake_region(5)), Shape{4, 5}, Device::cuda(0));
     CHECK_THAT(reason(h.args), Contains("out.shape = [4, 5]: expected [4, 6]"));
   }
   {
-    HostArgs h;
-    h.args.out = TensorView<float>(static_cast<float*>(fake(5)), Shape{4, 6}, Device::cuda(1));
+    CsrHostArgs h;
+    h.args.out = TensorView<float>(static_cast<float*>(fake_region(5)), Shape{4, 6}, Device::cuda(1));
     CHECK_THAT(reason(h.args), Contains("out = a view on CUDA device 1"));
   }
   {
-    HostArgs h;
-    h.args.out = TensorView<float>(static_cast<float*>(fake(0)) + 8, Shape{4, 6}, Device::cuda(0));
+    CsrHostArgs h;
+    h.args.out = TensorView<float>(static_cast<float*>(fake_region(0)) + 8, Shape{4, 6}, Device::cuda(0));
     CHECK_THAT(reason(h.args), Contains("out = memory overlapping x"));
   }
   {
-    HostArgs h;
-    h.args.out = TensorView<float>(static_cast<float*>(fake(4)), Shape{4, 6}, Device::cuda(0));
+    CsrHostArgs h;
+    h.args.out = TensorView<float>(static_cast<float*>(fake_region(4)), Shape{4, 6}, Device::cuda(0));
     CHECK_THAT(reason(h.args), Contains("out = memory overlapping epilogue.bias"));
   }
   {
-    HostArgs h(17);
+    CsrHostArgs h(17);
     h.args.path = LinearCsrPath::row_dots;
     CHECK_THAT(reason(h.args), Contains("path = row_dots with M = 17"));
     h.args.path = LinearCsrPath::nnz_split;
     CHECK(reason(h.args) == "");
   }
   {
-    HostArgs h(4, 6, 8, 0);  // every row empty: empty index and value views are fine, even null
+    CsrHostArgs h(4, 6, 8, 0);  // every row empty: empty index and value views are fine, even null
     h.args.column_indices = TensorView<const std::int32_t>(nullptr, Shape{0}, Device::cuda(0));
     h.args.values = TensorView<const float>(nullptr, Shape{0}, Device::cuda(0));
     CHECK(reason(h.args) == "");
@@ -469,13 +470,13 @@ TEST_CASE("cuda linear_csr: can_implement names the argument at fault", "[host]"
 TEST_CASE("cuda linear_csr: path choice and workspace sizes", "[host]") {
   using shrink::cuda::linear_csr_path;
   using shrink::cuda::linear_csr_workspace_bytes;
-  HostArgs one(1, 6, 10), sixteen(16, 6, 10), seventeen(17, 6, 10);
+  CsrHostArgs one(1, 6, 10), sixteen(16, 6, 10), seventeen(17, 6, 10);
   CHECK(linear_csr_path(one.args) == LinearCsrPath::row_dots);
   CHECK(linear_csr_path(sixteen.args) == LinearCsrPath::row_dots);
   CHECK(linear_csr_path(seventeen.args) == LinearCsrPath::staged);  // 10 of 60 elements stored: dense enough
   seventeen.args.column_indices =
-      TensorView<const std::int32_t>(static_cast<const std::int32_t*>(fake(2)), Shape{2}, Device::cuda(0));
-  seventeen.args.values = TensorView<const float>(static_cast<const float*>(fake(3)), Shape{2}, Device::cuda(0));
+      TensorView<const std::int32_t>(static_cast<const std::int32_t*>(fake_region(2)), Shape{2}, Device::cuda(0));
+  seventeen.args.values = TensorView<const float>(static_cast<const float*>(fake_region(3)), Shape{2}, Device::cuda(0));
   CHECK(linear_csr_path(seventeen.args) == LinearCsrPath::nnz_split);         // 2 of 60: below 5%
   CHECK(linear_csr_workspace_bytes(one.args) == shrink::cuda::kStatusBytes);  // x read directly
   CHECK(linear_csr_workspace_bytes(sixteen.args) == 16 + 10 * 16 * 4);
@@ -484,30 +485,31 @@ TEST_CASE("cuda linear_csr: path choice and workspace sizes", "[host]") {
   CHECK(linear_csr_workspace_bytes(one.args) == 16 + 10 * 8 * 4);  // Xᵀ rows padded to 8 elements
   LinearCsrArgs<half> h;
   const Device d = Device::cuda(0);
-  h.x = TensorView<const half>(static_cast<const half*>(fake(0)), Shape{3, 5}, d);
-  h.row_offsets = TensorView<const std::int32_t>(static_cast<const std::int32_t*>(fake(1)), Shape{3}, d);
-  h.column_indices = TensorView<const std::int32_t>(static_cast<const std::int32_t*>(fake(2)), Shape{4}, d);
-  h.values = TensorView<const half>(static_cast<const half*>(fake(3)), Shape{4}, d);
-  h.out = TensorView<half>(static_cast<half*>(fake(5)), Shape{3, 2}, d);
+  h.x = TensorView<const half>(static_cast<const half*>(fake_region(0)), Shape{3, 5}, d);
+  h.row_offsets = TensorView<const std::int32_t>(static_cast<const std::int32_t*>(fake_region(1)), Shape{3}, d);
+  h.column_indices = TensorView<const std::int32_t>(static_cast<const std::int32_t*>(fake_region(2)), Shape{4}, d);
+  h.values = TensorView<const half>(static_cast<const half*>(fake_region(3)), Shape{4}, d);
+  h.out = TensorView<half>(static_cast<half*>(fake_region(5)), Shape{3, 2}, d);
   CHECK(linear_csr_workspace_bytes(h) == 16 + 80);  // K 5 · 8 padded halves · 2 bytes
-  h.out = TensorView<half>(static_cast<half*>(fake(5)), Shape{3, 3}, d);
+  h.out = TensorView<half>(static_cast<half*>(fake_region(5)), Shape{3, 3}, d);
   CHECK_THROWS_WITH(linear_csr_workspace_bytes(h), Contains("out.shape = [3, 3]"));
 }
 
 TEST_CASE("cuda linear_csr validates its arguments on the host before any CUDA call", "[host]") {
   using shrink::cuda::linear_csr;
-  const HostArgs h;
+  const CsrHostArgs h;
   const std::size_t bytes = shrink::cuda::linear_csr_workspace_bytes(h.args);
-  CHECK_THROWS_WITH(linear_csr(h.args, {fake(6), bytes - 4}, nullptr), Contains("workspace.bytes"));
+  CHECK_THROWS_WITH(linear_csr(h.args, {fake_region(6), bytes - 4}, nullptr), Contains("workspace.bytes"));
   CHECK_THROWS_WITH(linear_csr(h.args, {nullptr, bytes}, nullptr), Contains("workspace.data = a null pointer"));
-  CHECK_THROWS_WITH(linear_csr(h.args, {static_cast<char*>(fake(6)) + 8, bytes}, nullptr),
+  CHECK_THROWS_WITH(linear_csr(h.args, {static_cast<char*>(fake_region(6)) + 8, bytes}, nullptr),
                     Contains("workspace.data = a misaligned pointer"));
-  CHECK_THROWS_WITH(linear_csr(h.args, {fake(5), bytes}, nullptr), Contains("workspace.data = memory overlapping out"));
-  CHECK_THROWS_WITH(linear_csr(h.args, {fake(2), bytes}, nullptr),
+  CHECK_THROWS_WITH(linear_csr(h.args, {fake_region(5), bytes}, nullptr),
+                    Contains("workspace.data = memory overlapping out"));
+  CHECK_THROWS_WITH(linear_csr(h.args, {fake_region(2), bytes}, nullptr),
                     Contains("workspace.data = memory overlapping column_indices"));
-  HostArgs wrong;
-  wrong.args.out = TensorView<float>(static_cast<float*>(fake(5)), Shape{3, 6}, Device::cuda(0));
-  CHECK_THROWS_WITH(linear_csr(wrong.args, {fake(6), bytes}, nullptr),
+  CsrHostArgs wrong;
+  wrong.args.out = TensorView<float>(static_cast<float*>(fake_region(5)), Shape{3, 6}, Device::cuda(0));
+  CHECK_THROWS_WITH(linear_csr(wrong.args, {fake_region(6), bytes}, nullptr),
                     Contains("shrink::cuda::linear_csr: out.shape = [3, 6]: expected [4, 6] ([M, N])"));
 }
 
@@ -515,9 +517,9 @@ TEST_CASE("cuda linear_csr validates its arguments on the host before any CUDA c
 // path (row_dots where M allows) on an imbalanced weight, at one M under a tile and one over.
 TEST_CASE("cuda linear_csr sanitizer subset: every path at M 5 and 65", "[gpu][sanitize]") {
   for (const std::int64_t m : {5, 65}) {
-    const Problem<half> p =
+    const CsrProblem<half> p =
         make_problem<half>(m, 130, 333, 0.9, MaskKind::imbalanced, static_cast<std::uint32_t>(800 + m));
-    DeviceProblem<half> device(p);
+    CsrDeviceProblem<half> device(p);
     for (LinearCsrPath path : paths_for<half>(m)) check_product(p, device, true, Activation::relu, path);
   }
 }

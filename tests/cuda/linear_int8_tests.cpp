@@ -32,6 +32,7 @@
 #include "shrink/quant/scheme.hpp"
 #include "support/activation_reference.hpp"
 #include "support/element_types.hpp"
+#include "support/float_compare.hpp"
 
 namespace {
 
@@ -50,8 +51,6 @@ using shrink::cuda::Synchronize;
 
 using namespace shrink::test;
 
-constexpr Activation kActivations[] = {Activation::none, Activation::relu, Activation::gelu, Activation::silu};
-
 std::vector<std::int8_t> random_int8(std::int64_t n, std::mt19937& rng) {
   std::uniform_int_distribution<int> d(-128, 127);
   std::vector<std::int8_t> v(static_cast<std::size_t>(n));
@@ -67,7 +66,7 @@ std::vector<float> random_floats(std::int64_t n, std::mt19937& rng, float low, f
 }
 
 // One W8A8 problem: int8 operands, scales, bias, on the host and on the device.
-struct Problem {
+struct Int8Problem {
   std::int64_t m, n, k;
   std::int64_t ldx;  // row stride of x on the device (≥ K, a multiple of 16)
   bool per_token, per_channel, with_bias;
@@ -76,8 +75,8 @@ struct Problem {
   std::unique_ptr<DeviceBuffer> x_dev, w_dev, sx_dev, sw_dev, bias_dev;
   std::vector<std::int64_t> acc;  // exact Σ_k x · w
 
-  Problem(std::int64_t m_, std::int64_t n_, std::int64_t k_, bool per_token_, bool per_channel_, bool with_bias_,
-          std::uint32_t seed, std::int64_t ldx_ = 0, bool unit = false)
+  Int8Problem(std::int64_t m_, std::int64_t n_, std::int64_t k_, bool per_token_, bool per_channel_, bool with_bias_,
+              std::uint32_t seed, std::int64_t ldx_ = 0, bool unit = false)
       : m(m_),
         n(n_),
         k(k_),
@@ -176,19 +175,9 @@ struct Problem {
   }
 };
 
-// The unit in the last place of a float-like type at |v| (its spacing there).
-template <class Out>
-double ulp_at(double v) {
-  const int mantissa = std::is_same<Out, half>::value ? 10 : std::is_same<Out, bfloat16>::value ? 7 : 23;
-  const int min_exponent = std::is_same<Out, half>::value ? -14 : -126;
-  int e = 0;
-  std::frexp(std::fabs(v), &e);
-  return std::ldexp(1.0, std::max(e - 1, min_exponent) - mantissa);
-}
-
 // Runs one GEMM on the device into a poisoned output and checks it against the FP64 reference and the CPU twin.
 template <class Out>
-void check_gemm(const Problem& p, LinearInt8Path path, Activation act, std::int64_t ld_out = 0) {
+void check_gemm(const Int8Problem& p, LinearInt8Path path, Activation act, std::int64_t ld_out = 0) {
   const std::int64_t ldo = ld_out > 0 ? ld_out : p.n;
   const float out_scale = 0.02f;  // int8: v up to about ±3 spreads over most codes
   INFO(type_name<Out>() << " " << shrink::cuda::to_string(path) << " " << shrink::to_string(act) << " M " << p.m
@@ -287,7 +276,7 @@ TEST_CASE("cuda linear_int8: accumulators are exact (float output, unit scales, 
   for (const LinearInt8Path path : paths_here())
     for (const GemmShape& s : kShapes) {
       // |acc| ≤ K · 2^14 < 2^24 for K < 1024: float holds it exactly. Longer K: acc still exact below 2^24 in practice.
-      const Problem p(s.m, s.n, s.k, false, false, false, 100 + static_cast<std::uint32_t>(s.k), 0, true);
+      const Int8Problem p(s.m, s.n, s.k, false, false, false, 100 + static_cast<std::uint32_t>(s.k), 0, true);
       DeviceBuffer out(static_cast<std::size_t>(p.m * p.n) * sizeof(float));
       LinearInt8Args args = p.args(path);
       args.out = TensorView<float>(out.as<float>(), Shape{p.m, p.n}, Device::cuda(0));
@@ -315,7 +304,7 @@ TEST_CASE("cuda linear_int8 matches the FP64 reference and the CPU twin: every p
     for (const GemmShape& s : kShapes)
       for (const bool per_token : {true, false}) {
         const bool per_channel = per_token || s.m % 2 == 0;  // per-tensor weights on some shapes too
-        const Problem p(s.m, s.n, s.k, per_token, per_channel, s.n % 3 != 2, seed++);
+        const Int8Problem p(s.m, s.n, s.k, per_token, per_channel, s.n % 3 != 2, seed++);
         for (const Activation act : kActivations) {
           check_gemm<float>(p, path, act);
           check_gemm<half>(p, path, act);
@@ -327,17 +316,17 @@ TEST_CASE("cuda linear_int8 matches the FP64 reference and the CPU twin: every p
 
 TEST_CASE("cuda linear_int8 reads strided x rows and writes strided output rows", "[gpu]") {
   for (const LinearInt8Path path : paths_here()) {
-    const Problem p(37, 90, 160, true, true, true, 7, 176);  // x rows 176 bytes apart
+    const Int8Problem p(37, 90, 160, true, true, true, 7, 176);  // x rows 176 bytes apart
     check_gemm<float>(p, path, Activation::relu, 93);        // odd output stride: no paired stores
     check_gemm<half>(p, path, Activation::none, 96);
     check_gemm<std::int8_t>(p, path, Activation::gelu, 91);
-    const Problem big(200, 130, 96, false, true, false, 8, 128);
+    const Int8Problem big(200, 130, 96, false, true, false, 8, 128);
     check_gemm<bfloat16>(big, path, Activation::silu, 131);
   }
 }
 
 TEST_CASE("cuda linear_int8 flags bad scales and a non-finite bias when asked to synchronise", "[gpu]") {
-  const Problem p(20, 40, 64, true, true, true, 9);
+  const Int8Problem p(20, 40, 64, true, true, true, 9);
   DeviceBuffer out(static_cast<std::size_t>(p.m * p.n) * sizeof(float));
   std::vector<float> bad_sx = p.sx, bad_bias = p.bias;
   bad_sx[3] = 0.0f;
@@ -362,7 +351,7 @@ TEST_CASE("cuda linear_int8 flags bad scales and a non-finite bias when asked to
 
 TEST_CASE("cuda linear_int8 refuses a forced wgmma path on a device that is not sm_90", "[gpu]") {
   if (device_is_sm90()) return;
-  const Problem p(8, 16, 32, true, true, false, 10);
+  const Int8Problem p(8, 16, 32, true, true, false, 10);
   DeviceBuffer out(static_cast<std::size_t>(p.m * p.n) * sizeof(float));
   LinearInt8Args args = p.args(LinearInt8Path::wgmma);
   args.out = TensorView<float>(out.as<float>(), Shape{p.m, p.n}, Device::cuda(0));
@@ -371,7 +360,7 @@ TEST_CASE("cuda linear_int8 refuses a forced wgmma path on a device that is not 
 }
 
 TEST_CASE("cuda apply_int8_epilogue finishes int32 accumulators as linear_int8 does", "[gpu]") {
-  const Problem p(45, 77, 32, true, true, true, 11);
+  const Int8Problem p(45, 77, 32, true, true, true, 11);
   const std::vector<std::int32_t> acc(p.acc.begin(), p.acc.end());
   const auto acc_dev = to_device(acc);
   for (const Activation act : kActivations) {
@@ -473,9 +462,10 @@ TEST_CASE("cuda quantize_rows_absmax flags NaN and inf", "[gpu]") {
 
 namespace {
 
-// Addresses the host checks accept and never dereference, far apart so that nothing overlaps by accident.
+// Addresses the host checks accept and never dereference, `megabytes` MiB up: far apart so that nothing overlaps by
+// accident.
 template <class T>
-T* fake(std::uintptr_t megabytes) {
+T* fake_at_mib(std::uintptr_t megabytes) {
   return reinterpret_cast<T*>(megabytes << 20);
 }
 
@@ -483,16 +473,17 @@ constexpr std::int64_t kM = 64, kN = 96, kK = 128;
 
 LinearInt8Args valid_args() {
   LinearInt8Args a;
-  a.x = TensorView<const std::int8_t>(fake<std::int8_t>(1), Shape{kM, kK}, Device::cuda(0));
-  a.w = TensorView<const std::int8_t>(fake<std::int8_t>(2), Shape{kN, kK}, Device::cuda(0));
-  a.epilogue.x_scales = TensorView<const float>(fake<float>(3), Shape{kM}, Device::cuda(0));
-  a.epilogue.w_scales = TensorView<const float>(fake<float>(4), Shape{kN}, Device::cuda(0));
-  a.epilogue.bias = TensorView<const float>(fake<float>(5), Shape{kN}, Device::cuda(0));
-  a.out = TensorView<half>(fake<half>(6), Shape{kM, kN}, Device::cuda(0));
+  a.x = TensorView<const std::int8_t>(fake_at_mib<std::int8_t>(1), Shape{kM, kK}, Device::cuda(0));
+  a.w = TensorView<const std::int8_t>(fake_at_mib<std::int8_t>(2), Shape{kN, kK}, Device::cuda(0));
+  a.epilogue.x_scales = TensorView<const float>(fake_at_mib<float>(3), Shape{kM}, Device::cuda(0));
+  a.epilogue.w_scales = TensorView<const float>(fake_at_mib<float>(4), Shape{kN}, Device::cuda(0));
+  a.epilogue.bias = TensorView<const float>(fake_at_mib<float>(5), Shape{kN}, Device::cuda(0));
+  a.out = TensorView<half>(fake_at_mib<half>(6), Shape{kM, kN}, Device::cuda(0));
   return a;
 }
 
-const shrink::cuda::Workspace kFakeWorkspace{fake<void>(7), std::size_t{1} << 20};
+// A fake 1 MiB workspace at 7 MiB, apart from valid_args()' operands.
+const shrink::cuda::Workspace kFakeInt8Workspace{fake_at_mib<void>(7), std::size_t{1} << 20};
 
 // can_implement refuses `args` naming `fragment`, and linear_int8 throws that reason before any CUDA call.
 void expect_refused(const LinearInt8Args& args, const std::string& fragment) {
@@ -500,7 +491,7 @@ void expect_refused(const LinearInt8Args& args, const std::string& fragment) {
   INFO("reason: " << s.reason());
   CHECK_FALSE(s);
   CHECK_THAT(s.reason(), Contains(fragment));
-  CHECK_THROWS_WITH(shrink::cuda::linear_int8(args, kFakeWorkspace, nullptr),
+  CHECK_THROWS_WITH(shrink::cuda::linear_int8(args, kFakeInt8Workspace, nullptr),
                     Contains("shrink::cuda::linear_int8: ") && Contains(fragment));
   CHECK_THROWS_WITH(shrink::cuda::linear_int8_workspace_bytes(args), Contains(fragment));
 }
@@ -510,21 +501,21 @@ void expect_refused(const LinearInt8Args& args, const std::string& fragment) {
 TEST_CASE("cuda can_implement_linear_int8 accepts valid operands of every output type", "[host]") {
   LinearInt8Args a = valid_args();
   CHECK(shrink::cuda::can_implement_linear_int8(a));
-  a.out = TensorView<float>(fake<float>(6), Shape{kM, kN}, Device::cuda(0));
+  a.out = TensorView<float>(fake_at_mib<float>(6), Shape{kM, kN}, Device::cuda(0));
   CHECK(shrink::cuda::can_implement_linear_int8(a));
-  a.out = TensorView<bfloat16>(fake<bfloat16>(6), Shape{kM, kN}, Strides{kN + 5, 1}, Device::cuda(0));
+  a.out = TensorView<bfloat16>(fake_at_mib<bfloat16>(6), Shape{kM, kN}, Strides{kN + 5, 1}, Device::cuda(0));
   CHECK(shrink::cuda::can_implement_linear_int8(a));
-  a.out = TensorView<std::int8_t>(fake<std::int8_t>(6), Shape{kM, kN}, Device::cuda(0));
+  a.out = TensorView<std::int8_t>(fake_at_mib<std::int8_t>(6), Shape{kM, kN}, Device::cuda(0));
   a.epilogue.out_scale = 0.05f;
   CHECK(shrink::cuda::can_implement_linear_int8(a));
   a.epilogue.bias = TensorView<const float>();                                               // no bias
-  a.epilogue.x_scales = TensorView<const float>(fake<float>(3), Shape{1}, Device::cuda(0));  // per tensor
-  a.epilogue.w_scales = TensorView<const float>(fake<float>(4), Shape{1}, Device::cuda(0));
-  a.x = TensorView<const std::int8_t>(fake<std::int8_t>(1), Shape{kM, kK}, Strides{kK + 48, 1}, Device::cuda(0));
+  a.epilogue.x_scales = TensorView<const float>(fake_at_mib<float>(3), Shape{1}, Device::cuda(0));  // per tensor
+  a.epilogue.w_scales = TensorView<const float>(fake_at_mib<float>(4), Shape{1}, Device::cuda(0));
+  a.x = TensorView<const std::int8_t>(fake_at_mib<std::int8_t>(1), Shape{kM, kK}, Strides{kK + 48, 1}, Device::cuda(0));
   CHECK(shrink::cuda::can_implement_linear_int8(a));
-  a.x = TensorView<const std::int8_t>(fake<std::int8_t>(1), Shape{1, 16}, Device::cuda(0));  // 1 × N × 16
-  a.w = TensorView<const std::int8_t>(fake<std::int8_t>(2), Shape{1, 16}, Device::cuda(0));
-  a.out = TensorView<float>(fake<float>(6), Shape{1, 1}, Device::cuda(0));
+  a.x = TensorView<const std::int8_t>(fake_at_mib<std::int8_t>(1), Shape{1, 16}, Device::cuda(0));  // 1 × N × 16
+  a.w = TensorView<const std::int8_t>(fake_at_mib<std::int8_t>(2), Shape{1, 16}, Device::cuda(0));
+  a.out = TensorView<float>(fake_at_mib<float>(6), Shape{1, 1}, Device::cuda(0));
   CHECK(shrink::cuda::can_implement_linear_int8(a));
 }
 
@@ -532,74 +523,76 @@ TEST_CASE("cuda can_implement_linear_int8 names the argument at fault; linear_in
           "[host]") {
   LinearInt8Args a = valid_args();
   SECTION("x in host memory") {
-    a.x = TensorView<const std::int8_t>(fake<std::int8_t>(1), Shape{kM, kK});
+    a.x = TensorView<const std::int8_t>(fake_at_mib<std::int8_t>(1), Shape{kM, kK});
     expect_refused(a, "x = a view of host memory");
   }
   SECTION("x of rank 1") {
-    a.x = TensorView<const std::int8_t>(fake<std::int8_t>(1), Shape{kK}, Device::cuda(0));
+    a.x = TensorView<const std::int8_t>(fake_at_mib<std::int8_t>(1), Shape{kK}, Device::cuda(0));
     expect_refused(a, "x.shape = [128]: expected a 2-D tensor");
   }
   SECTION("empty x") {
-    a.x = TensorView<const std::int8_t>(fake<std::int8_t>(1), Shape{0, kK}, Device::cuda(0));
+    a.x = TensorView<const std::int8_t>(fake_at_mib<std::int8_t>(1), Shape{0, kK}, Device::cuda(0));
     expect_refused(a, "x.shape = [0, 128]: expected at least one element");
   }
   SECTION("x with strided columns") {
-    a.x = TensorView<const std::int8_t>(fake<std::int8_t>(1), Shape{kM, kK}, Strides{2 * kK, 2}, Device::cuda(0));
+    a.x =
+        TensorView<const std::int8_t>(fake_at_mib<std::int8_t>(1), Shape{kM, kK}, Strides{2 * kK, 2}, Device::cuda(0));
     expect_refused(a, "x.strides");
   }
   SECTION("x rows overlapping") {
-    a.x = TensorView<const std::int8_t>(fake<std::int8_t>(1), Shape{kM, kK}, Strides{16, 1}, Device::cuda(0));
+    a.x = TensorView<const std::int8_t>(fake_at_mib<std::int8_t>(1), Shape{kM, kK}, Strides{16, 1}, Device::cuda(0));
     expect_refused(a, "rows must not overlap");
   }
   SECTION("K not a multiple of 16") {
-    a.x = TensorView<const std::int8_t>(fake<std::int8_t>(1), Shape{kM, 100}, Device::cuda(0));
-    a.w = TensorView<const std::int8_t>(fake<std::int8_t>(2), Shape{kN, 100}, Device::cuda(0));
+    a.x = TensorView<const std::int8_t>(fake_at_mib<std::int8_t>(1), Shape{kM, 100}, Device::cuda(0));
+    a.w = TensorView<const std::int8_t>(fake_at_mib<std::int8_t>(2), Shape{kN, 100}, Device::cuda(0));
     expect_refused(a, "x.shape = [64, 100]: expected K a multiple of 16");
   }
   SECTION("K past the int32 bound") {
-    a.x = TensorView<const std::int8_t>(fake<std::int8_t>(1), Shape{kM, 131072}, Device::cuda(0));
-    a.w = TensorView<const std::int8_t>(fake<std::int8_t>(40), Shape{kN, 131072}, Device::cuda(0));
+    a.x = TensorView<const std::int8_t>(fake_at_mib<std::int8_t>(1), Shape{kM, 131072}, Device::cuda(0));
+    a.w = TensorView<const std::int8_t>(fake_at_mib<std::int8_t>(40), Shape{kN, 131072}, Device::cuda(0));
     expect_refused(a, "K ≤ 131071");
   }
   SECTION("w with another K") {
-    a.w = TensorView<const std::int8_t>(fake<std::int8_t>(2), Shape{kN, kK + 16}, Device::cuda(0));
+    a.w = TensorView<const std::int8_t>(fake_at_mib<std::int8_t>(2), Shape{kN, kK + 16}, Device::cuda(0));
     expect_refused(a, "w.shape = [96, 144]: expected [N, 128]");
   }
   SECTION("w on another device") {
-    a.w = TensorView<const std::int8_t>(fake<std::int8_t>(2), Shape{kN, kK}, Device::cuda(1));
+    a.w = TensorView<const std::int8_t>(fake_at_mib<std::int8_t>(2), Shape{kN, kK}, Device::cuda(1));
     expect_refused(a, "w = a view on CUDA device 1");
   }
   SECTION("x not 16-byte aligned") {
-    a.x = TensorView<const std::int8_t>(fake<std::int8_t>(1) + 8, Shape{kM, kK}, Device::cuda(0));
+    a.x = TensorView<const std::int8_t>(fake_at_mib<std::int8_t>(1) + 8, Shape{kM, kK}, Device::cuda(0));
     expect_refused(a, "x = a pointer not 16-byte aligned");
   }
   SECTION("w row stride not a multiple of 16") {
-    a.w = TensorView<const std::int8_t>(fake<std::int8_t>(2), Shape{kN, kK}, Strides{kK + 8, 1}, Device::cuda(0));
+    a.w =
+        TensorView<const std::int8_t>(fake_at_mib<std::int8_t>(2), Shape{kN, kK}, Strides{kK + 8, 1}, Device::cuda(0));
     expect_refused(a, "w.strides = [136, 1]: expected a row stride that is a multiple of 16 bytes");
   }
   SECTION("x scales of the wrong size") {
-    a.epilogue.x_scales = TensorView<const float>(fake<float>(3), Shape{kM - 1}, Device::cuda(0));
+    a.epilogue.x_scales = TensorView<const float>(fake_at_mib<float>(3), Shape{kM - 1}, Device::cuda(0));
     expect_refused(a, "epilogue.x_scales.shape = [63]: expected [64] or [1]");
   }
   SECTION("x scales in host memory") {
-    a.epilogue.x_scales = TensorView<const float>(fake<float>(3), Shape{kM});
+    a.epilogue.x_scales = TensorView<const float>(fake_at_mib<float>(3), Shape{kM});
     expect_refused(a, "epilogue.x_scales = a view of host memory");
   }
   SECTION("w scales of the wrong size") {
-    a.epilogue.w_scales = TensorView<const float>(fake<float>(4), Shape{kM}, Device::cuda(0));
+    a.epilogue.w_scales = TensorView<const float>(fake_at_mib<float>(4), Shape{kM}, Device::cuda(0));
     expect_refused(a, "epilogue.w_scales.shape = [64]: expected [96] or [1]");
   }
   SECTION("w scales strided") {
-    a.epilogue.w_scales = TensorView<const float>(fake<float>(4), Shape{kN}, Strides{2}, Device::cuda(0));
+    a.epilogue.w_scales = TensorView<const float>(fake_at_mib<float>(4), Shape{kN}, Strides{2}, Device::cuda(0));
     expect_refused(a, "epilogue.w_scales.strides");
   }
   SECTION("bias of the wrong size") {
-    a.epilogue.bias = TensorView<const float>(fake<float>(5), Shape{1}, Device::cuda(0));
+    a.epilogue.bias = TensorView<const float>(fake_at_mib<float>(5), Shape{1}, Device::cuda(0));
     expect_refused(a, "epilogue.bias.shape = [1]: expected [96]");
   }
   SECTION("misaligned bias") {
     a.epilogue.bias =
-        TensorView<const float>(reinterpret_cast<const float*>(fake<char>(5) + 2), Shape{kN}, Device::cuda(0));
+        TensorView<const float>(reinterpret_cast<const float*>(fake_at_mib<char>(5) + 2), Shape{kN}, Device::cuda(0));
     expect_refused(a, "epilogue.bias = a misaligned pointer");
   }
   SECTION("an unknown activation") {
@@ -607,19 +600,19 @@ TEST_CASE("cuda can_implement_linear_int8 names the argument at fault; linear_in
     expect_refused(a, "epilogue.activation = 7");
   }
   SECTION("output of the wrong shape") {
-    a.out = TensorView<float>(fake<float>(6), Shape{kN, kM}, Device::cuda(0));
+    a.out = TensorView<float>(fake_at_mib<float>(6), Shape{kN, kM}, Device::cuda(0));
     expect_refused(a, "out.shape = [96, 64]: expected [64, 96]");
   }
   SECTION("output with strided columns") {
-    a.out = TensorView<half>(fake<half>(6), Shape{kM, kN}, Strides{2 * kN, 2}, Device::cuda(0));
+    a.out = TensorView<half>(fake_at_mib<half>(6), Shape{kM, kN}, Strides{2 * kN, 2}, Device::cuda(0));
     expect_refused(a, "out.strides");
   }
   SECTION("output in host memory") {
-    a.out = TensorView<float>(fake<float>(6), Shape{kM, kN});
+    a.out = TensorView<float>(fake_at_mib<float>(6), Shape{kM, kN});
     expect_refused(a, "out = a view of host memory");
   }
   SECTION("int8 output without a usable scale") {
-    a.out = TensorView<std::int8_t>(fake<std::int8_t>(6), Shape{kM, kN}, Device::cuda(0));
+    a.out = TensorView<std::int8_t>(fake_at_mib<std::int8_t>(6), Shape{kM, kN}, Device::cuda(0));
     for (const float bad : {0.0f, -0.5f, std::numeric_limits<float>::infinity(), std::nanf(""), 1e-39f}) {
       a.epilogue.out_scale = bad;
       expect_refused(a, "epilogue.out_scale");
@@ -631,7 +624,7 @@ TEST_CASE("cuda can_implement_linear_int8 names the argument at fault; linear_in
     expect_refused(a, "out = memory overlapping x");
   }
   SECTION("output over the bias") {
-    a.out = TensorView<half>(reinterpret_cast<half*>(fake<char>(5) + 64), Shape{kM, kN}, Device::cuda(0));
+    a.out = TensorView<half>(reinterpret_cast<half*>(fake_at_mib<char>(5) + 64), Shape{kM, kN}, Device::cuda(0));
     expect_refused(a, "out = memory overlapping epilogue.bias");
   }
   SECTION("an unknown path") {
@@ -645,36 +638,36 @@ TEST_CASE("cuda linear_int8 checks the workspace on the host", "[host]") {
   const std::size_t needed = shrink::cuda::linear_int8_workspace_bytes(a);
   CHECK_THROWS_WITH(shrink::cuda::linear_int8(a, {nullptr, needed}, nullptr),
                     Contains("shrink::cuda::linear_int8: workspace.data = a null pointer"));
-  CHECK_THROWS_WITH(shrink::cuda::linear_int8(a, {fake<char>(7) + 4, needed}, nullptr),
+  CHECK_THROWS_WITH(shrink::cuda::linear_int8(a, {fake_at_mib<char>(7) + 4, needed}, nullptr),
                     Contains("workspace.data = a misaligned pointer"));
-  CHECK_THROWS_WITH(shrink::cuda::linear_int8(a, {fake<void>(7), needed - 1}, nullptr),
+  CHECK_THROWS_WITH(shrink::cuda::linear_int8(a, {fake_at_mib<void>(7), needed - 1}, nullptr),
                     Contains("workspace.bytes = " + std::to_string(needed - 1) +
                              ": expected at least linear_int8_workspace_bytes(args) = " + std::to_string(needed)));
-  CHECK_THROWS_WITH(
-      shrink::cuda::linear_int8(a, {const_cast<void*>(static_cast<const void*>(fake<char>(6))), needed}, nullptr),
-      Contains("workspace = memory overlapping out"));
+  CHECK_THROWS_WITH(shrink::cuda::linear_int8(
+                        a, {const_cast<void*>(static_cast<const void*>(fake_at_mib<char>(6))), needed}, nullptr),
+                    Contains("workspace = memory overlapping out"));
 }
 
 TEST_CASE("cuda linear_int8_workspace_bytes: the status word, plus int32 partial sums when K is split", "[host]") {
   LinearInt8Args a = valid_args();
   // Large problems fill the device with tiles: no split.
-  a.x = TensorView<const std::int8_t>(fake<std::int8_t>(100), Shape{4096, 4096}, Device::cuda(0));
-  a.w = TensorView<const std::int8_t>(fake<std::int8_t>(200), Shape{4096, 4096}, Device::cuda(0));
-  a.epilogue.x_scales = TensorView<const float>(fake<float>(3), Shape{4096}, Device::cuda(0));
-  a.epilogue.w_scales = TensorView<const float>(fake<float>(4), Shape{4096}, Device::cuda(0));
-  a.epilogue.bias = TensorView<const float>(fake<float>(5), Shape{4096}, Device::cuda(0));
-  a.out = TensorView<half>(fake<half>(300), Shape{4096, 4096}, Device::cuda(0));
+  a.x = TensorView<const std::int8_t>(fake_at_mib<std::int8_t>(100), Shape{4096, 4096}, Device::cuda(0));
+  a.w = TensorView<const std::int8_t>(fake_at_mib<std::int8_t>(200), Shape{4096, 4096}, Device::cuda(0));
+  a.epilogue.x_scales = TensorView<const float>(fake_at_mib<float>(3), Shape{4096}, Device::cuda(0));
+  a.epilogue.w_scales = TensorView<const float>(fake_at_mib<float>(4), Shape{4096}, Device::cuda(0));
+  a.epilogue.bias = TensorView<const float>(fake_at_mib<float>(5), Shape{4096}, Device::cuda(0));
+  a.out = TensorView<half>(fake_at_mib<half>(300), Shape{4096, 4096}, Device::cuda(0));
   for (const LinearInt8Path path : {LinearInt8Path::automatic, LinearInt8Path::mma_sync}) {
     a.path = path;
     CHECK(shrink::cuda::linear_int8_workspace_bytes(a) == shrink::cuda::kStatusBytes);
   }
   // One token, K 4096: 4 small tiles of 64 columns, so K splits 16 ways (64 k-tiles, 4 each).
-  a.x = TensorView<const std::int8_t>(fake<std::int8_t>(100), Shape{1, 4096}, Device::cuda(0));
-  a.w = TensorView<const std::int8_t>(fake<std::int8_t>(200), Shape{256, 4096}, Device::cuda(0));
-  a.epilogue.x_scales = TensorView<const float>(fake<float>(3), Shape{1}, Device::cuda(0));
-  a.epilogue.w_scales = TensorView<const float>(fake<float>(4), Shape{256}, Device::cuda(0));
-  a.epilogue.bias = TensorView<const float>(fake<float>(5), Shape{256}, Device::cuda(0));
-  a.out = TensorView<half>(fake<half>(300), Shape{1, 256}, Device::cuda(0));
+  a.x = TensorView<const std::int8_t>(fake_at_mib<std::int8_t>(100), Shape{1, 4096}, Device::cuda(0));
+  a.w = TensorView<const std::int8_t>(fake_at_mib<std::int8_t>(200), Shape{256, 4096}, Device::cuda(0));
+  a.epilogue.x_scales = TensorView<const float>(fake_at_mib<float>(3), Shape{1}, Device::cuda(0));
+  a.epilogue.w_scales = TensorView<const float>(fake_at_mib<float>(4), Shape{256}, Device::cuda(0));
+  a.epilogue.bias = TensorView<const float>(fake_at_mib<float>(5), Shape{256}, Device::cuda(0));
+  a.out = TensorView<half>(fake_at_mib<half>(300), Shape{1, 256}, Device::cuda(0));
   a.path = LinearInt8Path::mma_sync;
   CHECK(shrink::cuda::linear_int8_workspace_bytes(a) == shrink::cuda::kStatusBytes + 16 * 256 * 4);
   a.path = LinearInt8Path::automatic;  // the larger of the paths it may take
@@ -683,52 +676,53 @@ TEST_CASE("cuda linear_int8_workspace_bytes: the status word, plus int32 partial
 
 TEST_CASE("cuda apply_int8_epilogue checks its arguments on the host", "[host]") {
   const LinearInt8Args a = valid_args();
-  const TensorView<const std::int32_t> acc(fake<std::int32_t>(8), Shape{kM, kN}, Device::cuda(0));
+  const TensorView<const std::int32_t> acc(fake_at_mib<std::int32_t>(8), Shape{kM, kN}, Device::cuda(0));
   CHECK(shrink::cuda::can_implement_int8_epilogue(acc, a.epilogue, a.out));
   CHECK(shrink::cuda::int8_epilogue_workspace_bytes() == shrink::cuda::kStatusBytes);
-  const TensorView<const std::int32_t> wrong(fake<std::int32_t>(8), Shape{kM, kN + 1}, Device::cuda(0));
+  const TensorView<const std::int32_t> wrong(fake_at_mib<std::int32_t>(8), Shape{kM, kN + 1}, Device::cuda(0));
   CHECK_THAT(shrink::cuda::can_implement_int8_epilogue(wrong, a.epilogue, a.out).reason(),
              Contains("epilogue.w_scales.shape = [96]: expected [97] or [1]"));
   CHECK_THROWS_WITH(shrink::cuda::apply_int8_epilogue(acc, a.epilogue, a.out, {nullptr, 16}, nullptr),
                     Contains("shrink::cuda::apply_int8_epilogue: workspace.data = a null pointer"));
   const shrink::cuda::LinearInt8Output over =
-      TensorView<half>(reinterpret_cast<half*>(fake<char>(8) + 128), Shape{kM, kN}, Device::cuda(0));
-  CHECK_THROWS_WITH(shrink::cuda::apply_int8_epilogue(acc, a.epilogue, over, kFakeWorkspace, nullptr),
+      TensorView<half>(reinterpret_cast<half*>(fake_at_mib<char>(8) + 128), Shape{kM, kN}, Device::cuda(0));
+  CHECK_THROWS_WITH(shrink::cuda::apply_int8_epilogue(acc, a.epilogue, over, kFakeInt8Workspace, nullptr),
                     Contains("out = memory overlapping acc"));
-  const TensorView<const std::int32_t> host(fake<std::int32_t>(8), Shape{kM, kN});
-  CHECK_THROWS_WITH(shrink::cuda::apply_int8_epilogue(host, a.epilogue, a.out, kFakeWorkspace, nullptr),
+  const TensorView<const std::int32_t> host(fake_at_mib<std::int32_t>(8), Shape{kM, kN});
+  CHECK_THROWS_WITH(shrink::cuda::apply_int8_epilogue(host, a.epilogue, a.out, kFakeInt8Workspace, nullptr),
                     Contains("acc = a view of host memory"));
 }
 
 TEST_CASE("cuda quantize_rows_absmax checks its arguments on the host", "[host]") {
   using shrink::cuda::quantize_rows_absmax;
-  const TensorView<const half> x(fake<half>(1), Shape{8, 64}, Device::cuda(0));
-  const TensorView<std::int8_t> q(fake<std::int8_t>(2), Shape{8, 64}, Device::cuda(0));
-  const TensorView<float> s(fake<float>(3), Shape{8}, Device::cuda(0));
+  const TensorView<const half> x(fake_at_mib<half>(1), Shape{8, 64}, Device::cuda(0));
+  const TensorView<std::int8_t> q(fake_at_mib<std::int8_t>(2), Shape{8, 64}, Device::cuda(0));
+  const TensorView<float> s(fake_at_mib<float>(3), Shape{8}, Device::cuda(0));
   CHECK(shrink::cuda::quantize_rows_absmax_workspace_bytes() == shrink::cuda::kStatusBytes);
+  CHECK_THROWS_WITH(quantize_rows_absmax(TensorView<const half>(fake_at_mib<half>(1), Shape{8, 64}), q, s,
+                                         kFakeInt8Workspace, nullptr),
+                    Contains("shrink::cuda::quantize_rows_absmax: x = a view of host memory"));
   CHECK_THROWS_WITH(
-      quantize_rows_absmax(TensorView<const half>(fake<half>(1), Shape{8, 64}), q, s, kFakeWorkspace, nullptr),
-      Contains("shrink::cuda::quantize_rows_absmax: x = a view of host memory"));
-  CHECK_THROWS_WITH(
-      quantize_rows_absmax(x, TensorView<std::int8_t>(fake<std::int8_t>(2), Shape{8, 63}, Device::cuda(0)), s,
-                           kFakeWorkspace, nullptr),
+      quantize_rows_absmax(x, TensorView<std::int8_t>(fake_at_mib<std::int8_t>(2), Shape{8, 63}, Device::cuda(0)), s,
+                           kFakeInt8Workspace, nullptr),
       Contains("q.shape = [8, 63]: expected [8, 64] (x's)"));
+  CHECK_THROWS_WITH(quantize_rows_absmax(x, q, TensorView<float>(fake_at_mib<float>(3), Shape{7}, Device::cuda(0)),
+                                         kFakeInt8Workspace, nullptr),
+                    Contains("scales = a view of shape [7]"));
   CHECK_THROWS_WITH(
-      quantize_rows_absmax(x, q, TensorView<float>(fake<float>(3), Shape{7}, Device::cuda(0)), kFakeWorkspace, nullptr),
-      Contains("scales = a view of shape [7]"));
-  CHECK_THROWS_WITH(
-      quantize_rows_absmax(
-          x, TensorView<std::int8_t>(reinterpret_cast<std::int8_t*>(fake<char>(1) + 64), Shape{8, 64}, Device::cuda(0)),
-          s, kFakeWorkspace, nullptr),
+      quantize_rows_absmax(x,
+                           TensorView<std::int8_t>(reinterpret_cast<std::int8_t*>(fake_at_mib<char>(1) + 64),
+                                                   Shape{8, 64}, Device::cuda(0)),
+                           s, kFakeInt8Workspace, nullptr),
       Contains("q = memory overlapping x"));
-  CHECK_THROWS_WITH(quantize_rows_absmax(x, q, s, {fake<void>(7), 8}, nullptr),
+  CHECK_THROWS_WITH(quantize_rows_absmax(x, q, s, {fake_at_mib<void>(7), 8}, nullptr),
                     Contains("workspace.bytes = 8: expected at least quantize_rows_absmax_workspace_bytes() = 16"));
   CHECK_THROWS_WITH(
-      quantize_rows_absmax(x, q, s, {const_cast<void*>(static_cast<const void*>(fake<char>(3))), 16}, nullptr),
+      quantize_rows_absmax(x, q, s, {const_cast<void*>(static_cast<const void*>(fake_at_mib<char>(3))), 16}, nullptr),
       Contains("workspace = memory overlapping an output"));
   CHECK_THROWS_WITH(
-      quantize_rows_absmax(TensorView<const half>(fake<half>(1), Shape{8, 64}, Strides{64, 2}, Device::cuda(0)), q, s,
-                           kFakeWorkspace, nullptr),
+      quantize_rows_absmax(TensorView<const half>(fake_at_mib<half>(1), Shape{8, 64}, Strides{64, 2}, Device::cuda(0)),
+                           q, s, kFakeInt8Workspace, nullptr),
       Contains("x.strides"));
 }
 
@@ -736,10 +730,10 @@ TEST_CASE("cuda quantize_rows_absmax checks its arguments on the host", "[host]"
 // kernel path once, on problems of a few CTAs.
 TEST_CASE("cuda linear_int8 sanitizer subset: each path on small tiles, large tiles and split K", "[gpu][sanitize]") {
   for (const LinearInt8Path path : paths_here()) {
-    check_gemm<half>(Problem(33, 70, 80, true, true, true, 21), path, Activation::relu);              // small tiles
-    check_gemm<std::int8_t>(Problem(130, 129, 208, false, true, false, 22), path, Activation::none);  // large tiles
-    check_gemm<float>(Problem(1, 256, 4096, true, true, true, 23), path, Activation::gelu);           // K split
-    check_gemm<bfloat16>(Problem(130, 128, 2048, true, false, true, 24), path, Activation::silu);     // K split, large
+    check_gemm<half>(Int8Problem(33, 70, 80, true, true, true, 21), path, Activation::relu);              // small tiles
+    check_gemm<std::int8_t>(Int8Problem(130, 129, 208, false, true, false, 22), path, Activation::none);  // large tiles
+    check_gemm<float>(Int8Problem(1, 256, 4096, true, true, true, 23), path, Activation::gelu);           // K split
+    check_gemm<bfloat16>(Int8Problem(130, 128, 2048, true, false, true, 24), path, Activation::silu);  // K split, large
   }
   check_quantize_rows<half>(5, 200, 208, 208, 25);
 }

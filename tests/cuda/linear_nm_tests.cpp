@@ -29,6 +29,7 @@
 #include "shrink/prune/mask.hpp"
 #include "shrink/prune/nm.hpp"
 #include "shrink/sparse/nm_compressed.hpp"
+#include "support/activation_reference.hpp"
 
 namespace {
 
@@ -42,8 +43,10 @@ using shrink::TensorView;
 using shrink::cuda::LinearNmArgs;
 using shrink::cuda::LinearNmPath;
 using shrink::prune::NmPattern;
+using shrink::test::activate_reference;
 using shrink::test::DeviceBuffer;
 using shrink::test::fake_device_pointer;
+using shrink::test::kActivations;
 
 constexpr NmPattern k24{2, 4};
 
@@ -66,17 +69,6 @@ double as_double(V v) {
     return static_cast<double>(static_cast<float>(v));
   else
     return static_cast<double>(v);
-}
-
-// act(v) in double, the activations of core/activation.hpp.
-double activate_reference(double v, Activation a) {
-  switch (a) {
-    case Activation::none: return v;
-    case Activation::relu: return v > 0 ? v : 0;
-    case Activation::gelu: return 0.5 * v * (1.0 + std::erf(v / std::sqrt(2.0)));
-    case Activation::silu: return v / (1.0 + std::exp(-v));
-  }
-  return v;
 }
 
 // A random 2:4 mask: each group keeps a random subset of at most 2 (so all six pairs, single kept values and empty
@@ -105,7 +97,7 @@ std::set<int> pairs_present(const shrink::sparse::NmCompressed<T>& w) {
 
 // One shape's operands on the host and the device, with the FP64 reference product over the decompressed weight.
 template <class T>
-struct Problem {
+struct NmProblem {
   std::int64_t m, n, k;
   std::vector<T> x;
   shrink::sparse::NmCompressed<T> w;
@@ -114,7 +106,7 @@ struct Problem {
   std::vector<float> x_scales, w_scales, bias;
   DeviceBuffer x_dev, values_dev, metadata_dev, x_scales_dev, w_scales_dev, bias_dev;
 
-  Problem(std::int64_t m_, std::int64_t n_, std::int64_t k_, std::mt19937& rng)
+  NmProblem(std::int64_t m_, std::int64_t n_, std::int64_t k_, std::mt19937& rng)
       : m(m_),
         n(n_),
         k(k_),
@@ -158,7 +150,8 @@ struct Problem {
   }
 };
 
-struct Epilogue {
+// The epilogue a case asks for; device_args and twin_output build the shrink::Epilogue of its views from it.
+struct EpilogueCase {
   Activation activation = Activation::none;
   bool bias = false;
   bool per_tensor_scales = false;
@@ -166,7 +159,7 @@ struct Epilogue {
 };
 
 template <class T, class Out>
-LinearNmArgs<T, Out> device_args(const Problem<T>& p, const Epilogue& e, Out* out, LinearNmPath path) {
+LinearNmArgs<T, Out> device_args(const NmProblem<T>& p, const EpilogueCase& e, Out* out, LinearNmPath path) {
   LinearNmArgs<T, Out> a;
   a.x = TensorView<const T>(p.x_dev.template as<T>(), Shape{p.m, p.k}, Device::cuda(0));
   a.w = {p.values_dev.template as<T>(), p.metadata_dev.template as<std::uint32_t>(), p.n, p.k, k24, Device::cuda(0)};
@@ -186,7 +179,7 @@ LinearNmArgs<T, Out> device_args(const Problem<T>& p, const Epilogue& e, Out* ou
 
 // The CPU twin's output for the same arguments.
 template <class T, class Out>
-std::vector<Out> twin_output(const Problem<T>& p, const Epilogue& e) {
+std::vector<Out> twin_output(const NmProblem<T>& p, const EpilogueCase& e) {
   std::vector<Out> out(static_cast<std::size_t>(p.m * p.n));
   shrink::Epilogue epilogue;
   if (e.bias) epilogue.bias = TensorView<const float>(p.bias.data(), Shape{p.n});
@@ -215,7 +208,7 @@ double output_rounding() {
 }
 
 template <class T, class Out>
-void check_against_references(const Problem<T>& p, const Epilogue& e, LinearNmPath path) {
+void check_against_references(const NmProblem<T>& p, const EpilogueCase& e, LinearNmPath path) {
   INFO("M " << p.m << " N " << p.n << " K " << p.k << " path " << shrink::cuda::to_string(path) << " activation "
             << shrink::to_string(e.activation) << (e.bias ? " bias" : "")
             << (e.per_tensor_scales ? " per-tensor scales" : ""));
@@ -280,21 +273,20 @@ const std::vector<std::tuple<std::int64_t, std::int64_t, std::int64_t>>& shapes(
   return s;
 }
 
-const LinearNmPath kPaths[] = {LinearNmPath::automatic, LinearNmPath::mma_sp_32x16, LinearNmPath::mma_sp_64x64,
-                               LinearNmPath::mma_sp_128x128};
+const LinearNmPath kNmPaths[] = {LinearNmPath::automatic, LinearNmPath::mma_sp_32x16, LinearNmPath::mma_sp_64x64,
+                                 LinearNmPath::mma_sp_128x128};
 
 // Every shape through every tile, cycling through activations, bias and scale granularity.
 template <class T, class... Outs>
 void check_type(std::uint32_t seed) {
   std::mt19937 rng(seed);
-  const Activation activations[] = {Activation::none, Activation::relu, Activation::gelu, Activation::silu};
   int variant = 0;
   for (auto [m, n, k] : shapes()) {
-    Problem<T> p(m, n, k, rng);
+    NmProblem<T> p(m, n, k, rng);
     if (n * k / 4 >= 1000) CHECK(pairs_present(p.w).size() == 6);
-    for (LinearNmPath path : kPaths) {
-      Epilogue e;
-      e.activation = activations[variant % 4];
+    for (LinearNmPath path : kNmPaths) {
+      EpilogueCase e;
+      e.activation = kActivations[variant % 4];
       e.bias = variant % 3 != 0;
       e.per_tensor_scales = variant % 5 == 0;
       e.out_scale = 0.02f;
@@ -321,7 +313,7 @@ TEST_CASE("cuda linear_nm int8 matches the CPU twin and an FP64 dense product", 
 TEST_CASE("cuda linear_nm int8 accumulators are exact", "[gpu]") {
   std::mt19937 rng(703);
   for (auto [m, n, k] : shapes()) {
-    Problem<std::int8_t> p(m, n, k, rng);
+    NmProblem<std::int8_t> p(m, n, k, rng);
     std::fill(p.x.begin(), p.x.end(), std::int8_t{-128});  // the largest products, every one
     p.x_dev.upload(p.x.data(), p.x_dev.bytes());
     const std::vector<float> one(1, 1.0f);
@@ -334,10 +326,10 @@ TEST_CASE("cuda linear_nm int8 accumulators are exact", "[gpu]") {
         for (std::int64_t c = 0; c < k; ++c)
           exact[static_cast<std::size_t>(i * n + j)] +=
               -128 * std::int64_t{pruned[static_cast<std::size_t>(j * k + c)]};
-    for (LinearNmPath path : kPaths) {
+    for (LinearNmPath path : kNmPaths) {
       INFO("M " << m << " N " << n << " K " << k << " path " << shrink::cuda::to_string(path));
       DeviceBuffer out_dev(static_cast<std::size_t>(m * n) * 4);
-      Epilogue e;
+      EpilogueCase e;
       e.per_tensor_scales = true;
       const auto args = device_args<std::int8_t, float>(p, e, out_dev.as<float>(), path);
       DeviceBuffer ws(shrink::cuda::linear_nm_workspace_bytes(args));
@@ -352,9 +344,9 @@ TEST_CASE("cuda linear_nm int8 accumulators are exact", "[gpu]") {
 
 TEST_CASE("cuda linear_nm device-side checks: bad scales, non-finite bias", "[gpu]") {
   std::mt19937 rng(704);
-  Problem<std::int8_t> p(5, 24, 128, rng);
+  NmProblem<std::int8_t> p(5, 24, 128, rng);
   DeviceBuffer out_dev(static_cast<std::size_t>(p.m * p.n) * 4);
-  Epilogue e;
+  EpilogueCase e;
   e.bias = true;
   const auto args = device_args<std::int8_t, float>(p, e, out_dev.as<float>(), LinearNmPath::automatic);
   DeviceBuffer ws(shrink::cuda::linear_nm_workspace_bytes(args));
@@ -803,13 +795,13 @@ TEST_CASE("cuda linear_nm throws its checks before any CUDA call", "[host]") {
 // block tile once for half and for int8, on a few CTAs.
 TEST_CASE("cuda linear_nm sanitizer subset: every tile, half and int8", "[gpu][sanitize]") {
   std::mt19937 rng(705);
-  const Problem<half> h(33, 200, 192, rng);
-  const Problem<std::int8_t> q(130, 70, 512, rng);
-  Epilogue e;
+  const NmProblem<half> h(33, 200, 192, rng);
+  const NmProblem<std::int8_t> q(130, 70, 512, rng);
+  EpilogueCase e;
   e.activation = Activation::relu;
   e.bias = true;
   e.out_scale = 0.02f;
-  for (LinearNmPath path : kPaths) {
+  for (LinearNmPath path : kNmPaths) {
     check_against_references<half, half>(h, e, path);
     check_against_references<std::int8_t, std::int8_t>(q, e, path);
   }

@@ -158,10 +158,10 @@ std::vector<T> random_activations(std::int64_t count, std::mt19937& rng) {
 }
 
 // The device copy of one problem's inputs.
-struct DeviceProblem {
+struct WeightOnlyDeviceProblem {
   DeviceBuffer x, data, scales, bias, out, zero_points;
-  DeviceProblem(std::size_t x_bytes, std::size_t data_bytes, std::size_t scale_bytes, std::size_t bias_bytes,
-                std::size_t out_bytes, std::size_t zero_point_bytes = 0)
+  WeightOnlyDeviceProblem(std::size_t x_bytes, std::size_t data_bytes, std::size_t scale_bytes, std::size_t bias_bytes,
+                          std::size_t out_bytes, std::size_t zero_point_bytes = 0)
       : x(x_bytes),
         data(data_bytes),
         scales(scale_bytes),
@@ -205,7 +205,7 @@ struct Run {
 
 // One call on the device, out poisoned with NaN (all-ones bytes) first, kGuard elements past it checked after.
 template <class T>
-Run<T> run_on_device(DeviceProblem& d, const LinearWeightOnlyArgs<T>& args, std::int64_t m, std::int64_t n) {
+Run<T> run_on_device(WeightOnlyDeviceProblem& d, const LinearWeightOnlyArgs<T>& args, std::int64_t m, std::int64_t n) {
   const std::size_t out_bytes = static_cast<std::size_t>(m * n + kGuard) * sizeof(T);
   CUDA_REQUIRE(cudaMemset(d.out.as<void>(), 0xFF, out_bytes));
   const std::size_t workspace_bytes = shrink::cuda::linear_weight_only_workspace_bytes(args);
@@ -235,9 +235,9 @@ void check_problem(WeightCase wc, std::int64_t m, Shapes shape, std::uint32_t se
   std::vector<float> bias(static_cast<std::size_t>(n));
   for (float& b : bias) b = normal(rng);
 
-  DeviceProblem d(x.size() * sizeof(T), w.q.data.size(), w.q.qparams.scale.size() * sizeof(float),
-                  bias.size() * sizeof(float), static_cast<std::size_t>(m * n + kGuard) * sizeof(T),
-                  zero_point_bytes(wc, w));
+  WeightOnlyDeviceProblem d(x.size() * sizeof(T), w.q.data.size(), w.q.qparams.scale.size() * sizeof(float),
+                            bias.size() * sizeof(float), static_cast<std::size_t>(m * n + kGuard) * sizeof(T),
+                            zero_point_bytes(wc, w));
   d.x.upload(x.data(), d.x.bytes());
   d.upload_weight(w);
   d.bias.upload(bias.data(), d.bias.bytes());
@@ -355,9 +355,9 @@ T* fake_address(int slot, std::uintptr_t offset = 0) {
   return reinterpret_cast<T*>((static_cast<std::uintptr_t>(slot) << 32) + offset);
 }
 
-struct HostArgs {
+struct WeightOnlyHostArgs {
   LinearWeightOnlyArgs<half> a;
-  HostArgs(std::int64_t m = 4, std::int64_t n = 48, std::int64_t k = 128, std::int64_t group = 64) {
+  WeightOnlyHostArgs(std::int64_t m = 4, std::int64_t n = 48, std::int64_t k = 128, std::int64_t group = 64) {
     a.x = TensorView<const half>(fake_address<const half>(1), Shape{m, k}, Device::cuda(0));
     a.w = WeightOnlyWeight::int4(
         TensorView<const std::uint8_t>(fake_address<const std::uint8_t>(2), Shape{n, k / 2}, Device::cuda(0)),
@@ -553,40 +553,40 @@ TEST_CASE("weight-only mma.sync fragments: every k meets its own activation once
 
 TEST_CASE("cuda can_implement_linear_weight_only: zero points of int4 and uint4 weights", "[host]") {
   const std::int64_t n = 48, k = 128, group = 64;
-  HostArgs h(4, n, k, group);
+  WeightOnlyHostArgs h(4, n, k, group);
   const TensorView<const std::int32_t> zp(fake_address<const std::int32_t>(6), Shape{n, k / group}, Device::cuda(0));
   h.a.w.zero_points = zp;
   CHECK(shrink::cuda::can_implement_linear_weight_only(h.a));
-  HostArgs u(4, n, k, group);
+  WeightOnlyHostArgs u(4, n, k, group);
   u.a.w = WeightOnlyWeight::uint4(u.a.w.data, u.a.w.scales, zp, group);
   CHECK(shrink::cuda::can_implement_linear_weight_only(u.a));
   CHECK(u.a.w.cols() == k);
   u.a.w.zero_points = TensorView<const std::int32_t>();  // symmetric uint4: zero point 8
   CHECK(shrink::cuda::can_implement_linear_weight_only(u.a));
   {
-    HostArgs b(4, n, k, group);
+    WeightOnlyHostArgs b(4, n, k, group);
     b.a.w.zero_points = TensorView<const std::int32_t>(zp.data(), Shape{n, k / group + 1}, Device::cuda(0));
     expect_refused(b.a, "w.zero_points.shape", "one zero point per row and group");
   }
   {
-    HostArgs b(4, n, k, group);
+    WeightOnlyHostArgs b(4, n, k, group);
     b.a.w.zero_points = TensorView<const std::int32_t>(zp.data(), Shape{n, k / group});  // host memory
     expect_refused(b.a, "w.zero_points", "a CUDA view");
   }
   {
-    HostArgs b(4, n, k, group);
+    WeightOnlyHostArgs b(4, n, k, group);
     b.a.w.zero_points =
         TensorView<const std::int32_t>(fake_address<const std::int32_t>(6, 2), Shape{n, k / group}, Device::cuda(0));
     expect_refused(b.a, "w.zero_points", "aligned");
   }
   {
-    HostArgs b(4, n, k, group);
+    WeightOnlyHostArgs b(4, n, k, group);
     b.a.w.zero_points = TensorView<const std::int32_t>(reinterpret_cast<const std::int32_t*>(b.a.out.data()),
                                                        Shape{n, k / group}, Device::cuda(0));
     expect_refused(b.a, "out", "w.zero_points");
   }
   {
-    HostArgs b(4, n, k, group);
+    WeightOnlyHostArgs b(4, n, k, group);
     b.a.w = WeightOnlyWeight::int8(
         TensorView<const std::int8_t>(fake_address<const std::int8_t>(2), Shape{n, k}, Device::cuda(0)),
         TensorView<const float>(fake_address<const float>(3), Shape{n}, Device::cuda(0)));
@@ -596,15 +596,15 @@ TEST_CASE("cuda can_implement_linear_weight_only: zero points of int4 and uint4 
 }
 
 TEST_CASE("cuda can_implement_linear_weight_only accepts good arguments and names the bad one", "[host]") {
-  CHECK(shrink::cuda::can_implement_linear_weight_only(HostArgs().a));
-  CHECK(shrink::cuda::can_implement_linear_weight_only(HostArgs(64, 1, 128, 128).a));
+  CHECK(shrink::cuda::can_implement_linear_weight_only(WeightOnlyHostArgs().a));
+  CHECK(shrink::cuda::can_implement_linear_weight_only(WeightOnlyHostArgs(64, 1, 128, 128).a));
   {
-    HostArgs h;
+    WeightOnlyHostArgs h;
     h.a.epilogue.bias = TensorView<const float>();  // no bias
     CHECK(shrink::cuda::can_implement_linear_weight_only(h.a));
   }
   {
-    HostArgs h(3, 5, 48);
+    WeightOnlyHostArgs h(3, 5, 48);
     h.a.w = WeightOnlyWeight::int8(
         TensorView<const std::int8_t>(fake_address<const std::int8_t>(2), Shape{5, 48}, Device::cuda(0)),
         TensorView<const float>(fake_address<const float>(3), Shape{5}, Device::cuda(0)));
@@ -612,12 +612,12 @@ TEST_CASE("cuda can_implement_linear_weight_only accepts good arguments and name
   }
 
   SECTION("x") {
-    HostArgs h;
+    WeightOnlyHostArgs h;
     h.a.x = TensorView<const half>(fake_address<const half>(1), Shape{4, 128});
     expect_refused(h.a, "x", "a view of host memory");
-    HostArgs big(65);
+    WeightOnlyHostArgs big(65);
     expect_refused(big.a, "x.shape", "use the dense or W8A8 path");
-    h = HostArgs();
+    h = WeightOnlyHostArgs();
     h.a.x = TensorView<const half>(fake_address<const half>(1, 2), Shape{4, 128}, Device::cuda(0));
     expect_refused(h.a, "x", "alignment to 16 bytes");
     h.a.x = TensorView<const half>(fake_address<const half>(1), Shape{4, 128}, Strides{1, 4}, Device::cuda(0));
@@ -628,32 +628,32 @@ TEST_CASE("cuda can_implement_linear_weight_only accepts good arguments and name
     expect_refused(h.a, "x", "a null pointer");
   }
   SECTION("the weight") {
-    HostArgs h;
+    WeightOnlyHostArgs h;
     h.a.w.dtype = QuantDtype::uint8;
     expect_refused(h.a, "w.dtype", "int8 (per output row) or int4 / uint4");
-    h = HostArgs();
+    h = WeightOnlyHostArgs();
     h.a.w.group_size = 32;
     expect_refused(h.a, "w.group_size", "64 or 128");
-    HostArgs odd(4, 48, 192, 128);  // K = 192 is not a multiple of 128
+    WeightOnlyHostArgs odd(4, 48, 192, 128);  // K = 192 is not a multiple of 128
     expect_refused(odd.a, "x.shape", "K a multiple of w.group_size = 128");
-    h = HostArgs();
+    h = WeightOnlyHostArgs();
     h.a.w.data = TensorView<const std::uint8_t>(fake_address<const std::uint8_t>(2), Shape{48, 60}, Device::cuda(0));
     expect_refused(h.a, "w.data.shape", "two int4 a byte");
-    h = HostArgs();
+    h = WeightOnlyHostArgs();
     h.a.w.scales = TensorView<const float>(fake_address<const float>(3), Shape{48, 3}, Device::cuda(0));
     expect_refused(h.a, "w.scales.shape", "[48, 2]");
-    h = HostArgs();
+    h = WeightOnlyHostArgs();
     h.a.w.data = TensorView<const std::uint8_t>(fake_address<const std::uint8_t>(2, 8), Shape{48, 64}, Device::cuda(0));
     expect_refused(h.a, "w.data", "alignment to 16 bytes");
-    h = HostArgs();
+    h = WeightOnlyHostArgs();
     h.a.w.scales = TensorView<const float>(fake_address<const float>(3), Shape{48, 2});
     expect_refused(h.a, "w.scales", "a view of host memory");
-    HostArgs i8(4, 48, 40);
+    WeightOnlyHostArgs i8(4, 48, 40);
     i8.a.w = WeightOnlyWeight::int8(
         TensorView<const std::int8_t>(fake_address<const std::int8_t>(2), Shape{48, 40}, Device::cuda(0)),
         TensorView<const float>(fake_address<const float>(3), Shape{48}, Device::cuda(0)));
     expect_refused(i8.a, "x.shape", "K a multiple of 16");
-    HostArgs i8k(4, 48, 64);
+    WeightOnlyHostArgs i8k(4, 48, 64);
     i8k.a.w = WeightOnlyWeight::int8(
         TensorView<const std::int8_t>(fake_address<const std::int8_t>(2), Shape{48, 48}, Device::cuda(0)),
         TensorView<const float>(fake_address<const float>(3), Shape{48}, Device::cuda(0)));
@@ -666,7 +666,7 @@ TEST_CASE("cuda can_implement_linear_weight_only accepts good arguments and name
     expect_refused(i8k.a, "w.group_size", "0 for int8");
   }
   SECTION("out, bias, activation, path, split_k") {
-    HostArgs h;
+    WeightOnlyHostArgs h;
     h.a.out = TensorView<half>(fake_address<half>(5), Shape{4, 47}, Device::cuda(0));
     expect_refused(h.a, "out.shape", "[4, 48]");
     h.a.out = TensorView<half>(fake_address<half>(5), Shape{4, 48});
@@ -675,25 +675,25 @@ TEST_CASE("cuda can_implement_linear_weight_only accepts good arguments and name
     expect_refused(h.a, "out", "alignment to 2 bytes");
     h.a.out = TensorView<half>(fake_address<half>(5), Shape{4, 48}, Device::cuda(1));
     expect_refused(h.a, "out", "the device of x");
-    h = HostArgs();
+    h = WeightOnlyHostArgs();
     h.a.epilogue.bias = TensorView<const float>(fake_address<const float>(4), Shape{47}, Device::cuda(0));
     expect_refused(h.a, "epilogue.bias.shape", "[48]");
     h.a.epilogue.bias = TensorView<const float>(fake_address<const float>(4), Shape{48});
     expect_refused(h.a, "epilogue.bias", "a view of host memory");
-    h = HostArgs();
+    h = WeightOnlyHostArgs();
     h.a.epilogue.activation = static_cast<Activation>(9);
     expect_refused(h.a, "epilogue.activation", "none, relu, gelu or silu");
-    h = HostArgs();
+    h = WeightOnlyHostArgs();
     h.a.path = static_cast<WeightOnlyPath>(7);
     expect_refused(h.a, "path", "automatic, cuda_core or tensor_core");
-    h = HostArgs();
+    h = WeightOnlyHostArgs();
     h.a.split_k = -1;
     expect_refused(h.a, "split_k", "[1, 1024]");
     h.a.split_k = 1025;
     expect_refused(h.a, "split_k", "[1, 1024]");
   }
   SECTION("overlaps") {
-    HostArgs h;
+    WeightOnlyHostArgs h;
     h.a.out = TensorView<half>(fake_address<half>(1, 64), Shape{4, 48}, Device::cuda(0));
     expect_refused(h.a, "out", "memory overlapping x");
     h.a.out = TensorView<half>(fake_address<half>(2, 16), Shape{4, 48}, Device::cuda(0));
@@ -706,7 +706,7 @@ TEST_CASE("cuda can_implement_linear_weight_only accepts good arguments and name
 }
 
 TEST_CASE("cuda linear_weight_only checks the workspace before any CUDA call; the path rule", "[host]") {
-  HostArgs h;
+  WeightOnlyHostArgs h;
   using shrink::cuda::linear_weight_only;
   CHECK_THROWS_WITH(linear_weight_only(h.a, shrink::cuda::Workspace{nullptr, 1 << 20}, nullptr),
                     Contains("workspace.data"));
@@ -728,20 +728,20 @@ TEST_CASE("cuda linear_weight_only checks the workspace before any CUDA call; th
   CHECK(shrink::cuda::linear_weight_only_workspace_bytes(h.a) == 16 + 2 * 4 * 48 * 4);
 
   using shrink::cuda::linear_weight_only_path;
-  CHECK(linear_weight_only_path(HostArgs(2).a) == WeightOnlyPath::cuda_core);
-  CHECK(linear_weight_only_path(HostArgs(3).a) == WeightOnlyPath::tensor_core);
-  HostArgs forced(64);
+  CHECK(linear_weight_only_path(WeightOnlyHostArgs(2).a) == WeightOnlyPath::cuda_core);
+  CHECK(linear_weight_only_path(WeightOnlyHostArgs(3).a) == WeightOnlyPath::tensor_core);
+  WeightOnlyHostArgs forced(64);
   forced.a.path = WeightOnlyPath::cuda_core;
   CHECK(linear_weight_only_path(forced.a) == WeightOnlyPath::cuda_core);
-  HostArgs i8(4, 48, 64);
+  WeightOnlyHostArgs i8(4, 48, 64);
   i8.a.w = WeightOnlyWeight::int8(
       TensorView<const std::int8_t>(fake_address<const std::int8_t>(2), Shape{48, 64}, Device::cuda(0)),
       TensorView<const float>(fake_address<const float>(3), Shape{48}, Device::cuda(0)));
   CHECK(linear_weight_only_path(i8.a) == WeightOnlyPath::cuda_core);
-  HostArgs i8_5(5, 48, 64);
+  WeightOnlyHostArgs i8_5(5, 48, 64);
   i8_5.a.w = i8.a.w;
   CHECK(linear_weight_only_path(i8_5.a) == WeightOnlyPath::tensor_core);
-  HostArgs bad(65);
+  WeightOnlyHostArgs bad(65);
   CHECK_THROWS_WITH(linear_weight_only_path(bad.a), Contains("dense or W8A8"));
 }
 
@@ -772,8 +772,8 @@ TEST_CASE("cuda linear_weight_only: K slices give the same bits on every run, an
       std::mt19937 rng(900);
       const HostWeight w = make_weight(wc, n, k, rng);
       const std::vector<half> x = random_activations<half>(m * k, rng);
-      DeviceProblem d(x.size() * 2, w.q.data.size(), w.q.qparams.scale.size() * 4, 4,
-                      static_cast<std::size_t>(m * n + kGuard) * 2, zero_point_bytes(wc, w));
+      WeightOnlyDeviceProblem d(x.size() * 2, w.q.data.size(), w.q.qparams.scale.size() * 4, 4,
+                                static_cast<std::size_t>(m * n + kGuard) * 2, zero_point_bytes(wc, w));
       d.x.upload(x.data(), d.x.bytes());
       d.upload_weight(w);
       LinearWeightOnlyArgs<half> args;
@@ -813,8 +813,8 @@ TEST_CASE("cuda linear_weight_only reports bad scales, zero points and biases wh
         HostWeight w = make_weight(wc, n, k, rng);
         const std::vector<half> x = random_activations<half>(m * k, rng);
         std::vector<float> bias(static_cast<std::size_t>(n), 0.5f);
-        DeviceProblem d(x.size() * 2, w.q.data.size(), w.q.qparams.scale.size() * 4, bias.size() * 4,
-                        static_cast<std::size_t>(m * n + kGuard) * 2, zero_point_bytes(wc, w));
+        WeightOnlyDeviceProblem d(x.size() * 2, w.q.data.size(), w.q.qparams.scale.size() * 4, bias.size() * 4,
+                                  static_cast<std::size_t>(m * n + kGuard) * 2, zero_point_bytes(wc, w));
         d.x.upload(x.data(), d.x.bytes());
         d.upload_weight(w);
         LinearWeightOnlyArgs<half> args;

@@ -1,5 +1,6 @@
-// What the [gpu] loss tests share (cross_entropy_tests.cpp, topk_teacher_tests.cpp, feature_loss_tests.cpp): random
-// inputs in each element type, poisoned DeviceLoss outputs, and the comparisons against the CPU.
+// What the [gpu] loss tests share (cross_entropy_tests.cpp, topk_teacher_tests.cpp, feature_loss_tests.cpp,
+// distillation_loss_tests.cpp): random inputs in each element type, the rows labelled ignore_index, poisoned DeviceLoss
+// outputs, and the comparisons against the CPU.
 //
 // Tolerances. Losses: 1e-5 relative (the bar in float; half and bfloat16 inputs are read exactly, so the same
 // bar holds), plus an absolute 1e-6 a row: both backends take exps in float (a few ulps apart, CPU polynomial against
@@ -14,7 +15,6 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
-#include <limits>
 #include <memory>
 #include <random>
 #include <string>
@@ -27,11 +27,9 @@
 #include "shrink/cuda/loss.hpp"
 #include "shrink/distill/reduction.hpp"
 #include "support/element_types.hpp"
+#include "support/special_floats.hpp"
 
 namespace shrink::test::losses {
-
-constexpr float kInf = std::numeric_limits<float>::infinity();
-constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 
 // Normal(0.1, scale) values rounded to T, never exactly 0.
 template <class T>
@@ -46,6 +44,10 @@ std::vector<T> random_elements(std::size_t n, std::uint32_t seed, float scale = 
   }
   return v;
 }
+
+// The rows a case with ignore_index rows labels ignore_index: 3, 7, 11, ... (cross entropy, and the distillation
+// loss's cross-entropy part).
+inline bool ignored_row(std::int64_t r) { return r % 4 == 3; }
 
 // An element whose bytes are all kPoison (what a DeviceBuffer holds at birth).
 template <class T>

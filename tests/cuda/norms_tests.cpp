@@ -41,7 +41,7 @@ using namespace shrink::test;
 
 // Non-zero weights over several scales and both signs (representable in T, so the CPU sees the GPU's values).
 template <class T>
-std::vector<T> random_weights(std::int64_t n, std::uint32_t seed) {
+std::vector<T> random_scaled_weights(std::int64_t n, std::uint32_t seed) {
   std::mt19937 rng(seed);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   std::uniform_int_distribution<int> scale(-6, 3);
@@ -94,7 +94,7 @@ void check_norms(const std::vector<double>& gpu, const std::vector<double>& cpu,
 
 template <class T>
 void check_slices(const Shape& shape, std::uint32_t seed) {
-  const std::vector<T> x = random_weights<T>(shape.product(), seed);
+  const std::vector<T> x = random_scaled_weights<T>(shape.product(), seed);
   const std::vector<float> xf = widened(x);
   const TensorView<const float> host(xf.data(), shape);
   DeviceBuffer x_dev(x.size() * sizeof(T));
@@ -135,7 +135,7 @@ void check_slices(const Shape& shape, std::uint32_t seed) {
 // The CPU has no masked block norms: the masked weights (pruned elements zeroed) give the same sums.
 template <class T>
 void check_blocks(const Shape& shape, std::int64_t block_rows, std::int64_t block_cols, std::uint32_t seed) {
-  const std::vector<T> x = random_weights<T>(shape.product(), seed);
+  const std::vector<T> x = random_scaled_weights<T>(shape.product(), seed);
   const std::vector<float> xf = widened(x);
   DeviceBuffer x_dev(x.size() * sizeof(T));
   x_dev.upload(x.data(), x_dev.bytes());
@@ -207,7 +207,7 @@ TEST_CASE("cuda block_norms match prune::block_norms, masked or not", "[gpu]") {
 
 TEST_CASE("cuda slice_norms and block_norms flag NaN and inf, pruned or not", "[gpu]") {
   const Shape shape{6, 40};
-  std::vector<float> x = random_weights<float>(shape.product(), 7);
+  std::vector<float> x = random_scaled_weights<float>(shape.product(), 7);
   Mask mask(shape, true);
   mask.prune(77);
   DeviceBuffer x_dev(x.size() * 4), mask_dev(mask.words().size() * 8), norms(6 * 60 * 8);

@@ -20,6 +20,7 @@
 #include "shrink/quant/quantize.hpp"
 #include "shrink/quant/scheme.hpp"
 #include "support/element_types.hpp"
+#include "support/random.hpp"
 
 namespace {
 
@@ -33,21 +34,13 @@ using shrink::quant::Symmetry;
 using Catch::Matchers::Contains;
 
 using shrink::test::DeviceBuffer;
+using shrink::test::fake_device_bytes;
+using shrink::test::fake_device_floats;
+using shrink::test::kFakeWorkspace;
+using shrink::test::random_nonzero_normal;
 using shrink::test::same_bits;
 
-// Normal values (never zero), shifted so that affine schemes see an asymmetric range.
-std::vector<float> random_input(std::int64_t n, std::uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> normal(0.3f, 2.0f);
-  std::vector<float> x(static_cast<std::size_t>(n));
-  for (float& v : x) {
-    do v = normal(rng);
-    while (v == 0.0f);
-  }
-  return x;
-}
-
-std::string describe(const QuantScheme& s, const Shape& shape, std::int64_t offset) {
+std::string describe_scheme(const QuantScheme& s, const Shape& shape, std::int64_t offset) {
   return std::string(shrink::quant::to_string(s.dtype)) + " " + shrink::quant::to_string(s.symmetry) + " " +
          shrink::quant::to_string(s.granularity) + " axis " + std::to_string(s.axis) + " group " +
          std::to_string(s.group_size) + " shape " + shrink::to_string(shape) + " offset " + std::to_string(offset);
@@ -56,9 +49,9 @@ std::string describe(const QuantScheme& s, const Shape& shape, std::int64_t offs
 // One configuration through all three operations on the GPU, against the CPU. `offset` floats of misalignment
 // select the scalar (non-float4) kernels.
 void check_against_cpu(const QuantScheme& scheme, const Shape& shape, std::int64_t offset, std::uint32_t seed) {
-  INFO(describe(scheme, shape, offset));
+  INFO(describe_scheme(scheme, shape, offset));
   const std::int64_t n = shape.product();
-  const std::vector<float> x = random_input(n, seed);
+  const std::vector<float> x = random_nonzero_normal(n, seed);
   const TensorView<const float> x_host(x.data(), shape);
 
   // Parameters from 3/4 of the data's range, so that some values clip (mask zeros, clamped codes).
@@ -128,7 +121,7 @@ void check_against_cpu(const QuantScheme& scheme, const Shape& shape, std::int64
   CHECK(same_bits(fq_gpu, fq_cpu));
 }
 
-struct Layout {
+struct QuantLayout {
   Granularity granularity;
   int axis;
   std::int64_t group_size;
@@ -136,7 +129,7 @@ struct Layout {
 };
 
 // Odd sizes everywhere the scheme allows them: odd rows for the 4-bit packing, tails after the float4 steps.
-std::vector<Layout> layouts() {
+std::vector<QuantLayout> layouts() {
   return {
       {Granularity::per_tensor, 0, 0, Shape{1001}},
       {Granularity::per_tensor, 0, 0, Shape{5, 7, 9}},
@@ -150,7 +143,7 @@ std::vector<Layout> layouts() {
   };
 }
 
-QuantScheme make_scheme(QuantDtype dtype, Symmetry symmetry, const Layout& layout) {
+QuantScheme make_scheme(QuantDtype dtype, Symmetry symmetry, const QuantLayout& layout) {
   QuantScheme s = QuantScheme::per_tensor(dtype, symmetry);
   s.granularity = layout.granularity;
   s.axis = layout.axis;
@@ -165,7 +158,7 @@ TEST_CASE("cuda quantize, dequantize and fake_quantize match the CPU for every d
   std::uint32_t seed = 1;
   for (const QuantDtype dtype : {QuantDtype::int8, QuantDtype::uint8, QuantDtype::int4, QuantDtype::uint4})
     for (const Symmetry symmetry : {Symmetry::symmetric, Symmetry::affine})
-      for (const Layout& layout : layouts())
+      for (const QuantLayout& layout : layouts())
         for (const std::int64_t offset : {0, 1}) check_against_cpu(make_scheme(dtype, symmetry, layout), layout.shape, offset, seed++);
 }
 
@@ -184,7 +177,7 @@ TEST_CASE("cuda quantize matches the CPU with restricted and reduced ranges", "[
 
 TEST_CASE("cuda quantize reports NaN, inf and bad parameters when asked to synchronise", "[gpu]") {
   const Shape shape{4, 33};
-  std::vector<float> x = random_input(shape.product(), 7);
+  std::vector<float> x = random_nonzero_normal(shape.product(), 7);
   const QuantScheme scheme = QuantScheme::per_channel(QuantDtype::int8, Symmetry::affine, 0);
   const shrink::quant::QParams qparams = shrink::quant::minmax_qparams(TensorView<const float>(x.data(), shape), scheme);
   x[37] = std::numeric_limits<float>::quiet_NaN();
@@ -234,14 +227,11 @@ TEST_CASE("cuda quantize reports NaN, inf and bad parameters when asked to synch
 // Host cases: pointers are never dereferenced because validation fails before any CUDA call.
 namespace {
 
-float* fake_device_floats() { return reinterpret_cast<float*>(std::uintptr_t{0x10000}); }
-void* fake_device_bytes() { return reinterpret_cast<void*>(std::uintptr_t{0x20000}); }
-
-struct HostArgs {
+struct QuantizeHostArgs {
   Shape shape{6, 8};
   QuantScheme scheme = QuantScheme::per_channel(QuantDtype::int8, Symmetry::affine, 0);
   shrink::cuda::DeviceQParams qparams{fake_device_floats(), reinterpret_cast<const std::int32_t*>(std::uintptr_t{0x30000})};
-  shrink::cuda::Workspace workspace{reinterpret_cast<void*>(std::uintptr_t{0x40000}), 1 << 20};
+  shrink::cuda::Workspace workspace = kFakeWorkspace;
   TensorView<const float> x() const { return TensorView<const float>(fake_device_floats(), shape, Device::cuda(0)); }
 };
 
@@ -262,7 +252,7 @@ TEST_CASE("cuda workspace_bytes: a status word and one inverse scale per paramet
 
 TEST_CASE("cuda quantize rejects bad arguments on the host before any CUDA call", "[host]") {
   using shrink::cuda::quantize;
-  const HostArgs a;
+  const QuantizeHostArgs a;
   void* out = fake_device_bytes();
 
   SECTION("x in host memory") {
@@ -327,7 +317,7 @@ TEST_CASE("cuda quantize rejects bad arguments on the host before any CUDA call"
 }
 
 TEST_CASE("cuda dequantize and fake_quantize reject bad arguments on the host before any CUDA call", "[host]") {
-  const HostArgs a;
+  const QuantizeHostArgs a;
   const TensorView<float> out_dev(fake_device_floats(), a.shape, Device::cuda(0));
   const TensorView<float> out_host(fake_device_floats(), a.shape);
 

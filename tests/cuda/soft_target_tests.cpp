@@ -11,7 +11,6 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
-#include <limits>
 #include <random>
 #include <string>
 #include <type_traits>
@@ -23,9 +22,13 @@
 #include "shrink/core/view.hpp"
 #include "shrink/cuda/soft_target.hpp"
 #include "shrink/distill/soft_target.hpp"
+#include "support/element_types.hpp"
+#include "support/float_compare.hpp"
+#include "support/special_floats.hpp"
 
 namespace {
 
+using Catch::Matchers::Contains;
 using shrink::bfloat16;
 using shrink::Device;
 using shrink::half;
@@ -39,17 +42,18 @@ using shrink::cuda::Workspace;
 using shrink::distill::Reduction;
 using shrink::test::DeviceBuffer;
 using shrink::test::fake_device_pointer;
-using Catch::Matchers::Contains;
+using shrink::test::kInf;
+using shrink::test::kNaN;
+using shrink::test::type_name;
+using shrink::test::ulp_at;
 
-constexpr float kInf = std::numeric_limits<float>::infinity();
-constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 constexpr double kBeta = 0.3;
 constexpr float kGradPoison = -777.25f;  // far from any gradient: an element left unwritten cannot pass
 
 enum class Kind { kl, reverse, jsd };
 const Kind kKinds[] = {Kind::kl, Kind::reverse, Kind::jsd};
-const SoftTargetPath kPaths[] = {SoftTargetPath::generic, SoftTargetPath::shared_row, SoftTargetPath::cluster,
-                                 SoftTargetPath::automatic};
+const SoftTargetPath kSoftTargetPaths[] = {SoftTargetPath::generic, SoftTargetPath::shared_row, SoftTargetPath::cluster,
+                                           SoftTargetPath::automatic};
 
 const char* kind_name(Kind k) {
   switch (k) {
@@ -80,20 +84,10 @@ float to_f(T x) {
   return static_cast<float>(x);
 }
 
-template <class T>
-const char* type_name() {
-  return std::is_same<T, float>::value ? "float" : std::is_same<T, half>::value ? "half" : "bfloat16";
-}
-
 // One unit in the last place of T at |x| (0 for float: the tolerance's relative part covers it).
 template <class T>
-double ulp_at(double x) {
-  if (std::is_same<T, float>::value) return 0.0;
-  const int mantissa = std::is_same<T, half>::value ? 10 : 7;
-  const int min_exponent = std::is_same<T, half>::value ? -14 : -126;
-  int e = 0;
-  std::frexp(std::fabs(x), &e);  // |x| = f 2^e, f in [0.5, 1)
-  return std::ldexp(1.0, std::max(e - 1, min_exponent) - mantissa);
+double rounding_ulp(double x) {
+  return std::is_same<T, float>::value ? 0.0 : ulp_at<T>(x);
 }
 
 bool close_rel(double a, double b, double rel, double slack = 0.0) {
@@ -148,18 +142,18 @@ struct Logits {
 };
 
 // Where rows sit in a device buffer: `offset` elements in, `pad` elements between the end of a row and the next.
-struct Layout {
+struct RowLayout {
   std::int64_t offset = 0, pad = 0;
 };
 
 template <class T>
-std::size_t buffer_elements(std::int64_t rows, std::int64_t cols, Layout l) {
+std::size_t buffer_elements(std::int64_t rows, std::int64_t cols, RowLayout l) {
   return static_cast<std::size_t>(l.offset + (rows - 1) * (cols + l.pad) + cols + 3);
 }
 
 // rows x cols values placed per `l` in a buffer otherwise holding `gap`.
 template <class T>
-std::vector<T> embed(const std::vector<T>& rows_data, std::int64_t rows, std::int64_t cols, Layout l, T gap) {
+std::vector<T> embed(const std::vector<T>& rows_data, std::int64_t rows, std::int64_t cols, RowLayout l, T gap) {
   std::vector<T> out(buffer_elements<T>(rows, cols, l), gap);
   for (std::int64_t r = 0; r < rows; ++r)
     std::memcpy(out.data() + l.offset + r * (cols + l.pad), rows_data.data() + r * cols,
@@ -168,13 +162,13 @@ std::vector<T> embed(const std::vector<T>& rows_data, std::int64_t rows, std::in
 }
 
 template <class T>
-TensorView<T> device_view(const DeviceBuffer& b, std::int64_t rows, std::int64_t cols, Layout l) {
+TensorView<T> device_view(const DeviceBuffer& b, std::int64_t rows, std::int64_t cols, RowLayout l) {
   return TensorView<T>(b.as<T>() + l.offset, Shape{rows, cols}, Strides{cols + l.pad, 1}, Device::cuda(0));
 }
 
 struct Variant {
   const char* name;
-  Layout s, t, g;
+  RowLayout s, t, g;
   bool masked;
   Reduction reduction;
   bool accumulate;
@@ -236,7 +230,7 @@ struct Expected {
 // One configuration on every path against the CPU; `paths` defaults to all of them.
 template <class T>
 void check_case(Kind kind, const Logits<T>& in, const Variant& v, bool with_grad, double beta = kBeta,
-                const std::vector<SoftTargetPath>& paths = {std::begin(kPaths), std::end(kPaths)}) {
+                const std::vector<SoftTargetPath>& paths = {std::begin(kSoftTargetPaths), std::end(kSoftTargetPaths)}) {
   const std::int64_t rows = in.rows, cols = in.cols;
   const Shape shape{rows, cols};
   std::vector<std::uint8_t> mask;
@@ -333,7 +327,7 @@ void check_case(Kind kind, const Logits<T>& in, const Variant& v, bool with_grad
         continue;
       }
       const double got = to_f(g_got[i]), expect = to_f(want.grad[static_cast<std::size_t>(r * cols + j)]);
-      const double tol = 1e-5 * want.largest + grad_slack(co, kept, cols) + ulp_at<T>(expect);
+      const double tol = 1e-5 * want.largest + grad_slack(co, kept, cols) + rounding_ulp<T>(expect);
       const bool same = got == expect || (std::isnan(got) && std::isnan(expect));  // +-inf where the CPU has them
       if (!same && !(std::fabs(got - expect) <= tol) && bad++ < 5)
         FAIL_CHECK("grad[" << r << ", " << j << "] = " << got << ", CPU " << expect << " (tolerance " << tol << ")");
@@ -535,7 +529,7 @@ TEST_CASE("cuda soft-target losses: [B, L, V] views equal [B*L, V]", "[gpu]") {
 TEST_CASE("cuda soft-target device-side checks: NaN, +inf and rows without a finite logit set kNonFinite", "[gpu]") {
   const std::int64_t rows = 4, n = 3001;
   for (Kind kind : kKinds) {
-    for (SoftTargetPath path : kPaths) {
+    for (SoftTargetPath path : kSoftTargetPaths) {
       shrink::cuda::SoftTargetOptions o;
       o.path = path;
       if (!shrink::cuda::soft_target_plan<float>(loss_of(kind), n, true, o).unsupported.empty()) continue;

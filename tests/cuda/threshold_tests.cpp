@@ -59,7 +59,7 @@ T from_bits(std::uint32_t bits) {
 // normal of very different scales (many top buckets), a third in one narrow range (one top bucket of float, so the
 // low digit decides).
 template <class T>
-std::vector<T> random_weights(std::int64_t n, std::uint32_t seed) {
+std::vector<T> random_mixed_weights(std::int64_t n, std::uint32_t seed) {
   std::mt19937 rng(seed);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   std::uniform_int_distribution<int> level(1, 16), kind(0, 2), coin(0, 1), scale(-20, 5);
@@ -128,7 +128,7 @@ bool same(const MagnitudeThreshold& a, const MagnitudeThreshold& b) {
          a.candidates == b.candidates;
 }
 
-std::string describe(const MagnitudeThreshold& t) {
+std::string describe_threshold(const MagnitudeThreshold& t) {
   return "bits " + std::to_string(t.bits) + " below " + std::to_string(t.below) + " at " + std::to_string(t.at) +
          " at_pruned " + std::to_string(t.at_pruned) + " candidates " + std::to_string(t.candidates);
 }
@@ -196,7 +196,8 @@ void compare(const std::vector<std::vector<T>>& hosts, const std::vector<Shape>&
     MagnitudeThreshold gpu;
     CUDA_REQUIRE(cudaMemcpy(&gpu, result.as<void>(), sizeof gpu, cudaMemcpyDeviceToHost));
     INFO(what << ": " << type_name<T>() << ", " << hosts.size() << " tensors" << (masks ? ", masked" : "")
-              << ", offset " << offset << ", k " << k << "\ncpu " << describe(cpu) << "\ngpu " << describe(gpu));
+              << ", offset " << offset << ", k " << k << "\ncpu " << describe_threshold(cpu) << "\ngpu "
+              << describe_threshold(gpu));
     CHECK(same(gpu, cpu));
   }
 }
@@ -215,7 +216,7 @@ template <class T>
 std::vector<std::vector<T>> random_tensors(const std::vector<Shape>& shapes, std::uint32_t seed) {
   std::vector<std::vector<T>> hosts;
   for (std::size_t s = 0; s < shapes.size(); ++s)
-    hosts.push_back(random_weights<T>(shapes[s].product(), seed + static_cast<std::uint32_t>(s)));
+    hosts.push_back(random_mixed_weights<T>(shapes[s].product(), seed + static_cast<std::uint32_t>(s)));
   return hosts;
 }
 
@@ -294,7 +295,7 @@ void check_extreme_masks(std::uint32_t seed) {
 }
 
 template <class T>
-void check_all(std::uint32_t seed) {
+void check_all_inputs(std::uint32_t seed) {
   check_random<T>(seed);
   check_ties<T>(seed + 100);
   check_full_range<T>(seed + 200);
@@ -305,7 +306,7 @@ void check_all(std::uint32_t seed) {
 // A NaN or inf anywhere, kept by the mask or not, flags kNonFinite; k above the masks' candidates flags kBadRank.
 template <class T>
 void check_device_checks() {
-  std::vector<T> x = random_weights<T>(300, 3);
+  std::vector<T> x = random_mixed_weights<T>(300, 3);
   DeviceBuffer x_dev(x.size() * sizeof(T));
   DeviceBuffer ws(shrink::cuda::threshold_workspace_bytes());
   DeviceBuffer result(sizeof(MagnitudeThreshold));
@@ -344,9 +345,9 @@ void check_device_checks() {
 }  // namespace
 
 TEST_CASE("cuda select_magnitude_threshold matches the CPU", "[gpu]") {
-  check_all<float>(10);
-  check_all<half>(20);
-  check_all<bfloat16>(30);
+  check_all_inputs<float>(10);
+  check_all_inputs<half>(20);
+  check_all_inputs<bfloat16>(30);
 }
 
 TEST_CASE("cuda select_magnitude_threshold device-side checks", "[gpu]") {

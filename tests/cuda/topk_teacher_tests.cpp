@@ -42,8 +42,10 @@ using shrink::distill::Reduction;
 using shrink::distill::SoftDivergence;
 using shrink::distill::SoftTargetOptions;
 using shrink::distill::TopKTeacher;
+using shrink::test::same_bits;
+using shrink::test::losses::same_bits;
 
-struct Case {
+struct TopKCase {
   SoftDivergence kind;
   double beta;  // Jensen-Shannon only
   float temperature;
@@ -66,7 +68,7 @@ const char* kind_name(SoftDivergence k) {
   return "?";
 }
 
-std::string describe(const Case& c) {
+std::string describe_topk_case(const TopKCase& c) {
   std::ostringstream out;
   out << kind_name(c.kind) << " beta " << c.beta << " T " << c.temperature << " " << reduction_name(c.reduction)
       << (c.masked ? " masked" : "") << (c.tail ? " tail" : "") << (c.accumulate ? " accumulate" : "") << " grad_scale "
@@ -74,7 +76,7 @@ std::string describe(const Case& c) {
   return out.str();
 }
 
-const std::vector<Case> kCases = {
+const std::vector<TopKCase> kTopKCases = {
     {SoftDivergence::forward_kl, 0.0, 1.0f, Reduction::batchmean, false, true, false, 1.0, 0, false, false},
     {SoftDivergence::forward_kl, 0.0, 2.5f, Reduction::mean, true, false, true, 0.5, 4, true, true},
     {SoftDivergence::reverse_kl, 0.0, 1.0f, Reduction::sum, true, true, false, 1.0, 0, true, true},
@@ -84,11 +86,11 @@ const std::vector<Case> kCases = {
     {SoftDivergence::jensen_shannon, 1.0, 1.0f, Reduction::batchmean, true, true, false, 1.0, 0, false, false},
 };
 
-bool masked_row(std::int64_t r) { return r % 4 == 1; }
+bool topk_masked_row(std::int64_t r) { return r % 4 == 1; }
 
 template <class T, class Index>
-Loss cpu_loss(const Case& c, const TensorView<const T>& z, const TopKTeacher<T, Index>& teacher, const TensorView<T>* g,
-              const SoftTargetOptions& o) {
+Loss cpu_loss(const TopKCase& c, const TensorView<const T>& z, const TopKTeacher<T, Index>& teacher,
+              const TensorView<T>* g, const SoftTargetOptions& o) {
   namespace d = shrink::distill;
   switch (c.kind) {
     case SoftDivergence::forward_kl: return g ? d::kl_div_with_grad(z, teacher, *g, o) : d::kl_div(z, teacher, o);
@@ -101,8 +103,9 @@ Loss cpu_loss(const Case& c, const TensorView<const T>& z, const TopKTeacher<T, 
 }
 
 template <class T, class Index>
-void gpu_loss(const Case& c, const TensorView<const T>& z, const TopKTeacher<T, Index>& teacher, const TensorView<T>* g,
-              shrink::cuda::DeviceLoss out, shrink::cuda::Workspace ws, const SoftTargetOptions& o) {
+void gpu_loss(const TopKCase& c, const TensorView<const T>& z, const TopKTeacher<T, Index>& teacher,
+              const TensorView<T>* g, shrink::cuda::DeviceLoss out, shrink::cuda::Workspace ws,
+              const SoftTargetOptions& o) {
   namespace k = shrink::cuda;
   const auto sync = k::Synchronize::yes;
   switch (c.kind) {
@@ -148,9 +151,9 @@ std::vector<Index> distinct_indices(std::int64_t vocab, std::int64_t k, std::mt1
 }
 
 template <class T, class Index>
-void check_case(std::int64_t rows, std::int64_t vocab, std::int64_t k, const Case& c, std::uint32_t seed) {
+void check_case(std::int64_t rows, std::int64_t vocab, std::int64_t k, const TopKCase& c, std::uint32_t seed) {
   INFO(type_name<T>() << " indices int" << 8 * sizeof(Index) << " rows " << rows << " V " << vocab << " k " << k << ": "
-                      << describe(c));
+                      << describe_topk_case(c));
   const std::int64_t zs = vocab + c.pad, ts = k + c.pad;
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> tail_mass(0.0f, 0.3f);
@@ -169,7 +172,7 @@ void check_case(std::int64_t rows, std::int64_t vocab, std::int64_t k, const Cas
     // A row without a tail makes the reverse KL +inf (tested apart): that divergence always gets one.
     if (c.tail && k < vocab && (r % 3 != 0 || c.kind == SoftDivergence::reverse_kl))
       tail[static_cast<std::size_t>(r)] = 0.01f + tail_mass(rng);
-    if (c.masked && masked_row(r)) {
+    if (c.masked && topk_masked_row(r)) {
       mask[static_cast<std::size_t>(r)] = 0;
       for (std::int64_t j = 0; j < vocab; ++j) zr[j] = from_float<T>(kNaN);  // not read
       for (std::int64_t j = 0; j < k; ++j) tr[j] = from_float<T>(kNaN);
@@ -209,7 +212,7 @@ void check_case(std::int64_t rows, std::int64_t vocab, std::int64_t k, const Cas
     cpu.per_row = cpu_loss<T, Index>(c, z_view, teacher, nullptr, none).per_row;
   }
   std::int64_t kept = 0;
-  for (std::int64_t r = 0; r < rows; ++r) kept += c.masked && masked_row(r) ? 0 : 1;
+  for (std::int64_t r = 0; r < rows; ++r) kept += c.masked && topk_masked_row(r) ? 0 : 1;
   const double unit =
       std::fabs(c.grad_scale) * c.temperature / shrink::distill::reduction_divisor(c.reduction, kept, vocab);
 
@@ -252,31 +255,33 @@ void check_case(std::int64_t rows, std::int64_t vocab, std::int64_t k, const Cas
 }
 
 template <class T, class Index>
-void check_all(std::int64_t rows, std::int64_t vocab, std::int64_t k, std::uint32_t seed) {
-  for (std::size_t i = 0; i < kCases.size(); ++i)
-    check_case<T, Index>(rows, vocab, k, kCases[i], seed + 13 * static_cast<std::uint32_t>(i));
+void check_topk_cases(std::int64_t rows, std::int64_t vocab, std::int64_t k, std::uint32_t seed) {
+  for (std::size_t i = 0; i < kTopKCases.size(); ++i)
+    check_case<T, Index>(rows, vocab, k, kTopKCases[i], seed + 13 * static_cast<std::uint32_t>(i));
 }
 
 template <class T, class Index>
-void check_sizes(std::uint32_t seed) {
-  check_all<T, Index>(5, 1, 1, seed);  // V = 1: no rest class
-  check_all<T, Index>(37, 7, 3, seed + 1);
-  check_all<T, Index>(37, 7, 7, seed + 2);  // k = V: no rest class
-  check_all<T, Index>(37, 1000, 64, seed + 3);
-  check_all<T, Index>(9, 50257, 64, seed + 4);
+void check_topk_sizes(std::uint32_t seed) {
+  check_topk_cases<T, Index>(5, 1, 1, seed);  // V = 1: no rest class
+  check_topk_cases<T, Index>(37, 7, 3, seed + 1);
+  check_topk_cases<T, Index>(37, 7, 7, seed + 2);  // k = V: no rest class
+  check_topk_cases<T, Index>(37, 1000, 64, seed + 3);
+  check_topk_cases<T, Index>(9, 50257, 64, seed + 4);
 }
 
 }  // namespace
 
 TEST_CASE("cuda top-k teacher losses match the CPU: float", "[gpu]") {
-  check_sizes<float, std::int64_t>(1000);
-  check_all<float, std::int32_t>(11, 1000, 17, 1100);
-  check_case<float, std::int64_t>(2, 262144, 64, kCases[1], 1200);
+  check_topk_sizes<float, std::int64_t>(1000);
+  check_topk_cases<float, std::int32_t>(11, 1000, 17, 1100);
+  check_case<float, std::int64_t>(2, 262144, 64, kTopKCases[1], 1200);
 }
 
-TEST_CASE("cuda top-k teacher losses match the CPU: half", "[gpu]") { check_sizes<half, std::int32_t>(2000); }
+TEST_CASE("cuda top-k teacher losses match the CPU: half", "[gpu]") { check_topk_sizes<half, std::int32_t>(2000); }
 
-TEST_CASE("cuda top-k teacher losses match the CPU: bfloat16", "[gpu]") { check_sizes<bfloat16, std::int64_t>(3000); }
+TEST_CASE("cuda top-k teacher losses match the CPU: bfloat16", "[gpu]") {
+  check_topk_sizes<bfloat16, std::int64_t>(3000);
+}
 
 TEST_CASE("cuda top-k reverse KL without a tail is +inf where the student has mass outside the k", "[gpu]") {
   const std::int64_t rows = 3, vocab = 50, k = 4;

@@ -1,5 +1,5 @@
 // act(v) in double: the reference of the linear layers' activations (core/activation.hpp, the CUDA GEMMs'
-// epilogues), PyTorch's definitions: ReLU, GELU with erf, SiLU.
+// epilogues), PyTorch's definitions: ReLU, GELU with erf, SiLU; and every activation, for the tests that try each.
 #pragma once
 
 #include <cmath>
@@ -17,5 +17,7 @@ inline double activate_reference(double v, Activation a) {
   }
   return v;
 }
+
+inline constexpr Activation kActivations[] = {Activation::none, Activation::relu, Activation::gelu, Activation::silu};
 
 }  // namespace shrink::test

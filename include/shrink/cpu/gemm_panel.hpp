@@ -81,8 +81,8 @@ SHRINK_TARGET_AVX512 void panel_tile_avx512(const float* x, std::int64_t ldx, co
       c[i][1] = _mm512_fmadd_ps(a, b1, c[i][1]);
     }
   }
-  const __mmask16 m0 = valid >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << valid) - 1);
-  const __mmask16 m1 = valid >= 32 ? 0xFFFF : valid <= 16 ? 0 : static_cast<__mmask16>((1u << (valid - 16)) - 1);
+  const auto m0 = static_cast<__mmask16>(valid >= 16 ? 0xFFFFu : (1u << valid) - 1);
+  const auto m1 = static_cast<__mmask16>(valid >= 32 ? 0xFFFFu : valid <= 16 ? 0u : (1u << (valid - 16)) - 1);
   for (int i = 0; i < MR; ++i) {
     float* row = y + i * ldy;
     if (accumulate) {

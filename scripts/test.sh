@@ -53,10 +53,11 @@ run_preset() {
 # A compiler cache for this run alone (ccache, in depend mode: no second preprocessing): the GPU archive's build
 # (the device preset) compiles its host sources with the release preset's flags once the release build maps the
 # source path as the device preset does, so it takes them from the cache. Empty at the start, so the run's time is
-# what a fresh machine takes.
+# what a fresh machine takes. Paths under the checkout are hashed relative to the build directory (CCACHE_BASEDIR), so
+# the unity sources CMake writes into each build directory hit too.
 if command -v ccache >/dev/null; then
   CCACHE_DIR=$(mktemp -d)
-  export CCACHE_DIR CCACHE_DEPEND=1 CCACHE_NOHASHDIR=1
+  export CCACHE_DIR CCACHE_DEPEND=1 CCACHE_NOHASHDIR=1 CCACHE_BASEDIR=$root
   trap 'rm -rf "$CCACHE_DIR"' EXIT
   export CMAKE_CXX_COMPILER_LAUNCHER=ccache
 fi

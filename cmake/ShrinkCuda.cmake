@@ -1,4 +1,5 @@
 # shrink_resolve_cuda(): turns SHRINK_ENABLE_CUDA (AUTO/ON/OFF) into SHRINK_CUDA_ENABLED, finding nvcc on the way.
+# shrink_find_cuda_toolkit(...): find_package(CUDAToolkit ...) that works on Debian bookworm's CMake with CUDA 13.
 include_guard(GLOBAL)
 include(CheckLanguage)
 
@@ -50,3 +51,16 @@ function(shrink_resolve_cuda)
 
   set(SHRINK_CUDA_ENABLED TRUE PARENT_SCOPE)
 endfunction()
+
+# Debian bookworm's CMake (3.25.1) marks CUDA::nvToolsExt deprecated without checking that the target exists, and
+# CUDA 12.9 and later ship no libnvToolsExt, so find_package(CUDAToolkit) stops with "set_property could not find
+# TARGET CUDA::nvToolsExt". The mark is made only for projects whose minimum CMake is 3.25 or later: the find runs
+# with CMAKE_MINIMUM_REQUIRED_VERSION at 3.24 (the variable alone; no policy changes). The installed package config
+# (shrinkConfig.cmake.in) does the same around its own find.
+macro(shrink_find_cuda_toolkit)
+  set(shrink_saved_minimum_version "${CMAKE_MINIMUM_REQUIRED_VERSION}")
+  set(CMAKE_MINIMUM_REQUIRED_VERSION 3.24)
+  find_package(CUDAToolkit ${ARGN})
+  set(CMAKE_MINIMUM_REQUIRED_VERSION "${shrink_saved_minimum_version}")
+  unset(shrink_saved_minimum_version)
+endmacro()

@@ -7,32 +7,36 @@
 #
 # A first argument naming a suite runs the Google Benchmark programs benchmarks/bench_<suite>*.cpp instead (quant,
 # prune, sparse, distill, matmul, threads, llm; `all` runs every one), the remaining arguments going to each (e.g.
-# --benchmark_filter=per_tensor). `llm` (bench_llm: the LLM example's forward against PyTorch's) needs the test
-# command's set-up: the data of scripts/fetch-llm-data.sh and the torch environment of `scripts/python-env.sh torch`,
-# both reused from the cache folder (downloaded there when missing).
+# --benchmark_filter=per_tensor). `llm` (bench_llm: the LLM example's forward against PyTorch's) also needs the data
+# of scripts/fetch-llm-data.sh and the torch environment of `scripts/python-env.sh torch`, both reused from the cache
+# folder (downloaded there when missing).
+#
+# The main job installs and configures only what the `shrink` command needs (`setup-debian.sh bench`; no tests, no
+# Google Benchmark suites); a suite installs the suites' packages (`setup-debian.sh suites`).
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 jobs=${SHRINK_JOBS:-2}
 
-"$root/scripts/setup-debian.sh" bench
-
 if (($# == 0)) || [[ $1 == -* ]]; then
+  "$root/scripts/setup-debian.sh" bench
   # The CUDA layer takes minutes to compile and adds rows only where a GPU is present: without one (nvidia-smi
   # lists none), the host-only preset builds the command.
   preset=no-cuda
   if nvidia-smi -L 2>/dev/null | grep -q '^GPU '; then
     preset=release
   fi
-  # The tests are not built here: their packages (Catch2, ...) are the test command's to install.
-  cmake --preset "$preset" -DSHRINK_BUILD_TESTS=OFF
+  # Neither the tests nor the Google Benchmark suites are configured here: their packages (Catch2, Google
+  # Benchmark, oneDNN, ...) are the test command's and the suites' to install.
+  cmake --preset "$preset" -DSHRINK_BUILD_TESTS=OFF -DSHRINK_BUILD_BENCHMARKS=OFF
   cmake --build --preset "$preset" -j "$jobs" --target shrink_cli
   exec "build/$preset/examples/cli/shrink" bench "$@"
 fi
 
 suite=$1
 shift
+"$root/scripts/setup-debian.sh" suites
 [[ $suite == all ]] && suite=""
 
 shopt -s nullglob

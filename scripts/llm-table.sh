@@ -18,16 +18,17 @@ if [[ ${1:-} == --reference ]]; then
   shift
 fi
 
-"$root/scripts/setup-debian.sh" bench
+# suites: the compiler and libraries of the command, and python3-venv with ca-certificates for the data's download
+# (python3-torch too, for --reference).
+"$root/scripts/setup-debian.sh" suites
 data=$("$root/scripts/fetch-llm-data.sh")
-cmake --preset no-cuda -DSHRINK_BUILD_TESTS=OFF >/dev/null
+cmake --preset no-cuda -DSHRINK_BUILD_TESTS=OFF -DSHRINK_BUILD_BENCHMARKS=OFF >/dev/null
 cmake --build --preset no-cuda -j "$jobs" --target shrink_llm
 mkdir -p llm-table
 build/no-cuda/examples/llm/shrink_llm --data "$data" --json llm-table/table.json --write-ids llm-table/eval.ids \
   --write-calibration-ids llm-table/calibration.ids "$@"
 
 if ((reference)); then
-  "$root/scripts/setup-debian.sh" test  # python3-torch
   torch_python=$("$root/scripts/python-env.sh" torch)
   # The same window, windows and threads as the table (read back from its JSON).
   read -r window windows threads calibration_windows rows < <(/usr/bin/python3 -c 'import json, sys

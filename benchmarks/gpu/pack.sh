@@ -8,7 +8,7 @@
 # Then, on the GPU machine (the device tool: the archive travels with the tree, carry [".device"]):
 #   tar -xzf .device/shrink-gpu-check.tar.gz -C /tmp && /tmp/shrink-gpu-check/check.sh
 # and here, to see the programs start on a machine without a GPU: benchmarks/gpu/pack.sh --check-clean
-# (unpacks the archive into a fresh Debian root made by debootstrap, with only the CUDA toolkit's libraries added,
+# (unpacks the archive into a fresh Debian root of scripts/clean-root.sh, with only the CUDA toolkit's libraries added,
 # and runs check.sh there: it must exit 77, every program in its no-device mode).
 set -euo pipefail
 
@@ -96,16 +96,11 @@ fi
 
 ((check_clean)) || exit 0
 
-# ---- The archive on a clean machine: a minimal Debian root with the CUDA toolkit's libraries and nothing of shrink's.
-jail=${SHRINK_CLEAN_ROOT:-/var/tmp/shrink-clean-root}
-if [[ ! -x $jail/bin/bash ]]; then
-  rm -rf "$jail"
-  # apt's own mirror (a proxy or snapshot where the machine has one), else Debian's.
-  mirror=$({ cat /etc/apt/sources.list.d/*.sources /etc/apt/sources.list 2>/dev/null || true; } |
-    sed -nE 's/^URIs: *([^ ]+).*/\1/p; s/^deb +(\[[^]]*\] +)?([^ ]+) +bookworm .*/\2/p' | head -n 1)
-  debootstrap --variant=minbase bookworm "$jail" "${mirror:-http://deb.debian.org/debian}" >/dev/null
-fi
-rm -rf "$jail/opt/check" "$jail/usr/local/cuda"
+# ---- The archive on a clean machine: a minimal Debian root (scripts/clean-root.sh: a fresh copy of a debootstrap
+# minbase root cached outside the tree) with the CUDA toolkit's libraries and nothing of shrink's.
+jail=$(mktemp -d /var/tmp/shrink-gpu-check-root.XXXXXX)
+trap 'rm -rf "$(dirname "$stage")" "$jail"' EXIT
+"$root/scripts/clean-root.sh" "$jail"
 mkdir -p "$jail/opt/check" "$jail/usr/local/cuda/lib64"
 cp -a /usr/local/cuda/lib64/{libcudart,libcublas,libcublasLt,libcusparse,libnvJitLink}.so* "$jail/usr/local/cuda/lib64/"
 tar -xzf "$archive" -C "$jail/opt/check"

@@ -4,11 +4,23 @@
 # (benchmarks/gpu/pack.sh --check-clean; SHRINK_GPU_PACK=0 skips it), then a bounded libFuzzer run of the safetensors
 # and GGUF readers (scripts/fuzz.sh, SHRINK_FUZZ_SECONDS, 60 by default; 0 skips it). Fails on the first failure; ends with the
 # summaries.
+#
+# `test.sh --configure-only` stops after the set-up (packages, Python environments, data) and the configure of every
+# preset (release, debug-asan, and device where nvcc is found), then links a libFuzzer program with fuzz.sh's flags:
+# what scripts/fresh-machine-check.sh runs on a clean Debian root to prove the set-up is complete.
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 jobs=${SHRINK_JOBS:-2}
+configure_only=0
+case ${1:-} in
+  "") ;;
+  --configure-only) configure_only=1 ;;
+  *) echo "usage: test.sh [--configure-only]" >&2; exit 2 ;;
+esac
+have_nvcc=0
+if command -v nvcc >/dev/null || [[ -x /usr/local/cuda/bin/nvcc ]]; then have_nvcc=1; fi
 
 "$root/scripts/setup-debian.sh"
 # The interop tests' Python packages (numpy, safetensors) in a virtual environment outside the tree; with them there,
@@ -22,16 +34,24 @@ test_model_dir=$("$root/scripts/fetch-test-models.sh")
 llm_data_dir=$("$root/scripts/fetch-llm-data.sh")
 export SHRINK_PYTHON_STRICT=1
 
-summaries=()
+summaries=("set-up ($SECONDS s): Debian packages, Python environments, test model, LLM data")
 total_passed=0
 total_skipped=0
 run_preset() {
   local preset=$1 log status start
   shift
   start=$SECONDS
-  echo "=== test.sh: configure, build and test the '$preset' preset"
+  if ((configure_only)); then
+    echo "=== test.sh: configure the '$preset' preset"
+  else
+    echo "=== test.sh: configure, build and test the '$preset' preset"
+  fi
   cmake --preset "$preset" -DSHRINK_PYTHON3="$python" -DSHRINK_TORCH_PYTHON3="$torch_python" \
     -DSHRINK_TEST_MODEL_DIR="$test_model_dir" -DSHRINK_LLM_DATA_DIR="$llm_data_dir" "$@"
+  if ((configure_only)); then
+    summaries+=("$preset ($((SECONDS - start)) s): configured")
+    return
+  fi
   cmake --build --preset "$preset" -j "$jobs"
   log="build/$preset/test.sh-ctest.log"
   set +e
@@ -67,9 +87,27 @@ unset CMAKE_CXX_COMPILER_LAUNCHER
 run_preset debug-asan
 if [[ -n ${CCACHE_DIR:-} ]]; then export CMAKE_CXX_COMPILER_LAUNCHER=ccache; fi
 
+if ((configure_only)); then
+  # The GPU archive's preset (benchmarks/gpu/pack.sh) and the fuzzer's compiler and runtime (scripts/fuzz.sh).
+  if ((have_nvcc)); then
+    start=$SECONDS
+    echo "=== test.sh: configure the 'device' preset"
+    cmake --preset device
+    summaries+=("device ($((SECONDS - start)) s): configured")
+  fi
+  start=$SECONDS
+  "$root/scripts/fuzz.sh" --check-toolchain
+  summaries+=("fuzz ($((SECONDS - start)) s): clang++ links and runs a libFuzzer program under ASan/UBSan")
+  echo "=== test.sh: set-up and configure done in $SECONDS s"
+  for summary in "${summaries[@]}"; do
+    echo "  $summary"
+  done
+  exit 0
+fi
+
 # The GPU check's archive (benchmarks/gpu/pack.sh): built for sm_90a, no path of this machine in it, and started on a
 # clean Debian root without a GPU, where check.sh must exit 77. Needs nvcc and root (debootstrap, chroot).
-if [[ ${SHRINK_GPU_PACK:-1} != 0 ]] && { command -v nvcc >/dev/null || [[ -x /usr/local/cuda/bin/nvcc ]]; }; then
+if [[ ${SHRINK_GPU_PACK:-1} != 0 ]] && ((have_nvcc)); then
   start=$SECONDS
   echo "=== test.sh: the GPU check's archive, started on a clean Debian root"
   SHRINK_JOBS=$jobs "$root/benchmarks/gpu/pack.sh" --check-clean

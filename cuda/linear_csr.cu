@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "host_checks.hpp"
+#include "shrink/core/epilogue_check.hpp"
 #include "shrink/core/error.hpp"
 #include "shrink/core/overlap.hpp"
 #include "shrink/cuda/kernels/common/check.cuh"
@@ -82,20 +83,10 @@ Support can_implement_linear_csr(const LinearCsrArgs<T>& a) {
                        "as many column indices as values (" + std::to_string(a.values.size(0)) + ")");
   if (a.values.size(0) > kMaxInt32)
     return Support::no("values.shape", to_string(a.values.shape()), "nnz <= INT32_MAX (int32 row offsets)");
-  s = check_no_scales(a.epilogue, "float operands have none");
+  EpilogueRules rules = epilogue_rules<T>(m, n, a.x.device());
+  rules.no_scales = "float operands have none";
+  s = check_epilogue(a.epilogue, rules);
   if (!s) return s;
-  const bool bias = !(a.epilogue.bias.rank() == 0 && a.epilogue.bias.data() == nullptr) &&
-                    !(a.epilogue.bias.rank() == 1 && a.epilogue.bias.size(0) == 0);
-  if (bias) {
-    s = check_device_view(a.epilogue.bias, "epilogue.bias", DeviceViewRules{1, -1, 0, true, false});
-    if (!s) return s;
-    if (a.epilogue.bias.size(0) != n)
-      return Support::no("epilogue.bias.shape", to_string(a.epilogue.bias.shape()),
-                         "[" + std::to_string(n) + "] (one bias per output feature N) or an empty view");
-  }
-  if (!is_known(a.epilogue.activation))
-    return Support::no("epilogue.activation", std::to_string(static_cast<int>(a.epilogue.activation)),
-                       "none, relu, gelu or silu");
   s = check_device_view(a.out, "out", DeviceViewRules{2, -1, 0, true, false});
   if (!s) return s;
   if (a.out.size(0) != m || a.out.size(1) != n)
@@ -109,7 +100,6 @@ Support can_implement_linear_csr(const LinearCsrArgs<T>& a) {
   const Placed placed[] = {{"row_offsets", a.row_offsets.device(), true},
                            {"column_indices", a.column_indices.device(), has_elements(a.column_indices)},
                            {"values", a.values.device(), has_elements(a.values)},
-                           {"epilogue.bias", a.epilogue.bias.device(), bias},
                            {"out", a.out.device(), true}};
   for (const Placed& p : placed)
     if (p.used && p.device.index != device)
@@ -163,7 +153,6 @@ void linear_csr(const LinearCsrArgs<T>& args, Workspace workspace, Stream stream
   const bool transpose = needs_transpose(args);
   const std::int64_t ldxt = transpose ? kernels::linear_csr::padded_m(m) : 1;
   T* xt = transpose ? reinterpret_cast<T*>(base + kStatusBytes) : nullptr;
-  const bool bias = has_elements(args.epilogue.bias);
   const kernels::linear_csr::Operands<T> operands{transpose ? xt : args.x.data(),
                                                   ldxt,
                                                   m,
@@ -173,8 +162,7 @@ void linear_csr(const LinearCsrArgs<T>& args, Workspace workspace, Stream stream
                                                   args.column_indices.data(),
                                                   args.values.data(),
                                                   args.values.size(0),
-                                                  bias ? args.epilogue.bias.data() : nullptr,
-                                                  args.epilogue.activation,
+                                                  make_epilogue_op(args.epilogue, m, n),
                                                   args.out.data(),
                                                   status};
 

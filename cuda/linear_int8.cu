@@ -15,9 +15,11 @@
 
 #include "host_checks.hpp"
 #include "linear_int8_launch.hpp"
+#include "shrink/core/epilogue_check.hpp"
 #include "shrink/core/error.hpp"
 #include "shrink/core/overlap.hpp"
 #include "shrink/cuda/kernels/common/check.cuh"
+#include "shrink/cuda/kernels/common/epilogue.cuh"
 #include "shrink/cuda/kernels/linear_int8_epilogue.cuh"
 #include "shrink/cuda/kernels/linear_int8_mma.cuh"
 #include "shrink/cuda/kernels/quantize_rows.cuh"
@@ -72,18 +74,6 @@ Support check_device_rows(const TensorView<T>& v, const std::string& name, int d
   return s;
 }
 
-// A device vector of `expected` elements (or 1 when `or_one`), contiguous.
-Support check_device_vector(const TensorView<const float>& v, const std::string& name, std::int64_t expected,
-                            bool or_one, int device, const std::string& meaning) {
-  Support s = check_device_view(v, name, DeviceViewRules{1, device, 0, false});
-  if (!s) return s;
-  if (v.size(0) != expected && !(or_one && v.size(0) == 1))
-    return no(name + ".shape", to_string(v.shape()),
-              "[" + std::to_string(expected) + "]" + (or_one ? " or [1]" : "") + " (" + meaning + ")");
-  if (v.size(0) > 1 && v.stride(0) != 1) return no(name + ".strides", to_string(v.strides()), "a contiguous vector");
-  return s;
-}
-
 // The output variant reduced to what the checks and the kernels need.
 struct OutputView {
   OutputKind kind = OutputKind::f32;
@@ -126,37 +116,23 @@ OutputView describe_output(const LinearInt8Output& out, int device) {
       out);
 }
 
-bool has_bias(const Epilogue& e) {
-  return !((e.bias.rank() == 0 && e.bias.data() == nullptr) || (e.bias.rank() == 1 && e.bias.size(0) == 0));
-}
-
-// Everything of the epilogue and the output for an [M, N] result, with the operands on `device`.
-Support check_epilogue(const Epilogue& e, const LinearInt8Output& output, std::int64_t m, std::int64_t n, int device) {
-  Support s = check_device_vector(e.x_scales, "epilogue.x_scales", m, true, device, "per token, or per tensor");
+// Everything of the epilogue and the output for an [M, N] result, with the operands on `device`: the one check of
+// core/epilogue_check.hpp (both scales required), the output's layout and shape, the output apart from the vectors.
+Support check_epilogue_and_output(const Epilogue& e, const LinearInt8Output& output, std::int64_t m, std::int64_t n,
+                                  int device) {
+  const EpilogueRules rules = std::visit(
+      [&](const auto& v) {
+        using T = typename std::decay_t<decltype(v)>::element_type;
+        return epilogue_rules<T>(m, n, Device::cuda(device), EpilogueScales::required);
+      },
+      output);
+  Support s = check_epilogue(e, rules);
   if (!s) return s;
-  s = check_device_vector(e.w_scales, "epilogue.w_scales", n, true, device, "per output channel, or per tensor");
-  if (!s) return s;
-  if (has_bias(e)) {
-    s = check_device_vector(e.bias, "epilogue.bias", n, false, device,
-                            "one bias per output feature N, or an empty view");
-    if (!s) return s;
-  }
-  if (!is_known(e.activation))
-    return no("epilogue.activation", std::to_string(static_cast<int>(e.activation)), "none, relu, gelu or silu");
   const OutputView out = describe_output(output, device);
   if (!out.layout) return out.layout;
   if (out.rows != m || out.cols != n)
     return no("out.shape", to_string(Shape{out.rows, out.cols}), to_string(Shape{m, n}) + " ([M, N])");
-  if (out.kind == OutputKind::s8 &&
-      (!(e.out_scale > 0.0f) || !std::isfinite(e.out_scale) || !std::isfinite(1.0f / e.out_scale)))
-    return no("epilogue.out_scale", shrink::to_text(e.out_scale),
-              "a finite scale > 0 with a finite inverse, for an int8 output");
-  const std::pair<const char*, const TensorView<const float>*> inputs[] = {
-      {"epilogue.x_scales", &e.x_scales}, {"epilogue.w_scales", &e.w_scales}, {"epilogue.bias", &e.bias}};
-  for (const auto& [name, view] : inputs)
-    if (view->data() != nullptr && view->numel() > 0 && spans_overlap(out.span, byte_span(*view)))
-      return no("out", std::string("memory overlapping ") + name, "a separate output");
-  return Support::yes();
+  return check_epilogue_apart(e, out.span);
 }
 
 // ---- plans --------------------------------------------------------------------------------------------------------
@@ -269,30 +245,31 @@ kernels::linear_int8::EpilogueParams epilogue_params(const Epilogue& e, const Li
                                                      std::int64_t n, int* status) {
   const OutputView out = describe_output(output, e.x_scales.device().index);
   kernels::linear_int8::EpilogueParams p;
-  p.x_scales = e.x_scales.data();
-  p.x_per_token = e.x_scales.size(0) == m && m > 1;
-  p.w_scales = e.w_scales.data();
-  p.w_per_channel = e.w_scales.size(0) == n && n > 1;
-  p.bias = has_bias(e) ? e.bias.data() : nullptr;
-  p.activation = static_cast<int>(e.activation);
+  p.op = make_epilogue_op(e, m, n);
   p.kind = out.kind;
   p.out = out.data;
   p.ld_out = out.row_stride;
   p.pairs = aligned(out.data, 2 * out.element_bytes) && (m == 1 || out.row_stride % 2 == 0);
-  p.out_scale = out.kind == OutputKind::s8 ? e.out_scale : 0.0f;
-  p.inv_out_scale = out.kind == OutputKind::s8 ? 1.0f / e.out_scale : 0.0f;
   p.status = status;
   p.m = static_cast<int>(m);
   p.n = static_cast<int>(n);
   return p;
 }
 
+// The epilogue over int32 sums in memory: Σ of `splits` [M, N] slices split_stride apart (row stride ld_acc), into p's
+// output.
 void launch_epilogue(const std::int32_t* acc, std::int64_t ld_acc, std::int64_t split_stride, int splits,
                      const kernels::linear_int8::EpilogueParams& p, cudaStream_t stream) {
-  constexpr int kThreads = 256;
-  const dim3 grid(static_cast<unsigned>((p.n + kThreads - 1) / kThreads), static_cast<unsigned>(std::min(p.m, 65535)));
-  kernels::linear_int8::int8_epilogue_kernel<<<grid, kThreads, 0, stream>>>(acc, ld_acc, split_stride, splits, p);
-  SHRINK_CUDA_CHECK_LAUNCH(int8_epilogue_kernel);
+  auto launch = [&](auto* out) {
+    kernels::launch_finish_splits(acc, ld_acc, split_stride, splits, p.m, p.n, p.op, out, p.ld_out, p.status, stream);
+  };
+  switch (p.kind) {
+    case OutputKind::f32: launch(static_cast<float*>(p.out)); break;
+    case OutputKind::f16: launch(static_cast<half*>(p.out)); break;
+    case OutputKind::bf16: launch(static_cast<bfloat16*>(p.out)); break;
+    case OutputKind::s8: launch(static_cast<std::int8_t*>(p.out)); break;
+    case OutputKind::s32: break;  // never asked for: the GEMM writes raw sums itself
+  }
 }
 
 std::pair<std::uintptr_t, std::uintptr_t> workspace_span(const Workspace& w) {
@@ -334,7 +311,7 @@ Support can_implement_linear_int8(const LinearInt8Args& args) {
   if (args.path == LinearInt8Path::wgmma && !SHRINK_CUDA_HAS_SM90A)
     return no("path", "wgmma",
               "a path this build has: shrink_cuda holds no sm_90a code (CMAKE_CUDA_ARCHITECTURES without 90)");
-  s = check_epilogue(args.epilogue, args.out, m, n, device);
+  s = check_epilogue_and_output(args.epilogue, args.out, m, n, device);
   if (!s) return s;
   const OutputView out = describe_output(args.out, device);
   if (spans_overlap(out.span, byte_span(args.x))) return no("out", "memory overlapping x", "a separate output");
@@ -405,7 +382,7 @@ Support can_implement_int8_epilogue(TensorView<const std::int32_t> acc, const Ep
   const int device = acc.device().index;
   Support s = check_device_rows(acc, "acc", device);
   if (!s) return s;
-  s = check_epilogue(epilogue, out, acc.size(0), acc.size(1), device);
+  s = check_epilogue_and_output(epilogue, out, acc.size(0), acc.size(1), device);
   if (!s) return s;
   if (spans_overlap(describe_output(out, device).span, byte_span(acc)))
     return no("out", "memory overlapping acc", "a separate output");

@@ -51,23 +51,9 @@ void linear_nm(const LinearNmArgs<T, Out>& args, Workspace workspace, Stream str
 
   int* status = static_cast<int*>(workspace.data);
   SHRINK_CUDA_CHECK(cudaMemsetAsync(status, 0, sizeof(int), stream));
-  const bool scaled = !is_empty_view(args.epilogue.x_scales);
-  const bool has_bias = !is_empty_view(args.epilogue.bias);
-  const kernels::linear_nm::Params<T, Out> p{args.x.data(),
-                                             args.w.values,
-                                             args.w.metadata,
-                                             scaled ? args.epilogue.x_scales.data() : nullptr,
-                                             scaled ? args.epilogue.w_scales.data() : nullptr,
-                                             has_bias ? args.epilogue.bias.data() : nullptr,
-                                             args.out.data(),
-                                             m,
-                                             n,
-                                             k,
-                                             scaled && args.epilogue.x_scales.size(0) > 1 ? 1 : 0,
-                                             scaled && args.epilogue.w_scales.size(0) > 1 ? 1 : 0,
-                                             args.epilogue.out_scale,
-                                             args.epilogue.activation,
-                                             status};
+  const kernels::linear_nm::Params<T, Out> p{
+      args.x.data(), args.w.values, args.w.metadata, make_epilogue_op(args.epilogue, m, n), args.out.data(), m, n, k,
+      status};
   switch (choose_path(args.path, m, n)) {
     case LinearNmPath::mma_sp_32x16:
       kernels::linear_nm::launch<T, Out, kernels::linear_nm::Tile32x16>(p, stream);

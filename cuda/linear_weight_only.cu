@@ -9,6 +9,7 @@
 #include <type_traits>
 
 #include "host_checks.hpp"
+#include "shrink/core/epilogue_check.hpp"
 #include "shrink/core/error.hpp"
 #include "shrink/core/half.hpp"
 #include "shrink/core/overlap.hpp"
@@ -26,10 +27,6 @@ namespace {
 constexpr int kMaxSplitK = 1024;
 constexpr int kBlocksPerMultiprocessor = 4;  // 128-thread blocks resident per SM that the split aims for
 constexpr std::int64_t kMinSliceK = 512;     // automatic slices keep at least this many k: partials stay small
-
-bool has_bias(const TensorView<const float>& bias) {
-  return !((bias.rank() == 0 && bias.data() == nullptr) || (bias.rank() == 1 && bias.size(0) == 0));
-}
 
 bool has_zero_points(const WeightOnlyWeight& w) {
   return !(w.zero_points.rank() == 0 && w.zero_points.data() == nullptr);
@@ -95,17 +92,9 @@ Support check_args(const LinearWeightOnlyArgs<T>& a) {
   if (!(s = check_device_view(a.out, "out", DeviceViewRules{2, device.index, alignof(T)}))) return s;
   if (a.out.size(0) != m || a.out.size(1) != n)
     return Support::no("out.shape", to_string(a.out.shape()), to_string(Shape{m, n}) + " ([M, N])");
-  if (!(s = check_no_scales(a.epilogue, "w carries its own scales"))) return s;
-  if (has_bias(a.epilogue.bias)) {
-    if (!(s = check_device_view(a.epilogue.bias, "epilogue.bias", DeviceViewRules{1, device.index, alignof(float)})))
-      return s;
-    if (a.epilogue.bias.size(0) != n)
-      return Support::no("epilogue.bias.shape", to_string(a.epilogue.bias.shape()),
-                         "[" + std::to_string(n) + "] (one per output row N) or an empty view");
-  }
-  if (!is_known(a.epilogue.activation))
-    return Support::no("epilogue.activation", std::to_string(static_cast<int>(a.epilogue.activation)),
-                       "none, relu, gelu or silu");
+  EpilogueRules rules = epilogue_rules<T>(m, n, device);
+  rules.no_scales = "w carries its own scales";
+  if (!(s = check_epilogue(a.epilogue, rules))) return s;
   switch (a.path) {
     case WeightOnlyPath::automatic:
     case WeightOnlyPath::cuda_core:
@@ -116,15 +105,14 @@ Support check_args(const LinearWeightOnlyArgs<T>& a) {
   if (a.split_k < 0 || a.split_k > kMaxSplitK)
     return Support::no("split_k", std::to_string(a.split_k),
                        "0 (automatic) or a slice count in [1, " + std::to_string(kMaxSplitK) + "]");
-  const char* overlapped = views_overlap(a.out, a.x)                                            ? "x"
-                           : views_overlap(a.out, a.w.data)                                     ? "w.data"
-                           : views_overlap(a.out, a.w.scales)                                   ? "w.scales"
-                           : has_zero_points(a.w) && views_overlap(a.out, a.w.zero_points)      ? "w.zero_points"
-                           : has_bias(a.epilogue.bias) && views_overlap(a.out, a.epilogue.bias) ? "epilogue.bias"
-                                                                                                : nullptr;
+  const char* overlapped = views_overlap(a.out, a.x)                                       ? "x"
+                           : views_overlap(a.out, a.w.data)                                ? "w.data"
+                           : views_overlap(a.out, a.w.scales)                              ? "w.scales"
+                           : has_zero_points(a.w) && views_overlap(a.out, a.w.zero_points) ? "w.zero_points"
+                                                                                           : nullptr;
   if (overlapped != nullptr)
     return Support::no("out", std::string("memory overlapping ") + overlapped, "a separate output");
-  return Support::yes();
+  return check_epilogue_apart(a.epilogue, byte_span(a.out));
 }
 
 // How one call runs: the path, the K slices and the workspace they need.
@@ -197,7 +185,9 @@ kernels::linear_weight_only::Problem<T> make_problem(const LinearWeightOnlyArgs<
   p.zero_points = has_zero_points(a.w) ? a.w.zero_points.data() : nullptr;
   p.zero_point_bias = a.w.dtype == quant::QuantDtype::uint4 ? 0 : 8;
   p.int4_flip = a.w.dtype == quant::QuantDtype::uint4 ? 0u : 0x88888888u;
-  p.bias = has_bias(a.epilogue.bias) ? a.epilogue.bias.data() : nullptr;
+  // The int8 weight's scales per output row go through the epilogue; int4's group scales are inside the sums.
+  const EpilogueOp op = make_epilogue_op(a.epilogue, a.x.size(0), a.w.rows());
+  p.op = a.w.dtype == quant::QuantDtype::int8 ? op.with_scales(nullptr, 0, a.w.scales.data(), 1) : op;
   p.out = a.out.data();
   p.status = static_cast<int*>(workspace.data);
   p.partials = plan.slices > 1 ? reinterpret_cast<float*>(static_cast<char*>(workspace.data) + kStatusBytes) : nullptr;
@@ -207,7 +197,6 @@ kernels::linear_weight_only::Problem<T> make_problem(const LinearWeightOnlyArgs<
   p.group_size = static_cast<int>(a.w.group_size);
   p.k_slice = plan.k_slice;
   p.slices = plan.slices;
-  p.activation = a.epilogue.activation;
   return p;
 }
 

@@ -745,7 +745,7 @@ TEST_CASE("cuda linear_nm can_implement names the argument and the reason", "[ho
   CHECK_THAT(q([](Q& a) {
                a.epilogue.x_scales = TensorView<const float>(a.epilogue.x_scales.data(), Shape{7}, Device::cuda(0));
              }),
-             Contains("x_scales.shape = [7]: expected [8] (one per row of x) or [1]"));
+             Contains("x_scales.shape = [7]: expected [8] or [1] (per token, or per tensor)"));
   CHECK_THAT(q([](Q& a) {
                a.epilogue.w_scales = TensorView<const float>(a.epilogue.w_scales.data(), Shape{23}, Device::cuda(0));
              }),

@@ -18,17 +18,17 @@
 
 namespace shrink::cpu {
 
-// y[m, n] = act(Σ_k x[m, k] · w[n, k] + bias[n]), w dequantized as above, for the M rows of x (row stride ldx,
-// contiguous along k) into y (row stride ldy); bias may be null. Arguments are checked by the caller. Runs on the
+// y[m, n] = op(Σ_k x[m, k] · w[n, k]) (the epilogue operation in float), w dequantized as above, for the M rows of x
+// (row stride ldx, contiguous along k) into y (row stride ldy). Arguments are checked by the caller. Runs on the
 // current executor, cut as cpu/gemm_panel.hpp's for_each_panel_part cuts it (the same bits on any executor).
 inline void gemm_int4_panels(const float* x, std::int64_t ldx, std::int64_t m_total, const PackedInt4Weight& w,
-                             float* y, std::int64_t ldy, const float* bias, Activation activation) {
+                             float* y, std::int64_t ldy, const EpilogueOp& op) {
   const std::int64_t n_total = w.rows, k_total = w.cols;
   auto finisher = [&](std::int64_t m0, std::int64_t m1) {
     return [=](std::int64_t n0, std::int64_t n1) {
       for (std::int64_t m = m0; m < m1; ++m) {
         float* row = y + m * ldy + n0;
-        finish_run(row, 1.0f, nullptr, bias != nullptr ? bias + n0 : nullptr, activation, row, n1 - n0);
+        finish_run(op, row, op.x_scale(m), n0, n1 - n0, row);
       }
     };
   };

@@ -246,20 +246,19 @@ void for_each_panel_part(PanelPath path, std::int64_t m_total, std::int64_t n_to
   });
 }
 
-// y[m, n] = act(col_scale[n] · Σ_k x[m, k] · W[n, k] + bias[n]) for the M rows of x (row stride ldx, contiguous
-// along k) into y (row stride ldy). col_scale and bias may be null. Arguments are checked by the caller. Runs on the
-// current executor (core/executor.hpp).
+// y[m, n] = op(Σ_k x[m, k] · W[n, k]) (the epilogue operation in float: core/epilogue.hpp) for the M rows of x (row
+// stride ldx, contiguous along k) into y (row stride ldy). Arguments are checked by the caller. Runs on the current
+// executor (core/executor.hpp).
 template <class T>
 void gemm_panels(const float* x, std::int64_t ldx, std::int64_t m_total, const PackedWeight<T>& w, float* y,
-                 std::int64_t ldy, const float* col_scale, const float* bias, Activation activation) {
+                 std::int64_t ldy, const EpilogueOp& op) {
   const std::int64_t n_total = w.rows, k_total = w.cols;
   // The rows m0 .. m1 − 1 of outputs n0 .. n1 − 1: the epilogue once they are complete.
   auto finisher = [&](std::int64_t m0, std::int64_t m1) {
     return [=](std::int64_t n0, std::int64_t n1) {
       for (std::int64_t m = m0; m < m1; ++m) {
         float* row = y + m * ldy + n0;
-        finish_run(row, 1.0f, col_scale != nullptr ? col_scale + n0 : nullptr, bias != nullptr ? bias + n0 : nullptr,
-                   activation, row, n1 - n0);
+        finish_run(op, row, op.x_scale(m), n0, n1 - n0, row);
       }
     };
   };

@@ -1,8 +1,8 @@
-// The checks every CPU matrix product shares (linear/*.hpp): host operands, the output, the epilogue, overlaps; each
-// answers with a Support naming the argument at fault, its value and what was expected.
+// The checks every CPU matrix product shares (linear/*.hpp): host operands, the output, overlaps (the epilogue's is
+// core/epilogue_check.hpp's, for both backends); each answers with a Support naming the argument at fault, its value
+// and what was expected.
 #pragma once
 
-#include <cmath>
 #include <cstdint>
 #include <string>
 #include <type_traits>
@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "shrink/core/dtype.hpp"
-#include "shrink/core/epilogue.hpp"
+#include "shrink/core/epilogue_check.hpp"
 #include "shrink/core/error.hpp"
 #include "shrink/core/half.hpp"
 #include "shrink/core/overlap.hpp"
@@ -93,46 +93,6 @@ class RowOutput {
   std::vector<std::remove_const_t<T>> buffer_;
 };
 
-inline bool has_bias(const Epilogue& e) { return !is_empty_view(e.bias); }
-
-// An int8 output requantizes with epilogue.out_scale: finite and > 0, with a finite inverse.
-template <class T>
-Support check_output_scale(const Epilogue& e) {
-  if (!std::is_same<std::remove_const_t<T>, std::int8_t>::value) return Support::yes();
-  if (!(e.out_scale > 0.0f) || !std::isfinite(e.out_scale) || !std::isfinite(1.0f / e.out_scale))
-    return Support::no("epilogue.out_scale", shrink::to_text(e.out_scale),
-                       "a finite scale > 0 with a finite inverse, for an int8 output");
-  return Support::yes();
-}
-
-// The epilogue: no scales (unless `scales_checked`: the caller checks them), an empty bias or a [N] host vector of
-// finite floats, a known activation, an output scale for int8 outputs, no overlap with out.
-template <class T>
-Support check_epilogue(const Epilogue& e, std::int64_t n, const TensorView<T>& out, bool scales_checked = false) {
-  const Support scale = check_output_scale<T>(e);
-  if (!scale) return scale;
-  if (!scales_checked) {
-    const Support no_scales = check_no_scales(e, "this product's operands carry their own scales, or have none");
-    if (!no_scales) return no_scales;
-  }
-  if (!is_known(e.activation))
-    return Support::no("epilogue.activation", std::to_string(static_cast<int>(e.activation)),
-                       "none, relu, gelu or silu");
-  if (!has_bias(e)) return Support::yes();
-  if (!e.bias.device().is_cpu()) return Support::no("epilogue.bias", "a CUDA view", "a view of host memory");
-  if (e.bias.rank() != 1 || e.bias.size(0) != n)
-    return Support::no("epilogue.bias.shape", to_string(e.bias.shape()),
-                       "[" + std::to_string(n) + "] (one bias per output feature N) or an empty view");
-  if (e.bias.data() == nullptr) return Support::no("epilogue.bias", "a null pointer", "a pointer to N floats");
-  if (n > 1 && e.bias.stride(0) != 1)
-    return Support::no("epilogue.bias.strides", to_string(e.bias.strides()), "a contiguous vector");
-  for (std::int64_t j = 0; j < n; ++j)
-    if (!std::isfinite(e.bias(j)))
-      return Support::no("epilogue.bias[" + std::to_string(j) + "]", shrink::to_text(e.bias(j)), "finite values");
-  if (views_overlap(e.bias, out)) return Support::no("out", "memory overlapping epilogue.bias", "a separate output");
-  return Support::yes();
-}
-
 // The checks every float-activation linear layer shares: x [M, K], out [M, N], the epilogue, x apart from out.
 template <class X, class Y>
 Support check_linear_operands(const TensorView<const X>& x, std::int64_t k, std::int64_t n, const TensorView<Y>& out,
@@ -141,7 +101,7 @@ Support check_linear_operands(const TensorView<const X>& x, std::int64_t k, std:
   if (!s) return s;
   s = check_output(out, x.size(0), n);
   if (!s) return s;
-  s = check_epilogue(epilogue, n, out);
+  s = check_epilogue(epilogue, epilogue_rules<Y>(x.size(0), n, Device::host()), out);
   if (!s) return s;
   if (views_overlap(x, out)) return Support::no("out", "memory overlapping x", "a separate output");
   return s;
@@ -166,8 +126,5 @@ inline const float* contiguous_rows(const TensorView<const float>& x, std::vecto
   ldx = x.size(1);
   return storage.data();
 }
-
-// The bias pointer of the epilogue (null when there is none).
-inline const float* bias_data(const Epilogue& e) { return has_bias(e) ? e.bias.data() : nullptr; }
 
 }  // namespace shrink::linear::detail

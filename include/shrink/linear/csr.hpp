@@ -92,12 +92,14 @@ inline Support can_implement_linear_csr(const TensorView<const float>& x, const 
   return linear::detail::check_no_overlap(out, w.row_offsets.data(), w.row_offsets.size() * 4, "w.row_offsets");
 }
 
-// linear_csr once checked, into an output whose rows are contiguous (linear_csr stages any other).
-inline void linear_csr_rows(TensorView<const float> x, const sparse::Csr<float>& w, TensorView<float> out,
-                            const Epilogue& epilogue) {
+// linear_csr once checked, into an output whose rows are contiguous (linear_csr stages any other): float, or the
+// 16-bit type of the 16-bit forms (each output rounded once, from the float epilogue value).
+template <class Out>
+void linear_csr_rows(TensorView<const float> x, const sparse::Csr<float>& w, TensorView<Out> out,
+                     const Epilogue& epilogue) {
   const char* fn = "shrink::cpu::linear_csr";
   const std::int64_t m_total = x.size(0), n_total = w.rows, k_total = w.cols;
-  const float* bias = linear::detail::bias_data(epilogue);
+  const EpilogueOp op = make_epilogue_op(epilogue, m_total, n_total);
   const CsrRows rows_of_w{w.rows, w.cols, w.row_offsets.data(), w.column_indices.data(), w.values.data()};
 
   if (m_total <= cpu::kCsrDotRows) {
@@ -120,7 +122,7 @@ inline void linear_csr_rows(TensorView<const float> x, const sparse::Csr<float>&
                                         if (!ok) all_ok.store(false);
                                       });
     if (!all_ok.load()) sparse::validate_csr(w, fn);
-    cpu::finish_transposed(yt.data(), m_total, m_total, n_total, 0, bias, epilogue.activation, out);
+    cpu::finish_transposed(op, yt.data(), m_total, m_total, n_total, 0, out);
     return;
   }
 
@@ -151,7 +153,7 @@ inline void linear_csr_rows(TensorView<const float> x, const sparse::Csr<float>&
                                  part.row_offsets, w.column_indices.data(), w.values.data());
           yt.middleRows(r0, part.rows).noalias() = part_w * xt;
         });
-    cpu::finish_transposed(yt.data(), m_total, m_total, n_total, 0, bias, epilogue.activation, out);
+    cpu::finish_transposed(op, yt.data(), m_total, m_total, n_total, 0, out);
     return;
   }
 #if defined(SHRINK_CPU_AVX2_DISPATCH)
@@ -190,7 +192,7 @@ inline void linear_csr_rows(TensorView<const float> x, const sparse::Csr<float>&
   if (!all_ok.load()) sparse::validate_csr(w, fn);
   for (std::int64_t c = 0; c < chunks; ++c) {
     const std::int64_t m0 = c * rows_per_chunk, rows = std::min(rows_per_chunk, m_total - m0);
-    cpu::finish_transposed(yt.data() + c * n_total * width, width, rows, n_total, m0, bias, epilogue.activation, out);
+    cpu::finish_transposed(op, yt.data() + c * n_total * width, width, rows, n_total, m0, out);
   }
 #endif
 }
@@ -238,16 +240,10 @@ Support check_linear_csr_16(const TensorView<const T>& x, const sparse::Csr<T>& 
   if (x.size(1) != w.cols)
     return Support::no("x.shape", to_string(x.shape()),
                        "[M, " + std::to_string(w.cols) + "]: K equal to the weight's input size");
-  s = check_matrix(out, "out");
+  s = check_output(out, x.size(0), w.rows);
   if (!s) return s;
-  if (out.size(0) != x.size(0) || out.size(1) != w.rows)
-    return Support::no("out.shape", to_string(out.shape()), to_string(Shape{x.size(0), w.rows}) + " ([M, N])");
-  if (!elements_distinct(out))
-    return Support::no("out.strides", to_string(out.strides()), "strides that give every element its own address");
-  s = check_epilogue(epilogue, w.rows, TensorView<float>(nullptr, Shape{0}));  // bias overlap with out: below
+  s = check_epilogue(epilogue, epilogue_rules<T>(x.size(0), w.rows, Device::host()), out);
   if (!s) return s;
-  if (has_bias(epilogue) && views_overlap(epilogue.bias, out))
-    return Support::no("out", "memory overlapping epilogue.bias", "a separate output");
   if (views_overlap(x, out)) return Support::no("out", "memory overlapping x", "a separate output");
   s = check_apart(out, w.values.data(), w.values.size() * sizeof(T), "w.values");
   if (!s) return s;
@@ -256,13 +252,13 @@ Support check_linear_csr_16(const TensorView<const T>& x, const sparse::Csr<T>& 
   return check_apart(out, w.row_offsets.data(), w.row_offsets.size() * 4, "w.row_offsets");
 }
 
-// The 16-bit product: x and the values widened to float copies, the float linear_csr into a private buffer (which
-// checks the column indices before anything reaches out), then out = round_to_nearest_even(act(acc + bias)).
+// The 16-bit product: x and the values widened to float copies, then the float kernels, which check the column indices
+// before anything reaches out, writing out = round_to_nearest_even(act(acc + bias)).
 template <class T>
 void linear_csr_16(const TensorView<const T>& x, const sparse::Csr<T>& w, const TensorView<T>& out,
                    const Epilogue& epilogue) {
   require_supported(check_linear_csr_16(x, w, out, epilogue), "shrink::cpu::linear_csr");
-  const std::int64_t m_total = x.size(0), n_total = w.rows, k_total = w.cols;
+  const std::int64_t m_total = x.size(0), k_total = w.cols;
   std::vector<float> xf(static_cast<std::size_t>(m_total * k_total));
   for (std::int64_t m = 0; m < m_total; ++m)
     for (std::int64_t k = 0; k < k_total; ++k) xf[static_cast<std::size_t>(m * k_total + k)] = x(m, k).to_float();
@@ -273,11 +269,9 @@ void linear_csr_16(const TensorView<const T>& x, const sparse::Csr<T>& w, const 
   wf.column_indices = w.column_indices;
   wf.values.resize(w.values.size());
   for (std::size_t i = 0; i < w.values.size(); ++i) wf.values[i] = w.values[i].to_float();
-  std::vector<float> y(static_cast<std::size_t>(m_total * n_total));
-  cpu::linear_csr(TensorView<const float>(xf.data(), Shape{m_total, k_total}), wf,
-                  TensorView<float>(y.data(), Shape{m_total, n_total}), epilogue);
-  for (std::int64_t m = 0; m < m_total; ++m)
-    for (std::int64_t n = 0; n < n_total; ++n) out(m, n) = T(y[static_cast<std::size_t>(m * n_total + n)]);
+  RowOutput<T> staged(out);
+  cpu::linear_csr_rows(TensorView<const float>(xf.data(), Shape{m_total, k_total}), wf, staged.rows(), epilogue);
+  staged.finish();
 }
 
 }  // namespace shrink::linear::detail

@@ -67,17 +67,15 @@ inline void linear_f32_eigen(TensorView<const float> x, TensorView<const float> 
     auto y = as_eigen(out);
     y.noalias() = as_eigen(x) * as_eigen(w).transpose();
   }
-  const float* bias = linear::detail::bias_data(epilogue);
-  if (bias == nullptr && epilogue.activation == Activation::none) return;
+  const EpilogueOp op = make_epilogue_op(epilogue, out.size(0), out.size(1));
+  if (op.bias == nullptr && op.activation == Activation::none) return;  // the product as Eigen gives it
   if (out.stride(1) == 1 || out.size(1) == 1) {
     for (std::int64_t m = 0; m < out.size(0); ++m)
-      cpu::finish_run(&out(m, 0), 1.0f, nullptr, bias, epilogue.activation, &out(m, 0), out.size(1));
+      cpu::finish_run(op, &out(m, 0), op.x_scale(m), 0, out.size(1), &out(m, 0));
     return;
   }
   for (std::int64_t m = 0; m < out.size(0); ++m)  // strided rows: one element at a time
-    for (std::int64_t n = 0; n < out.size(1); ++n)
-      cpu::finish_run(&out(m, n), 1.0f, nullptr, bias != nullptr ? bias + n : nullptr, epilogue.activation, &out(m, n),
-                      1);
+    for (std::int64_t n = 0; n < out.size(1); ++n) cpu::finish_run(op, &out(m, n), op.x_scale(m), n, 1, &out(m, n));
 }
 
 }  // namespace shrink::cpu

@@ -21,7 +21,6 @@
 #include <cstdint>
 #include <limits>
 #include <string>
-#include <type_traits>
 #include <vector>
 
 #include "shrink/core/axis.hpp"
@@ -254,7 +253,7 @@ Support check_int8_linear_operands(const quant::QuantizedTensor& x, std::int64_t
                            quant::to_string(x.scheme.symmetry) + " activations (int32 accumulation)");
   Support s = check_output(out, x.shape.values[0], n);
   if (!s) return s;
-  s = check_epilogue(epilogue, n, out);
+  s = check_epilogue(epilogue, epilogue_rules<Out>(x.shape.values[0], n, Device::host()), out);
   if (!s) return s;
   s = check_no_overlap(out, x.data.data(), x.data.size(), "x");
   if (!s) return s;
@@ -295,23 +294,15 @@ template <class Out>
 void linear_int8(const quant::QuantizedTensor& x, const PackedInt8Weight& w, TensorView<Out> out,
                  const Epilogue& epilogue = {}) {
   require_supported(can_implement_linear_int8(x, w, out, epilogue), "shrink::cpu::linear_int8");
+  // The scales the operands carry: x's per token (or per tensor), w's per output channel (a per-tensor one repeated).
   const bool per_token = x.scheme.granularity == quant::Granularity::per_channel;
-  const float* bias = linear::detail::bias_data(epilogue);
+  const EpilogueOp op = make_epilogue_op(epilogue, x.shape.values[0], w.rows)
+                            .with_scales(x.qparams.scale.data(), per_token ? 1 : 0, w.scales.data(), 1);
   linear::detail::RowOutput<Out> staged(out);
   TensorView<Out>& rows = staged.rows();
   cpu::gemm_int8(linear::detail::activation_rows(x), linear::detail::weight_rows(w),
                  [&](std::int64_t m, std::int64_t n0, std::int64_t count, const std::int32_t* acc) {
-                   float run[cpu::kInt8TileN];  // per call: runs are stored from several threads at once
-                   for (std::int64_t j = 0; j < count; ++j) run[j] = static_cast<float>(acc[j]);
-                   const float row_scale = x.qparams.scale[per_token ? static_cast<std::size_t>(m) : 0];
-                   const float* col_scale = w.scales.data() + n0;
-                   const float* col_bias = bias != nullptr ? bias + n0 : nullptr;
-                   if constexpr (std::is_same<Out, float>::value) {
-                     cpu::finish_run(run, row_scale, col_scale, col_bias, epilogue.activation, &rows(m, n0), count);
-                   } else {
-                     cpu::finish_run(run, row_scale, col_scale, col_bias, epilogue.activation, run, count);
-                     cpu::store_outputs(run, &rows(m, n0), count, epilogue);
-                   }
+                   cpu::finish_run(op, acc, op.x_scale(m), n0, count, &rows(m, n0));
                  });
   staged.finish();
 }

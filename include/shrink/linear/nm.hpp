@@ -107,7 +107,7 @@ inline void linear_nm_rows(TensorView<const float> x, const sparse::NmCompressed
                            const Epilogue& epilogue) {
   const char* fn = "shrink::cpu::linear_nm";
   const std::int64_t m_total = x.size(0), n_total = w.rows, k_total = w.cols;
-  const float* bias = linear::detail::bias_data(epilogue);
+  const EpilogueOp op = make_epilogue_op(epilogue, m_total, n_total);
   std::vector<float> x_rows;
   std::int64_t ldx = 0;
   const float* xs = linear::detail::contiguous_rows(x, x_rows, ldx);
@@ -159,7 +159,7 @@ inline void linear_nm_rows(TensorView<const float> x, const sparse::NmCompressed
     if (!ok) require_supported(linear::detail::check_nm_positions(w), fn);
     for (std::int64_t c = 0; c < chunks; ++c) {
       const std::int64_t m0 = c * cpu::kNmDotRows, rows = std::min(cpu::kNmDotRows, m_total - m0);
-      cpu::finish_transposed(yt.data() + m0 * n_total, rows, rows, n_total, m0, bias, epilogue.activation, out);
+      cpu::finish_transposed(op, yt.data() + m0 * n_total, rows, rows, n_total, m0, out);
     }
     return;
   }
@@ -204,8 +204,7 @@ inline void linear_nm_rows(TensorView<const float> x, const sparse::NmCompressed
   auto finisher = [&](std::int64_t m0, std::int64_t m1) {
     return [=](std::int64_t n0, std::int64_t n1) {
       for (std::int64_t m = m0; m < m1; ++m)
-        cpu::finish_run(y + m * ldy + n0, 1.0f, nullptr, bias != nullptr ? bias + n0 : nullptr, epilogue.activation,
-                        y + m * ldy + n0, n1 - n0);
+        cpu::finish_run(op, y + m * ldy + n0, op.x_scale(m), n0, n1 - n0, y + m * ldy + n0);
     };
   };
   // The blocked product over the executor's parts (cpu/gemm_panel.hpp), each expanding into its own buffer.
@@ -298,51 +297,6 @@ constexpr bool is_float16_type() {
   return std::is_same_v<T, half> || std::is_same_v<T, bfloat16>;
 }
 
-// float -> the output type: as is, rounded to nearest even (half, bfloat16), or requantized (int8).
-template <class Out>
-Out to_linear_output(float v, float out_scale) {
-  if constexpr (std::is_same_v<Out, float>) {
-    return v;
-  } else if constexpr (std::is_same_v<Out, std::int8_t>) {
-    // quant/quantize.hpp's symmetric int8, as the W8A8 GEMM's output (core/epilogue.hpp): NaN gives -128.
-    return epilogue_int8(v, out_scale, 1.0f / out_scale);
-  } else {
-    return Out(v);
-  }
-}
-
-// A host [M, N] output of any element type and any strides whose elements are distinct.
-template <class Out>
-Support check_typed_output(const TensorView<Out>& out, std::int64_t m, std::int64_t n) {
-  return check_output(out, m, n);
-}
-
-// The epilogue (activation, bias; scales only when `scales_checked`) and that out shares no bytes with the bias.
-template <class Out>
-Support check_typed_epilogue(const Epilogue& e, std::int64_t n, const TensorView<Out>& out,
-                             bool scales_checked = false) {
-  Support s = check_epilogue(e, n, TensorView<float>(), scales_checked);
-  if (!s) return s;
-  if (has_bias(e) && views_overlap(e.bias, out))
-    return Support::no("out", "memory overlapping epilogue.bias", "a separate output");
-  return s;
-}
-
-// int8 scales on the host: [count] (one per `per`) or [1], finite and > 0.
-inline Support check_int8_scales(const TensorView<const float>& s, const char* name, std::int64_t count,
-                                 const char* per) {
-  const std::string n(name);
-  if (!s.device().is_cpu()) return Support::no(n, "a CUDA view", "a view of host memory");
-  if (s.rank() != 1 || (s.size(0) != count && s.size(0) != 1))
-    return Support::no(n + ".shape", to_string(s.shape()),
-                       "[" + std::to_string(count) + "] (one per " + per + ") or [1] (per tensor)");
-  if (s.data() == nullptr) return Support::no(n, "a null pointer", "a pointer to the scales");
-  for (std::int64_t i = 0; i < s.size(0); ++i)
-    if (!(std::isfinite(s(i)) && s(i) > 0.0f))
-      return Support::no(n + "[" + std::to_string(i) + "]", shrink::to_text(s(i)), "a finite scale > 0");
-  return Support::yes();
-}
-
 // out apart from the compressed weight's arrays.
 template <class Out, class T>
 Support check_out_apart_from_weight(const TensorView<Out>& out, const sparse::NmCompressed<T>& w) {
@@ -354,14 +308,6 @@ Support check_out_apart_from_weight(const TensorView<Out>& out, const sparse::Nm
   if (!w.positions.empty() && spans_overlap(span, {positions, positions + w.positions.size()}))
     return Support::no("out", "memory overlapping w.positions", "a separate output");
   return Support::yes();
-}
-
-// act(float(acc) · (sx · sw) + bias) into Out, each operation rounded on its own as on the GPU.
-template <class Out>
-SHRINK_NO_CONTRACT Out finish_int8(std::int32_t acc, float sx, float sw, float bias, Activation activation,
-                                   float out_scale) {
-  SHRINK_NO_CONTRACT_BODY
-  return to_linear_output<Out>(epilogue_value(static_cast<float>(acc), sx * sw, bias, activation), out_scale);
 }
 
 }  // namespace shrink::linear::detail
@@ -383,9 +329,9 @@ Support can_implement_linear_nm(const TensorView<const linear::detail::NonDeduce
   if (x.size(1) != w.cols)
     return Support::no("x.shape", to_string(x.shape()),
                        "[M, " + std::to_string(w.cols) + "]: K equal to the weight's input size");
-  s = linear::detail::check_typed_output(out, x.size(0), w.rows);
+  s = linear::detail::check_output(out, x.size(0), w.rows);
   if (!s) return s;
-  s = linear::detail::check_typed_epilogue(epilogue, w.rows, out);
+  s = check_epilogue(epilogue, epilogue_rules<Out>(x.size(0), w.rows, Device::host()), out);
   if (!s) return s;
   if (views_overlap(x, out)) return Support::no("out", "memory overlapping x", "a separate output");
   return linear::detail::check_out_apart_from_weight(out, w);
@@ -412,9 +358,7 @@ void linear_nm(TensorView<const linear::detail::NonDeduced<T>> x, const sparse::
   std::vector<float> y(static_cast<std::size_t>(m_total * n_total));
   linear_nm(TensorView<const float>(xf.data(), Shape{m_total, k_total}), wf,
             TensorView<float>(y.data(), Shape{m_total, n_total}), epilogue);
-  for (std::int64_t m = 0; m < m_total; ++m)
-    for (std::int64_t n = 0; n < n_total; ++n)
-      out(m, n) = linear::detail::to_linear_output<Out>(y[static_cast<std::size_t>(m * n_total + n)], 1.0f);
+  cpu::convert_rows(make_epilogue_op(epilogue, m_total, n_total), y.data(), n_total, out);
 }
 
 // Whether linear_nm_int8 can run (Out float, half, bfloat16 or int8), and if not, why. The scales are the
@@ -438,21 +382,11 @@ Support can_implement_linear_nm_int8(const TensorView<const std::int8_t>& x, con
   if (x.size(1) != w.cols)
     return Support::no("x.shape", to_string(x.shape()),
                        "[M, " + std::to_string(w.cols) + "]: K equal to the weight's input size");
-  s = linear::detail::check_int8_scales(epilogue.x_scales, "epilogue.x_scales", x.size(0), "row of x");
+  s = linear::detail::check_output(out, x.size(0), w.rows);
   if (!s) return s;
-  s = linear::detail::check_int8_scales(epilogue.w_scales, "epilogue.w_scales", w.rows, "output feature");
-  if (!s) return s;
-  s = linear::detail::check_typed_output(out, x.size(0), w.rows);
-  if (!s) return s;
-  s = linear::detail::check_typed_epilogue(epilogue, w.rows, out, true);
-  if (!s) return s;
-  s = linear::detail::check_output_scale<Out>(epilogue);
+  s = check_epilogue(epilogue, epilogue_rules<Out>(x.size(0), w.rows, Device::host(), EpilogueScales::required), out);
   if (!s) return s;
   if (views_overlap(x, out)) return Support::no("out", "memory overlapping x", "a separate output");
-  if (views_overlap(epilogue.x_scales, out))
-    return Support::no("out", "memory overlapping epilogue.x_scales", "a separate output");
-  if (views_overlap(epilogue.w_scales, out))
-    return Support::no("out", "memory overlapping epilogue.w_scales", "a separate output");
   return linear::detail::check_out_apart_from_weight(out, w);
 }
 
@@ -475,7 +409,7 @@ void linear_nm_int8(TensorView<const std::int8_t> x, const sparse::NmCompressed<
     xs = x_rows.data();
     ldx = k_total;
   }
-  const float* bias = linear::detail::bias_data(epilogue);
+  const EpilogueOp op = make_epilogue_op(epilogue, m_total, n_total);
   const int n_keep = w.pattern.n, group = w.pattern.m;
   const std::int64_t groups = w.cols / group;
   constexpr std::int64_t kRowsPerPass = 32;
@@ -492,15 +426,12 @@ void linear_nm_int8(TensorView<const std::int8_t> x, const sparse::NmCompressed<
         for (std::int64_t g = 0; g < groups; ++g)
           for (int j = 0; j < n_keep; ++j)
             dense[static_cast<std::size_t>(g * group + positions[g * n_keep + j])] = values[g * n_keep + j];
-        const float sw = epilogue.w_scales(epilogue.w_scales.size(0) > 1 ? n : 0);
         for (std::int64_t m = m0; m < m1; ++m) {
           const std::int8_t* row = xs + m * ldx;
           std::int32_t acc = 0;
           for (std::int64_t k = 0; k < k_total; ++k)
             acc += static_cast<std::int32_t>(row[k]) * static_cast<std::int32_t>(dense[static_cast<std::size_t>(k)]);
-          out(m, n) = linear::detail::finish_int8<Out>(acc, epilogue.x_scales(epilogue.x_scales.size(0) > 1 ? m : 0),
-                                                       sw, bias != nullptr ? bias[n] : 0.0f, epilogue.activation,
-                                                       epilogue.out_scale);
+          cpu::finish_run(op, &acc, op.x_scale(m), n, 1, &out(m, n));
         }
       }
     }

@@ -22,7 +22,6 @@
 // bias that is not finite); Synchronize::yes waits and throws naming them (the output is then meaningless).
 #pragma once
 
-#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
@@ -30,7 +29,7 @@
 #include <type_traits>
 
 #include "shrink/core/dtype.hpp"
-#include "shrink/core/epilogue.hpp"
+#include "shrink/core/epilogue_check.hpp"
 #include "shrink/core/half.hpp"
 #include "shrink/core/overlap.hpp"
 #include "shrink/core/support.hpp"
@@ -115,17 +114,6 @@ inline bool pointer_aligned(const void* p, std::size_t bytes) {
   return reinterpret_cast<std::uintptr_t>(p) % bytes == 0;
 }
 
-// Scales of int8 operands: [count] (one per row) or [1] (one for the tensor).
-inline Support check_scales(const TensorView<const float>& s, const char* name, std::int64_t count, const char* per,
-                            int device) {
-  Support r = cuda::check_device_view(s, name, cuda::DeviceViewRules{1, device, alignof(float)});
-  if (!r) return r;
-  if (s.size(0) != count && s.size(0) != 1)
-    return Support::no(std::string(name) + ".shape", to_string(s.shape()),
-                       "[" + std::to_string(count) + "] (one per " + per + ") or [1] (per tensor)");
-  return r;
-}
-
 }  // namespace shrink::linear::detail
 
 namespace shrink::cuda {
@@ -176,32 +164,11 @@ Support can_implement_linear_nm(const LinearNmArgs<T, Out>& a) {
   if (!s) return s;
   if (a.out.size(0) != m || a.out.size(1) != n)
     return Support::no("out.shape", to_string(a.out.shape()), to_string(Shape{m, n}) + " ([M, N])");
-  if constexpr (std::is_same_v<T, std::int8_t>) {
-    s = linear::detail::check_scales(a.epilogue.x_scales, "epilogue.x_scales", m, "row of x", device);
-    if (!s) return s;
-    s = linear::detail::check_scales(a.epilogue.w_scales, "epilogue.w_scales", n, "output feature", device);
-    if (!s) return s;
-  } else {
-    if (!is_empty_view(a.epilogue.x_scales))
-      return Support::no("epilogue.x_scales.shape", to_string(a.epilogue.x_scales.shape()),
-                         "an empty view (scales apply to int8 operands)");
-    if (!is_empty_view(a.epilogue.w_scales))
-      return Support::no("epilogue.w_scales.shape", to_string(a.epilogue.w_scales.shape()),
-                         "an empty view (scales apply to int8 operands)");
-  }
-  const bool has_bias = !is_empty_view(a.epilogue.bias);
-  if (has_bias) {
-    s = check_device_view(a.epilogue.bias, "epilogue.bias", DeviceViewRules{1, device, alignof(float)});
-    if (!s) return s;
-    if (a.epilogue.bias.size(0) != n)
-      return Support::no("epilogue.bias.shape", to_string(a.epilogue.bias.shape()),
-                         "[" + std::to_string(n) + "] (one per output feature) or an empty view");
-  }
-  if (!is_known(a.epilogue.activation))
-    return Support::no("epilogue.activation", std::to_string(static_cast<int>(a.epilogue.activation)),
-                       "none, relu, gelu or silu");
-  if (std::is_same_v<Out, std::int8_t> && !(std::isfinite(a.epilogue.out_scale) && a.epilogue.out_scale > 0.0f))
-    return Support::no("epilogue.out_scale", shrink::to_text(a.epilogue.out_scale), "a finite scale > 0 (int8 output)");
+  EpilogueRules rules = epilogue_rules<Out>(
+      m, n, Device::cuda(device), std::is_same_v<T, std::int8_t> ? EpilogueScales::required : EpilogueScales::none);
+  rules.no_scales = "scales apply to int8 operands";
+  s = check_epilogue(a.epilogue, rules, a.out);
+  if (!s) return s;
   // The output must not share bytes with any input.
   const ByteSpan out_bytes = byte_span(a.out.data(), a.out.numel());
   const struct {
@@ -211,9 +178,6 @@ Support can_implement_linear_nm(const LinearNmArgs<T, Out>& a) {
       {"x", byte_span(a.x.data(), a.x.numel())},
       {"w.values", byte_span(a.w.values, n * k / 2)},
       {"w.metadata", byte_span(a.w.metadata, (n + 15) / 16 * 16 * k / 32)},
-      {"epilogue.x_scales", byte_span(a.epilogue.x_scales.data(), a.epilogue.x_scales.numel())},
-      {"epilogue.w_scales", byte_span(a.epilogue.w_scales.data(), a.epilogue.w_scales.numel())},
-      {"epilogue.bias", byte_span(a.epilogue.bias.data(), has_bias ? a.epilogue.bias.numel() : 0)},
   };
   for (const auto& input : inputs)
     if (spans_overlap(out_bytes, input.bytes))

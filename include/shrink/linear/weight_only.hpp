@@ -179,15 +179,26 @@ std::size_t packed_bytes(const PackedWeight<T>& w) {
 }
 inline std::size_t packed_bytes(const PackedInt4Weight& w) { return w.panels.size(); }
 
+// The epilogue operation of a checked epilogue with a packed weight: the int8 weight's scales per output channel
+// (those of half, bfloat16, float and int4 weights are inside the product).
+template <class T>
+EpilogueOp weight_only_op(const Epilogue& e, std::int64_t m, const PackedWeight<T>& w) {
+  const EpilogueOp op = make_epilogue_op(e, m, w.rows);
+  return w.scales.empty() ? op : op.with_scales(nullptr, 0, w.scales.data(), 1);
+}
+inline EpilogueOp weight_only_op(const Epilogue& e, std::int64_t m, const PackedInt4Weight& w) {
+  return make_epilogue_op(e, m, w.rows);
+}
+
 // The float product of either packed form on float rows (row stride ldx) into y (row stride ldy), epilogue included.
 template <class T>
 void weight_only_product(const float* x, std::int64_t ldx, std::int64_t m, const PackedWeight<T>& w, float* y,
-                         std::int64_t ldy, const Epilogue& e) {
-  gemm_panels(x, ldx, m, w, y, ldy, w.scales.empty() ? nullptr : w.scales.data(), bias_data(e), e.activation);
+                         std::int64_t ldy, const EpilogueOp& op) {
+  gemm_panels(x, ldx, m, w, y, ldy, op);
 }
 inline void weight_only_product(const float* x, std::int64_t ldx, std::int64_t m, const PackedInt4Weight& w, float* y,
-                                std::int64_t ldy, const Epilogue& e) {
-  gemm_int4_panels(x, ldx, m, w, y, ldy, bias_data(e), e.activation);
+                                std::int64_t ldy, const EpilogueOp& op) {
+  gemm_int4_panels(x, ldx, m, w, y, ldy, op);
 }
 
 // Activations (float, half or bfloat16) against a packed weight, the output of the activations' type.
@@ -207,12 +218,13 @@ template <class A, class W>
 void linear_weight_only_any(const TensorView<const A>& x, const W& w, const TensorView<A>& out,
                             const Epilogue& epilogue, const char* fn) {
   require_supported(check_weight_only(x, w, out, epilogue), fn);
+  const EpilogueOp op = weight_only_op(epilogue, x.size(0), w);
   if constexpr (std::is_same<A, float>::value) {
     std::vector<float> storage;
     std::int64_t ldx = 0;
     const float* xs = contiguous_rows(x, storage, ldx);
     RowOutput<float> staged(out);
-    weight_only_product(xs, ldx, x.size(0), w, staged.rows().data(), staged.rows().stride(0), epilogue);
+    weight_only_product(xs, ldx, x.size(0), w, staged.rows().data(), staged.rows().stride(0), op);
     staged.finish();
   } else {
     const std::int64_t m_total = x.size(0), k_total = x.size(1), n_total = w.rows;
@@ -221,9 +233,8 @@ void linear_weight_only_any(const TensorView<const A>& x, const W& w, const Tens
       for (std::int64_t k = 0; k < k_total; ++k)
         xs[static_cast<std::size_t>(m * k_total + k)] = static_cast<float>(x(m, k));
     std::vector<float> y(static_cast<std::size_t>(m_total * n_total));
-    weight_only_product(xs.data(), k_total, m_total, w, y.data(), n_total, epilogue);
-    for (std::int64_t m = 0; m < m_total; ++m)
-      for (std::int64_t n = 0; n < n_total; ++n) out(m, n) = A(y[static_cast<std::size_t>(m * n_total + n)]);
+    weight_only_product(xs.data(), k_total, m_total, w, y.data(), n_total, op);
+    cpu::convert_rows(op, y.data(), n_total, out);
   }
 }
 
@@ -265,8 +276,7 @@ void linear_weight_only(TensorView<const float> x, const PackedWeight<T>& w, Ten
   const float* xs = linear::detail::contiguous_rows(x, storage, ldx);
   linear::detail::RowOutput<float> staged(out);
   cpu::gemm_panels(xs, ldx, x.size(0), w, staged.rows().data(), staged.rows().stride(0),
-                   w.scales.empty() ? nullptr : w.scales.data(), linear::detail::bias_data(epilogue),
-                   epilogue.activation);
+                   linear::detail::weight_only_op(epilogue, x.size(0), w));
   staged.finish();
 }
 

@@ -3,10 +3,10 @@
 // staged kernel (Xᵀ streamed through shared memory).
 //
 // Every kernel computes Yᵀ[n, m] = Σ_j w[n, c_j] · Xᵀ[c_j, m] over the stored values j of row n, in float, then
-// out[m, n] = T(act(Yᵀ[n, m] + bias[n])). Xᵀ is [K, ldxt] with ldxt = M rounded up to 8 elements (zeros past M), so
-// each of its rows starts 16-byte aligned for float, half and bfloat16.
-// Index checks (kBadIndex) as the file comment of shrink/linear/csr_cuda.hpp says: offsets clamped into [0, nnz] and
-// made non-decreasing, a bad column's product skipped, so no bad index is ever followed.
+// out[m, n] = T(act(Yᵀ[n, m] + bias[n])) (the epilogue operation). Xᵀ is [K, ldxt] with ldxt = M rounded up to 8
+// elements (zeros past M), so each of its rows starts 16-byte aligned for float, half and bfloat16. Index checks
+// (kBadIndex) as the file comment of shrink/linear/csr_cuda.hpp says: offsets clamped into [0, nnz] and made
+// non-decreasing, a bad column's product skipped, so no bad index is ever followed.
 #pragma once
 
 #include <cuda_fp16.h>
@@ -19,6 +19,7 @@
 #include "shrink/core/half.hpp"
 #include "shrink/cuda/kernels/common/check.cuh"
 #include "shrink/cuda/kernels/common/convert.cuh"
+#include "shrink/cuda/kernels/common/epilogue.cuh"
 #include "shrink/cuda/kernels/common/launch.cuh"
 #include "shrink/cuda/launch.hpp"
 
@@ -82,17 +83,12 @@ __device__ __forceinline__ void load_widened(const T* p, float (&out)[Vec]) {
   }
 }
 
-// act(acc + bias[n]) rounded to T, core/epilogue.hpp's formula (bias 0 where absent, as the CPU twin); a bias that is
-// not finite sets `nonfinite`.
+// out[m, n] = act(acc + bias[n]) rounded to T: the epilogue operation (core/epilogue.hpp), checked as it reads
+// (cuda/kernels/common/epilogue.cuh).
 template <class T>
-__device__ __forceinline__ T finish(float acc, const float* bias, std::int64_t n, Activation activation,
-                                    bool& nonfinite) {
-  float b = 0.0f;
-  if (bias != nullptr) {
-    b = bias[n];
-    nonfinite |= !isfinite(b);
-  }
-  return from_float<T>(epilogue_value(acc, 1.0f, b, activation));
+__device__ __forceinline__ T finish(const EpilogueOp& op, float acc, std::int64_t m, std::int64_t n,
+                                    EpilogueFlags& flags) {
+  return op.output<T>(checked_value(op, acc, checked_x_scale(op, m, flags), n, flags));
 }
 
 // xt[k, m] = x[m, k] for m < M and 0 for M <= m < ldxt: X [M, K] row-major into Xᵀ [K, ldxt], by 32 × 32 tiles through
@@ -137,13 +133,13 @@ template <class T, int Vectors>
 __global__ void row_dots_kernel(const T* __restrict__ xt, std::int64_t ldxt, std::int64_t m_total, std::int64_t k_total,
                                 std::int64_t n_total, const std::int32_t* __restrict__ row_offsets,
                                 const std::int32_t* __restrict__ column_indices, const T* __restrict__ values,
-                                std::int64_t nnz, const float* __restrict__ bias, Activation activation,
-                                T* __restrict__ out, int* status) {
+                                std::int64_t nnz, EpilogueOp op, T* __restrict__ out, int* status) {
   constexpr int kVec = kVector16<T>;
   constexpr int kAcc = Vectors == 0 ? 1 : Vectors * kVec;
   const int lane = static_cast<int>(threadIdx.x) % kWarp;
   const std::int64_t warps_total = static_cast<std::int64_t>(gridDim.x) * kWarps;
-  bool bad = false, nonfinite = false;
+  bool bad = false;
+  EpilogueFlags flags;
   for (std::int64_t n = static_cast<std::int64_t>(blockIdx.x) * kWarps + threadIdx.x / kWarp; n < n_total;
        n += warps_total) {  // uniform over the warp
     std::int64_t begin = 0, end = 0;
@@ -183,10 +179,10 @@ __global__ void row_dots_kernel(const T* __restrict__ xt, std::int64_t ldxt, std
       for (int offset = kWarp / 2; offset > 0; offset /= 2) acc[e] += __shfl_xor_sync(kFullMask, acc[e], offset);
 #pragma unroll
     for (int e = 0; e < kAcc; ++e)
-      if (lane == e && e < m_total) out[e * n_total + n] = finish<T>(acc[e], bias, n, activation, nonfinite);
+      if (lane == e && e < m_total) out[e * n_total + n] = finish<T>(op, acc[e], e, n, flags);
   }
   if (bad) atomicOr(status, kBadIndex);
-  if (nonfinite) atomicOr(status, kNonFinite);
+  flags.report(status);
 }
 
 // The tile kernel's shared memory: Yᵀ of the CTA's rows (padded by one column against bank conflicts when read
@@ -215,15 +211,15 @@ template <class T, int Vec, bool BalanceNonzeros>
 __global__ void tile_kernel(const T* __restrict__ xt, std::int64_t ldxt, std::int64_t m_total, std::int64_t k_total,
                             std::int64_t n_total, const std::int32_t* __restrict__ row_offsets,
                             const std::int32_t* __restrict__ column_indices, const T* __restrict__ values,
-                            std::int64_t nnz, const float* __restrict__ bias, Activation activation,
-                            T* __restrict__ out, int* status) {
+                            std::int64_t nnz, EpilogueOp op, T* __restrict__ out, int* status) {
   constexpr int kTileM = kWarp * Vec;
   constexpr int kBatch = 4;  // stored values whose Xᵀ loads are issued together
   __shared__ TileShared<kTileM> s;
   const int warp = static_cast<int>(threadIdx.x) / kWarp, lane = static_cast<int>(threadIdx.x) % kWarp;
   const std::int64_t n0 = static_cast<std::int64_t>(blockIdx.x) * kTileRows;
   const int rows = static_cast<int>(n_total - n0 < kTileRows ? n_total - n0 : kTileRows);
-  bool bad = false, nonfinite = false;
+  bool bad = false;
+  EpilogueFlags flags;
 
   if (threadIdx.x == 0) {  // the rows' offsets, checked, clamped into [previous, nnz]
     std::int64_t previous = 0;
@@ -336,12 +332,12 @@ __global__ void tile_kernel(const T* __restrict__ xt, std::int64_t ldxt, std::in
     for (int e = threadIdx.x; e < kTileRows * kTileM; e += kThreads) {
       const int r = e % kTileRows, i = e / kTileRows;  // consecutive threads: consecutive n of one row of out
       const std::int64_t m = m0 + i, n = n0 + r;
-      if (r < rows && m < m_total) out[m * n_total + n] = finish<T>(s.tile[r][i], bias, n, activation, nonfinite);
+      if (r < rows && m < m_total) out[m * n_total + n] = finish<T>(op, s.tile[r][i], m, n, flags);
     }
     __syncthreads();  // the next tile clears s.tile and s.carry_row
   }
   if (bad) atomicOr(status, kBadIndex);
-  if (nonfinite) atomicOr(status, kNonFinite);
+  flags.report(status);
 }
 
 // The staged kernel's shared memory: a chunk of Xᵀ (later reused for the transposed write of Yᵀ) and each warp's
@@ -369,8 +365,7 @@ template <class T, int Vec>
 __global__ void staged_kernel(const T* __restrict__ xt, std::int64_t ldxt, std::int64_t m_total, std::int64_t k_total,
                               std::int64_t n_total, const std::int32_t* __restrict__ row_offsets,
                               const std::int32_t* __restrict__ column_indices, const T* __restrict__ values,
-                              std::int64_t nnz, const float* __restrict__ bias, Activation activation,
-                              T* __restrict__ out, int* status) {
+                              std::int64_t nnz, EpilogueOp op, T* __restrict__ out, int* status) {
   using Shared = StagedShared<T, Vec>;
   constexpr int kTileM = Shared::kTileM;
   constexpr int kRows = kStagedRowsPerWarp;
@@ -382,7 +377,8 @@ __global__ void staged_kernel(const T* __restrict__ xt, std::int64_t ldxt, std::
   const int warp = static_cast<int>(threadIdx.x) / kWarp, lane = static_cast<int>(threadIdx.x) % kWarp;
   const std::int64_t n0 = static_cast<std::int64_t>(blockIdx.x) * kStagedRows;
   const int rows = static_cast<int>(n_total - n0 < kStagedRows ? n_total - n0 : kStagedRows);
-  bool bad = false, nonfinite = false;
+  bool bad = false;
+  EpilogueFlags flags;
 
   const std::int64_t m_tiles = (m_total + kTileM - 1) / kTileM;
   for (std::int64_t m_tile = blockIdx.y; m_tile < m_tiles; m_tile += gridDim.y) {  // uniform over the CTA
@@ -494,11 +490,11 @@ __global__ void staged_kernel(const T* __restrict__ xt, std::int64_t ldxt, std::
     for (int e = threadIdx.x; e < kStagedRows * kTileM; e += kThreads) {
       const int r = e % kStagedRows, i = e / kStagedRows;  // consecutive threads: consecutive n of one row of out
       const std::int64_t m = m0 + i, n = n0 + r;
-      if (r < rows && m < m_total) out[m * n_total + n] = finish<T>(s.chunk.tile[r][i], bias, n, activation, nonfinite);
+      if (r < rows && m < m_total) out[m * n_total + n] = finish<T>(op, s.chunk.tile[r][i], m, n, flags);
     }
   }
   if (bad) atomicOr(status, kBadIndex);
-  if (nonfinite) atomicOr(status, kNonFinite);
+  flags.report(status);
 }
 
 // The launches, on the current device.
@@ -509,7 +505,7 @@ void transpose(const T* x, std::int64_t m_total, std::int64_t k_total, T* xt, st
   SHRINK_CUDA_CHECK_LAUNCH(transpose_kernel);
 }
 
-// Operands shared by the product kernels (device pointers; bias may be null).
+// Operands shared by the product kernels (device pointers).
 template <class T>
 struct Operands {
   const T* xt;
@@ -518,8 +514,7 @@ struct Operands {
   const std::int32_t* column_indices;
   const T* values;
   std::int64_t nnz;
-  const float* bias;
-  Activation activation;
+  EpilogueOp op;
   T* out;
   int* status;
 };
@@ -529,8 +524,8 @@ void launch_row_dots(const Operands<T>& o, cudaStream_t stream) {
   const std::int64_t blocks = (o.n_total + kWarps - 1) / kWarps;
   const unsigned grid = static_cast<unsigned>(blocks < 0x7FFFFFFF ? blocks : 0x7FFFFFFF);
   row_dots_kernel<T, Vectors><<<grid, kThreads, 0, stream>>>(o.xt, o.ldxt, o.m_total, o.k_total, o.n_total,
-                                                             o.row_offsets, o.column_indices, o.values, o.nnz, o.bias,
-                                                             o.activation, o.out, o.status);
+                                                             o.row_offsets, o.column_indices, o.values, o.nnz, o.op,
+                                                             o.out, o.status);
   SHRINK_CUDA_CHECK_LAUNCH(row_dots_kernel);
 }
 
@@ -562,7 +557,7 @@ void launch_tile(const Operands<T>& o, cudaStream_t stream) {
                   static_cast<unsigned>(m_tiles < 65535 ? m_tiles : 65535));
   tile_kernel<T, Vec, BalanceNonzeros><<<grid, kThreads, 0, stream>>>(o.xt, o.ldxt, o.m_total, o.k_total, o.n_total,
                                                                       o.row_offsets, o.column_indices, o.values, o.nnz,
-                                                                      o.bias, o.activation, o.out, o.status);
+                                                                      o.op, o.out, o.status);
   SHRINK_CUDA_CHECK_LAUNCH(tile_kernel);
 }
 
@@ -583,8 +578,7 @@ void launch_staged(const Operands<T>& o, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>((o.n_total + kStagedRows - 1) / kStagedRows),
                   static_cast<unsigned>(m_tiles < 65535 ? m_tiles : 65535));
   staged_kernel<T, Vec><<<grid, kThreads, 0, stream>>>(o.xt, o.ldxt, o.m_total, o.k_total, o.n_total, o.row_offsets,
-                                                       o.column_indices, o.values, o.nnz, o.bias, o.activation, o.out,
-                                                       o.status);
+                                                       o.column_indices, o.values, o.nnz, o.op, o.out, o.status);
   SHRINK_CUDA_CHECK_LAUNCH(staged_kernel);
 }
 

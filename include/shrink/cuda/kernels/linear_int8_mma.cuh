@@ -161,15 +161,17 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) gemm_int8_mma_kern
   // Accumulator layout of m16n8: c0, c1 at (row g, columns 2q, 2q + 1), c2, c3 at row g + 8 (g = lane / 4, q = lane % 4).
   const EpilogueParams e = split_epilogue(p);
   const int g = lane >> 2, q = lane & 3;
+  EpilogueFlags flags;
 #pragma unroll
   for (int i = 0; i < C::kFragsM; ++i)
 #pragma unroll
     for (int j = 0; j < C::kFragsN; ++j) {
       const int row = m0 + warp_m * C::kWarpTileM + 16 * i + g;
       const int col = n0 + warp_n * C::kWarpTileN + 8 * j + 2 * q;
-      store_pair(e, row, col, acc[i][j][0], acc[i][j][1]);
-      store_pair(e, row + 8, col, acc[i][j][2], acc[i][j][3]);
+      store_pair(e, row, col, acc[i][j][0], acc[i][j][1], flags);
+      store_pair(e, row + 8, col, acc[i][j][2], acc[i][j][3], flags);
     }
+  flags.report(e.status);
 #endif
 }
 

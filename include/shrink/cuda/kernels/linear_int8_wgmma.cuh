@@ -143,12 +143,14 @@ __global__ void __launch_bounds__(C::kThreads, 2) gemm_int8_wgmma_kernel(GemmPar
   const EpilogueParams e = split_epilogue(p);
   const int g = lane >> 2, q = lane & 3;
   const int row = m0 + warpgroup * 64 + warp_in_group * 16 + g;
+  EpilogueFlags flags;
 #pragma unroll
   for (int j = 0; j < C::kBN / 8; ++j) {
     const int col = n0 + 8 * j + 2 * q;
-    store_pair(e, row, col, acc[4 * j], acc[4 * j + 1]);
-    store_pair(e, row + 8, col, acc[4 * j + 2], acc[4 * j + 3]);
+    store_pair(e, row, col, acc[4 * j], acc[4 * j + 1], flags);
+    store_pair(e, row + 8, col, acc[4 * j + 2], acc[4 * j + 3], flags);
   }
+  flags.report(e.status);
 #endif
 }
 

@@ -18,6 +18,7 @@
 
 #include "shrink/core/epilogue.hpp"
 #include "shrink/core/half.hpp"
+#include "shrink/cuda/kernels/common/epilogue.cuh"
 #include "shrink/cuda/kernels/linear_nm_layout.hpp"
 #include "shrink/cuda/kernels/common/launch.cuh"
 #include "shrink/cuda/launch.hpp"
@@ -89,44 +90,19 @@ struct Params {
   const T* x;                     // [m, k]
   const T* values;                // [n, k / 2]
   const std::uint32_t* metadata;  // [ceil(n / 16)][k / tile_k][words of a tile]
-  const float* x_scales;          // int8: [m] or [1] (x_scale_step 0); else null
-  const float* w_scales;          // int8: [n] or [1]; else null
-  const float* bias;              // [n] or null
+  EpilogueOp op;                  // int8: x_scales [m] or [1] and w_scales [n] or [1]; 16-bit: no scales
   Out* out;                       // [m, n]
   std::int64_t m, n, k;
-  int x_scale_step, w_scale_step;  // 1 per row / feature, 0 per tensor
-  float out_scale;                 // int8 output
-  Activation activation;
   int* status;
 };
 
-template <class Out>
-__device__ __forceinline__ Out to_output(float v, float out_scale) {
-  if constexpr (std::is_same_v<Out, float>) {
-    return v;
-  } else if constexpr (std::is_same_v<Out, std::int8_t>) {
-    return epilogue_int8(v, out_scale, __fdiv_rn(1.0f, out_scale));  // NaN requantizes to -128, as on the CPU
-  } else {
-    return Out(v);  // half / bfloat16: round to nearest even, as the CPU's encoders
-  }
-}
-
-// out[m, n] = act(acc · (sx[m] · sw[n]) + bias[n]), core/epilogue.hpp's formula (scale 1 and bias 0 where absent).
+// out[m, n] = act(acc · (sx[m] · sw[n]) + bias[n]) in Out: the epilogue operation, checked as it reads.
 template <class T, class Out, class Accumulator>
-__device__ __forceinline__ void finish(const Params<T, Out>& p, std::int64_t m, std::int64_t n, Accumulator acc) {
-  float scale = 1.0f;
-  if (p.x_scales != nullptr) {
-    const float sx = p.x_scales[m * p.x_scale_step], sw = p.w_scales[n * p.w_scale_step];
-    if (!(sx > 0.0f && sx <= 3.402823466e38f && sw > 0.0f && sw <= 3.402823466e38f)) atomicOr(p.status, kBadScale);
-    scale = __fmul_rn(sx, sw);
-  }
-  float b = 0.0f;
-  if (p.bias != nullptr) {
-    b = p.bias[n];
-    if (!isfinite(b)) atomicOr(p.status, kNonFinite);
-  }
+__device__ __forceinline__ void finish(const Params<T, Out>& p, std::int64_t m, std::int64_t n, Accumulator acc,
+                                       EpilogueFlags& flags) {
   // int32 -> float rounds to nearest even, as on the CPU.
-  p.out[m * p.n + n] = to_output<Out>(epilogue_value(static_cast<float>(acc), scale, b, p.activation), p.out_scale);
+  const float v = checked_value(p.op, static_cast<float>(acc), checked_x_scale(p.op, m, flags), n, flags);
+  p.out[m * p.n + n] = p.op.template output<Out>(v);
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -235,6 +211,7 @@ __global__ void __launch_bounds__(Config::kThreads) gemm_sparse24_kernel(const P
   }
   wait_copies<0>();  // only empty groups can remain; leave none behind
 
+  EpilogueFlags flags;
 #pragma unroll
   for (int i = 0; i < Config::kMmaW; ++i)
 #pragma unroll
@@ -243,8 +220,9 @@ __global__ void __launch_bounds__(Config::kThreads) gemm_sparse24_kernel(const P
       for (int r = 0; r < 4; ++r) {
         const std::int64_t n = shape.n0 + warp_w * Config::kWarpW + i * 16 + accumulator_w_row(lane, r);
         const std::int64_t m = shape.m0 + warp_x * Config::kWarpX + j * 8 + accumulator_x_row(lane, r);
-        if (n < p.n && m < p.m) finish(p, m, n, acc[i][j][r]);
+        if (n < p.n && m < p.m) finish(p, m, n, acc[i][j][r], flags);
       }
+  flags.report(p.status);
 }
 
 // Launches gemm_sparse24_kernel with tile Config on `stream`. Above 48 KiB of shared memory the kernel must opt in,

@@ -11,10 +11,10 @@
 #include <cstdint>
 
 #include "shrink/cuda/kernels/common/check.cuh"
+#include "shrink/cuda/kernels/common/launch.cuh"
 #include "shrink/cuda/kernels/linear_weight_only_common.cuh"
 #include "shrink/cuda/kernels/linear_weight_only_cuda_core.cuh"
 #include "shrink/cuda/kernels/linear_weight_only_tensor_core.cuh"
-#include "shrink/cuda/kernels/common/launch.cuh"
 
 namespace shrink::cuda::kernels::linear_weight_only {
 
@@ -56,14 +56,6 @@ void launch_tensor_core(const Problem<T>& p, cudaStream_t stream) {
   }
 }
 
-template <class T, WeightKind Kind>
-void launch_add_slices(const Problem<T>& p, cudaStream_t stream) {
-  constexpr int kAddThreads = 256;
-  add_slices_kernel<T, Kind><<<grid_blocks(static_cast<std::int64_t>(p.m) * p.n, kAddThreads), kAddThreads, 0,
-                               stream>>>(p);
-  SHRINK_CUDA_CHECK_LAUNCH(add_slices_kernel);
-}
-
 // The main loop on the chosen cores, then the slices' sum when there are several.
 template <class T, WeightKind Kind>
 void launch(const Problem<T>& p, bool tensor_cores, cudaStream_t stream) {
@@ -71,7 +63,9 @@ void launch(const Problem<T>& p, bool tensor_cores, cudaStream_t stream) {
     launch_tensor_core<T, Kind>(p, stream);
   else
     launch_cuda_core<T, Kind>(p, stream);
-  if (p.slices > 1) launch_add_slices<T, Kind>(p, stream);
+  if (p.slices > 1)
+    launch_finish_splits<float, T>(p.partials, p.n, static_cast<std::int64_t>(p.m) * p.n, p.slices, p.m, p.n, p.op,
+                                   p.out, p.n, p.status, stream);
 }
 
 }  // namespace shrink::cuda::kernels::linear_weight_only

@@ -6,10 +6,11 @@
 // int4 weights with zero points subtract a per-group offset instead of the fixed 8 when they turn nibbles into 16-bit
 // values (linear_weight_only_bits.hpp): the kernels then multiply q − zp, exactly, and the rest is unchanged.
 //
-// Output stage, in float, then rounded to nearest even into T (core/half.hpp's encoders, as the CPU twin):
-//   v = acc · s[n] (int8; int4 scales are inside acc) + bias[n];  out = T(act(v))
-// With K cut in slices, each slice stores its float acc in partials[slice, m, n] and add_slices_kernel sums them in
-// slice order before the same stage: no atomics, the same bits on every run.
+// Output stage: the epilogue operation (core/epilogue.hpp's EpilogueOp, checked as cuda/kernels/common/epilogue.cuh
+// reads it), v = act(acc · s[n] + bias[n]) in float (int8: s the row's scale; int4: the group scales are inside acc,
+// s = 1), then T(v) rounded to nearest even, as the CPU twin. With K cut in slices, each slice stores its float acc in
+// partials[slice, m, n] and finish_splits_kernel sums them in slice order before the same stage: no atomics, the same
+// bits on every run.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -18,8 +19,9 @@
 
 #include "shrink/core/epilogue.hpp"
 #include "shrink/core/half.hpp"
-#include "shrink/cuda/launch.hpp"
+#include "shrink/cuda/kernels/common/epilogue.cuh"
 #include "shrink/cuda/kernels/linear_weight_only_bits.hpp"
+#include "shrink/cuda/launch.hpp"
 
 namespace shrink::cuda::kernels::linear_weight_only {
 
@@ -32,26 +34,25 @@ inline constexpr std::int64_t kBlockK = 64;  // K granularity of slices (and of 
 // Device pointers and sizes of one call (checked on the host).
 template <class T>
 struct Problem {
-  const T* x = nullptr;              // [M, K]
-  const std::uint8_t* w = nullptr;   // int8: [N, K] bytes; int4: [N, K / 2] packed nibbles
-  const float* scales = nullptr;     // int8: [N]; int4: [N, K / group_size]
+  const T* x = nullptr;             // [M, K]
+  const std::uint8_t* w = nullptr;  // int8: [N, K] bytes; int4: [N, K / 2] packed nibbles
+  const float* scales = nullptr;    // int8: [N]; int4: [N, K / group_size]
   // int4 affine: [N, K / group_size], or null for the symmetric zero point. A nibble u (flipped by int4_flip) stands
   // for u − o with o = zero_point + zero_point_bias, in [0, 15] (linear_weight_only_bits.hpp); o = 8 without zero
   // points.
   const std::int32_t* zero_points = nullptr;
   int zero_point_bias = 8;                // 8 for int4 (zp in [-8, 7]), 0 for uint4 (zp in [0, 15])
   std::uint32_t int4_flip = 0x88888888u;  // int4: the sign flip of every nibble; uint4: 0 (nibbles as they are)
-  const float* bias = nullptr;       // [N], or null
-  T* out = nullptr;                  // [M, N]
-  float* partials = nullptr;         // [slices, M, N] with more than one slice
-  int* status = nullptr;             // the workspace's status word
+  EpilogueOp op;                          // w_scales: int8's scales [N]; int4: none (inside the sum)
+  T* out = nullptr;                       // [M, N]
+  float* partials = nullptr;              // [slices, M, N] with more than one slice
+  int* status = nullptr;                  // the workspace's status word
   int m = 0;
   int n = 0;
   std::int64_t k = 0;
-  int group_size = 0;                // int4
-  std::int64_t k_slice = 0;          // k per slice, a multiple of kBlockK
+  int group_size = 0;        // int4
+  std::int64_t k_slice = 0;  // k per slice, a multiple of kBlockK
   int slices = 1;
-  Activation activation = Activation::none;
 };
 
 // ---- 16-bit traits ---------------------------------------------------------------------------------------------------
@@ -93,7 +94,6 @@ struct Sixteen<half> {
         : "r"(pair));
     return make_float2(low, high);
   }
-  __device__ __forceinline__ static std::uint16_t encode(float v) { return shrink::float_to_half_bits(v); }
 };
 
 template <>
@@ -123,7 +123,6 @@ struct Sixteen<bfloat16> {
   __device__ __forceinline__ static float2 to_float2(std::uint32_t pair) {
     return make_float2(__uint_as_float(pair << 16), __uint_as_float(pair & 0xFFFF0000u));
   }
-  __device__ __forceinline__ static std::uint16_t encode(float v) { return shrink::float_to_bfloat16_bits(v); }
 };
 
 // ---- Loads -----------------------------------------------------------------------------------------------------------
@@ -148,8 +147,6 @@ __device__ __forceinline__ Words4 load_cached16(const void* p) {
   return Words4{{v.x, v.y, v.z, v.w}};
 }
 
-__device__ __forceinline__ bool valid_scale(float s) { return s > 0.0f && isfinite(s); }
-
 // The offset o of row n's group g (see Problem): 8 without zero points; a zero point outside the dtype's range is
 // flagged and read as the symmetric one, so that o stays a nibble.
 template <class T>
@@ -164,55 +161,29 @@ __device__ __forceinline__ std::uint32_t int4_offset(const Problem<T>& p, std::i
 // ---- Output stage ----------------------------------------------------------------------------------------------------
 // Flags met on the way, or-ed into the status word once per thread.
 struct Flags {
-  bool bad_scale = false;
+  EpilogueFlags epilogue;  // a scale (int4's group scales too) or a bias
   bool bad_zero_point = false;
-  bool bad_bias = false;
 
   __device__ __forceinline__ void report(int* status) const {
-    if (bad_scale) atomicOr(status, kBadScale);
+    epilogue.report(status);
     if (bad_zero_point) atomicOr(status, kBadZeroPoint);
-    if (bad_bias) atomicOr(status, kNonFinite);
   }
 };
 
 // out[m, n] from the complete float sum acc.
-template <class T, WeightKind Kind>
+template <class T>
 __device__ __forceinline__ void finish_output(const Problem<T>& p, int m, int n, float acc, Flags& flags) {
-  float scale = 1.0f;  // int4: the group scales are inside the sum
-  if (Kind == WeightKind::int8) {
-    scale = __ldg(p.scales + n);
-    flags.bad_scale |= !valid_scale(scale);
-  }
-  float b = 0.0f;
-  if (p.bias != nullptr) {
-    b = __ldg(p.bias + n);
-    flags.bad_bias |= !isfinite(b);
-  }
-  reinterpret_cast<std::uint16_t*>(p.out)[static_cast<std::int64_t>(m) * p.n + n] =
-      Sixteen<T>::encode(epilogue_value(acc, scale, b, p.activation));
+  const float v = checked_value(p.op, acc, checked_x_scale(p.op, m, flags.epilogue), n, flags.epilogue);
+  p.out[static_cast<std::int64_t>(m) * p.n + n] = p.op.template output<T>(v);
 }
 
 // A slice's sum for (m, n): the output itself with one slice, else its partial.
-template <class T, WeightKind Kind>
+template <class T>
 __device__ __forceinline__ void emit(const Problem<T>& p, int slice, int m, int n, float acc, Flags& flags) {
   if (p.slices == 1)
-    finish_output<T, Kind>(p, m, n, acc, flags);
+    finish_output<T>(p, m, n, acc, flags);
   else
     p.partials[(static_cast<std::int64_t>(slice) * p.m + m) * p.n + n] = acc;
-}
-
-// Second pass with several slices: out[m, n] from Σ_slice partials[slice, m, n], in slice order.
-template <class T, WeightKind Kind>
-__global__ void add_slices_kernel(Problem<T> p) {
-  Flags flags;
-  const std::int64_t total = static_cast<std::int64_t>(p.m) * p.n;
-  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
-  for (std::int64_t e = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < total; e += stride) {
-    float v = 0.0f;
-    for (int s = 0; s < p.slices; ++s) v += p.partials[s * total + e];
-    finish_output<T, Kind>(p, static_cast<int>(e / p.n), static_cast<int>(e % p.n), v, flags);
-  }
-  flags.report(p.status);
 }
 
 }  // namespace shrink::cuda::kernels::linear_weight_only

@@ -94,7 +94,7 @@ __global__ void __launch_bounds__(kThreads) cuda_core_kernel(Problem<T> p) {
         if (Kind == WeightKind::int4 && ok) {
           const std::int64_t param = n * groups + k / p.group_size;
           scale[u][r] = __ldg(p.scales + param);
-          flags.bad_scale |= !valid_scale(scale[u][r]);
+          flags.epilogue.bad_scale |= !valid_scale(scale[u][r]);
           magic_offset[u][r] = float_magic_offset(int4_offset(p, param, flags.bad_zero_point));
         }
       }
@@ -158,7 +158,7 @@ __global__ void __launch_bounds__(kThreads) cuda_core_kernel(Problem<T> p) {
     for (int r = 0; r < kR; ++r)
 #pragma unroll
       for (int i = 0; i < MB; ++i)
-        if (n0 + r < p.n && m0 + i < p.m) emit<T, Kind>(p, slice, m0 + i, n0 + r, acc[r][i], flags);
+        if (n0 + r < p.n && m0 + i < p.m) emit<T>(p, slice, m0 + i, n0 + r, acc[r][i], flags);
   }
   flags.report(p.status);
 }

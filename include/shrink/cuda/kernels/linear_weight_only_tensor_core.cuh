@@ -107,7 +107,7 @@ __global__ void __launch_bounds__(kThreads) tensor_core_kernel(Problem<T> p) {
             col_scale[u][j][c] = 0.0f;
             if (block_ok && column < p.n) {
               col_scale[u][j][c] = __ldg(p.scales + column * groups + (k_begin + kb) / p.group_size);
-              flags.bad_scale |= !valid_scale(col_scale[u][j][c]);
+              flags.epilogue.bad_scale |= !valid_scale(col_scale[u][j][c]);
             }
           }
         }
@@ -176,7 +176,7 @@ __global__ void __launch_bounds__(kThreads) tensor_core_kernel(Problem<T> p) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int m = 16 * i + g + 8 * (e / 2), n = n_warp + 8 * j + 2 * t + e % 2;
-        if (m < p.m && n < p.n) emit<T, Kind>(p, slice, m, n, acc[i][j][e], flags);
+        if (m < p.m && n < p.n) emit<T>(p, slice, m, n, acc[i][j][e], flags);
       }
   flags.report(p.status);
 }

@@ -151,7 +151,7 @@ inline EpilogueOp make_epilogue_op(const Epilogue& e, std::int64_t m, std::int64
   }
   op.bias = has_bias(e) ? e.bias.data() : nullptr;
   op.activation = e.activation;
-  if (e.out_scale > 0.0f && std::isfinite(e.out_scale) && std::isfinite(1.0f / e.out_scale)) {
+  if (e.out_scale > 0.0f) {  // read for int8 outputs only, whose out_scale check_epilogue has checked
     op.out_scale = e.out_scale;
     op.inv_out_scale = 1.0f / e.out_scale;
   }

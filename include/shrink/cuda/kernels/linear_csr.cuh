@@ -83,14 +83,6 @@ __device__ __forceinline__ void load_widened(const T* p, float (&out)[Vec]) {
   }
 }
 
-// out[m, n] = act(acc + bias[n]) rounded to T: the epilogue operation (core/epilogue.hpp), checked as it reads
-// (cuda/kernels/common/epilogue.cuh).
-template <class T>
-__device__ __forceinline__ T finish(const EpilogueOp& op, float acc, std::int64_t m, std::int64_t n,
-                                    EpilogueFlags& flags) {
-  return op.output<T>(checked_value(op, acc, checked_x_scale(op, m, flags), n, flags));
-}
-
 // xt[k, m] = x[m, k] for m < M and 0 for M <= m < ldxt: X [M, K] row-major into Xᵀ [K, ldxt], by 32 × 32 tiles through
 // shared memory (reads coalesced along k, writes along m). Block (32, 8); a grid-stride loop over the tiles.
 template <class T>
@@ -179,7 +171,7 @@ __global__ void row_dots_kernel(const T* __restrict__ xt, std::int64_t ldxt, std
       for (int offset = kWarp / 2; offset > 0; offset /= 2) acc[e] += __shfl_xor_sync(kFullMask, acc[e], offset);
 #pragma unroll
     for (int e = 0; e < kAcc; ++e)
-      if (lane == e && e < m_total) out[e * n_total + n] = finish<T>(op, acc[e], e, n, flags);
+      if (lane == e && e < m_total) out[e * n_total + n] = checked_output<T>(op, acc[e], e, n, flags);
   }
   if (bad) atomicOr(status, kBadIndex);
   flags.report(status);
@@ -332,7 +324,7 @@ __global__ void tile_kernel(const T* __restrict__ xt, std::int64_t ldxt, std::in
     for (int e = threadIdx.x; e < kTileRows * kTileM; e += kThreads) {
       const int r = e % kTileRows, i = e / kTileRows;  // consecutive threads: consecutive n of one row of out
       const std::int64_t m = m0 + i, n = n0 + r;
-      if (r < rows && m < m_total) out[m * n_total + n] = finish<T>(op, s.tile[r][i], m, n, flags);
+      if (r < rows && m < m_total) out[m * n_total + n] = checked_output<T>(op, s.tile[r][i], m, n, flags);
     }
     __syncthreads();  // the next tile clears s.tile and s.carry_row
   }
@@ -490,7 +482,7 @@ __global__ void staged_kernel(const T* __restrict__ xt, std::int64_t ldxt, std::
     for (int e = threadIdx.x; e < kStagedRows * kTileM; e += kThreads) {
       const int r = e % kStagedRows, i = e / kStagedRows;  // consecutive threads: consecutive n of one row of out
       const std::int64_t m = m0 + i, n = n0 + r;
-      if (r < rows && m < m_total) out[m * n_total + n] = finish<T>(op, s.chunk.tile[r][i], m, n, flags);
+      if (r < rows && m < m_total) out[m * n_total + n] = checked_output<T>(op, s.chunk.tile[r][i], m, n, flags);
     }
   }
   if (bad) atomicOr(status, kBadIndex);

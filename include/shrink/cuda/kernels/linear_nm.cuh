@@ -101,8 +101,7 @@ template <class T, class Out, class Accumulator>
 __device__ __forceinline__ void finish(const Params<T, Out>& p, std::int64_t m, std::int64_t n, Accumulator acc,
                                        EpilogueFlags& flags) {
   // int32 -> float rounds to nearest even, as on the CPU.
-  const float v = checked_value(p.op, static_cast<float>(acc), checked_x_scale(p.op, m, flags), n, flags);
-  p.out[m * p.n + n] = p.op.template output<Out>(v);
+  p.out[m * p.n + n] = checked_output<Out>(p.op, static_cast<float>(acc), m, n, flags);
 }
 
 // ---------------------------------------------------------------------------------------------------------------

@@ -173,8 +173,7 @@ struct Flags {
 // out[m, n] from the complete float sum acc.
 template <class T>
 __device__ __forceinline__ void finish_output(const Problem<T>& p, int m, int n, float acc, Flags& flags) {
-  const float v = checked_value(p.op, acc, checked_x_scale(p.op, m, flags.epilogue), n, flags.epilogue);
-  p.out[static_cast<std::int64_t>(m) * p.n + n] = p.op.template output<T>(v);
+  p.out[static_cast<std::int64_t>(m) * p.n + n] = checked_output<T>(p.op, acc, m, n, flags.epilogue);
 }
 
 // A slice's sum for (m, n): the output itself with one slice, else its partial.

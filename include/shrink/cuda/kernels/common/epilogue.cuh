@@ -43,6 +43,14 @@ __device__ __forceinline__ float checked_value(const EpilogueOp& op, float acc, 
   return op.value(acc, sx, sw, b);
 }
 
+// op.output<Out>(op.value(acc, sx[m], n)): one output of row m, its scale, weight scale and bias checked as they are
+// read.
+template <class Out>
+__device__ __forceinline__ Out checked_output(const EpilogueOp& op, float acc, std::int64_t m, std::int64_t n,
+                                              EpilogueFlags& flags) {
+  return op.output<Out>(checked_value(op, acc, checked_x_scale(op, m, flags), n, flags));
+}
+
 // out[m, n] = op.output<Out>(op.value(Σ_s acc[s · split_stride + m · ld_acc + n], sx[m], n)) for s < splits, the sum
 // in split order from Acc(0): exact for int32 sums (every partial sum of the true total fits), the same bits on every
 // run for float ones. Columns across x (blockDim.x threads each), rows across y with a stride loop (grid y ≤ 65535).
@@ -57,8 +65,8 @@ __global__ void finish_splits_kernel(const Acc* __restrict__ acc, std::int64_t l
     const Acc* a = acc + static_cast<std::int64_t>(row) * ld_acc + col;
     Acc sum = Acc(0);
     for (int s = 0; s < splits; ++s) sum += a[s * split_stride];
-    const float v = checked_value(op, static_cast<float>(sum), checked_x_scale(op, row, flags), col, flags);
-    out[static_cast<std::int64_t>(row) * ld_out + col] = op.output<Out>(v);
+    out[static_cast<std::int64_t>(row) * ld_out + col] =
+        checked_output<Out>(op, static_cast<float>(sum), row, col, flags);
   }
   flags.report(status);
 }

@@ -13,7 +13,7 @@
 # still returns what it ran), the summary to $OUT/summary.txt and `shrink bench`'s JSON to $OUT/shrink-bench.json.
 #
 # Usage: check.sh [info] [tests] [bench[:NAME]...] [cli] [sanitize]   (no step: all of them, in that order;
-#        bench:gemm_int8 runs one benchmark program, e.g. for a rerun)
+#        bench:linear_int8 runs one benchmark program, e.g. for a rerun)
 # Exit status: 0  every step ran in its time and passed (a MISS is a figure, not a failure)
 #              1  a test, sanitizer or program failed, a step ran out of time, or the budget left one out
 #              2  bad usage
@@ -30,7 +30,7 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/shrink-check.XXXXXX")
 mkdir -p "$out"
 started=$SECONDS
 
-all_benches=(quantize calibration threshold prune losses kl gemm_int8 weight_only sparse24 spmm)
+all_benches=(quantize calibration threshold prune losses kl linear_int8 linear_weight_only linear_nm linear_csr)
 steps=()
 benches=()
 for arg in "$@"; do
@@ -108,7 +108,7 @@ run_step() {
 # row STEP STATUS DETAIL: one line of the summary; a status other than ok (or skipped on a machine without a GPU)
 # counts as a failure.
 row() {
-  rows+=("$(printf '%-22s %-8s %5s s  %s' "$1" "$2" "$took" "$3")")
+  rows+=("$(printf '%-26s %-8s %5s s  %s' "$1" "$2" "$took" "$3")")
   [[ $2 == ok || $2 == no-gpu ]] || failures+=("$1")
 }
 
@@ -214,17 +214,17 @@ bench_one() {
         row "bench torch_kl.py" "$(status_of "$rc" 0)" "PyTorch's KL + backward, the baseline of bench kl"
       fi
       bench_program kl 40 bench_gpu_kl '--benchmark_filter=/shape:0/' ;;
-    gemm_int8)
-      bench_program gemm_int8 60 bench_gpu_gemm_int8 \
+    linear_int8)
+      bench_program linear_int8 60 bench_gpu_linear_int8 \
         '--benchmark_filter=^(cublas_f16|cublaslt_s8_epilogue|cublaslt_s8_alone|w8a8_[a-z_]+_f16)/M:(1024|4096|8192)/N:(4096|8192)/K:(4096|8192)/' ;;
-    weight_only)
-      bench_program weight_only 30 bench_gpu_weight_only \
+    linear_weight_only)
+      bench_program linear_weight_only 30 bench_gpu_linear_weight_only \
         '--benchmark_filter=^BM_gpu_copy|^BM_(cublas_f16|w8a16|w4a16_g128|w4a16_g64)/(path:0/)?m:(1|16)/n:(4096|8192)/k:(4096|8192|14336)/' ;;
-    sparse24)
-      bench_program sparse24 40 bench_gpu_sparse24 \
+    linear_nm)
+      bench_program linear_nm 40 bench_gpu_linear_nm \
         '--benchmark_filter=^gpu_(dense_cublas|sparse24_shrink)_(f16|bf16|s8)/M:(1024|4096)/N:(4096|8192)/K:(4096|8192)/' ;;
-    spmm)
-      bench_program spmm 40 bench_gpu_spmm \
+    linear_csr)
+      bench_program linear_csr 40 bench_gpu_linear_csr \
         '--benchmark_filter=^spmm/(f32|f16)/(shrink|cusparse_default|cusparse_csr_alg[123]|cublas)/M:(16|4096)/N:4096/K:4096/' ;;
   esac
 }
@@ -283,7 +283,7 @@ for step in "${steps[@]}"; do "step_$step"; done
   echo
   echo "=== check.sh summary ($((SECONDS - started)) s of a $budget s budget; $(date -u +%Y-%m-%dT%H:%M:%SZ))"
   [[ -f $work/info.log ]] && grep -E "^name, |^[^,]+, [0-9.]+, [0-9]+ MiB|CUDA Version" "$work/info.log"
-  printf '%-22s %-8s %7s  %s\n' step status time detail
+  printf '%-26s %-8s %7s  %s\n' step status time detail
   printf '%s\n' "${rows[@]}"
   if compgen -G "$work/bench-*.log" >/dev/null; then
     echo

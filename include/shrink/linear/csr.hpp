@@ -75,24 +75,7 @@ void for_each_row_part(const cpu::CsrRows& w, double columns, Part&& part) {
   });
 }
 
-}  // namespace shrink::linear::detail
-
-namespace shrink::cpu {
-
-inline Support can_implement_linear_csr(const TensorView<const float>& x, const sparse::Csr<float>& w,
-                                        const TensorView<float>& out, const Epilogue& epilogue = {}) {
-  Support s = linear::detail::check_csr_structure(w);
-  if (!s) return s;
-  s = linear::detail::check_linear_operands(x, w.cols, w.rows, out, epilogue);
-  if (!s) return s;
-  s = linear::detail::check_no_overlap(out, w.values.data(), w.values.size() * sizeof(float), "w.values");
-  if (!s) return s;
-  s = linear::detail::check_no_overlap(out, w.column_indices.data(), w.column_indices.size() * 4, "w.column_indices");
-  if (!s) return s;
-  return linear::detail::check_no_overlap(out, w.row_offsets.data(), w.row_offsets.size() * 4, "w.row_offsets");
-}
-
-// linear_csr once checked, into an output whose rows are contiguous (linear_csr stages any other): float, or the
+// cpu::linear_csr once checked, into an output whose rows are contiguous (linear_csr stages any other): float, or the
 // 16-bit type of the 16-bit forms (each output rounded once, from the float epilogue value).
 template <class Out>
 void linear_csr_rows(TensorView<const float> x, const sparse::Csr<float>& w, TensorView<Out> out,
@@ -100,7 +83,7 @@ void linear_csr_rows(TensorView<const float> x, const sparse::Csr<float>& w, Ten
   const char* fn = "shrink::cpu::linear_csr";
   const std::int64_t m_total = x.size(0), n_total = w.rows, k_total = w.cols;
   const EpilogueOp op = make_epilogue_op(epilogue, m_total, n_total);
-  const CsrRows rows_of_w{w.rows, w.cols, w.row_offsets.data(), w.column_indices.data(), w.values.data()};
+  const cpu::CsrRows rows_of_w{w.rows, w.cols, w.row_offsets.data(), w.column_indices.data(), w.values.data()};
 
   if (m_total <= cpu::kCsrDotRows) {
     std::vector<float> x_rows;
@@ -109,11 +92,11 @@ void linear_csr_rows(TensorView<const float> x, const sparse::Csr<float>& w, Ten
     std::vector<float> yt(static_cast<std::size_t>(n_total * m_total));
     std::atomic<bool> all_ok{true};
     linear::detail::for_each_row_part(rows_of_w, static_cast<double>(m_total),
-                                      [&](const CsrRows& part, std::int64_t r0) {
+                                      [&](const cpu::CsrRows& part, std::int64_t r0) {
                                         float* part_yt = yt.data() + r0 * m_total;
                                         bool ok = false;
 #if defined(SHRINK_CPU_AVX2_DISPATCH)
-                                        if (use_avx512())
+                                        if (cpu::use_avx512())
                                           ok = cpu::csr_dots_avx512_rows(m_total, part, xs, ldx, part_yt,
                                                                          std::make_index_sequence<cpu::kCsrDotRows>{});
                                         else
@@ -130,10 +113,10 @@ void linear_csr_rows(TensorView<const float> x, const sparse::Csr<float>& w, Ten
   int lanes = 0;
   std::int64_t max_width = 0;
 #if defined(SHRINK_CPU_AVX2_DISPATCH)
-  if (use_avx512()) {
+  if (cpu::use_avx512()) {
     lanes = 16;
     max_width = 128;
-  } else if (use_avx2_fma()) {
+  } else if (cpu::use_avx2_fma()) {
     lanes = 8;
     max_width = 64;
   }
@@ -148,7 +131,7 @@ void linear_csr_rows(TensorView<const float> x, const sparse::Csr<float>& w, Ten
     RowMajor yt(n_total, m_total);
     // Ranges of W's rows (maps of part of the arrays: the offsets stay absolute), each row's sum as for all of W.
     linear::detail::for_each_row_part(
-        rows_of_w, static_cast<double>(m_total), [&](const CsrRows& part, std::int64_t r0) {
+        rows_of_w, static_cast<double>(m_total), [&](const cpu::CsrRows& part, std::int64_t r0) {
           const SparseMap part_w(part.rows, k_total, part.row_offsets[part.rows] - part.row_offsets[0],
                                  part.row_offsets, w.column_indices.data(), w.values.data());
           yt.middleRows(r0, part.rows).noalias() = part_w * xt;
@@ -163,8 +146,9 @@ void linear_csr_rows(TensorView<const float> x, const sparse::Csr<float>& w, Ten
   const std::int64_t rows_per_chunk = (m_total + chunks - 1) / chunks;
   const std::int64_t width = (rows_per_chunk + lanes - 1) / lanes * lanes;
   const int registers = static_cast<int>(width / lanes);
-  AlignedVector<float> xt(static_cast<std::size_t>(k_total * width * chunks));
-  AlignedVector<float> yt(static_cast<std::size_t>(n_total * width * chunks));  // every chunk kept until all passed
+  cpu::AlignedVector<float> xt(static_cast<std::size_t>(k_total * width * chunks));
+  cpu::AlignedVector<float> yt(
+      static_cast<std::size_t>(n_total * width * chunks));  // every chunk kept until all passed
   parallel_for(chunks, 1, [&](std::int64_t begin, std::int64_t end) {
     for (std::int64_t c = begin; c < end; ++c) {
       const std::int64_t m0 = c * rows_per_chunk, rows = std::min(rows_per_chunk, m_total - m0);
@@ -179,7 +163,7 @@ void linear_csr_rows(TensorView<const float> x, const sparse::Csr<float>& w, Ten
   parallel_for(chunks, 1, [&](std::int64_t begin, std::int64_t end) {
     for (std::int64_t c = begin; c < end; ++c)
       linear::detail::for_each_row_part(
-          rows_of_w, static_cast<double>(width), [&](const CsrRows& part, std::int64_t r0) {
+          rows_of_w, static_cast<double>(width), [&](const cpu::CsrRows& part, std::int64_t r0) {
             const float* chunk_xt = xt.data() + c * k_total * width;
             float* part_yt = yt.data() + c * n_total * width + r0 * width;
             const bool ok =
@@ -196,29 +180,6 @@ void linear_csr_rows(TensorView<const float> x, const sparse::Csr<float>& w, Ten
   }
 #endif
 }
-
-// out[m, n] = act(Σ_{stored k of row n} x[m, k] · w[n, k] + bias[n]); x [M, K] any strides, w a CSR [N, K].
-inline void linear_csr(TensorView<const float> x, const sparse::Csr<float>& w, TensorView<float> out,
-                       const Epilogue& epilogue = {}) {
-  const char* fn = "shrink::cpu::linear_csr";
-  require_supported(can_implement_linear_csr(x, w, out, epilogue), fn);
-  linear::detail::RowOutput<float> staged(out);
-  linear_csr_rows(x, w, staged.rows(), epilogue);
-  staged.finish();
-}
-
-// With a raw bias pointer: N floats (w's rows), or nullptr for none.
-inline void linear_csr(TensorView<const float> x, const sparse::Csr<float>& w, const float* bias, TensorView<float> out,
-                       Activation activation = Activation::none) {
-  Epilogue e;
-  if (bias != nullptr) e.bias = TensorView<const float>(bias, Shape{w.rows});
-  e.activation = activation;
-  linear_csr(x, w, out, e);
-}
-
-}  // namespace shrink::cpu
-
-namespace shrink::linear::detail {
 
 // out must not share memory with an input of `bytes` bytes at `data` (out of any element type).
 template <class T>
@@ -270,13 +231,45 @@ void linear_csr_16(const TensorView<const T>& x, const sparse::Csr<T>& w, const 
   wf.values.resize(w.values.size());
   for (std::size_t i = 0; i < w.values.size(); ++i) wf.values[i] = w.values[i].to_float();
   RowOutput<T> staged(out);
-  cpu::linear_csr_rows(TensorView<const float>(xf.data(), Shape{m_total, k_total}), wf, staged.rows(), epilogue);
+  linear_csr_rows(TensorView<const float>(xf.data(), Shape{m_total, k_total}), wf, staged.rows(), epilogue);
   staged.finish();
 }
 
 }  // namespace shrink::linear::detail
 
 namespace shrink::cpu {
+
+inline Support can_implement_linear_csr(const TensorView<const float>& x, const sparse::Csr<float>& w,
+                                        const TensorView<float>& out, const Epilogue& epilogue = {}) {
+  Support s = linear::detail::check_csr_structure(w);
+  if (!s) return s;
+  s = linear::detail::check_linear_operands(x, w.cols, w.rows, out, epilogue);
+  if (!s) return s;
+  s = linear::detail::check_no_overlap(out, w.values.data(), w.values.size() * sizeof(float), "w.values");
+  if (!s) return s;
+  s = linear::detail::check_no_overlap(out, w.column_indices.data(), w.column_indices.size() * 4, "w.column_indices");
+  if (!s) return s;
+  return linear::detail::check_no_overlap(out, w.row_offsets.data(), w.row_offsets.size() * 4, "w.row_offsets");
+}
+
+// out[m, n] = act(Σ_{stored k of row n} x[m, k] · w[n, k] + bias[n]); x [M, K] any strides, w a CSR [N, K].
+inline void linear_csr(TensorView<const float> x, const sparse::Csr<float>& w, TensorView<float> out,
+                       const Epilogue& epilogue = {}) {
+  const char* fn = "shrink::cpu::linear_csr";
+  require_supported(can_implement_linear_csr(x, w, out, epilogue), fn);
+  linear::detail::RowOutput<float> staged(out);
+  linear::detail::linear_csr_rows(x, w, staged.rows(), epilogue);
+  staged.finish();
+}
+
+// With a raw bias pointer: N floats (w's rows), or nullptr for none.
+inline void linear_csr(TensorView<const float> x, const sparse::Csr<float>& w, const float* bias, TensorView<float> out,
+                       Activation activation = Activation::none) {
+  Epilogue e;
+  if (bias != nullptr) e.bias = TensorView<const float>(bias, Shape{w.rows});
+  e.activation = activation;
+  linear_csr(x, w, out, e);
+}
 
 // Half and bfloat16 activations and weights (float accumulation, float bias, 16-bit output rounded to nearest even).
 inline Support can_implement_linear_csr(const TensorView<const half>& x, const sparse::Csr<half>& w,

@@ -11,7 +11,7 @@
 // Paths (LinearCsrPath): row_dots (one warp per weight row, for small M), nnz_split (a CTA's stored values split
 // evenly over its warps), row_split (each warp owning whole rows), staged (Xᵀ streamed through shared memory).
 // automatic: row_dots for M <= kCsrRowDotsMaxM; above, staged while the weight keeps at least kCsrStagedMinDensity
-// of its elements, nnz_split when sparser. How each path tiles the work: benchmarks/notes/gpu_spmm.md.
+// of its elements, nnz_split when sparser. How each path tiles the work: benchmarks/notes/gpu_linear_csr.md.
 // Deterministic: no float atomics; every sum has a fixed order, so the same inputs give the same bits on every run.
 //
 // Checks. On the host, before any CUDA call (shrink::Error naming the argument; can_implement_linear_csr answers the
@@ -54,7 +54,7 @@ inline const char* to_string(LinearCsrPath p) {
 inline constexpr std::int64_t kCsrRowDotsMaxM = 16;
 // Above kCsrRowDotsMaxM, automatic takes staged when nnz >= this fraction of N · K (sparsity <= 95%), nnz_split below:
 // a staged chunk of Xᵀ then serves 32 rows · 5% = 1.6 products per element on average. A first guess from the
-// traffic model in benchmarks/notes/gpu_spmm.md, to be set from the benchmark's sweep.
+// traffic model in benchmarks/notes/gpu_linear_csr.md, to be set from the benchmark's sweep.
 inline constexpr double kCsrStagedMinDensity = 0.05;
 
 // The operands of one product. T: float, half or bfloat16. All device views on the same device.

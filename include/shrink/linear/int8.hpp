@@ -6,7 +6,8 @@
 // x: int8 or uint8, per tensor (symmetric or affine) or per token (per channel along axis 0: one scale and zero
 //    point per row); the dynamic per-token quantizer quantize_rows_absmax makes it from float activations.
 // w: int8, symmetric (every zero point 0), per tensor or per output channel (axis 0), packed once by
-//    pack_int8_weight (rows padded, Σ_k w[n, k] precomputed) so inference pays the packing once.
+//    pack_int8_weight (cpu/packed_int8_weight.hpp: rows padded, Σ_k w[n, k] precomputed) so inference pays the
+//    packing once.
 // out: float, or half / bfloat16 / requantized int8 (cpu/epilogue_rows.hpp), the CPU twins of every output of the
 //    CUDA W8A8 GEMM (linear/int8_cuda.hpp).
 // Kernels (cpu/gemm_int8.hpp): AVX-512 VNNI vpdpbusd, AVX2 vpmaddwd, scalar; chosen at run time.
@@ -29,45 +30,17 @@
 #include "shrink/cpu/aligned_vector.hpp"
 #include "shrink/cpu/epilogue_rows.hpp"
 #include "shrink/cpu/gemm_int8.hpp"
+#include "shrink/cpu/packed_int8_weight.hpp"
 #include "shrink/linear/check.hpp"
 #include "shrink/quant/quantize.hpp"
 #include "shrink/quant/quantized_tensor.hpp"
 #include "shrink/quant/scheme.hpp"
 
-namespace shrink::cpu {
-
-// The largest K whose int32 sums cannot overflow, for activations with |x − zx| ≤ largest_centred (128 or 255).
-inline std::int64_t int8_max_k(std::int32_t largest_centred) {
-  return std::numeric_limits<std::int32_t>::max() / (static_cast<std::int64_t>(largest_centred) * 128);
-}
-
-// An int8 weight [N, K] ready for linear_int8: rows padded with zeros to row_stride (a multiple of 64) and to a
-// multiple of 8 rows, the row sums Σ_k w[n, k] and one scale per output channel (a per-tensor scale repeated).
-struct PackedInt8Weight {
-  std::int64_t rows = 0;               // N, output features
-  std::int64_t cols = 0;               // K, input features
-  std::int64_t row_stride = 0;         // K rounded up to 64
-  AlignedVector<std::int8_t> data;     // [round_up(N, 8), row_stride]
-  std::vector<std::int32_t> row_sums;  // round_up(N, 8) entries (0 for padding rows)
-  std::vector<float> scales;           // N entries: sw[n]
-  bool per_channel = false;            // whether the source had one scale per row
-
-  // Bytes a deployment stores: one per weight and the float scales (1 or N), as metrics::quantized_size counts.
-  std::int64_t storage_bytes() const { return rows * cols + (per_channel ? rows : 1) * 4; }
-};
-
-}  // namespace shrink::cpu
-
 namespace shrink::linear::detail {
 
 using cpu::int8_max_k;
 using cpu::Int8ActivationRows;
-using cpu::Int8WeightRows;
-using cpu::kInt8KAlign;
-using cpu::kInt8TileN;
 using cpu::PackedInt8Weight;
-
-inline std::int64_t round_up(std::int64_t v, std::int64_t to) { return (v + to - 1) / to * to; }
 
 inline Support check_int8_scales(const quant::QuantizedTensor& t, const char* name, std::int64_t expected_count) {
   const std::string n(name);
@@ -135,14 +108,9 @@ inline Support check_int8_weight(const quant::QuantizedTensor& w) {
 }
 
 inline Support check_packed_int8_weight(const PackedInt8Weight& w) {
-  const std::int64_t padded_rows = round_up(w.rows, kInt8TileN);
   if (w.rows <= 0 || w.cols <= 0)
     return Support::no("w.shape", to_string(Shape{w.rows, w.cols}), "a packed weight with at least one element");
-  if (w.row_stride != round_up(w.cols, kInt8KAlign) ||
-      static_cast<std::int64_t>(w.data.size()) != padded_rows * w.row_stride ||
-      static_cast<std::int64_t>(w.row_sums.size()) != padded_rows ||
-      static_cast<std::int64_t>(w.scales.size()) != w.rows)
-    return Support::no("w", "an inconsistent PackedInt8Weight", "the result of pack_int8_weight");
+  if (!w.consistent()) return Support::no("w", "an inconsistent PackedInt8Weight", "the result of pack_int8_weight");
   return Support::yes();
 }
 
@@ -165,79 +133,6 @@ inline Int8ActivationRows activation_rows(const quant::QuantizedTensor& x) {
   a.zero_point_per_row = x.scheme.granularity == quant::Granularity::per_channel;
   return a;
 }
-
-inline Int8WeightRows weight_rows(const PackedInt8Weight& w) {
-  return Int8WeightRows{w.data.data(), w.rows, w.row_stride, w.row_sums.data()};
-}
-
-// Packs int8 rows (any strides) with their scales (already checked).
-inline PackedInt8Weight pack_int8_rows(const std::int8_t* data, std::int64_t rows, std::int64_t cols,
-                                       std::int64_t row_stride, std::int64_t col_stride,
-                                       const std::vector<float>& scales) {
-  PackedInt8Weight p;
-  p.rows = rows;
-  p.cols = cols;
-  p.row_stride = round_up(cols, kInt8KAlign);
-  const std::int64_t padded_rows = round_up(rows, kInt8TileN);
-  p.data.assign(static_cast<std::size_t>(padded_rows * p.row_stride), 0);
-  p.row_sums.assign(static_cast<std::size_t>(padded_rows), 0);
-  for (std::int64_t n = 0; n < rows; ++n) {
-    std::int8_t* dst = p.data.data() + n * p.row_stride;
-    const std::int8_t* src = data + n * row_stride;
-    std::int32_t sum = 0;  // |sum| ≤ 128 K, far inside int32 for any K can_implement accepts
-    for (std::int64_t k = 0; k < cols; ++k) {
-      dst[k] = src[k * col_stride];
-      sum += dst[k];
-    }
-    p.row_sums[static_cast<std::size_t>(n)] = sum;
-  }
-  p.per_channel = scales.size() > 1;
-  p.scales.assign(static_cast<std::size_t>(rows), scales.empty() ? 1.0f : scales[0]);
-  if (p.per_channel) std::copy(scales.begin(), scales.end(), p.scales.begin());
-  return p;
-}
-
-}  // namespace shrink::linear::detail
-
-namespace shrink::cpu {
-
-// ---- weights --------------------------------------------------------------------------------------------------
-
-// Whether a QuantizedTensor can be packed as a linear_int8 weight: int8, 2-D [N, K], symmetric (zero points 0),
-// per tensor or per channel along axis 0, K ≤ 131071.
-inline Support can_implement_pack_int8_weight(const quant::QuantizedTensor& w) {
-  Support s = linear::detail::check_int8_weight(w);
-  if (!s) return s;
-  if (w.shape.values[1] > int8_max_k(128))
-    return Support::no("w.shape", to_string(w.shape),
-                       "K ≤ " + std::to_string(int8_max_k(128)) + " (int32 accumulation cannot overflow)");
-  return s;
-}
-
-inline PackedInt8Weight pack_int8_weight(const quant::QuantizedTensor& w) {
-  require_supported(can_implement_pack_int8_weight(w), "shrink::cpu::pack_int8_weight");
-  return linear::detail::pack_int8_rows(reinterpret_cast<const std::int8_t*>(w.data.data()), w.shape.values[0],
-                                        w.shape.values[1], w.shape.values[1], 1, w.qparams.scale);
-}
-
-// ---- activations ----------------------------------------------------------------------------------------------
-
-// Dynamic per-token quantization of float activations [M, K] (any strides): int8, symmetric, one scale per row,
-// s[m] = max_k |x[m, k]| / 127.5 (PyTorch's symmetric formula, at least FLT_EPSILON), q = clamp(round(x / s)).
-// NaN or ±inf in x is an error naming the first one.
-inline quant::QuantizedTensor quantize_rows_absmax(TensorView<const float> x) {
-  const char* fn = "shrink::cpu::quantize_rows_absmax";
-  require_host_view(x, fn, "x");
-  if (x.rank() != 2) fail(fn, "x.shape", to_string(x.shape()), "a 2-D tensor [M, K]");
-  require_nonempty(x, fn, "x");
-  return quant::quantize(x, quant::QuantScheme::per_channel(quant::QuantDtype::int8, quant::Symmetry::symmetric, 0));
-}
-
-// ---- linear ---------------------------------------------------------------------------------------------------
-
-}  // namespace shrink::cpu
-
-namespace shrink::linear::detail {
 
 // What both linear_int8 overloads check once x and a weight [N, K] of `w_bytes` int8 bytes at `w_data` are valid:
 // K, its int32 bound, out, the epilogue, and out apart from x and the weight.
@@ -263,6 +158,40 @@ Support check_int8_linear_operands(const quant::QuantizedTensor& x, std::int64_t
 }  // namespace shrink::linear::detail
 
 namespace shrink::cpu {
+
+// ---- weights --------------------------------------------------------------------------------------------------
+
+// Whether a QuantizedTensor can be packed as a linear_int8 weight: int8, 2-D [N, K], symmetric (zero points 0),
+// per tensor or per channel along axis 0, K ≤ 131071.
+inline Support can_implement_pack_int8_weight(const quant::QuantizedTensor& w) {
+  Support s = linear::detail::check_int8_weight(w);
+  if (!s) return s;
+  if (w.shape.values[1] > int8_max_k(128))
+    return Support::no("w.shape", to_string(w.shape),
+                       "K ≤ " + std::to_string(int8_max_k(128)) + " (int32 accumulation cannot overflow)");
+  return s;
+}
+
+inline PackedInt8Weight pack_int8_weight(const quant::QuantizedTensor& w) {
+  require_supported(can_implement_pack_int8_weight(w), "shrink::cpu::pack_int8_weight");
+  return pack_int8_rows(reinterpret_cast<const std::int8_t*>(w.data.data()), w.shape.values[0], w.shape.values[1],
+                        w.shape.values[1], 1, w.qparams.scale);
+}
+
+// ---- activations ----------------------------------------------------------------------------------------------
+
+// Dynamic per-token quantization of float activations [M, K] (any strides): int8, symmetric, one scale per row,
+// s[m] = max_k |x[m, k]| / 127.5 (PyTorch's symmetric formula, at least FLT_EPSILON), q = clamp(round(x / s)).
+// NaN or ±inf in x is an error naming the first one.
+inline quant::QuantizedTensor quantize_rows_absmax(TensorView<const float> x) {
+  const char* fn = "shrink::cpu::quantize_rows_absmax";
+  require_host_view(x, fn, "x");
+  if (x.rank() != 2) fail(fn, "x.shape", to_string(x.shape()), "a 2-D tensor [M, K]");
+  require_nonempty(x, fn, "x");
+  return quant::quantize(x, quant::QuantScheme::per_channel(quant::QuantDtype::int8, quant::Symmetry::symmetric, 0));
+}
+
+// ---- linear ---------------------------------------------------------------------------------------------------
 
 // Out: float, or half, bfloat16 and int8 (cpu/epilogue_rows.hpp; int8 needs epilogue.out_scale).
 template <class Out>
@@ -300,7 +229,7 @@ void linear_int8(const quant::QuantizedTensor& x, const PackedInt8Weight& w, Ten
                             .with_scales(x.qparams.scale.data(), per_token ? 1 : 0, w.scales.data(), 1);
   linear::detail::RowOutput<Out> staged(out);
   TensorView<Out>& rows = staged.rows();
-  cpu::gemm_int8(linear::detail::activation_rows(x), linear::detail::weight_rows(w),
+  cpu::gemm_int8(linear::detail::activation_rows(x), w.kernel_rows(),
                  [&](std::int64_t m, std::int64_t n0, std::int64_t count, const std::int32_t* acc) {
                    cpu::finish_run(op, acc, op.x_scale(m), n0, count, &rows(m, n0));
                  });
@@ -374,8 +303,8 @@ inline Support can_implement_gemm_s8s8s32(const TensorView<const std::int8_t>& x
 inline void gemm_s8s8s32(TensorView<const std::int8_t> x, TensorView<const std::int8_t> w,
                          TensorView<std::int32_t> acc) {
   require_supported(can_implement_gemm_s8s8s32(x, w, acc), "shrink::cpu::gemm_s8s8s32");
-  const PackedInt8Weight packed = linear::detail::pack_int8_rows(w.data(), w.size(0), w.size(1), w.stride(0),
-                                                                 w.stride(1), std::vector<float>{1.0f});
+  const PackedInt8Weight packed =
+      pack_int8_rows(w.data(), w.size(0), w.size(1), w.stride(0), w.stride(1), std::vector<float>{1.0f});
   cpu::Int8ActivationRows rows;
   rows.data = reinterpret_cast<const std::uint8_t*>(x.data());
   rows.rows = x.size(0);
@@ -384,7 +313,7 @@ inline void gemm_s8s8s32(TensorView<const std::int8_t> x, TensorView<const std::
   rows.col_stride = x.stride(1);
   linear::detail::RowOutput<std::int32_t> staged(acc);
   TensorView<std::int32_t>& acc_rows = staged.rows();
-  cpu::gemm_int8(rows, linear::detail::weight_rows(packed),
+  cpu::gemm_int8(rows, packed.kernel_rows(),
                  [&](std::int64_t m, std::int64_t n0, std::int64_t count, const std::int32_t* run) {
                    std::copy(run, run + count, &acc_rows(m, n0));
                  });

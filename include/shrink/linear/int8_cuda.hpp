@@ -9,10 +9,10 @@
 // x [M, K] int8 activations (per token: sx [M]; per tensor: sx [1]); w [N, K] int8 weights (per output channel:
 // sw [N]; per tensor: sw [1]); bias [N] or none; act none, ReLU, GELU (erf) or SiLU, as core/activation.hpp.
 // The result equals cpu::linear_int8 bit for bit for none and ReLU; GELU and SiLU use CUDA's erff / expf, a few
-// float ulps from glibc's (see tests/cuda/linear_int8_tests.cpp).
+// float ulps from glibc's (see tests/linear/test_int8_cuda.cpp).
 //
 // Paths (LinearInt8Path): mma_sync (sm_80 and later: mma.sync m16n8k32) and wgmma (sm_90a only: wgmma.mma_async;
-// tiles and pipelines: benchmarks/notes/gpu_gemm_int8.md); automatic takes wgmma on a compute capability 9.0
+// tiles and pipelines: benchmarks/notes/gpu_linear_int8.md); automatic takes wgmma on a compute capability 9.0
 // device when M > 64, else mma_sync. A path forced on a device that cannot run it throws.
 // Small problems split K over several CTAs, each writing int32 partial sums to the workspace, summed (exactly) by
 // the epilogue kernel that apply_int8_epilogue also exposes.

@@ -87,22 +87,32 @@ Support check_nm_positions(const sparse::NmCompressed<T>& w) {
   return Support::yes();
 }
 
-}  // namespace shrink::linear::detail
+template <class T>
+struct TypeIdentity {
+  using type = T;
+};
+template <class T>
+using NonDeduced = typename TypeIdentity<T>::type;
 
-namespace shrink::cpu {
-
-inline Support can_implement_linear_nm(const TensorView<const float>& x, const sparse::NmCompressed<float>& w,
-                                       const TensorView<float>& out, const Epilogue& epilogue = {}) {
-  Support s = linear::detail::check_nm_structure(w);
-  if (!s) return s;
-  s = linear::detail::check_linear_operands(x, w.cols, w.rows, out, epilogue);
-  if (!s) return s;
-  s = linear::detail::check_no_overlap(out, w.values.data(), w.values.size() * sizeof(float), "w.values");
-  if (!s) return s;
-  return linear::detail::check_no_overlap(out, w.positions.data(), w.positions.size(), "w.positions");
+template <class T>
+constexpr bool is_float16_type() {
+  return std::is_same_v<T, half> || std::is_same_v<T, bfloat16>;
 }
 
-// linear_nm once checked, into an output whose rows are contiguous (linear_nm stages any other).
+// out apart from the compressed weight's arrays.
+template <class Out, class T>
+Support check_out_apart_from_weight(const TensorView<Out>& out, const sparse::NmCompressed<T>& w) {
+  const auto span = byte_span(out);
+  const auto values = reinterpret_cast<std::uintptr_t>(w.values.data());
+  const auto positions = reinterpret_cast<std::uintptr_t>(w.positions.data());
+  if (!w.values.empty() && spans_overlap(span, {values, values + w.values.size() * sizeof(T)}))
+    return Support::no("out", "memory overlapping w.values", "a separate output");
+  if (!w.positions.empty() && spans_overlap(span, {positions, positions + w.positions.size()}))
+    return Support::no("out", "memory overlapping w.positions", "a separate output");
+  return Support::yes();
+}
+
+// cpu::linear_nm once checked, into an output whose rows are contiguous (linear_nm stages any other).
 inline void linear_nm_rows(TensorView<const float> x, const sparse::NmCompressed<float>& w, TensorView<float> out,
                            const Epilogue& epilogue) {
   const char* fn = "shrink::cpu::linear_nm";
@@ -114,7 +124,7 @@ inline void linear_nm_rows(TensorView<const float> x, const sparse::NmCompressed
 
   bool use_dots = m_total <= cpu::kNmDotRows;
 #if defined(SHRINK_CPU_AVX2_DISPATCH)
-  const bool vector_dots = use_avx512() && w.pattern.n == 2 && w.pattern.m == 4;
+  const bool vector_dots = cpu::use_avx512() && w.pattern.n == 2 && w.pattern.m == 4;
   use_dots = use_dots || (vector_dots && m_total <= cpu::kNmDotChunks * cpu::kNmDotRows);
 #endif
   if (use_dots) {  // dot products, 12 rows of X a pass, into private storage checked before out is written
@@ -131,13 +141,13 @@ inline void linear_nm_rows(TensorView<const float> x, const sparse::NmCompressed
         const std::int64_t r1 = std::min(n_total, r0 + part_rows);
         const std::int64_t m0 = c * cpu::kNmDotRows, rows = std::min(cpu::kNmDotRows, m_total - m0);
         const std::size_t first = static_cast<std::size_t>(r0 * w.kept_per_row());
-        const NmRows part_of_w{r1 - r0,
-                               w.cols,
-                               w.pattern.n,
-                               w.pattern.m,
-                               w.kept_per_row(),
-                               w.values.data() + first,
-                               w.positions.data() + first};
+        const cpu::NmRows part_of_w{r1 - r0,
+                                    w.cols,
+                                    w.pattern.n,
+                                    w.pattern.m,
+                                    w.kept_per_row(),
+                                    w.values.data() + first,
+                                    w.positions.data() + first};
         float* chunk_yt = yt.data() + m0 * n_total + r0 * rows;  // [N, rows], from weight row r0
         const float* chunk_x = xs + m0 * ldx;
         std::int64_t groups_done = 0;
@@ -169,17 +179,17 @@ inline void linear_nm_rows(TensorView<const float> x, const sparse::NmCompressed
   const std::int64_t block_k = std::max<std::int64_t>(1, cpu::kPanelBlockK / m_group) * m_group;
   // Rows 32p .. 32p + 31, columns k0 .. k0 + kc − 1 of W as a dense k-major panel in `block`: zeros, then each kept
   // value stored at its column.
-  auto expander = [&](AlignedVector<float>& block) {
+  auto expander = [&](cpu::AlignedVector<float>& block) {
     return [&, buffer = block.data()](std::int64_t p, std::int64_t k0, std::int64_t kc) -> const float* {
-      std::fill(buffer, buffer + kc * kPanelWidth, 0.0f);
-      const std::int64_t r_end = std::min(n_total, (p + 1) * kPanelWidth);
+      std::fill(buffer, buffer + kc * cpu::kPanelWidth, 0.0f);
+      const std::int64_t r_end = std::min(n_total, (p + 1) * cpu::kPanelWidth);
       const std::int64_t first_group = k0 / m_group, groups = kc / m_group, kept_per_row = w.kept_per_row();
-      for (std::int64_t r = p * kPanelWidth; r < r_end; ++r) {
+      for (std::int64_t r = p * cpu::kPanelWidth; r < r_end; ++r) {
         const float* values = w.values.data() + r * kept_per_row + first_group * n_keep;
         const std::uint8_t* positions = w.positions.data() + r * kept_per_row + first_group * n_keep;
-        float* column = buffer + (r - p * kPanelWidth);
-        for (std::int64_t g = 0; g < groups; ++g, column += m_group * kPanelWidth) {
-          for (int t = 0; t < n_keep; ++t) column[positions[t] * kPanelWidth] = values[t];
+        float* column = buffer + (r - p * cpu::kPanelWidth);
+        for (std::int64_t g = 0; g < groups; ++g, column += m_group * cpu::kPanelWidth) {
+          for (int t = 0; t < n_keep; ++t) column[positions[t] * cpu::kPanelWidth] = values[t];
           values += n_keep;
           positions += n_keep;
         }
@@ -189,14 +199,14 @@ inline void linear_nm_rows(TensorView<const float> x, const sparse::NmCompressed
   };
   // The values and positions a panel block is made from: 32 rows, each a run of each array; a few rows per step.
   auto source = [&](std::int64_t p, std::int64_t k0, std::int64_t kc, std::int64_t step, std::int64_t steps) {
-    const std::int64_t rows = std::min(kPanelWidth, n_total - p * kPanelWidth);
+    const std::int64_t rows = std::min(cpu::kPanelWidth, n_total - p * cpu::kPanelWidth);
     const std::int64_t per_step = (rows + steps - 1) / steps;
     const std::int64_t begin = k0 / m_group * n_keep, count = kc / m_group * n_keep;
-    for (std::int64_t r = p * kPanelWidth + step * per_step;
-         r < std::min(p * kPanelWidth + rows, p * kPanelWidth + (step + 1) * per_step); ++r) {
-      prefetch_part_l2(w.values.data() + r * w.kept_per_row() + begin, static_cast<std::size_t>(count) * sizeof(float),
-                       0, 1);
-      prefetch_part_l2(w.positions.data() + r * w.kept_per_row() + begin, static_cast<std::size_t>(count), 0, 1);
+    for (std::int64_t r = p * cpu::kPanelWidth + step * per_step;
+         r < std::min(p * cpu::kPanelWidth + rows, p * cpu::kPanelWidth + (step + 1) * per_step); ++r) {
+      cpu::prefetch_part_l2(w.values.data() + r * w.kept_per_row() + begin,
+                            static_cast<std::size_t>(count) * sizeof(float), 0, 1);
+      cpu::prefetch_part_l2(w.positions.data() + r * w.kept_per_row() + begin, static_cast<std::size_t>(count), 0, 1);
     }
   };
   float* y = out.data();
@@ -211,14 +221,14 @@ inline void linear_nm_rows(TensorView<const float> x, const sparse::NmCompressed
   auto run_parts = [&](auto rows_tag, auto tile) {
     cpu::for_each_panel_part(cpu::PanelPath::blocked, m_total, n_total, k_total,
                              [&](std::int64_t m0, std::int64_t m1, std::int64_t n0, std::int64_t n1) {
-                               AlignedVector<float> block(static_cast<std::size_t>(block_k * kPanelWidth));
+                               cpu::AlignedVector<float> block(static_cast<std::size_t>(block_k * cpu::kPanelWidth));
                                cpu::gemm_panels_blocked<decltype(rows_tag)::value>(
                                    xs + m0 * ldx, ldx, m1 - m0, n0, n1, k_total, block_k, y + m0 * ldy, ldy,
                                    expander(block), source, tile, finisher(m0, m1));
                              });
   };
 #if defined(SHRINK_CPU_AVX2_DISPATCH)
-  if (use_avx512()) {
+  if (cpu::use_avx512()) {
     auto tile = [&](auto rows, const float* xr, const float* panel, std::int64_t kc, float* yr, int valid,
                     bool accumulate) {
       cpu::panel_tile_avx512<decltype(rows)::value>(xr, ldx, panel, kc, yr, ldy, valid, accumulate);
@@ -226,7 +236,7 @@ inline void linear_nm_rows(TensorView<const float> x, const sparse::NmCompressed
     run_parts(std::integral_constant<int, cpu::kPanelRowsAvx512>{}, tile);
     return;
   }
-  if (use_avx2_fma()) {
+  if (cpu::use_avx2_fma()) {
     auto tile = [&](auto rows, const float* xr, const float* panel, std::int64_t kc, float* yr, int valid,
                     bool accumulate) {
       for (int half_index = 0; half_index < 2; ++half_index) {
@@ -242,12 +252,27 @@ inline void linear_nm_rows(TensorView<const float> x, const sparse::NmCompressed
 #endif
   cpu::for_each_panel_part(cpu::PanelPath::eigen, m_total, n_total, k_total,
                            [&](std::int64_t, std::int64_t, std::int64_t n0, std::int64_t n1) {
-                             AlignedVector<float> block(static_cast<std::size_t>(k_total * kPanelWidth));
+                             cpu::AlignedVector<float> block(static_cast<std::size_t>(k_total * cpu::kPanelWidth));
                              auto expand = expander(block);
                              cpu::gemm_panels_eigen(xs, ldx, m_total, n0, n1, k_total, y, ldy,
                                                     [&](std::int64_t p) { return expand(p, 0, k_total); });
                              finisher(0, m_total)(n0, n1);
                            });
+}
+
+}  // namespace shrink::linear::detail
+
+namespace shrink::cpu {
+
+inline Support can_implement_linear_nm(const TensorView<const float>& x, const sparse::NmCompressed<float>& w,
+                                       const TensorView<float>& out, const Epilogue& epilogue = {}) {
+  Support s = linear::detail::check_nm_structure(w);
+  if (!s) return s;
+  s = linear::detail::check_linear_operands(x, w.cols, w.rows, out, epilogue);
+  if (!s) return s;
+  s = linear::detail::check_no_overlap(out, w.values.data(), w.values.size() * sizeof(float), "w.values");
+  if (!s) return s;
+  return linear::detail::check_no_overlap(out, w.positions.data(), w.positions.size(), "w.positions");
 }
 
 // out[m, n] = act(Σ_{kept k of row n} x[m, k] · w[n, k] + bias[n]); x [M, K] any strides, w N:M compressed [N, K].
@@ -256,7 +281,7 @@ inline void linear_nm(TensorView<const float> x, const sparse::NmCompressed<floa
   const char* fn = "shrink::cpu::linear_nm";
   require_supported(can_implement_linear_nm(x, w, out, epilogue), fn);
   linear::detail::RowOutput<float> staged(out);
-  linear_nm_rows(x, w, staged.rows(), epilogue);
+  linear::detail::linear_nm_rows(x, w, staged.rows(), epilogue);
   staged.finish();
 }
 
@@ -280,39 +305,6 @@ inline void linear_nm(TensorView<const float> x, const sparse::NmCompressed<floa
 //              q = clamp(round_half_even(v · (1 / out_scale)), -128, 127)   (a NaN gives -128)
 //            sx = epilogue.x_scales: [M] (per token) or [1]; sw = epilogue.w_scales: [N] (per output channel) or [1];
 //            symmetric (no zero points).
-
-}  // namespace shrink::cpu
-
-namespace shrink::linear::detail {
-
-template <class T>
-struct TypeIdentity {
-  using type = T;
-};
-template <class T>
-using NonDeduced = typename TypeIdentity<T>::type;
-
-template <class T>
-constexpr bool is_float16_type() {
-  return std::is_same_v<T, half> || std::is_same_v<T, bfloat16>;
-}
-
-// out apart from the compressed weight's arrays.
-template <class Out, class T>
-Support check_out_apart_from_weight(const TensorView<Out>& out, const sparse::NmCompressed<T>& w) {
-  const auto span = byte_span(out);
-  const auto values = reinterpret_cast<std::uintptr_t>(w.values.data());
-  const auto positions = reinterpret_cast<std::uintptr_t>(w.positions.data());
-  if (!w.values.empty() && spans_overlap(span, {values, values + w.values.size() * sizeof(T)}))
-    return Support::no("out", "memory overlapping w.values", "a separate output");
-  if (!w.positions.empty() && spans_overlap(span, {positions, positions + w.positions.size()}))
-    return Support::no("out", "memory overlapping w.positions", "a separate output");
-  return Support::yes();
-}
-
-}  // namespace shrink::linear::detail
-
-namespace shrink::cpu {
 
 // Whether linear_nm can run 16-bit operands (T half or bfloat16; Out T or float), and if not, why.
 template <class T, class Out, std::enable_if_t<linear::detail::is_float16_type<T>(), int> = 0>

@@ -13,7 +13,7 @@
 // act: none, relu, gelu (erf), silu, as core/activation.hpp.
 //
 // Device code: shrink/cuda/kernels/linear_nm.cuh (mma.sp with W as the sparse operand, computing Yᵀ = W · Xᵀ; the
-// design: benchmarks/notes/gpu_sparse24.md). sm_80 and later (sm_90 runs the same code; no sparse wgmma yet).
+// design: benchmarks/notes/gpu_linear_nm.md). sm_80 and later (sm_90 runs the same code; no sparse wgmma yet).
 //
 // Two phases, as CUB: linear_nm_workspace_bytes(args), then linear_nm(args, workspace, stream), which
 // enqueues, allocates nothing and returns at once. can_implement_linear_nm(args) answers without touching the
@@ -37,6 +37,14 @@
 #include "shrink/cuda/launch.hpp"
 #include "shrink/cuda/view_checks.hpp"
 #include "shrink/prune/nm.hpp"
+
+namespace shrink::linear::detail {
+
+inline bool pointer_aligned(const void* p, std::size_t bytes) {
+  return reinterpret_cast<std::uintptr_t>(p) % bytes == 0;
+}
+
+}  // namespace shrink::linear::detail
 
 namespace shrink::cuda {
 
@@ -105,18 +113,6 @@ constexpr bool is_linear_nm_type_pair() {
 
 // Largest K for int8: each row keeps K / 2 products of magnitude <= 128 · 128, whose sum must stay in int32.
 inline constexpr std::int64_t kLinearNmMaxInt8K = 2 * (std::numeric_limits<std::int32_t>::max() / (128 * 128));
-
-}  // namespace shrink::cuda
-
-namespace shrink::linear::detail {
-
-inline bool pointer_aligned(const void* p, std::size_t bytes) {
-  return reinterpret_cast<std::uintptr_t>(p) % bytes == 0;
-}
-
-}  // namespace shrink::linear::detail
-
-namespace shrink::cuda {
 
 // Whether linear_nm can run these arguments, and when not, which argument is at fault and why. Touches no device.
 template <class T, class Out>

@@ -16,7 +16,7 @@
 //
 // Paths: cuda_core (CUDA-core FMA in float, for the smallest M) and tensor_core (mma.sync m16n8k16, f16 or bf16
 // inputs with fp32 accumulation); both run on sm_80 and sm_90 (and later). automatic picks by M (see
-// linear_weight_only_path; the design: benchmarks/notes/gpu_weight_only.md). K is cut in slices across thread blocks
+// linear_weight_only_path; the design: benchmarks/notes/gpu_linear_weight_only.md). K is cut in slices across thread blocks
 // when N alone cannot fill the device; the slices' float partials go to the workspace and a second kernel adds them
 // in a fixed order: results are deterministic, bit for bit, for a given device and plan.
 //

@@ -1,7 +1,7 @@
 // Index arithmetic of the 2:4 sparse GEMM kernel (shrink/cuda/kernels/linear_nm.cuh), host and device: block tiles, the
 // shared-memory stage layout, which rows ldmatrix lanes address, the metadata register a lane hands to mma.sp, where
 // an accumulator element lands. Plain C++ so that a host test can replay the kernel's data movement with the PTX ISA's
-// fragment rules (tests/cuda/linear_nm_tests.cpp) — the part of the kernel a machine without a GPU can check.
+// fragment rules (tests/linear/test_nm_cuda.cpp) — the part of the kernel a machine without a GPU can check.
 //
 // Operand roles: Yᵀ = W · Xᵀ. A 16-row tile of W is mma.sp's sparse A (16 x k, row-major), 8 rows of X its dense B
 // (k x 8, column-major = X row-major); accumulator (row i, column j) is Y[m0 + j, n0 + i].

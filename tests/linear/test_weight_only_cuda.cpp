@@ -18,7 +18,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "device_buffer.hpp"
+#include "cuda/device_buffer.hpp"
 #include "shrink/core/error.hpp"
 #include "shrink/core/half.hpp"
 #include "shrink/core/int4.hpp"

@@ -5,7 +5,7 @@
 // per-token quantizer on a few shapes. Timed with CUDA events around each launch after warm-up, L2 flushed before
 // each iteration (weights stream from DRAM, as in a model whose layers differ); on a machine without a device every
 // benchmark reports skipped. Prints a table of TOPS (2·M·N·K / time) and fraction of the device's dense peak, then
-// the ratio table (benchmarks/notes/gpu_gemm_int8.md explains the targets and the peak formula).
+// the ratio table (benchmarks/notes/gpu_linear_int8.md explains the targets and the peak formula).
 #include <benchmark/benchmark.h>
 #include <cuda_runtime_api.h>
 
@@ -197,7 +197,7 @@ void add(const std::string& name, Shape3 s, bool int8, std::function<void(benchm
 }
 
 // Dense peaks from the SM count and the maximum clock: int8 8192 ops per clock per SM on sm_90 (4096 on sm_80),
-// fp16 half of that (benchmarks/notes/gpu_gemm_int8.md).
+// fp16 half of that (benchmarks/notes/gpu_linear_int8.md).
 struct Peaks {
   double int8 = 0, fp16 = 0;
   std::string device;

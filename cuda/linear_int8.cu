@@ -117,15 +117,17 @@ OutputView describe_output(const LinearInt8Output& out, int device) {
 }
 
 // Everything of the epilogue and the output for an [M, N] result, with the operands on `device`: the one check of
-// core/epilogue_check.hpp (both scales required), the output's layout and shape, the output apart from the vectors.
+// core/epilogue_check.hpp (scales none for linear_int8, whose operands carry them; required for the epilogue alone),
+// the output's layout and shape, the output apart from the vectors.
 Support check_epilogue_and_output(const Epilogue& e, const LinearInt8Output& output, std::int64_t m, std::int64_t n,
-                                  int device) {
-  const EpilogueRules rules = std::visit(
+                                  int device, EpilogueScales scales) {
+  EpilogueRules rules = std::visit(
       [&](const auto& v) {
         using T = typename std::decay_t<decltype(v)>::element_type;
-        return epilogue_rules<T>(m, n, Device::cuda(device), EpilogueScales::required);
+        return epilogue_rules<T>(m, n, Device::cuda(device), scales);
       },
       output);
+  rules.no_scales = "linear_int8 takes the scales with its operands: x.scales and w.scales";
   Support s = check_epilogue(e, rules);
   if (!s) return s;
   const OutputView out = describe_output(output, device);
@@ -240,12 +242,12 @@ void launch_mma(const kernels::linear_int8::GemmParams& params, int splits, int 
   SHRINK_CUDA_CHECK_LAUNCH(gemm_int8_mma_kernel);
 }
 
-// The device form of a checked epilogue for an [M, N] result.
-kernels::linear_int8::EpilogueParams epilogue_params(const Epilogue& e, const LinearInt8Output& output, std::int64_t m,
-                                                     std::int64_t n, int* status) {
-  const OutputView out = describe_output(output, e.x_scales.device().index);
+// The device form of a checked epilogue's operation for an [M, N] result.
+kernels::linear_int8::EpilogueParams epilogue_params(const EpilogueOp& op, const LinearInt8Output& output,
+                                                     std::int64_t m, std::int64_t n, int device, int* status) {
+  const OutputView out = describe_output(output, device);
   kernels::linear_int8::EpilogueParams p;
-  p.op = make_epilogue_op(e, m, n);
+  p.op = op;
   p.kind = out.kind;
   p.out = out.data;
   p.ld_out = out.row_stride;
@@ -281,77 +283,75 @@ std::pair<std::uintptr_t, std::uintptr_t> workspace_span(const Workspace& w) {
 
 // ---- GEMM ---------------------------------------------------------------------------------------------------------
 
-Support can_implement_linear_int8(const LinearInt8Args& args) {
-  const int device = args.x.device().index;
-  Support s = check_device_rows(args.x, "x", device);
+namespace {
+
+// An int8 operand [rows, K] whose rows check_device_rows has accepted: values as the kernels load them, scales [rows]
+// or [1] on the same device.
+Support check_loads_and_scales(const Int8Operand& operand, const char* name, int device, const char* meaning) {
+  const std::string values = std::string(name) + ".values";
+  if (!aligned(operand.values.data(), 16))
+    return no(values, "a pointer not 16-byte aligned", "rows starting on 16-byte boundaries (cp.async 16-byte loads)");
+  if (operand.values.size(0) > 1 && operand.values.stride(0) % 16 != 0)
+    return no(values + ".strides", to_string(operand.values.strides()),
+              "a row stride that is a multiple of 16 bytes (cp.async 16-byte loads)");
+  return check_epilogue_vector(operand.scales, std::string(name) + ".scales", operand.values.size(0), true,
+                               Device::cuda(device), meaning);
+}
+
+// What linear_int8 and linear_int8_dynamic check of the weight, K, the path, the epilogue and the output once x's
+// rows [M, K] are valid.
+Support check_weight_and_rest(const Int8Operand& w, const Epilogue& epilogue, const LinearInt8Output& output,
+                              LinearInt8Path path, std::int64_t m, std::int64_t k, int device) {
+  Support s = check_device_rows(w.values, "w.values", device);
   if (!s) return s;
-  s = check_device_rows(args.w, "w", device);
-  if (!s) return s;
-  const std::int64_t m = args.x.size(0), k = args.x.size(1), n = args.w.size(0);
-  if (args.w.size(1) != k)
-    return no("w.shape", to_string(args.w.shape()), "[N, " + std::to_string(k) + "]: K equal to x's");
+  const std::int64_t n = w.values.size(0);
+  if (w.values.size(1) != k)
+    return no("w.values.shape", to_string(w.values.shape()), "[N, " + std::to_string(k) + "]: K equal to x's");
   if (k % 16 != 0)
-    return no("x.shape", to_string(args.x.shape()),
-              "K a multiple of 16 (the kernels load 16 bytes of a row at a time)");
-  if (k > kMaxK) return no("x.shape", to_string(args.x.shape()), "K ≤ 131071 (the int32 accumulation cannot overflow)");
+    return no("x.shape", to_string(Shape{m, k}), "K a multiple of 16 (the kernels load 16 bytes of a row at a time)");
+  if (k > kMaxK) return no("x.shape", to_string(Shape{m, k}), "K ≤ 131071 (the int32 accumulation cannot overflow)");
   if ((m + 31) / 32 * ((n + 63) / 64) > std::numeric_limits<std::int32_t>::max())
-    return no("x.shape", to_string(args.x.shape()),
+    return no("x.shape", to_string(Shape{m, k}),
               "fewer than 2^31 output tiles of 32 × 64 with N = " + std::to_string(n) + " (one CTA each)");
-  const std::pair<const char*, const TensorView<const std::int8_t>*> operands[] = {{"x", &args.x}, {"w", &args.w}};
-  for (const auto& [name, view] : operands) {
-    if (!aligned(view->data(), 16))
-      return no(name, "a pointer not 16-byte aligned", "rows starting on 16-byte boundaries (cp.async 16-byte loads)");
-    if (view->size(0) > 1 && view->stride(0) % 16 != 0)
-      return no(std::string(name) + ".strides", to_string(view->strides()),
-                "a row stride that is a multiple of 16 bytes (cp.async 16-byte loads)");
-  }
-  if (args.path != LinearInt8Path::automatic && args.path != LinearInt8Path::mma_sync &&
-      args.path != LinearInt8Path::wgmma)
-    return no("path", std::to_string(static_cast<int>(args.path)), "automatic, mma_sync or wgmma");
-  if (args.path == LinearInt8Path::wgmma && !SHRINK_CUDA_HAS_SM90A)
+  s = check_loads_and_scales(w, "w", device, "per output channel, or per tensor");
+  if (!s) return s;
+  if (path != LinearInt8Path::automatic && path != LinearInt8Path::mma_sync && path != LinearInt8Path::wgmma)
+    return no("path", std::to_string(static_cast<int>(path)), "automatic, mma_sync or wgmma");
+  if (path == LinearInt8Path::wgmma && !SHRINK_CUDA_HAS_SM90A)
     return no("path", "wgmma",
               "a path this build has: shrink_cuda holds no sm_90a code (CMAKE_CUDA_ARCHITECTURES without 90)");
-  s = check_epilogue_and_output(args.epilogue, args.out, m, n, device);
+  s = check_epilogue_and_output(epilogue, output, m, n, device, EpilogueScales::none);
   if (!s) return s;
-  const OutputView out = describe_output(args.out, device);
-  if (spans_overlap(out.span, byte_span(args.x))) return no("out", "memory overlapping x", "a separate output");
-  if (spans_overlap(out.span, byte_span(args.w))) return no("out", "memory overlapping w", "a separate output");
+  const OutputView out = describe_output(output, device);
+  if (spans_overlap(out.span, byte_span(w.values)))
+    return no("out", "memory overlapping w.values", "a separate output");
+  if (spans_overlap(out.span, byte_span(w.scales)))
+    return no("out", "memory overlapping w.scales", "a separate output");
   return Support::yes();
 }
 
-std::size_t linear_int8_workspace_bytes(const LinearInt8Args& args) {
-  require_supported(can_implement_linear_int8(args), "shrink::cuda::linear_int8_workspace_bytes");
-  return workspace_for(args.path, args.x.size(0), args.w.size(0), args.x.size(1));
-}
-
-void linear_int8(const LinearInt8Args& args, Workspace workspace, Stream stream, Synchronize synchronize) {
-  const char* fn = "shrink::cuda::linear_int8";
-  require_supported(can_implement_linear_int8(args), fn);
-  const std::int64_t m = args.x.size(0), k = args.x.size(1), n = args.w.size(0);
-  detail::require_workspace(workspace, workspace_for(args.path, m, n, k), "linear_int8_workspace_bytes(args)", fn);
-  const OutputView out = describe_output(args.out, args.x.device().index);
-  if (spans_overlap(out.span, workspace_span(workspace)))
-    fail(fn, "workspace", "memory overlapping out", "a separate workspace");
-  detail::require_current_device(args.x.device(), fn, "x");
-
-  const int device = args.x.device().index;
-  const Plan plan = make_plan(choose_kernel(args.path, m, device, fn), m, n, k);
-  int* status = static_cast<int*>(workspace.data);
-  SHRINK_CUDA_CHECK(cudaMemsetAsync(status, 0, sizeof(int), stream));
-
+// The GEMM once every check has passed: the launches, into `status` (already cleared) and `partials` (the K splits'
+// sums, linear_int8_workspace_bytes less the status word).
+void enqueue_linear_int8(const LinearInt8Args& args, Kernel kernel, int device, int* status, std::int32_t* partials,
+                         cudaStream_t stream) {
+  const std::int64_t m = args.x.values.size(0), k = args.x.values.size(1), n = args.w.values.size(0);
+  const Plan plan = make_plan(kernel, m, n, k);
+  // The scales the operands carry: x's per token (or per tensor), w's per output channel (or per tensor).
+  const EpilogueOp op = make_epilogue_op(args.epilogue, m, n)
+                            .with_scales(args.x.scales.data(), args.x.scales.size(0) == m && m > 1 ? 1 : 0,
+                                         args.w.scales.data(), args.w.scales.size(0) == n && n > 1 ? 1 : 0);
   kernels::linear_int8::GemmParams p;
-  p.x = args.x.data();
-  p.ldx = m > 1 ? args.x.stride(0) : k;
-  p.w = args.w.data();
-  p.ldw = n > 1 ? args.w.stride(0) : k;
+  p.x = args.x.values.data();
+  p.ldx = m > 1 ? args.x.values.stride(0) : k;
+  p.w = args.w.values.data();
+  p.ldw = n > 1 ? args.w.values.stride(0) : k;
   p.m = static_cast<int>(m);
   p.n = static_cast<int>(n);
   p.k = static_cast<int>(k);
   p.tiles_m = static_cast<int>(plan.tiles_m);
   p.tiles_n = static_cast<int>(plan.tiles_n);
   p.k_tiles_per_split = static_cast<int>(plan.per_split);
-  p.epilogue = epilogue_params(args.epilogue, args.out, m, n, status);
-  auto* partials = reinterpret_cast<std::int32_t*>(static_cast<char*>(workspace.data) + kStatusBytes);
+  p.epilogue = epilogue_params(op, args.out, m, n, device, status);
   const kernels::linear_int8::EpilogueParams finish = p.epilogue;
   if (plan.splits > 1) {  // each split writes its int32 partial tile; the epilogue kernel sums and finishes them
     p.split_stride = m * n;
@@ -361,17 +361,58 @@ void linear_int8(const LinearInt8Args& args, Workspace workspace, Stream stream,
     p.epilogue.pairs = n % 2 == 0;
   }
   const int splits = static_cast<int>(plan.splits);
-  const auto s = static_cast<cudaStream_t>(stream);
   switch (plan.kernel) {
-    case Kernel::mma_small: launch_mma<kernels::linear_int8::MmaSmall>(p, splits, device, s); break;
-    case Kernel::mma_large: launch_mma<kernels::linear_int8::MmaLarge>(p, splits, device, s); break;
+    case Kernel::mma_small: launch_mma<kernels::linear_int8::MmaSmall>(p, splits, device, stream); break;
+    case Kernel::mma_large: launch_mma<kernels::linear_int8::MmaLarge>(p, splits, device, stream); break;
     case Kernel::wgmma:
 #if SHRINK_CUDA_HAS_SM90A
-      kernels::linear_int8::launch_wgmma(p, splits, device, s);
+      kernels::linear_int8::launch_wgmma(p, splits, device, stream);
 #endif
       break;
   }
-  if (plan.splits > 1) launch_epilogue(partials, n, m * n, splits, finish, s);
+  if (plan.splits > 1) launch_epilogue(partials, n, m * n, splits, finish, stream);
+}
+
+}  // namespace
+
+Support can_implement_linear_int8(const LinearInt8Args& args) {
+  const int device = args.x.values.device().index;
+  Support s = check_device_rows(args.x.values, "x.values", device);
+  if (!s) return s;
+  const std::int64_t m = args.x.values.size(0), k = args.x.values.size(1);
+  s = check_weight_and_rest(args.w, args.epilogue, args.out, args.path, m, k, device);
+  if (!s) return s;
+  s = check_loads_and_scales(args.x, "x", device, "per token, or per tensor");
+  if (!s) return s;
+  const OutputView out = describe_output(args.out, device);
+  if (spans_overlap(out.span, byte_span(args.x.values)))
+    return no("out", "memory overlapping x.values", "a separate output");
+  if (spans_overlap(out.span, byte_span(args.x.scales)))
+    return no("out", "memory overlapping x.scales", "a separate output");
+  return Support::yes();
+}
+
+std::size_t linear_int8_workspace_bytes(const LinearInt8Args& args) {
+  require_supported(can_implement_linear_int8(args), "shrink::cuda::linear_int8_workspace_bytes");
+  return workspace_for(args.path, args.x.values.size(0), args.w.values.size(0), args.x.values.size(1));
+}
+
+void linear_int8(const LinearInt8Args& args, Workspace workspace, Stream stream, Synchronize synchronize) {
+  const char* fn = "shrink::cuda::linear_int8";
+  require_supported(can_implement_linear_int8(args), fn);
+  const std::int64_t m = args.x.values.size(0), k = args.x.values.size(1), n = args.w.values.size(0);
+  detail::require_workspace(workspace, workspace_for(args.path, m, n, k), "linear_int8_workspace_bytes(args)", fn);
+  const int device = args.x.values.device().index;
+  if (spans_overlap(describe_output(args.out, device).span, workspace_span(workspace)))
+    fail(fn, "workspace", "memory overlapping out", "a separate workspace");
+  detail::require_current_device(args.x.values.device(), fn, "x.values");
+
+  const Kernel kernel = choose_kernel(args.path, m, device, fn);
+  int* status = static_cast<int*>(workspace.data);
+  const auto s = static_cast<cudaStream_t>(stream);
+  SHRINK_CUDA_CHECK(cudaMemsetAsync(status, 0, sizeof(int), s));
+  enqueue_linear_int8(args, kernel, device, status,
+                      reinterpret_cast<std::int32_t*>(static_cast<char*>(workspace.data) + kStatusBytes), s);
   if (synchronize == Synchronize::yes) check_status(workspace, stream, fn);
 }
 
@@ -382,7 +423,7 @@ Support can_implement_int8_epilogue(TensorView<const std::int32_t> acc, const Ep
   const int device = acc.device().index;
   Support s = check_device_rows(acc, "acc", device);
   if (!s) return s;
-  s = check_epilogue_and_output(epilogue, out, acc.size(0), acc.size(1), device);
+  s = check_epilogue_and_output(epilogue, out, acc.size(0), acc.size(1), device, EpilogueScales::required);
   if (!s) return s;
   if (spans_overlap(describe_output(out, device).span, byte_span(acc)))
     return no("out", "memory overlapping acc", "a separate output");
@@ -402,12 +443,46 @@ void apply_int8_epilogue(TensorView<const std::int32_t> acc, const Epilogue& epi
   const std::int64_t m = acc.size(0), n = acc.size(1);
   int* status = static_cast<int*>(workspace.data);
   SHRINK_CUDA_CHECK(cudaMemsetAsync(status, 0, sizeof(int), stream));
-  launch_epilogue(acc.data(), m > 1 ? acc.stride(0) : n, 0, 1, epilogue_params(epilogue, out, m, n, status),
+  launch_epilogue(acc.data(), m > 1 ? acc.stride(0) : n, 0, 1,
+                  epilogue_params(make_epilogue_op(epilogue, m, n), out, m, n, acc.device().index, status),
                   static_cast<cudaStream_t>(stream));
   if (synchronize == Synchronize::yes) check_status(workspace, stream, fn);
 }
 
 // ---- per-token quantizer ------------------------------------------------------------------------------------------
+
+namespace {
+
+// The quantizer's launch once checked, into `status` (already cleared).
+template <class T>
+void enqueue_quantize_rows(const TensorView<const T>& x, std::int8_t* q, std::int64_t ldq, float* scales, int* status,
+                           cudaStream_t stream) {
+  const std::int64_t m = x.size(0), k = x.size(1);
+  constexpr int V = kernels::quantize_rows::kVector<T>;
+  const std::int64_t ldx = m > 1 ? x.stride(0) : k;
+  const bool vec = k % V == 0 && aligned(x.data(), 16) && (ldx * static_cast<std::int64_t>(sizeof(T))) % 16 == 0 &&
+                   aligned(q, V) && ldq % V == 0;
+  const std::int64_t row_bytes = k * static_cast<std::int64_t>(sizeof(T));
+  const bool staged = row_bytes <= kernels::quantize_rows::kStagedBytes;
+  const int shared = staged ? static_cast<int>(row_bytes) : 0;
+  const dim3 grid(static_cast<unsigned>(m));
+  using namespace kernels::quantize_rows;
+  if (vec && staged)
+    quantize_rows_absmax_kernel<T, true, true>
+        <<<grid, kThreads, shared, stream>>>(x.data(), ldx, k, q, ldq, scales, status);
+  else if (vec)
+    quantize_rows_absmax_kernel<T, true, false>
+        <<<grid, kThreads, shared, stream>>>(x.data(), ldx, k, q, ldq, scales, status);
+  else if (staged)
+    quantize_rows_absmax_kernel<T, false, true>
+        <<<grid, kThreads, shared, stream>>>(x.data(), ldx, k, q, ldq, scales, status);
+  else
+    quantize_rows_absmax_kernel<T, false, false>
+        <<<grid, kThreads, shared, stream>>>(x.data(), ldx, k, q, ldq, scales, status);
+  SHRINK_CUDA_CHECK_LAUNCH(quantize_rows_absmax_kernel);
+}
+
+}  // namespace
 
 std::size_t quantize_rows_absmax_workspace_bytes() { return kStatusBytes; }
 
@@ -434,31 +509,10 @@ void quantize_rows_absmax(TensorView<const T> x, TensorView<std::int8_t> q, Tens
       fail(fn, "workspace", "memory overlapping an output", "a separate workspace");
   detail::require_current_device(x.device(), fn, "x");
 
-  constexpr int V = kernels::quantize_rows::kVector<T>;
-  const std::int64_t ldx = m > 1 ? x.stride(0) : k, ldq = m > 1 ? q.stride(0) : k;
-  const bool vec = k % V == 0 && aligned(x.data(), 16) && (ldx * static_cast<std::int64_t>(sizeof(T))) % 16 == 0 &&
-                   aligned(q.data(), V) && ldq % V == 0;
-  const std::int64_t row_bytes = k * static_cast<std::int64_t>(sizeof(T));
-  const bool staged = row_bytes <= kernels::quantize_rows::kStagedBytes;
-  const int shared = staged ? static_cast<int>(row_bytes) : 0;
   int* status = static_cast<int*>(workspace.data);
   const auto s = static_cast<cudaStream_t>(stream);
   SHRINK_CUDA_CHECK(cudaMemsetAsync(status, 0, sizeof(int), s));
-  const dim3 grid(static_cast<unsigned>(m));
-  using namespace kernels::quantize_rows;
-  if (vec && staged)
-    quantize_rows_absmax_kernel<T, true, true>
-        <<<grid, kThreads, shared, s>>>(x.data(), ldx, k, q.data(), ldq, scales.data(), status);
-  else if (vec)
-    quantize_rows_absmax_kernel<T, true, false>
-        <<<grid, kThreads, shared, s>>>(x.data(), ldx, k, q.data(), ldq, scales.data(), status);
-  else if (staged)
-    quantize_rows_absmax_kernel<T, false, true>
-        <<<grid, kThreads, shared, s>>>(x.data(), ldx, k, q.data(), ldq, scales.data(), status);
-  else
-    quantize_rows_absmax_kernel<T, false, false>
-        <<<grid, kThreads, shared, s>>>(x.data(), ldx, k, q.data(), ldq, scales.data(), status);
-  SHRINK_CUDA_CHECK_LAUNCH(quantize_rows_absmax_kernel);
+  enqueue_quantize_rows(x, q.data(), m > 1 ? q.stride(0) : k, scales.data(), status, s);
   if (synchronize == Synchronize::yes) check_status(workspace, stream, fn);
 }
 
@@ -468,5 +522,88 @@ template void quantize_rows_absmax<half>(TensorView<const half>, TensorView<std:
                                          Stream, Synchronize);
 template void quantize_rows_absmax<bfloat16>(TensorView<const bfloat16>, TensorView<std::int8_t>, TensorView<float>,
                                              Workspace, Stream, Synchronize);
+
+// ---- dynamic W8A8 -------------------------------------------------------------------------------------------------
+
+namespace {
+
+constexpr std::size_t kWorkspaceAlign = 256;
+
+std::size_t align_up(std::size_t bytes) { return (bytes + kWorkspaceAlign - 1) / kWorkspaceAlign * kWorkspaceAlign; }
+
+// linear_int8_dynamic's workspace: linear_int8's (status word, partial sums), then q [M, K] and sx [M], each
+// 256-byte aligned.
+struct DynamicLayout {
+  std::size_t q_offset = 0, scales_offset = 0, bytes = 0;
+};
+
+DynamicLayout dynamic_layout(LinearInt8Path path, std::int64_t m, std::int64_t n, std::int64_t k) {
+  DynamicLayout l;
+  l.q_offset = align_up(workspace_for(path, m, n, k));
+  l.scales_offset = l.q_offset + align_up(static_cast<std::size_t>(m * k));
+  l.bytes = l.scales_offset + static_cast<std::size_t>(m) * sizeof(float);
+  return l;
+}
+
+std::pair<std::uintptr_t, std::uintptr_t> activation_span(const LinearInt8Activations& x) {
+  return std::visit([](const auto& v) { return byte_span(v); }, x);
+}
+
+}  // namespace
+
+Support can_implement_linear_int8_dynamic(const LinearInt8DynamicArgs& args) {
+  const int device = args.w.values.device().index;
+  Support s = std::visit([&](const auto& x) { return check_device_rows(x, "x", device); }, args.x);
+  if (!s) return s;
+  const auto [m, k] = std::visit([](const auto& x) { return std::pair{x.size(0), x.size(1)}; }, args.x);
+  s = check_weight_and_rest(args.w, args.epilogue, args.out, args.path, m, k, device);
+  if (!s) return s;
+  if (spans_overlap(describe_output(args.out, device).span, activation_span(args.x)))
+    return no("out", "memory overlapping x", "a separate output");
+  return Support::yes();
+}
+
+std::size_t linear_int8_dynamic_workspace_bytes(const LinearInt8DynamicArgs& args) {
+  require_supported(can_implement_linear_int8_dynamic(args), "shrink::cuda::linear_int8_dynamic_workspace_bytes");
+  const auto [m, k] = std::visit([](const auto& x) { return std::pair{x.size(0), x.size(1)}; }, args.x);
+  return dynamic_layout(args.path, m, args.w.values.size(0), k).bytes;
+}
+
+void linear_int8_dynamic(const LinearInt8DynamicArgs& args, Workspace workspace, Stream stream,
+                         Synchronize synchronize) {
+  const char* fn = "shrink::cuda::linear_int8_dynamic";
+  require_supported(can_implement_linear_int8_dynamic(args), fn);
+  const auto [m, k] = std::visit([](const auto& x) { return std::pair{x.size(0), x.size(1)}; }, args.x);
+  const std::int64_t n = args.w.values.size(0);
+  const DynamicLayout layout = dynamic_layout(args.path, m, n, k);
+  detail::require_workspace(workspace, layout.bytes, "linear_int8_dynamic_workspace_bytes(args)", fn);
+  if (!aligned(workspace.data, kWorkspaceAlign))
+    fail(fn, "workspace", "a pointer not 256-byte aligned", "a workspace aligned to 256 bytes (cudaMalloc gives it)");
+  const int device = args.w.values.device().index;
+  const ByteSpan work = workspace_span(workspace);
+  if (spans_overlap(describe_output(args.out, device).span, work))
+    fail(fn, "workspace", "memory overlapping out", "a separate workspace");
+  if (spans_overlap(activation_span(args.x), work))
+    fail(fn, "workspace", "memory overlapping x", "a separate workspace");
+  detail::require_current_device(args.w.values.device(), fn, "w.values");
+
+  const Kernel kernel = choose_kernel(args.path, m, device, fn);
+  char* base = static_cast<char*>(workspace.data);
+  int* status = reinterpret_cast<int*>(base);
+  auto* q = reinterpret_cast<std::int8_t*>(base + layout.q_offset);
+  auto* scales = reinterpret_cast<float*>(base + layout.scales_offset);
+  const auto s = static_cast<cudaStream_t>(stream);
+  SHRINK_CUDA_CHECK(cudaMemsetAsync(status, 0, sizeof(int), s));
+  std::visit([&](const auto& x) { enqueue_quantize_rows(x, q, k, scales, status, s); }, args.x);
+  LinearInt8Args gemm;
+  gemm.x.values = TensorView<const std::int8_t>(q, Shape{m, k}, Device::cuda(device));
+  gemm.x.scales = TensorView<const float>(scales, Shape{m}, Device::cuda(device));
+  gemm.w = args.w;
+  gemm.epilogue = args.epilogue;
+  gemm.out = args.out;
+  gemm.path = args.path;
+  enqueue_linear_int8(gemm, kernel, device, status, reinterpret_cast<std::int32_t*>(base + kStatusBytes), s);
+  if (synchronize == Synchronize::yes) check_status(workspace, stream, fn);
+}
 
 }  // namespace shrink::cuda

@@ -30,9 +30,9 @@ namespace {
 
 using namespace shrink;
 using namespace shrink::bench::gpu;
-using shrink::bench::RatioTarget;
 using shrink::bfloat16;  // not cuda_fp16.h's ::half, which cuBLAS's headers bring in
 using shrink::half;
+using shrink::bench::RatioTarget;
 
 struct Shape3 {
   int m, n, k;
@@ -115,10 +115,10 @@ template <class Out>
 cuda::LinearInt8Args w8a8_args(const Shape3& s, cuda::LinearInt8Path path, float out_scale = 0.0f) {
   DeviceData* d = shared_data<DeviceData>();
   cuda::LinearInt8Args a;
-  a.x = TensorView<const std::int8_t>(d->x.as<std::int8_t>(), Shape{s.m, s.k}, Device::cuda(0));
-  a.w = TensorView<const std::int8_t>(d->w.as<std::int8_t>(), Shape{s.n, s.k}, Device::cuda(0));
-  a.epilogue.x_scales = TensorView<const float>(d->x_scales.as<float>(), Shape{s.m}, Device::cuda(0));
-  a.epilogue.w_scales = TensorView<const float>(d->w_scales.as<float>(), Shape{s.n}, Device::cuda(0));
+  a.x.values = TensorView<const std::int8_t>(d->x.as<std::int8_t>(), Shape{s.m, s.k}, Device::cuda(0));
+  a.x.scales = TensorView<const float>(d->x_scales.as<float>(), Shape{s.m}, Device::cuda(0));
+  a.w.values = TensorView<const std::int8_t>(d->w.as<std::int8_t>(), Shape{s.n, s.k}, Device::cuda(0));
+  a.w.scales = TensorView<const float>(d->w_scales.as<float>(), Shape{s.n}, Device::cuda(0));
   a.epilogue.bias = TensorView<const float>(d->bias.as<float>(), Shape{s.n}, Device::cuda(0));
   a.epilogue.activation = Activation::none;
   a.out = TensorView<Out>(d->out.as<Out>(), Shape{s.m, s.n}, Device::cuda(0));
@@ -139,11 +139,14 @@ void bench_cublaslt_s8(benchmark::State& state, Shape3 s, bool with_epilogue) {
   if (!has_device(state)) return;
   DeviceData* d = shared_data<DeviceData>();
   const cuda::LinearInt8Args args = w8a8_args<half>(s, cuda::LinearInt8Path::automatic);
+  Epilogue epilogue = args.epilogue;  // the epilogue alone takes the scales the operands carry
+  epilogue.x_scales = args.x.scales;
+  epilogue.w_scales = args.w.scales;
   const TensorView<const std::int32_t> acc(d->acc.as<std::int32_t>(), Shape{s.m, s.n}, Device::cuda(0));
   const cuda::Workspace ws = d->workspace_of(cuda::int8_epilogue_workspace_bytes());
   time_flushed(state, [&] {
     d->cublas.gemm_s8s32(d->x.as<void>(), d->w.as<void>(), d->acc.as<void>(), s.m, s.n, s.k, nullptr);
-    if (with_epilogue) cuda::apply_int8_epilogue(acc, args.epilogue, args.out, ws, nullptr);
+    if (with_epilogue) cuda::apply_int8_epilogue(acc, epilogue, args.out, ws, nullptr);
   });
 }
 
@@ -165,6 +168,20 @@ void bench_quantize_rows(benchmark::State& state, int m, int k) {
   const cuda::Workspace ws = d->workspace_of(cuda::quantize_rows_absmax_workspace_bytes());
   time_flushed(state, [&] { cuda::quantize_rows_absmax(x, q, scales, ws, nullptr); });
   state.SetBytesProcessed(state.iterations() * (static_cast<std::int64_t>(m) * k * 3 + m * 4));
+}
+
+// linear_int8_dynamic: the half activations quantized per token, then the GEMM, as one call (the CLI's gpu-int8-w8a8).
+void bench_w8a8_dynamic(benchmark::State& state, Shape3 s) {
+  if (!has_device(state)) return;
+  DeviceData* d = shared_data<DeviceData>();
+  const cuda::LinearInt8Args gemm = w8a8_args<half>(s, cuda::LinearInt8Path::automatic);
+  cuda::LinearInt8DynamicArgs args;
+  args.x = TensorView<const half>(d->activations.as<half>(), Shape{s.m, s.k}, Device::cuda(0));
+  args.w = gemm.w;
+  args.epilogue = gemm.epilogue;
+  args.out = gemm.out;
+  const cuda::Workspace ws = d->workspace_of(cuda::linear_int8_dynamic_workspace_bytes(args));
+  time_flushed(state, [&] { cuda::linear_int8_dynamic(args, ws, nullptr); });
 }
 
 // A row of the final table: which benchmark, its shape, and the peak it is measured against.
@@ -253,8 +270,7 @@ void register_all(bool wgmma) {
         const bool target = m >= 1024 && path == LinearInt8Path::automatic;
         targets.push_back({run_name(name), run_name("cublas_f16" + tail), M::time, target ? 1 / 1.6 : 0,
                            "W8A8 (epilogue included) >= 1.6x cuBLAS FP16 throughput, M >= 1024"});
-        targets.push_back({run_name(name), run_name("cublaslt_s8_epilogue" + tail), M::time,
-                           target ? 1 / 0.9 : 0,
+        targets.push_back({run_name(name), run_name("cublaslt_s8_epilogue" + tail), M::time, target ? 1 / 0.9 : 0,
                            "W8A8 >= 0.9x cuBLASLt INT8 + separate epilogue throughput, M >= 1024"});
       }
     }
@@ -268,6 +284,10 @@ void register_all(bool wgmma) {
         [s](benchmark::State& st) { bench_w8a8<bfloat16>(st, s, cuda::LinearInt8Path::automatic); });
     add("w8a8_automatic_s8" + tail, s, true,
         [s](benchmark::State& st) { bench_w8a8<std::int8_t>(st, s, cuda::LinearInt8Path::automatic); });
+  }
+  for (const int m : {1, 16, 4096}) {
+    const Shape3 s{m, 4096, 4096};
+    add("w8a8_dynamic_f16/" + shape_name(s), s, true, [s](benchmark::State& st) { bench_w8a8_dynamic(st, s); });
   }
   for (const int m : {16, 4096}) {
     const std::string name = "quantize_rows_absmax_f16/M:" + std::to_string(m) + "/K:4096";

@@ -138,10 +138,8 @@ const T* at(const std::uint8_t* copy, std::size_t offset) {
 // The device buffers of one batch of activations, shared by every row.
 struct Batch {
   std::int64_t m = 0, n = 0, k = 0;
-  DeviceMemory x;         // [M, K] half: the activations
-  DeviceMemory out;       // [M, N] half: every row's output
-  DeviceMemory x_int8;    // [M, K] int8: gpu-int8-w8a8's activations, quantized per token
-  DeviceMemory x_scales;  // [M] float: their scales
+  DeviceMemory x;    // [M, K] half: the activations
+  DeviceMemory out;  // [M, N] half: every row's output
 
   TensorView<const Half> x_view() const { return {x.as<const Half>(), Shape{m, k}, Device::cuda(kDevice)}; }
   TensorView<Half> out_view() const { return {out.as<Half>(), Shape{m, n}, Device::cuda(kDevice)}; }
@@ -283,28 +281,24 @@ void CudaGpuBench::add_w8a8_row(const quant::QuantizedTensor& q) {
   const std::size_t scales = row.weight.add(q.qparams.scale.data(), q.qparams.scale.size() * sizeof(float));
   row.weight.upload(info_.l2_cache_bytes, stream_);
   const Device device = Device::cuda(kDevice);
+  // The activations are quantized per token inside the timed product (linear_int8_dynamic), as on the CPU.
   const auto args = [values, scales, device](const Batch& b, const std::uint8_t* copy) {
-    cuda::LinearInt8Args a;
-    a.x = TensorView<const std::int8_t>(b.x_int8.as<const std::int8_t>(), Shape{b.m, b.k}, device);
-    a.w = TensorView<const std::int8_t>(at<std::int8_t>(copy, values), Shape{b.n, b.k}, device);
-    a.epilogue.x_scales = TensorView<const float>(b.x_scales.as<const float>(), Shape{b.m}, device);
-    a.epilogue.w_scales = TensorView<const float>(at<float>(copy, scales), Shape{b.n}, device);
+    cuda::LinearInt8DynamicArgs a;
+    a.x = b.x_view();
+    a.w.values = TensorView<const std::int8_t>(at<std::int8_t>(copy, values), Shape{b.n, b.k}, device);
+    a.w.scales = TensorView<const float>(at<float>(copy, scales), Shape{b.n}, device);
     a.out = b.out_view();
     return a;
   };
   row.cannot_run = [args](const Batch& b, const std::uint8_t* copy) {
-    return cuda::can_implement_linear_int8(args(b, copy)).reason();
+    return cuda::can_implement_linear_int8_dynamic(args(b, copy)).reason();
   };
   row.workspace_bytes = [args](const Batch& b, const std::uint8_t* copy) {
-    return std::max(cuda::quantize_rows_absmax_workspace_bytes(), cuda::linear_int8_workspace_bytes(args(b, copy)));
+    return cuda::linear_int8_dynamic_workspace_bytes(args(b, copy));
   };
-  // The activations are quantized per token inside the timed product, as on the CPU.
-  row.launch = [this, args, device](const Batch& b, const std::uint8_t* copy, cuda::Workspace workspace,
-                                    cuda::Synchronize synchronize) {
-    cuda::quantize_rows_absmax<Half>(
-        b.x_view(), TensorView<std::int8_t>(b.x_int8.as<std::int8_t>(), Shape{b.m, b.k}, device),
-        TensorView<float>(b.x_scales.as<float>(), Shape{b.m}, device), workspace, stream_, synchronize);
-    cuda::linear_int8(args(b, copy), workspace, stream_, synchronize);
+  row.launch = [this, args](const Batch& b, const std::uint8_t* copy, cuda::Workspace workspace,
+                            cuda::Synchronize synchronize) {
+    cuda::linear_int8_dynamic(args(b, copy), workspace, stream_, synchronize);
   };
 }
 
@@ -389,8 +383,6 @@ Batch CudaGpuBench::make_batch(const std::vector<float>& x, std::int64_t m) {
   const auto count = [](std::int64_t a, std::int64_t c) { return static_cast<std::size_t>(a * c); };
   b.x = DeviceMemory(count(m, k_) * sizeof(Half));
   b.out = DeviceMemory(count(m, n_) * sizeof(Half));
-  b.x_int8 = DeviceMemory(count(m, k_));
-  b.x_scales = DeviceMemory(count(m, 1) * sizeof(float));
   check(cudaMemcpyAsync(b.x.data(), x16.data(), b.x.bytes(), cudaMemcpyHostToDevice, stream_), "upload x");
   check(cudaStreamSynchronize(stream_), "upload x");
   return b;

@@ -4,8 +4,8 @@
 //
 //   gpu-fp16-cublas       float16 weights and activations, cuBLAS (cublasGemmEx, fp32 accumulation, tensor cores):
 //                         the GPU baseline, which the other GPU rows' speedups are measured against
-//   gpu-int8-w8a8         int8 weights per output channel; half activations quantized per token on the device
-//                         (shrink::cuda::quantize_rows_absmax, inside the time) and shrink::cuda::linear_int8, half out
+//   gpu-int8-w8a8         int8 weights per output channel; half activations quantized per token on the device,
+//                         inside the time (shrink::cuda::linear_int8_dynamic), half out
 //   gpu-int8-weight-only  W8A16: int8 weights per output channel, half activations and output
 //                         (shrink::cuda::linear_weight_only; M <= 64 only)
 //   gpu-int4-weight-only  W4A16: int4 weights per group of 128 along K, half activations and output

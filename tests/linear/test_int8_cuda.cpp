@@ -4,8 +4,10 @@
 // launch, and check: accumulators exact (float output, unit scales, no bias, against cpu::gemm_s8s8s32); the epilogue
 // within 1e-3 relative of an FP64 reference; bit-identical to the CPU twin cpu::linear_int8 for none and ReLU (GELU
 // and SiLU: CUDA's erff / expf against glibc's, within a few float ulps, one ulp of half / bfloat16, one int8 step).
-// quantize_rows_absmax is bit-identical to cpu::quantize_rows_absmax. [host] cases check can_implement's reasons and
-// every host check, which throw before any CUDA call and so need no device.
+// quantize_rows_absmax is bit-identical to cpu::quantize_rows_absmax, and linear_int8_dynamic to
+// cpu::linear_int8_dynamic for none and ReLU. The CPU twin reads the same QuantizedTensors whose copies (values with
+// their scales) the device reads. [host] cases check can_implement's reasons and every host check, which throw before
+// any CUDA call and so need no device.
 #include <cuda_runtime_api.h>
 #include <catch2/catch.hpp>
 
@@ -65,13 +67,28 @@ std::vector<float> random_floats(std::int64_t n, std::mt19937& rng, float low, f
   return v;
 }
 
-// One W8A8 problem: int8 operands, scales, bias, on the host and on the device.
+// A QuantizedTensor [rows, cols] of int8 values, symmetric, per row (axis 0) or per tensor.
+shrink::quant::QuantizedTensor int8_tensor(const std::vector<std::int8_t>& values, std::int64_t rows, std::int64_t cols,
+                                           const std::vector<float>& scales, bool per_row) {
+  using namespace shrink::quant;
+  QuantizedTensor t;
+  t.data = shrink::ByteBuffer(values.begin(), values.end());
+  t.shape = Shape{rows, cols};
+  t.scheme = per_row ? QuantScheme::per_channel(QuantDtype::int8, Symmetry::symmetric, 0)
+                     : QuantScheme::per_tensor(QuantDtype::int8, Symmetry::symmetric);
+  t.qparams = QParams{scales, std::vector<std::int32_t>(scales.size(), 0), per_row ? Shape{rows} : Shape{}, {}};
+  return t;
+}
+
+// One W8A8 problem: the operands as QuantizedTensors (values with their scales), the same objects the CPU twin takes,
+// copied to the device with their scales for the CUDA product; the bias on both.
 struct Int8Problem {
   std::int64_t m, n, k;
   std::int64_t ldx;  // row stride of x on the device (≥ K, a multiple of 16)
   bool per_token, per_channel, with_bias;
   std::vector<std::int8_t> x, w;  // x [M, K] contiguous on the host
   std::vector<float> sx, sw, bias;
+  shrink::quant::QuantizedTensor xq, wq;  // x with sx, w with sw
   std::unique_ptr<DeviceBuffer> x_dev, w_dev, sx_dev, sw_dev, bias_dev;
   std::vector<std::int64_t> acc;  // exact Σ_k x · w
 
@@ -89,10 +106,12 @@ struct Int8Problem {
         sx(unit ? std::vector<float>(per_token ? m : 1, 1.0f) : scales(per_token ? m : 1, seed + 2, 0.002f, 0.03f)),
         sw(unit ? std::vector<float>(per_channel ? n : 1, 1.0f) : scales(per_channel ? n : 1, seed + 3, 1e-4f, 2e-3f)),
         bias(with_bias ? scales(n, seed + 4, -2.0f, 2.0f) : std::vector<float>{}),
+        xq(int8_tensor(x, m, k, sx, per_token)),
+        wq(int8_tensor(w, n, k, sw, per_channel)),
         x_dev(to_device(strided_x())),
         w_dev(to_device(w)),
-        sx_dev(to_device(sx)),
-        sw_dev(to_device(sw)),
+        sx_dev(to_device(xq.qparams.scale)),
+        sw_dev(to_device(wq.qparams.scale)),
         bias_dev(to_device(with_bias ? bias : std::vector<float>{0.0f})),
         acc(exact_acc()) {}
 
@@ -117,40 +136,40 @@ struct Int8Problem {
     return s;
   }
 
+  // xq and wq on the device: values with their scales.
+  shrink::cuda::Int8Operand x_operand() const {
+    return {TensorView<const std::int8_t>(x_dev->as<std::int8_t>(), Shape{m, k}, Strides{ldx, 1}, Device::cuda(0)),
+            TensorView<const float>(sx_dev->as<float>(), Shape{static_cast<std::int64_t>(sx.size())}, Device::cuda(0))};
+  }
+  shrink::cuda::Int8Operand w_operand() const {
+    return {TensorView<const std::int8_t>(w_dev->as<std::int8_t>(), Shape{n, k}, Device::cuda(0)),
+            TensorView<const float>(sw_dev->as<float>(), Shape{static_cast<std::int64_t>(sw.size())}, Device::cuda(0))};
+  }
   LinearInt8Args args(LinearInt8Path path) const {
     LinearInt8Args a;
-    a.x = TensorView<const std::int8_t>(x_dev->as<std::int8_t>(), Shape{m, k}, Strides{ldx, 1}, Device::cuda(0));
-    a.w = TensorView<const std::int8_t>(w_dev->as<std::int8_t>(), Shape{n, k}, Device::cuda(0));
+    a.x = x_operand();
+    a.w = w_operand();
     a.epilogue = epilogue();
     a.path = path;
     return a;
   }
+  // The bias on the device; the scales travel with the operands.
   Epilogue epilogue() const {
     Epilogue e;
-    e.x_scales =
-        TensorView<const float>(sx_dev->as<float>(), Shape{static_cast<std::int64_t>(sx.size())}, Device::cuda(0));
-    e.w_scales =
-        TensorView<const float>(sw_dev->as<float>(), Shape{static_cast<std::int64_t>(sw.size())}, Device::cuda(0));
     if (with_bias) e.bias = TensorView<const float>(bias_dev->as<float>(), Shape{n}, Device::cuda(0));
     return e;
   }
+  // apply_int8_epilogue's form, which has no operands: the scales in the epilogue.
+  Epilogue epilogue_with_scales() const {
+    Epilogue e = epilogue();
+    e.x_scales = x_operand().scales;
+    e.w_scales = w_operand().scales;
+    return e;
+  }
 
-  // The CPU twin: cpu::linear_int8 writing Out.
+  // The CPU twin: cpu::linear_int8 on xq and wq, writing Out.
   template <class Out>
   std::vector<Out> cpu_twin(Activation act, float out_scale) const {
-    using namespace shrink::quant;
-    QuantizedTensor xq;
-    xq.data = shrink::ByteBuffer(x.begin(), x.end());
-    xq.shape = Shape{m, k};
-    xq.scheme = per_token ? QuantScheme::per_channel(QuantDtype::int8, Symmetry::symmetric, 0)
-                          : QuantScheme::per_tensor(QuantDtype::int8, Symmetry::symmetric);
-    xq.qparams = QParams{sx, std::vector<std::int32_t>(sx.size(), 0), per_token ? Shape{m} : Shape{}, {}};
-    QuantizedTensor wq;
-    wq.data = shrink::ByteBuffer(w.begin(), w.end());
-    wq.shape = Shape{n, k};
-    wq.scheme = per_channel ? QuantScheme::per_channel(QuantDtype::int8, Symmetry::symmetric, 0)
-                            : QuantScheme::per_tensor(QuantDtype::int8, Symmetry::symmetric);
-    wq.qparams = QParams{sw, std::vector<std::int32_t>(sw.size(), 0), per_channel ? Shape{n} : Shape{}, {}};
     shrink::Epilogue e;
     if (with_bias) e.bias = TensorView<const float>(bias.data(), Shape{n});
     e.activation = act;
@@ -317,7 +336,7 @@ TEST_CASE("cuda linear_int8 matches the FP64 reference and the CPU twin: every p
 TEST_CASE("cuda linear_int8 reads strided x rows and writes strided output rows", "[gpu]") {
   for (const LinearInt8Path path : paths_here()) {
     const Int8Problem p(37, 90, 160, true, true, true, 7, 176);  // x rows 176 bytes apart
-    check_gemm<float>(p, path, Activation::relu, 93);        // odd output stride: no paired stores
+    check_gemm<float>(p, path, Activation::relu, 93);            // odd output stride: no paired stores
     check_gemm<half>(p, path, Activation::none, 96);
     check_gemm<std::int8_t>(p, path, Activation::gelu, 91);
     const Int8Problem big(200, 130, 96, false, true, false, 8, 128);
@@ -338,7 +357,7 @@ TEST_CASE("cuda linear_int8 flags bad scales and a non-finite bias when asked to
     args.out = TensorView<float>(out.as<float>(), Shape{p.m, p.n}, Device::cuda(0));
     DeviceBuffer ws(shrink::cuda::linear_int8_workspace_bytes(args));
     LinearInt8Args scale_args = args;
-    scale_args.epilogue.x_scales = TensorView<const float>(sx->as<float>(), Shape{p.m}, Device::cuda(0));
+    scale_args.x.scales = TensorView<const float>(sx->as<float>(), Shape{p.m}, Device::cuda(0));
     CHECK_THROWS_WITH(shrink::cuda::linear_int8(scale_args, ws.workspace(), nullptr, Synchronize::yes),
                       Contains("a scale is not finite and > 0"));
     LinearInt8Args bias_args = args;
@@ -365,7 +384,7 @@ TEST_CASE("cuda apply_int8_epilogue finishes int32 accumulators as linear_int8 d
   const auto acc_dev = to_device(acc);
   for (const Activation act : kActivations) {
     DeviceBuffer a(static_cast<std::size_t>(p.m * p.n) * sizeof(half)), b(a.bytes());
-    Epilogue e = p.epilogue();
+    Epilogue e = p.epilogue_with_scales();
     e.activation = act;
     const TensorView<half> out_a(a.as<half>(), Shape{p.m, p.n}, Device::cuda(0));
     DeviceBuffer ws(shrink::cuda::int8_epilogue_workspace_bytes());
@@ -373,7 +392,7 @@ TEST_CASE("cuda apply_int8_epilogue finishes int32 accumulators as linear_int8 d
         TensorView<const std::int32_t>(acc_dev->as<std::int32_t>(), Shape{p.m, p.n}, Device::cuda(0)), e, out_a,
         ws.workspace(), nullptr, Synchronize::yes);
     LinearInt8Args args = p.args(LinearInt8Path::mma_sync);
-    args.epilogue = e;
+    args.epilogue.activation = act;
     args.out = TensorView<half>(b.as<half>(), Shape{p.m, p.n}, Device::cuda(0));
     DeviceBuffer gemm_ws(shrink::cuda::linear_int8_workspace_bytes(args));
     shrink::cuda::linear_int8(args, gemm_ws.workspace(), nullptr, Synchronize::yes);
@@ -381,6 +400,88 @@ TEST_CASE("cuda apply_int8_epilogue finishes int32 accumulators as linear_int8 d
     CHECK(a.download<std::uint16_t>(static_cast<std::size_t>(p.m * p.n)) ==
           b.download<std::uint16_t>(static_cast<std::size_t>(p.m * p.n)));
   }
+}
+
+namespace {
+
+// linear_int8_dynamic on T activations against cpu::linear_int8_dynamic on the same values as floats and the same
+// packed QuantizedTensor weight: bit for bit for none and ReLU (the quantizer and the GEMM are each bit-identical).
+template <class T, class Out>
+void check_dynamic(std::int64_t m, std::int64_t n, std::int64_t k, LinearInt8Path path, Activation act,
+                   std::uint32_t seed) {
+  INFO("x " << type_name<T>() << " out " << type_name<Out>() << " " << shrink::cuda::to_string(path) << " "
+            << shrink::to_string(act) << " M " << m << " N " << n << " K " << k);
+  const Int8Problem p(1, n, k, true, true, true, seed);  // the weight, its scales and the bias
+  std::mt19937 rng(seed + 9);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<T> x(static_cast<std::size_t>(m * k));
+  std::vector<float> as_float(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    x[i] = from_float<T>(normal(rng));
+    as_float[i] = to_float(x[i]);
+  }
+  const float out_scale = 0.02f;
+  Epilogue host_e;
+  host_e.bias = TensorView<const float>(p.bias.data(), Shape{n});
+  host_e.activation = act;
+  host_e.out_scale = out_scale;
+  std::vector<Out> twin(static_cast<std::size_t>(m * n));
+  shrink::cpu::linear_int8_dynamic(TensorView<const float>(as_float.data(), Shape{m, k}),
+                                   shrink::cpu::pack_int8_weight(p.wq), TensorView<Out>(twin.data(), Shape{m, n}),
+                                   host_e);
+
+  const auto x_dev = to_device(x);
+  DeviceBuffer out(static_cast<std::size_t>(m * n) * sizeof(Out));
+  shrink::cuda::LinearInt8DynamicArgs args;
+  args.x = TensorView<const T>(x_dev->template as<T>(), Shape{m, k}, Device::cuda(0));
+  args.w = p.w_operand();
+  args.epilogue = p.epilogue();
+  args.epilogue.activation = act;
+  args.epilogue.out_scale = out_scale;
+  args.out = TensorView<Out>(out.as<Out>(), Shape{m, n}, Device::cuda(0));
+  args.path = path;
+  REQUIRE(shrink::cuda::can_implement_linear_int8_dynamic(args));
+  DeviceBuffer ws(shrink::cuda::linear_int8_dynamic_workspace_bytes(args));
+  shrink::cuda::linear_int8_dynamic(args, ws.workspace(), nullptr, Synchronize::yes);
+  const std::vector<Out> got = out.download<Out>(static_cast<std::size_t>(m * n));
+  const bool exact = act == Activation::none || act == Activation::relu;
+  int wrong = 0;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    const double g = to_float(got[i]), c = to_float(twin[i]);
+    // GELU and SiLU: CUDA's erff / expf against glibc's, a few float ulps: one int8 step, or 1e-2 relative.
+    const double tolerance = std::is_same_v<Out, std::int8_t> ? 1.0 : 1e-2 * std::fabs(c) + 1e-5;
+    const bool same = exact ? std::memcmp(&got[i], &twin[i], sizeof(Out)) == 0 : std::fabs(g - c) <= tolerance;
+    if (!same && wrong++ < 5) CHECK(g == c);
+  }
+  CHECK(wrong == 0);
+}
+
+}  // namespace
+
+TEST_CASE("cuda linear_int8_dynamic equals cpu::linear_int8_dynamic on the same objects", "[gpu]") {
+  std::uint32_t seed = 3000;
+  for (const LinearInt8Path path : paths_here())
+    for (const Activation act : kActivations) {
+      check_dynamic<float, float>(1, 256, 4096, path, act, seed++);  // one token, K split
+      check_dynamic<float, half>(37, 90, 160, path, act, seed++);
+      check_dynamic<half, std::int8_t>(130, 129, 208, path, act, seed++);
+      check_dynamic<bfloat16, bfloat16>(200, 64, 512, path, act, seed++);
+    }
+}
+
+TEST_CASE("cuda linear_int8_dynamic flags NaN and inf in x", "[gpu]") {
+  const Int8Problem p(1, 32, 64, true, true, false, 31);
+  std::vector<float> x(4 * 64, 0.5f);
+  x[70] = std::numeric_limits<float>::quiet_NaN();
+  const auto x_dev = to_device(x);
+  DeviceBuffer out(4 * 32 * sizeof(float));
+  shrink::cuda::LinearInt8DynamicArgs args;
+  args.x = TensorView<const float>(x_dev->as<float>(), Shape{4, 64}, Device::cuda(0));
+  args.w = p.w_operand();
+  args.out = TensorView<float>(out.as<float>(), Shape{4, 32}, Device::cuda(0));
+  DeviceBuffer ws(shrink::cuda::linear_int8_dynamic_workspace_bytes(args));
+  CHECK_THROWS_WITH(shrink::cuda::linear_int8_dynamic(args, ws.workspace(), nullptr, Synchronize::yes),
+                    Contains("NaN or inf"));
 }
 
 namespace {
@@ -473,10 +574,10 @@ constexpr std::int64_t kM = 64, kN = 96, kK = 128;
 
 LinearInt8Args valid_args() {
   LinearInt8Args a;
-  a.x = TensorView<const std::int8_t>(fake_at_mib<std::int8_t>(1), Shape{kM, kK}, Device::cuda(0));
-  a.w = TensorView<const std::int8_t>(fake_at_mib<std::int8_t>(2), Shape{kN, kK}, Device::cuda(0));
-  a.epilogue.x_scales = TensorView<const float>(fake_at_mib<float>(3), Shape{kM}, Device::cuda(0));
-  a.epilogue.w_scales = TensorView<const float>(fake_at_mib<float>(4), Shape{kN}, Device::cuda(0));
+  a.x.values = TensorView<const std::int8_t>(fake_at_mib<std::int8_t>(1), Shape{kM, kK}, Device::cuda(0));
+  a.w.values = TensorView<const std::int8_t>(fake_at_mib<std::int8_t>(2), Shape{kN, kK}, Device::cuda(0));
+  a.x.scales = TensorView<const float>(fake_at_mib<float>(3), Shape{kM}, Device::cuda(0));
+  a.w.scales = TensorView<const float>(fake_at_mib<float>(4), Shape{kN}, Device::cuda(0));
   a.epilogue.bias = TensorView<const float>(fake_at_mib<float>(5), Shape{kN}, Device::cuda(0));
   a.out = TensorView<half>(fake_at_mib<half>(6), Shape{kM, kN}, Device::cuda(0));
   return a;
@@ -508,13 +609,14 @@ TEST_CASE("cuda can_implement_linear_int8 accepts valid operands of every output
   a.out = TensorView<std::int8_t>(fake_at_mib<std::int8_t>(6), Shape{kM, kN}, Device::cuda(0));
   a.epilogue.out_scale = 0.05f;
   CHECK(shrink::cuda::can_implement_linear_int8(a));
-  a.epilogue.bias = TensorView<const float>();                                               // no bias
-  a.epilogue.x_scales = TensorView<const float>(fake_at_mib<float>(3), Shape{1}, Device::cuda(0));  // per tensor
-  a.epilogue.w_scales = TensorView<const float>(fake_at_mib<float>(4), Shape{1}, Device::cuda(0));
-  a.x = TensorView<const std::int8_t>(fake_at_mib<std::int8_t>(1), Shape{kM, kK}, Strides{kK + 48, 1}, Device::cuda(0));
+  a.epilogue.bias = TensorView<const float>();                                             // no bias
+  a.x.scales = TensorView<const float>(fake_at_mib<float>(3), Shape{1}, Device::cuda(0));  // per tensor
+  a.w.scales = TensorView<const float>(fake_at_mib<float>(4), Shape{1}, Device::cuda(0));
+  a.x.values =
+      TensorView<const std::int8_t>(fake_at_mib<std::int8_t>(1), Shape{kM, kK}, Strides{kK + 48, 1}, Device::cuda(0));
   CHECK(shrink::cuda::can_implement_linear_int8(a));
-  a.x = TensorView<const std::int8_t>(fake_at_mib<std::int8_t>(1), Shape{1, 16}, Device::cuda(0));  // 1 × N × 16
-  a.w = TensorView<const std::int8_t>(fake_at_mib<std::int8_t>(2), Shape{1, 16}, Device::cuda(0));
+  a.x.values = TensorView<const std::int8_t>(fake_at_mib<std::int8_t>(1), Shape{1, 16}, Device::cuda(0));  // 1 × N × 16
+  a.w.values = TensorView<const std::int8_t>(fake_at_mib<std::int8_t>(2), Shape{1, 16}, Device::cuda(0));
   a.out = TensorView<float>(fake_at_mib<float>(6), Shape{1, 1}, Device::cuda(0));
   CHECK(shrink::cuda::can_implement_linear_int8(a));
 }
@@ -523,68 +625,77 @@ TEST_CASE("cuda can_implement_linear_int8 names the argument at fault; linear_in
           "[host]") {
   LinearInt8Args a = valid_args();
   SECTION("x in host memory") {
-    a.x = TensorView<const std::int8_t>(fake_at_mib<std::int8_t>(1), Shape{kM, kK});
-    expect_refused(a, "x = a view of host memory");
+    a.x.values = TensorView<const std::int8_t>(fake_at_mib<std::int8_t>(1), Shape{kM, kK});
+    expect_refused(a, "x.values = a view of host memory");
   }
   SECTION("x of rank 1") {
-    a.x = TensorView<const std::int8_t>(fake_at_mib<std::int8_t>(1), Shape{kK}, Device::cuda(0));
-    expect_refused(a, "x.shape = [128]: expected a 2-D tensor");
+    a.x.values = TensorView<const std::int8_t>(fake_at_mib<std::int8_t>(1), Shape{kK}, Device::cuda(0));
+    expect_refused(a, "x.values.shape = [128]: expected a 2-D tensor");
   }
   SECTION("empty x") {
-    a.x = TensorView<const std::int8_t>(fake_at_mib<std::int8_t>(1), Shape{0, kK}, Device::cuda(0));
-    expect_refused(a, "x.shape = [0, 128]: expected at least one element");
+    a.x.values = TensorView<const std::int8_t>(fake_at_mib<std::int8_t>(1), Shape{0, kK}, Device::cuda(0));
+    expect_refused(a, "x.values.shape = [0, 128]: expected at least one element");
   }
   SECTION("x with strided columns") {
-    a.x =
+    a.x.values =
         TensorView<const std::int8_t>(fake_at_mib<std::int8_t>(1), Shape{kM, kK}, Strides{2 * kK, 2}, Device::cuda(0));
-    expect_refused(a, "x.strides");
+    expect_refused(a, "x.values.strides");
   }
   SECTION("x rows overlapping") {
-    a.x = TensorView<const std::int8_t>(fake_at_mib<std::int8_t>(1), Shape{kM, kK}, Strides{16, 1}, Device::cuda(0));
+    a.x.values =
+        TensorView<const std::int8_t>(fake_at_mib<std::int8_t>(1), Shape{kM, kK}, Strides{16, 1}, Device::cuda(0));
     expect_refused(a, "rows must not overlap");
   }
   SECTION("K not a multiple of 16") {
-    a.x = TensorView<const std::int8_t>(fake_at_mib<std::int8_t>(1), Shape{kM, 100}, Device::cuda(0));
-    a.w = TensorView<const std::int8_t>(fake_at_mib<std::int8_t>(2), Shape{kN, 100}, Device::cuda(0));
+    a.x.values = TensorView<const std::int8_t>(fake_at_mib<std::int8_t>(1), Shape{kM, 100}, Device::cuda(0));
+    a.w.values = TensorView<const std::int8_t>(fake_at_mib<std::int8_t>(2), Shape{kN, 100}, Device::cuda(0));
     expect_refused(a, "x.shape = [64, 100]: expected K a multiple of 16");
   }
   SECTION("K past the int32 bound") {
-    a.x = TensorView<const std::int8_t>(fake_at_mib<std::int8_t>(1), Shape{kM, 131072}, Device::cuda(0));
-    a.w = TensorView<const std::int8_t>(fake_at_mib<std::int8_t>(40), Shape{kN, 131072}, Device::cuda(0));
+    a.x.values = TensorView<const std::int8_t>(fake_at_mib<std::int8_t>(1), Shape{kM, 131072}, Device::cuda(0));
+    a.w.values = TensorView<const std::int8_t>(fake_at_mib<std::int8_t>(40), Shape{kN, 131072}, Device::cuda(0));
     expect_refused(a, "K ≤ 131071");
   }
   SECTION("w with another K") {
-    a.w = TensorView<const std::int8_t>(fake_at_mib<std::int8_t>(2), Shape{kN, kK + 16}, Device::cuda(0));
-    expect_refused(a, "w.shape = [96, 144]: expected [N, 128]");
+    a.w.values = TensorView<const std::int8_t>(fake_at_mib<std::int8_t>(2), Shape{kN, kK + 16}, Device::cuda(0));
+    expect_refused(a, "w.values.shape = [96, 144]: expected [N, 128]");
   }
   SECTION("w on another device") {
-    a.w = TensorView<const std::int8_t>(fake_at_mib<std::int8_t>(2), Shape{kN, kK}, Device::cuda(1));
-    expect_refused(a, "w = a view on CUDA device 1");
+    a.w.values = TensorView<const std::int8_t>(fake_at_mib<std::int8_t>(2), Shape{kN, kK}, Device::cuda(1));
+    expect_refused(a, "w.values = a view on CUDA device 1");
   }
   SECTION("x not 16-byte aligned") {
-    a.x = TensorView<const std::int8_t>(fake_at_mib<std::int8_t>(1) + 8, Shape{kM, kK}, Device::cuda(0));
-    expect_refused(a, "x = a pointer not 16-byte aligned");
+    a.x.values = TensorView<const std::int8_t>(fake_at_mib<std::int8_t>(1) + 8, Shape{kM, kK}, Device::cuda(0));
+    expect_refused(a, "x.values = a pointer not 16-byte aligned");
   }
   SECTION("w row stride not a multiple of 16") {
-    a.w =
+    a.w.values =
         TensorView<const std::int8_t>(fake_at_mib<std::int8_t>(2), Shape{kN, kK}, Strides{kK + 8, 1}, Device::cuda(0));
-    expect_refused(a, "w.strides = [136, 1]: expected a row stride that is a multiple of 16 bytes");
+    expect_refused(a, "w.values.strides = [136, 1]: expected a row stride that is a multiple of 16 bytes");
   }
   SECTION("x scales of the wrong size") {
-    a.epilogue.x_scales = TensorView<const float>(fake_at_mib<float>(3), Shape{kM - 1}, Device::cuda(0));
-    expect_refused(a, "epilogue.x_scales.shape = [63]: expected [64] or [1]");
+    a.x.scales = TensorView<const float>(fake_at_mib<float>(3), Shape{kM - 1}, Device::cuda(0));
+    expect_refused(a, "x.scales.shape = [63]: expected [64] or [1]");
   }
   SECTION("x scales in host memory") {
-    a.epilogue.x_scales = TensorView<const float>(fake_at_mib<float>(3), Shape{kM});
-    expect_refused(a, "epilogue.x_scales = a view of host memory");
+    a.x.scales = TensorView<const float>(fake_at_mib<float>(3), Shape{kM});
+    expect_refused(a, "x.scales = a view of host memory");
+  }
+  SECTION("x without scales") {
+    a.x.scales = TensorView<const float>();
+    expect_refused(a, "x.scales");
   }
   SECTION("w scales of the wrong size") {
-    a.epilogue.w_scales = TensorView<const float>(fake_at_mib<float>(4), Shape{kM}, Device::cuda(0));
-    expect_refused(a, "epilogue.w_scales.shape = [64]: expected [96] or [1]");
+    a.w.scales = TensorView<const float>(fake_at_mib<float>(4), Shape{kM}, Device::cuda(0));
+    expect_refused(a, "w.scales.shape = [64]: expected [96] or [1]");
   }
   SECTION("w scales strided") {
-    a.epilogue.w_scales = TensorView<const float>(fake_at_mib<float>(4), Shape{kN}, Strides{2}, Device::cuda(0));
-    expect_refused(a, "epilogue.w_scales.strides");
+    a.w.scales = TensorView<const float>(fake_at_mib<float>(4), Shape{kN}, Strides{2}, Device::cuda(0));
+    expect_refused(a, "w.scales.strides");
+  }
+  SECTION("scales in the epilogue as well as with the operands") {
+    a.epilogue.x_scales = a.x.scales;
+    expect_refused(a, "linear_int8 takes the scales with its operands: x.scales and w.scales");
   }
   SECTION("bias of the wrong size") {
     a.epilogue.bias = TensorView<const float>(fake_at_mib<float>(5), Shape{1}, Device::cuda(0));
@@ -619,9 +730,13 @@ TEST_CASE("cuda can_implement_linear_int8 names the argument at fault; linear_in
     }
   }
   SECTION("output over x") {
-    a.out =
-        TensorView<half>(const_cast<half*>(reinterpret_cast<const half*>(a.x.data())), Shape{kM, kN}, Device::cuda(0));
-    expect_refused(a, "out = memory overlapping x");
+    a.out = TensorView<half>(const_cast<half*>(reinterpret_cast<const half*>(a.x.values.data())), Shape{kM, kN},
+                             Device::cuda(0));
+    expect_refused(a, "out = memory overlapping x.values");
+  }
+  SECTION("output over w's scales") {
+    a.out = TensorView<half>(reinterpret_cast<half*>(fake_at_mib<char>(4) + 64), Shape{kM, kN}, Device::cuda(0));
+    expect_refused(a, "out = memory overlapping w.scales");
   }
   SECTION("output over the bias") {
     a.out = TensorView<half>(reinterpret_cast<half*>(fake_at_mib<char>(5) + 64), Shape{kM, kN}, Device::cuda(0));
@@ -651,10 +766,10 @@ TEST_CASE("cuda linear_int8 checks the workspace on the host", "[host]") {
 TEST_CASE("cuda linear_int8_workspace_bytes: the status word, plus int32 partial sums when K is split", "[host]") {
   LinearInt8Args a = valid_args();
   // Large problems fill the device with tiles: no split.
-  a.x = TensorView<const std::int8_t>(fake_at_mib<std::int8_t>(100), Shape{4096, 4096}, Device::cuda(0));
-  a.w = TensorView<const std::int8_t>(fake_at_mib<std::int8_t>(200), Shape{4096, 4096}, Device::cuda(0));
-  a.epilogue.x_scales = TensorView<const float>(fake_at_mib<float>(3), Shape{4096}, Device::cuda(0));
-  a.epilogue.w_scales = TensorView<const float>(fake_at_mib<float>(4), Shape{4096}, Device::cuda(0));
+  a.x.values = TensorView<const std::int8_t>(fake_at_mib<std::int8_t>(100), Shape{4096, 4096}, Device::cuda(0));
+  a.w.values = TensorView<const std::int8_t>(fake_at_mib<std::int8_t>(200), Shape{4096, 4096}, Device::cuda(0));
+  a.x.scales = TensorView<const float>(fake_at_mib<float>(3), Shape{4096}, Device::cuda(0));
+  a.w.scales = TensorView<const float>(fake_at_mib<float>(4), Shape{4096}, Device::cuda(0));
   a.epilogue.bias = TensorView<const float>(fake_at_mib<float>(5), Shape{4096}, Device::cuda(0));
   a.out = TensorView<half>(fake_at_mib<half>(300), Shape{4096, 4096}, Device::cuda(0));
   for (const LinearInt8Path path : {LinearInt8Path::automatic, LinearInt8Path::mma_sync}) {
@@ -662,10 +777,10 @@ TEST_CASE("cuda linear_int8_workspace_bytes: the status word, plus int32 partial
     CHECK(shrink::cuda::linear_int8_workspace_bytes(a) == shrink::cuda::kStatusBytes);
   }
   // One token, K 4096: 4 small tiles of 64 columns, so K splits 16 ways (64 k-tiles, 4 each).
-  a.x = TensorView<const std::int8_t>(fake_at_mib<std::int8_t>(100), Shape{1, 4096}, Device::cuda(0));
-  a.w = TensorView<const std::int8_t>(fake_at_mib<std::int8_t>(200), Shape{256, 4096}, Device::cuda(0));
-  a.epilogue.x_scales = TensorView<const float>(fake_at_mib<float>(3), Shape{1}, Device::cuda(0));
-  a.epilogue.w_scales = TensorView<const float>(fake_at_mib<float>(4), Shape{256}, Device::cuda(0));
+  a.x.values = TensorView<const std::int8_t>(fake_at_mib<std::int8_t>(100), Shape{1, 4096}, Device::cuda(0));
+  a.w.values = TensorView<const std::int8_t>(fake_at_mib<std::int8_t>(200), Shape{256, 4096}, Device::cuda(0));
+  a.x.scales = TensorView<const float>(fake_at_mib<float>(3), Shape{1}, Device::cuda(0));
+  a.w.scales = TensorView<const float>(fake_at_mib<float>(4), Shape{256}, Device::cuda(0));
   a.epilogue.bias = TensorView<const float>(fake_at_mib<float>(5), Shape{256}, Device::cuda(0));
   a.out = TensorView<half>(fake_at_mib<half>(300), Shape{1, 256}, Device::cuda(0));
   a.path = LinearInt8Path::mma_sync;
@@ -675,9 +790,13 @@ TEST_CASE("cuda linear_int8_workspace_bytes: the status word, plus int32 partial
 }
 
 TEST_CASE("cuda apply_int8_epilogue checks its arguments on the host", "[host]") {
-  const LinearInt8Args a = valid_args();
+  LinearInt8Args a = valid_args();
+  a.epilogue.x_scales = a.x.scales;  // no operands here: the scales come in the epilogue
+  a.epilogue.w_scales = a.w.scales;
   const TensorView<const std::int32_t> acc(fake_at_mib<std::int32_t>(8), Shape{kM, kN}, Device::cuda(0));
   CHECK(shrink::cuda::can_implement_int8_epilogue(acc, a.epilogue, a.out));
+  CHECK_THAT(shrink::cuda::can_implement_int8_epilogue(acc, valid_args().epilogue, a.out).reason(),
+             Contains("epilogue.x_scales"));
   CHECK(shrink::cuda::int8_epilogue_workspace_bytes() == shrink::cuda::kStatusBytes);
   const TensorView<const std::int32_t> wrong(fake_at_mib<std::int32_t>(8), Shape{kM, kN + 1}, Device::cuda(0));
   CHECK_THAT(shrink::cuda::can_implement_int8_epilogue(wrong, a.epilogue, a.out).reason(),
@@ -726,6 +845,48 @@ TEST_CASE("cuda quantize_rows_absmax checks its arguments on the host", "[host]"
       Contains("x.strides"));
 }
 
+TEST_CASE("cuda linear_int8_dynamic checks its arguments on the host", "[host]") {
+  const LinearInt8Args g = valid_args();
+  shrink::cuda::LinearInt8DynamicArgs a;
+  a.x = TensorView<const half>(fake_at_mib<half>(1), Shape{kM, kK}, Device::cuda(0));
+  a.w = g.w;
+  a.epilogue = g.epilogue;
+  a.out = g.out;
+  CHECK(shrink::cuda::can_implement_linear_int8_dynamic(a));
+  const std::size_t needed = shrink::cuda::linear_int8_dynamic_workspace_bytes(a);
+  // linear_int8's workspace, then q [M, K] and the M scales, each 256-byte aligned.
+  CHECK(needed >= 256 + kM * kK + kM * 4);
+  const shrink::cuda::Workspace fake{fake_at_mib<void>(7), std::size_t{1} << 20};
+  auto refused = [&](const shrink::cuda::LinearInt8DynamicArgs& args, const std::string& fragment) {
+    INFO("reason: " << shrink::cuda::can_implement_linear_int8_dynamic(args).reason());
+    CHECK_THAT(shrink::cuda::can_implement_linear_int8_dynamic(args).reason(), Contains(fragment));
+    CHECK_THROWS_WITH(shrink::cuda::linear_int8_dynamic(args, fake, nullptr),
+                      Contains("shrink::cuda::linear_int8_dynamic: ") && Contains(fragment));
+  };
+  shrink::cuda::LinearInt8DynamicArgs b = a;
+  b.x = TensorView<const float>(fake_at_mib<float>(1), Shape{kM, kK});
+  refused(b, "x = a view of host memory");
+  b = a;
+  b.x = TensorView<const half>(fake_at_mib<half>(1), Shape{kM, kK + 16}, Device::cuda(0));
+  refused(b, "w.values.shape = [96, 128]: expected [N, 144]");
+  b = a;
+  b.x = TensorView<const bfloat16>(fake_at_mib<bfloat16>(1), Shape{kM, kK}, Strides{2 * kK, 2}, Device::cuda(0));
+  refused(b, "x.strides");
+  b = a;
+  b.epilogue.w_scales = g.w.scales;
+  refused(b, "linear_int8 takes the scales with its operands");
+  b = a;
+  b.out = TensorView<half>(reinterpret_cast<half*>(fake_at_mib<char>(1) + 64), Shape{kM, kN}, Device::cuda(0));
+  refused(b, "out = memory overlapping x");
+  CHECK_THROWS_WITH(shrink::cuda::linear_int8_dynamic(a, {fake_at_mib<void>(7), needed - 1}, nullptr),
+                    Contains("expected at least linear_int8_dynamic_workspace_bytes(args)"));
+  CHECK_THROWS_WITH(shrink::cuda::linear_int8_dynamic(a, {fake_at_mib<char>(7) + 16, needed}, nullptr),
+                    Contains("workspace = a pointer not 256-byte aligned"));
+  CHECK_THROWS_WITH(shrink::cuda::linear_int8_dynamic(
+                        a, {const_cast<void*>(static_cast<const void*>(fake_at_mib<char>(1))), needed}, nullptr),
+                    Contains("workspace = memory overlapping x"));
+}
+
 // benchmarks/gpu/device-check.sh runs the "[sanitize]" cases under compute-sanitizer memcheck and racecheck: every
 // kernel path once, on problems of a few CTAs.
 TEST_CASE("cuda linear_int8 sanitizer subset: each path on small tiles, large tiles and split K", "[gpu][sanitize]") {
@@ -736,4 +897,5 @@ TEST_CASE("cuda linear_int8 sanitizer subset: each path on small tiles, large ti
     check_gemm<bfloat16>(Int8Problem(130, 128, 2048, true, false, true, 24), path, Activation::silu);  // K split, large
   }
   check_quantize_rows<half>(5, 200, 208, 208, 25);
+  check_dynamic<half, half>(33, 70, 80, LinearInt8Path::automatic, Activation::relu, 26);
 }

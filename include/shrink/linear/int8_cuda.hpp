@@ -6,10 +6,13 @@
 //   out       = v (float), v rounded to nearest even (half, bfloat16), or
 //               clamp(nearbyint(v · (1.0f / out_scale)), −128, 127) (int8, quant/quantize.hpp's formula)
 //
-// x [M, K] int8 activations (per token: sx [M]; per tensor: sx [1]); w [N, K] int8 weights (per output channel:
-// sw [N]; per tensor: sw [1]); bias [N] or none; act none, ReLU, GELU (erf) or SiLU, as core/activation.hpp.
-// The result equals cpu::linear_int8 bit for bit for none and ReLU; GELU and SiLU use CUDA's erff / expf, a few
-// float ulps from glibc's (see tests/linear/test_int8_cuda.cpp).
+// The operands carry their scales, as on the CPU (a QuantizedTensor, a PackedInt8Weight): x [M, K] int8 activations
+// with sx [M] (per token) or [1] (per tensor); w [N, K] int8 weights with sw [N] (per output channel) or [1] (per
+// tensor). The epilogue holds the rest: bias [N] or none; act none, ReLU, GELU (erf) or SiLU, as
+// core/activation.hpp; out_scale for an int8 output. The result equals cpu::linear_int8 bit for bit for none and ReLU;
+// GELU and SiLU use CUDA's erff / expf, a few float ulps from glibc's (see tests/linear/test_int8_cuda.cpp).
+// linear_int8_dynamic quantizes float, half or bfloat16 activations per token first (quantize_rows_absmax), as
+// cpu::linear_int8_dynamic does.
 //
 // Paths (LinearInt8Path): mma_sync (sm_80 and later: mma.sync m16n8k32) and wgmma (sm_90a only: wgmma.mma_async;
 // tiles and pipelines: benchmarks/notes/gpu_linear_int8.md); automatic takes wgmma on a compute capability 9.0
@@ -44,13 +47,20 @@ const char* to_string(LinearInt8Path path);
 using LinearInt8Output =
     std::variant<TensorView<float>, TensorView<half>, TensorView<bfloat16>, TensorView<std::int8_t>>;
 
+// An int8 operand in device memory with its scales: values [R, K] with contiguous rows whose stride (in bytes) and
+// start are multiples of 16 (the kernels load 16 bytes at a time), K a multiple of 16 and at most 131071 (the int32
+// sum cannot overflow); scales [R] (one per row: per token for x, per output channel for w) or [1] (per tensor),
+// contiguous floats on the same device.
+struct Int8Operand {
+  TensorView<const std::int8_t> values;
+  TensorView<const float> scales;
+};
+
 struct LinearInt8Args {
-  // [M, K] and [N, K] int8, each with contiguous rows whose stride (in bytes) and start are multiples of 16 (the
-  // kernels load 16 bytes at a time); K a multiple of 16 and at most 131071 (the int32 sum cannot overflow).
-  TensorView<const std::int8_t> x;
-  TensorView<const std::int8_t> w;
-  // Device views: x_scales [M] per token or [1] per tensor and w_scales [N] per output channel or [1] per tensor
-  // (both required), bias [N] or empty; out_scale for an int8 output.
+  Int8Operand x;  // [M, K] activations, scales [M] or [1]
+  Int8Operand w;  // [N, K] weights, scales [N] or [1]
+  // Device views: bias [N] or empty; the activation; out_scale for an int8 output. Its scales stay empty (the operands
+  // carry them).
   Epilogue epilogue;
   LinearInt8Output out;  // [M, N]
   LinearInt8Path path = LinearInt8Path::automatic;
@@ -71,12 +81,33 @@ void linear_int8(const LinearInt8Args& args, Workspace workspace, Stream stream,
                  Synchronize synchronize = Synchronize::no);
 
 // The epilogue alone on int32 accumulators acc [M, N] in device memory (contiguous rows, any row stride), e.g. from
-// cuBLASLt: out = epilogue(acc), the same values linear_int8 writes. Workspace: the status word.
+// cuBLASLt: out = epilogue(acc), the same values linear_int8 writes. With no operands to carry them, the scales come
+// in the epilogue here: x_scales [M] or [1] and w_scales [N] or [1], both required. Workspace: the status word.
 Support can_implement_int8_epilogue(TensorView<const std::int32_t> acc, const Epilogue& epilogue,
                                     const LinearInt8Output& out);
 std::size_t int8_epilogue_workspace_bytes();
 void apply_int8_epilogue(TensorView<const std::int32_t> acc, const Epilogue& epilogue, const LinearInt8Output& out,
                          Workspace workspace, Stream stream, Synchronize synchronize = Synchronize::no);
+
+// The activations of linear_int8_dynamic: float, half or bfloat16 [M, K] in device memory, contiguous rows.
+using LinearInt8Activations = std::variant<TensorView<const float>, TensorView<const half>, TensorView<const bfloat16>>;
+
+struct LinearInt8DynamicArgs {
+  LinearInt8Activations x;  // [M, K], quantized per token on the device
+  Int8Operand w;            // [N, K], as for linear_int8
+  Epilogue epilogue;        // as for linear_int8
+  LinearInt8Output out;     // [M, N]
+  LinearInt8Path path = LinearInt8Path::automatic;
+};
+
+// The W8A8 layer on float activations, the twin of cpu::linear_int8_dynamic: x quantized per token by
+// quantize_rows_absmax into the workspace (q [M, K] int8 and sx [M]), then linear_int8 with x = {q, sx}. The same
+// checks as linear_int8 (K a multiple of 16, K ≤ 131071), and x's rows contiguous. Workspace: the status word, q, sx
+// and linear_int8's partial sums; a NaN or inf in x sets kNonFinite.
+Support can_implement_linear_int8_dynamic(const LinearInt8DynamicArgs& args);
+std::size_t linear_int8_dynamic_workspace_bytes(const LinearInt8DynamicArgs& args);
+void linear_int8_dynamic(const LinearInt8DynamicArgs& args, Workspace workspace, Stream stream,
+                         Synchronize synchronize = Synchronize::no);
 
 // Dynamic per-token quantization, fused (one read of x, one write of q): for each row m of x [M, K] (float, half or
 // bfloat16; contiguous rows, any row stride), scales[m] = max(max_k |x[m, k]| / 127.5f, FLT_EPSILON) and

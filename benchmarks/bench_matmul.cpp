@@ -180,6 +180,38 @@ const bool registered = [] {
       t.push_back({run_name("nm_2of4", n, k, m), ours, Measure::time, 0.0, "2:4 / shrink FP32 dense, " + shape});
     }
   }
+  // A planned layer against the one-call form on small layers at M = 1 (decode), where the per-call checks
+  // (the bias read for NaN and inf, the weight's layout) weigh most against a small product.
+  for (auto [n, k] : {std::pair<std::int64_t, std::int64_t>{512, 512}, {2048, 512}}) {
+    const std::int64_t m = 1;
+    auto bias = std::make_shared<std::vector<float>>(shrink::bench::product_activations(1, n));
+    const auto epilogue = [bias, n = n] {
+      return Epilogue::with_bias(TensorView<const float>(bias->data(), Shape{n}));
+    };
+    benchmark::RegisterBenchmark(benchmark_name("int4_weight_only_bias", n, k, m).c_str(),
+                                 [n = n, k = k, epilogue](benchmark::State& state) {
+                                   const Weights& w = weights(n, k);
+                                   const Epilogue e = epilogue();
+                                   run_product(state, 1, n, k, [&](TensorView<const float> x, TensorView<float> y) {
+                                     cpu::linear_weight_only(x, w.int4_g128, y, e);
+                                   });
+                                 })
+        ->UseManualTime()
+        ->Unit(benchmark::kMicrosecond);
+    benchmark::RegisterBenchmark(
+        benchmark_name("int4_weight_only_bias_planned", n, k, m).c_str(),
+        [n = n, k = k, epilogue](benchmark::State& state) {
+          const Weights& w = weights(n, k);
+          const auto plan = cpu::make_plan(w.int4_g128, epilogue());
+          run_product(state, 1, n, k, [&](TensorView<const float> x, TensorView<float> y) { cpu::run(plan, x, y); });
+        })
+        ->UseManualTime()
+        ->Unit(benchmark::kMicrosecond);
+    t.push_back(
+        {run_name("int4_weight_only_bias_planned", n, k, m), run_name("int4_weight_only_bias", n, k, m), Measure::time,
+         0.0,
+         "INT4 weight-only with bias, planned / one call, " + std::to_string(n) + "x" + std::to_string(k) + " M=1"});
+  }
   return true;
 }();
 

@@ -397,21 +397,102 @@ std::size_t linear_int8_workspace_bytes(const LinearInt8Args& args) {
   return workspace_for(args.path, args.x.values.size(0), args.w.values.size(0), args.x.values.size(1));
 }
 
+class LinearInt8PlanAccess {
+ public:
+  static LinearInt8Plan make(const LinearInt8Args& args, Kernel kernel, int device) {
+    const std::int64_t m = args.x.values.size(0), k = args.x.values.size(1), n = args.w.values.size(0);
+    LinearInt8Plan p;
+    p.args_ = args;
+    p.kernel_ = static_cast<int>(kernel);
+    p.wgmma_ = kernel == Kernel::wgmma;
+    p.splits_ = static_cast<int>(make_plan(kernel, m, n, k).splits);
+    p.workspace_ = workspace_for(args.path, m, n, k);
+    p.device_ = device;
+    return p;
+  }
+  static Kernel kernel(const LinearInt8Plan& plan) { return static_cast<Kernel>(plan.kernel_); }
+  static int device(const LinearInt8Plan& plan) { return plan.device_; }
+};
+
+namespace {
+
+// x and out of one call against a plan: the planned shapes and output type on the planned device, laid out as the
+// kernels read them, apart from the weight, the epilogue's vectors and each other (O(1): nothing is read).
+Support check_call(const LinearInt8Args& planned, int device, const Int8Operand& x, const LinearInt8Output& output) {
+  Support s = check_device_rows(x.values, "x.values", device);
+  if (!s) return s;
+  if (x.values.shape() != planned.x.values.shape())
+    return no("x.values.shape", to_string(x.values.shape()),
+              to_string(planned.x.values.shape()) + " (the planned shape)");
+  s = check_loads_and_scales(x, "x", device, "per token, or per tensor");
+  if (!s) return s;
+  if (output.index() != planned.out.index())
+    return no("out", "a view of another element type than planned", "the planned output type");
+  const OutputView out = describe_output(output, device);
+  if (!out.layout) return out.layout;
+  const OutputView planned_out = describe_output(planned.out, device);
+  if (out.rows != planned_out.rows || out.cols != planned_out.cols)
+    return no("out.shape", to_string(Shape{out.rows, out.cols}),
+              to_string(Shape{planned_out.rows, planned_out.cols}) + " (the planned shape)");
+  const std::pair<const char*, ByteSpan> inputs[] = {{"x.values", byte_span(x.values)},
+                                                     {"x.scales", byte_span(x.scales)},
+                                                     {"w.values", byte_span(planned.w.values)},
+                                                     {"w.scales", byte_span(planned.w.scales)}};
+  for (const auto& [name, span] : inputs)
+    if (spans_overlap(out.span, span)) return no("out", std::string("memory overlapping ") + name, "a separate output");
+  return check_epilogue_apart(planned.epilogue, out.span);
+}
+
+// The workspace of a call: at least `bytes`, apart from out.
+void require_call_workspace(const Workspace& workspace, std::size_t bytes, const char* query,
+                            const LinearInt8Output& out, int device, const char* fn) {
+  detail::require_workspace(workspace, bytes, query, fn);
+  if (spans_overlap(describe_output(out, device).span, workspace_span(workspace)))
+    fail(fn, "workspace", "memory overlapping out", "a separate workspace");
+}
+
+}  // namespace
+
 void linear_int8(const LinearInt8Args& args, Workspace workspace, Stream stream, Synchronize synchronize) {
   const char* fn = "shrink::cuda::linear_int8";
   require_supported(can_implement_linear_int8(args), fn);
   const std::int64_t m = args.x.values.size(0), k = args.x.values.size(1), n = args.w.values.size(0);
-  detail::require_workspace(workspace, workspace_for(args.path, m, n, k), "linear_int8_workspace_bytes(args)", fn);
   const int device = args.x.values.device().index;
-  if (spans_overlap(describe_output(args.out, device).span, workspace_span(workspace)))
-    fail(fn, "workspace", "memory overlapping out", "a separate workspace");
+  require_call_workspace(workspace, workspace_for(args.path, m, n, k), "linear_int8_workspace_bytes(args)", args.out,
+                         device, fn);
   detail::require_current_device(args.x.values.device(), fn, "x.values");
-
-  const Kernel kernel = choose_kernel(args.path, m, device, fn);
+  const LinearInt8Plan plan = LinearInt8PlanAccess::make(args, choose_kernel(args.path, m, device, fn), device);
   int* status = static_cast<int*>(workspace.data);
   const auto s = static_cast<cudaStream_t>(stream);
   SHRINK_CUDA_CHECK(cudaMemsetAsync(status, 0, sizeof(int), s));
-  enqueue_linear_int8(args, kernel, device, status,
+  enqueue_linear_int8(args, LinearInt8PlanAccess::kernel(plan), device, status,
+                      reinterpret_cast<std::int32_t*>(static_cast<char*>(workspace.data) + kStatusBytes), s);
+  if (synchronize == Synchronize::yes) check_status(workspace, stream, fn);
+}
+
+LinearInt8Plan make_plan(const LinearInt8Args& args) {
+  const char* fn = "shrink::cuda::make_plan(LinearInt8Args)";
+  require_supported(can_implement_linear_int8(args), fn);
+  detail::require_current_device(args.x.values.device(), fn, "x.values");
+  const int device = args.x.values.device().index;
+  return LinearInt8PlanAccess::make(args, choose_kernel(args.path, args.x.values.size(0), device, fn), device);
+}
+
+void run(const LinearInt8Plan& plan, const Int8Operand& x, const LinearInt8Output& out, Workspace workspace,
+         Stream stream, Synchronize synchronize) {
+  const char* fn = "shrink::cuda::run(LinearInt8Plan)";
+  if (plan.empty()) fail(fn, "plan", "a default-constructed plan", "a plan made by make_plan(args)");
+  const int device = LinearInt8PlanAccess::device(plan);
+  require_supported(check_call(plan.args(), device, x, out), fn);
+  require_call_workspace(workspace, plan.workspace_bytes(), "plan.workspace_bytes()", out, device, fn);
+  detail::require_current_device(x.values.device(), fn, "x.values");
+  LinearInt8Args call = plan.args();
+  call.x = x;
+  call.out = out;
+  int* status = static_cast<int*>(workspace.data);
+  const auto s = static_cast<cudaStream_t>(stream);
+  SHRINK_CUDA_CHECK(cudaMemsetAsync(status, 0, sizeof(int), s));
+  enqueue_linear_int8(call, LinearInt8PlanAccess::kernel(plan), device, status,
                       reinterpret_cast<std::int32_t*>(static_cast<char*>(workspace.data) + kStatusBytes), s);
   if (synchronize == Synchronize::yes) check_status(workspace, stream, fn);
 }
@@ -555,7 +636,8 @@ Support can_implement_linear_int8_dynamic(const LinearInt8DynamicArgs& args) {
   const int device = args.w.values.device().index;
   Support s = std::visit([&](const auto& x) { return check_device_rows(x, "x", device); }, args.x);
   if (!s) return s;
-  const auto [m, k] = std::visit([](const auto& x) { return std::pair{x.size(0), x.size(1)}; }, args.x);
+  const Shape x_shape = std::visit([](const auto& x) { return x.shape(); }, args.x);
+  const std::int64_t m = x_shape.values[0], k = x_shape.values[1];
   s = check_weight_and_rest(args.w, args.epilogue, args.out, args.path, m, k, device);
   if (!s) return s;
   if (spans_overlap(describe_output(args.out, device).span, activation_span(args.x)))
@@ -565,7 +647,8 @@ Support can_implement_linear_int8_dynamic(const LinearInt8DynamicArgs& args) {
 
 std::size_t linear_int8_dynamic_workspace_bytes(const LinearInt8DynamicArgs& args) {
   require_supported(can_implement_linear_int8_dynamic(args), "shrink::cuda::linear_int8_dynamic_workspace_bytes");
-  const auto [m, k] = std::visit([](const auto& x) { return std::pair{x.size(0), x.size(1)}; }, args.x);
+  const Shape x_shape = std::visit([](const auto& x) { return x.shape(); }, args.x);
+  const std::int64_t m = x_shape.values[0], k = x_shape.values[1];
   return dynamic_layout(args.path, m, args.w.values.size(0), k).bytes;
 }
 
@@ -573,7 +656,8 @@ void linear_int8_dynamic(const LinearInt8DynamicArgs& args, Workspace workspace,
                          Synchronize synchronize) {
   const char* fn = "shrink::cuda::linear_int8_dynamic";
   require_supported(can_implement_linear_int8_dynamic(args), fn);
-  const auto [m, k] = std::visit([](const auto& x) { return std::pair{x.size(0), x.size(1)}; }, args.x);
+  const Shape x_shape = std::visit([](const auto& x) { return x.shape(); }, args.x);
+  const std::int64_t m = x_shape.values[0], k = x_shape.values[1];
   const std::int64_t n = args.w.values.size(0);
   const DynamicLayout layout = dynamic_layout(args.path, m, n, k);
   detail::require_workspace(workspace, layout.bytes, "linear_int8_dynamic_workspace_bytes(args)", fn);

@@ -1,5 +1,6 @@
 // Host-callable weight-only GEMM (shrink/linear/weight_only_cuda.hpp): the checks behind can_implement, the plan (path,
-// K slices, workspace), then the launches of shrink/cuda/kernels/linear_weight_only.cuh; instantiated for half and bfloat16.
+// K slices, workspace), then the launches of shrink/cuda/kernels/linear_weight_only.cuh; instantiated for half and
+// bfloat16.
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -175,29 +176,93 @@ void require_compute_capability_80(const char* fn) {
          "8.0 or later (mma.sync with bfloat16)");
 }
 
+// x and out of one call against a plan: the planned shapes on the planned device, laid out as the kernels read them,
+// apart from the weight, the bias and each other (O(1): nothing is read).
 template <class T>
-kernels::linear_weight_only::Problem<T> make_problem(const LinearWeightOnlyArgs<T>& a, const Plan& plan,
-                                                     const Workspace& workspace) {
-  kernels::linear_weight_only::Problem<T> p;
-  p.x = a.x.data();
-  p.w = a.w.data.data();
-  p.scales = a.w.scales.data();
-  p.zero_points = has_zero_points(a.w) ? a.w.zero_points.data() : nullptr;
-  p.zero_point_bias = a.w.dtype == quant::QuantDtype::uint4 ? 0 : 8;
-  p.int4_flip = a.w.dtype == quant::QuantDtype::uint4 ? 0u : 0x88888888u;
-  // The int8 weight's scales per output row go through the epilogue; int4's group scales are inside the sums.
-  const EpilogueOp op = make_epilogue_op(a.epilogue, a.x.size(0), a.w.rows());
-  p.op = a.w.dtype == quant::QuantDtype::int8 ? op.with_scales(nullptr, 0, a.w.scales.data(), 1) : op;
-  p.out = a.out.data();
-  p.status = static_cast<int*>(workspace.data);
-  p.partials = plan.slices > 1 ? reinterpret_cast<float*>(static_cast<char*>(workspace.data) + kStatusBytes) : nullptr;
-  p.m = static_cast<int>(a.x.size(0));
-  p.n = static_cast<int>(a.w.rows());
-  p.k = a.x.size(1);
-  p.group_size = static_cast<int>(a.w.group_size);
-  p.k_slice = plan.k_slice;
-  p.slices = plan.slices;
-  return p;
+Support check_call(const LinearWeightOnlyArgs<T>& planned, const TensorView<const T>& x, const TensorView<T>& out) {
+  Support s = check_device_view(x, "x", DeviceViewRules{2, planned.x.device().index, 16});
+  if (!s) return s;
+  if (x.shape() != planned.x.shape())
+    return Support::no("x.shape", to_string(x.shape()), to_string(planned.x.shape()) + " (the planned shape)");
+  if (!(s = check_device_view(out, "out", DeviceViewRules{2, planned.x.device().index, alignof(T)}))) return s;
+  if (out.shape() != planned.out.shape())
+    return Support::no("out.shape", to_string(out.shape()), to_string(planned.out.shape()) + " (the planned shape)");
+  const WeightOnlyWeight& w = planned.w;
+  const char* overlapped = views_overlap(out, x)                                     ? "x"
+                           : views_overlap(out, w.data)                              ? "w.data"
+                           : views_overlap(out, w.scales)                            ? "w.scales"
+                           : has_zero_points(w) && views_overlap(out, w.zero_points) ? "w.zero_points"
+                                                                                     : nullptr;
+  if (overlapped != nullptr)
+    return Support::no("out", std::string("memory overlapping ") + overlapped, "a separate output");
+  return check_epilogue_apart(planned.epilogue, byte_span(out));
+}
+
+}  // namespace
+
+class LinearWeightOnlyPlanAccess {
+ public:
+  template <class T>
+  static LinearWeightOnlyPlan<T> make(const LinearWeightOnlyArgs<T>& args, const Plan& plan, int device) {
+    LinearWeightOnlyPlan<T> p;
+    p.args_ = args;
+    p.tensor_cores_ = plan.tensor_cores;
+    p.slices_ = plan.slices;
+    p.k_slice_ = plan.k_slice;
+    p.workspace_ = plan.workspace;
+    p.device_ = device;
+    return p;
+  }
+
+  // The launches of a checked call: the planned weight and epilogue, this call's x and out.
+  template <class T>
+  static void launch(const LinearWeightOnlyPlan<T>& plan, const TensorView<const T>& x, const TensorView<T>& out,
+                     const Workspace& workspace, cudaStream_t stream) {
+    const LinearWeightOnlyArgs<T>& a = plan.args_;
+    kernels::linear_weight_only::Problem<T> p;
+    p.x = x.data();
+    p.w = a.w.data.data();
+    p.scales = a.w.scales.data();
+    p.zero_points = has_zero_points(a.w) ? a.w.zero_points.data() : nullptr;
+    p.zero_point_bias = a.w.dtype == quant::QuantDtype::uint4 ? 0 : 8;
+    p.int4_flip = a.w.dtype == quant::QuantDtype::uint4 ? 0u : 0x88888888u;
+    // The int8 weight's scales per output row go through the epilogue; int4's group scales are inside the sums.
+    const EpilogueOp op = make_epilogue_op(a.epilogue, x.size(0), a.w.rows());
+    p.op = a.w.dtype == quant::QuantDtype::int8 ? op.with_scales(nullptr, 0, a.w.scales.data(), 1) : op;
+    p.out = out.data();
+    p.status = static_cast<int*>(workspace.data);
+    p.partials =
+        plan.slices_ > 1 ? reinterpret_cast<float*>(static_cast<char*>(workspace.data) + kStatusBytes) : nullptr;
+    p.m = static_cast<int>(x.size(0));
+    p.n = static_cast<int>(a.w.rows());
+    p.k = x.size(1);
+    p.group_size = static_cast<int>(a.w.group_size);
+    p.k_slice = plan.k_slice_;
+    p.slices = plan.slices_;
+    SHRINK_CUDA_CHECK(cudaMemsetAsync(workspace.data, 0, sizeof(int), stream));
+    if (a.w.dtype == quant::QuantDtype::int8)
+      kernels::linear_weight_only::launch<T, WeightKind::int8>(p, plan.tensor_cores_, stream);
+    else
+      kernels::linear_weight_only::launch<T, WeightKind::int4>(p, plan.tensor_cores_, stream);
+  }
+};
+
+namespace {
+
+// The plan of arguments check_args has accepted: the current device must be x's and of compute capability 8.0 or
+// later; its multiprocessors are read when the K slices are left to the plan.
+template <class T>
+LinearWeightOnlyPlan<T> plan_checked(const LinearWeightOnlyArgs<T>& args, const char* fn) {
+  detail::require_current_device(args.x.device(), fn, "x");
+  require_compute_capability_80(fn);
+  return LinearWeightOnlyPlanAccess::make(args, make_plan(args, args.split_k > 0 ? 0 : current_multiprocessors()),
+                                          args.x.device().index);
+}
+
+// A call's workspace against the plan's.
+void require_plan_workspace(const Workspace& workspace, std::size_t bytes, const char* query, const char* fn) {
+  detail::require_pointer(workspace.data, 16, fn, "workspace.data");
+  detail::require_workspace(workspace, bytes, query, fn);
 }
 
 }  // namespace
@@ -225,30 +290,44 @@ void linear_weight_only(const LinearWeightOnlyArgs<T>& args, Workspace workspace
   const char* fn = "shrink::cuda::linear_weight_only";
   require_supported(check_args(args), fn);
   detail::require_pointer(workspace.data, 16, fn, "workspace.data");
-  const std::string query = "linear_weight_only_workspace_bytes(args)";
+  const char* query = "linear_weight_only_workspace_bytes(args)";
   if (args.split_k > 0)  // the plan needs no device: the workspace is checked before any CUDA call
     detail::require_workspace(workspace, make_plan(args, 0).workspace, query, fn);
   else
     detail::require_workspace(workspace, kStatusBytes, query, fn);
-  detail::require_current_device(args.x.device(), fn, "x");
-  require_compute_capability_80(fn);
-  const Plan plan = make_plan(args, args.split_k > 0 ? 0 : current_multiprocessors());
-  detail::require_workspace(workspace, plan.workspace, query, fn);
-
-  const kernels::linear_weight_only::Problem<T> p = make_problem(args, plan, workspace);
-  SHRINK_CUDA_CHECK(cudaMemsetAsync(workspace.data, 0, sizeof(int), stream));
-  if (args.w.dtype == quant::QuantDtype::int8)
-    kernels::linear_weight_only::launch<T, WeightKind::int8>(p, plan.tensor_cores, stream);
-  else
-    kernels::linear_weight_only::launch<T, WeightKind::int4>(p, plan.tensor_cores, stream);
+  const LinearWeightOnlyPlan<T> plan = plan_checked(args, fn);
+  require_plan_workspace(workspace, plan.workspace_bytes(), query, fn);
+  LinearWeightOnlyPlanAccess::launch(plan, args.x, args.out, workspace, static_cast<cudaStream_t>(stream));
   if (synchronize == Synchronize::yes) check_status(workspace, stream, fn);
 }
 
-#define SHRINK_INSTANTIATE_GEMM_WEIGHT_ONLY(T)                                                \
-  template Support can_implement_linear_weight_only<T>(const LinearWeightOnlyArgs<T>&);       \
-  template WeightOnlyPath linear_weight_only_path<T>(const LinearWeightOnlyArgs<T>&);         \
-  template std::size_t linear_weight_only_workspace_bytes<T>(const LinearWeightOnlyArgs<T>&); \
-  template void linear_weight_only<T>(const LinearWeightOnlyArgs<T>&, Workspace, Stream, Synchronize);
+template <class T>
+LinearWeightOnlyPlan<T> make_plan(const LinearWeightOnlyArgs<T>& args) {
+  const char* fn = "shrink::cuda::make_plan(LinearWeightOnlyArgs)";
+  require_supported(check_args(args), fn);
+  return plan_checked(args, fn);
+}
+
+template <class T>
+void run(const LinearWeightOnlyPlan<T>& plan, TensorView<const T> x, TensorView<T> out, Workspace workspace,
+         Stream stream, Synchronize synchronize) {
+  const char* fn = "shrink::cuda::run(LinearWeightOnlyPlan)";
+  if (plan.empty()) fail(fn, "plan", "a default-constructed plan", "a plan made by make_plan(args)");
+  require_supported(check_call(plan.args(), x, out), fn);
+  require_plan_workspace(workspace, plan.workspace_bytes(), "plan.workspace_bytes()", fn);
+  detail::require_current_device(x.device(), fn, "x");
+  LinearWeightOnlyPlanAccess::launch(plan, x, out, workspace, static_cast<cudaStream_t>(stream));
+  if (synchronize == Synchronize::yes) check_status(workspace, stream, fn);
+}
+
+#define SHRINK_INSTANTIATE_GEMM_WEIGHT_ONLY(T)                                                                \
+  template Support can_implement_linear_weight_only<T>(const LinearWeightOnlyArgs<T>&);                       \
+  template WeightOnlyPath linear_weight_only_path<T>(const LinearWeightOnlyArgs<T>&);                         \
+  template std::size_t linear_weight_only_workspace_bytes<T>(const LinearWeightOnlyArgs<T>&);                 \
+  template void linear_weight_only<T>(const LinearWeightOnlyArgs<T>&, Workspace, Stream, Synchronize);        \
+  template LinearWeightOnlyPlan<T> make_plan<T>(const LinearWeightOnlyArgs<T>&);                              \
+  template void run<T>(const LinearWeightOnlyPlan<T>&, TensorView<const T>, TensorView<T>, Workspace, Stream, \
+                       Synchronize);
 
 SHRINK_INSTANTIATE_GEMM_WEIGHT_ONLY(half)
 SHRINK_INSTANTIATE_GEMM_WEIGHT_ONLY(bfloat16)

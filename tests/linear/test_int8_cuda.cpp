@@ -368,6 +368,42 @@ TEST_CASE("cuda linear_int8 flags bad scales and a non-finite bias when asked to
   }
 }
 
+TEST_CASE("cuda linear_int8 plan: one make_plan, run on new activations, the bits of the one-call form", "[gpu]") {
+  for (const LinearInt8Path path : paths_here())
+    for (const GemmShape& s : {GemmShape{1, 256, 4096}, GemmShape{130, 128, 2048}}) {
+      INFO(shrink::cuda::to_string(path) << " M " << s.m << " N " << s.n << " K " << s.k);
+      const Int8Problem a(s.m, s.n, s.k, true, true, true, 41), b(s.m, s.n, s.k, true, true, true, 42);
+      LinearInt8Args args = a.args(path);  // b's x with a's weight below
+      args.epilogue.activation = Activation::relu;
+      DeviceBuffer out_one(static_cast<std::size_t>(s.m * s.n) * sizeof(half)), out_plan(out_one.bytes());
+      args.out = TensorView<half>(out_one.as<half>(), Shape{s.m, s.n}, Device::cuda(0));
+      const shrink::cuda::LinearInt8Plan plan = shrink::cuda::make_plan(args);
+      CHECK(plan.workspace_bytes() == shrink::cuda::linear_int8_workspace_bytes(args));
+      CHECK((path == LinearInt8Path::automatic || plan.path() == path));
+      DeviceBuffer ws(plan.workspace_bytes());
+      const TensorView<half> planned_out(out_plan.as<half>(), Shape{s.m, s.n}, Device::cuda(0));
+      for (const Int8Problem* x : {&a, &b}) {
+        args.x = x->x_operand();
+        shrink::cuda::linear_int8(args, ws.workspace(), nullptr, Synchronize::yes);
+        shrink::cuda::run(plan, x->x_operand(), planned_out, ws.workspace(), nullptr, Synchronize::yes);
+        CHECK(out_one.download<std::uint16_t>(static_cast<std::size_t>(s.m * s.n)) ==
+              out_plan.download<std::uint16_t>(static_cast<std::size_t>(s.m * s.n)));
+      }
+      const shrink::cuda::Int8Operand short_x{
+          TensorView<const std::int8_t>(a.x_dev->as<std::int8_t>(), Shape{s.m, s.k - 16}, Device::cuda(0)),
+          a.x_operand().scales};
+      CHECK_THROWS_WITH(
+          shrink::cuda::run(plan, short_x, planned_out, ws.workspace(), nullptr),
+          Contains("shrink::cuda::run(LinearInt8Plan): x.values.shape") && Contains("(the planned shape)"));
+      CHECK_THROWS_WITH(shrink::cuda::run(plan, a.x_operand(),
+                                          TensorView<float>(out_plan.as<float>(), Shape{s.m, s.n / 2}, Device::cuda(0)),
+                                          ws.workspace(), nullptr),
+                        Contains("the planned output type"));
+      CHECK_THROWS_WITH(shrink::cuda::run(plan, a.x_operand(), planned_out, {ws.as<void>(), 4}, nullptr),
+                        Contains("expected at least plan.workspace_bytes()"));
+    }
+}
+
 TEST_CASE("cuda linear_int8 refuses a forced wgmma path on a device that is not sm_90", "[gpu]") {
   if (device_is_sm90()) return;
   const Int8Problem p(8, 16, 32, true, true, false, 10);
@@ -746,6 +782,15 @@ TEST_CASE("cuda can_implement_linear_int8 names the argument at fault; linear_in
     a.path = static_cast<LinearInt8Path>(9);
     expect_refused(a, "path = 9");
   }
+}
+
+TEST_CASE("cuda linear_int8 run refuses a plan that make_plan did not make, before any CUDA call", "[host]") {
+  const shrink::cuda::LinearInt8Plan plan;
+  CHECK(plan.empty());
+  const LinearInt8Args a = valid_args();
+  CHECK_THROWS_WITH(shrink::cuda::run(plan, a.x, a.out, kFakeInt8Workspace, nullptr),
+                    Contains("shrink::cuda::run(LinearInt8Plan): plan = a default-constructed plan: expected a plan "
+                             "made by make_plan(args)"));
 }
 
 TEST_CASE("cuda linear_int8 checks the workspace on the host", "[host]") {

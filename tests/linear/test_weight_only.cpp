@@ -575,6 +575,76 @@ TEST_CASE("linear_weight_only with half and bfloat16 activations and outputs", "
   }
 }
 
+namespace {
+
+// A planned weight-only layer against the one-call form: the same bytes for activations A, at every SIMD level.
+template <class A, class W>
+void check_plan_matches_one_call(const W& w, const Epilogue& e, std::int64_t m, std::mt19937& rng) {
+  const auto plan = make_plan(w, e);
+  for (int call = 0; call < 2; ++call) {  // new activations on each call
+    const std::vector<A> x = rounded<A>(shrink::test::normal_values(static_cast<std::size_t>(m * w.cols), rng));
+    const TensorView<const A> xv(x.data(), Shape{m, w.cols});
+    at_each_level([&](SimdLevel) {
+      std::vector<A> one(static_cast<std::size_t>(m * w.rows), A(kPoison)), planned(one.size(), A(kPoison));
+      linear_weight_only(xv, w, TensorView<A>(one.data(), Shape{m, w.rows}), e);
+      run(plan, xv, TensorView<A>(planned.data(), Shape{m, w.rows}));
+      CHECK(std::memcmp(one.data(), planned.data(), one.size() * sizeof(A)) == 0);
+    });
+  }
+}
+
+}  // namespace
+
+TEST_CASE("weight-only plans: one check of the weight and epilogue, then calls with the one-call form's bytes",
+          "[cpu][linear][plan]") {
+  std::mt19937 rng(91);
+  const std::int64_t n = 70, k = 256;
+  const auto w = shrink::test::normal_values(static_cast<std::size_t>(n * k), rng, 0.05f);
+  const auto bias = shrink::test::normal_values(static_cast<std::size_t>(n), rng);
+  const PackedWeight<std::int8_t> p8 = pack_weight(
+      quant::quantize(TensorView<const float>(w.data(), Shape{n, k}),
+                      quant::QuantScheme::per_channel(quant::QuantDtype::int8, quant::Symmetry::symmetric, 0)));
+  const PackedInt4Weight p4 = pack_weight_int4(quantize_int4(w, n, k, 64));
+  const PackedWeight<half> ph = pack_weight_as<half>(TensorView<const float>(w.data(), Shape{n, k}));
+  const Epilogue e = Epilogue::with_bias(TensorView<const float>(bias.data(), Shape{n}), Activation::gelu);
+  for (const std::int64_t m : {std::int64_t{1}, std::int64_t{13}}) {
+    INFO("M " << m);
+    check_plan_matches_one_call<float>(p8, e, m, rng);
+    check_plan_matches_one_call<float>(p4, e, m, rng);
+    check_plan_matches_one_call<float>(ph, Epilogue{}, m, rng);
+    check_plan_matches_one_call<half>(p4, e, m, rng);
+    check_plan_matches_one_call<bfloat16>(p8, e, m, rng);
+  }
+
+  SECTION("make_plan checks the weight and reads the bias once") {
+    std::vector<float> bad = bias;
+    bad[5] = std::nanf("");
+    CHECK_THROWS_WITH(make_plan(p4, Epilogue::with_bias(TensorView<const float>(bad.data(), Shape{n}))),
+                      Catch::Matchers::Contains("shrink::cpu::make_plan(weight-only): epilogue.bias[5] = nan"));
+    CHECK_THROWS_WITH(make_plan(p8, Epilogue::with_bias(TensorView<const float>(bias.data(), Shape{n - 1}))),
+                      Catch::Matchers::Contains("epilogue.bias.shape = [69]"));
+    PackedInt4Weight broken = p4;
+    broken.scales.pop_back();
+    CHECK_THROWS_WITH(make_plan(broken), Catch::Matchers::Contains("an inconsistent PackedInt4Weight"));
+  }
+  SECTION("run checks x and out against the plan and writes nothing when they fail") {
+    const auto plan = make_plan(p4, e);
+    std::vector<float> x(static_cast<std::size_t>(3 * k), 0.5f), out(static_cast<std::size_t>(3 * n), kPoison);
+    const TensorView<float> ov(out.data(), Shape{3, n});
+    CHECK_THROWS_WITH(run(plan, TensorView<const float>(x.data(), Shape{3, k - 64}), ov),
+                      Catch::Matchers::Contains("shrink::cpu::run(LinearWeightOnlyPlan): x.shape = [3, 192]"));
+    CHECK_THROWS_WITH(
+        run(plan, TensorView<const float>(x.data(), Shape{3, k}), TensorView<float>(out.data(), Shape{3, n - 1})),
+        Catch::Matchers::Contains("out.shape = [3, 69]"));
+    CHECK_THROWS_WITH(run(plan, TensorView<const float>(x.data(), Shape{1, k}),
+                          TensorView<float>(const_cast<float*>(bias.data()), Shape{1, n})),
+                      Catch::Matchers::Contains("out = memory overlapping epilogue.bias"));
+    CHECK_THROWS_WITH(run(LinearWeightOnlyPlan<PackedInt4Weight>(), TensorView<const float>(x.data(), Shape{3, k}), ov),
+                      Catch::Matchers::Contains("plan = an empty plan"));
+    for (float v : out) CHECK(v == kPoison);
+  }
+}
+
 TEST_CASE("linear layers read strided activations and write outputs with a row stride", "[cpu][linear][float]") {
   std::mt19937 rng(23);
   const std::int64_t m = 14, n = 37, k = 90;

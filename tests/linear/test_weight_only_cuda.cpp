@@ -705,6 +705,14 @@ TEST_CASE("cuda can_implement_linear_weight_only accepts good arguments and name
   }
 }
 
+TEST_CASE("cuda weight-only run refuses a plan that make_plan did not make, before any CUDA call", "[host]") {
+  const shrink::cuda::LinearWeightOnlyPlan<half> plan;
+  CHECK(plan.empty());
+  CHECK_THROWS_WITH(shrink::cuda::run(plan, TensorView<const half>(), TensorView<half>(), {nullptr, 0}, nullptr),
+                    Contains("shrink::cuda::run(LinearWeightOnlyPlan): plan = a default-constructed plan: expected a "
+                             "plan made by make_plan(args)"));
+}
+
 TEST_CASE("cuda linear_weight_only checks the workspace before any CUDA call; the path rule", "[host]") {
   WeightOnlyHostArgs h;
   using shrink::cuda::linear_weight_only;
@@ -799,6 +807,52 @@ TEST_CASE("cuda linear_weight_only: K slices give the same bits on every run, an
         }
         CHECK(far == 0);
       }
+    }
+}
+
+TEST_CASE("cuda weight-only plan: one make_plan, run on new activations, the bits of the one-call form", "[gpu]") {
+  for (const WeightCase wc : {WeightCase::int8, WeightCase::int4_affine_g64})
+    for (const std::int64_t m : {std::int64_t{1}, std::int64_t{16}}) {
+      INFO(case_name(wc) << " M " << m);
+      const std::int64_t n = 300, k = 2048;
+      std::mt19937 rng(950 + static_cast<std::uint32_t>(m));
+      const HostWeight w = make_weight(wc, n, k, rng);
+      const std::vector<half> x1 = random_activations<half>(m * k, rng), x2 = random_activations<half>(m * k, rng);
+      WeightOnlyDeviceProblem d(x1.size() * 2, w.q.data.size(), w.q.qparams.scale.size() * 4, 4,
+                                static_cast<std::size_t>(m * n + kGuard) * 2, zero_point_bytes(wc, w));
+      d.upload_weight(w);
+      LinearWeightOnlyArgs<half> args;
+      args.x = TensorView<const half>(d.x.as<half>(), Shape{m, k}, Device::cuda(0));
+      args.w = d.weight(wc, n, k);
+      args.out = TensorView<half>(d.out.as<half>(), Shape{m, n}, Device::cuda(0));
+      args.epilogue.activation = Activation::silu;
+      const shrink::cuda::LinearWeightOnlyPlan<half> plan = shrink::cuda::make_plan(args);
+      CHECK(plan.path() == shrink::cuda::linear_weight_only_path(args));
+      CHECK(plan.workspace_bytes() == shrink::cuda::linear_weight_only_workspace_bytes(args));
+      DeviceBuffer workspace(plan.workspace_bytes());
+      DeviceBuffer x_other(x2.size() * 2), out_other(static_cast<std::size_t>(m * n) * 2);
+      x_other.upload(x2.data(), x_other.bytes());
+      for (const std::vector<half>* x : {&x1, &x2}) {
+        d.x.upload(x->data(), d.x.bytes());
+        const Run<half> one_call = run_on_device(d, args, m, n);
+        // The plan on the other buffers: the same bits.
+        x_other.upload(x->data(), x_other.bytes());
+        shrink::cuda::run(plan, TensorView<const half>(x_other.as<half>(), Shape{m, k}, Device::cuda(0)),
+                          TensorView<half>(out_other.as<half>(), Shape{m, n}, Device::cuda(0)), workspace.workspace(),
+                          nullptr, shrink::cuda::Synchronize::yes);
+        const std::vector<half> planned = out_other.download<half>(static_cast<std::size_t>(m * n));
+        CHECK(std::memcmp(planned.data(), one_call.out.data(), planned.size() * 2) == 0);
+      }
+      const TensorView<half> out_view(out_other.as<half>(), Shape{m, n}, Device::cuda(0));
+      CHECK_THROWS_WITH(
+          shrink::cuda::run(plan, TensorView<const half>(x_other.as<half>(), Shape{m, k - 64}, Device::cuda(0)),
+                            out_view, workspace.workspace(), nullptr),
+          Contains("shrink::cuda::run(LinearWeightOnlyPlan): x.shape") && Contains("(the planned shape)"));
+      CHECK_THROWS_WITH(shrink::cuda::run(plan, args.x, TensorView<half>(d.x.as<half>(), Shape{m, n}, Device::cuda(0)),
+                                          workspace.workspace(), nullptr),
+                        Contains("out = memory overlapping x"));
+      CHECK_THROWS_WITH(shrink::cuda::run(plan, args.x, out_view, {workspace.as<void>(), 4}, nullptr),
+                        Contains("expected at least plan.workspace_bytes()"));
     }
 }
 

@@ -21,7 +21,8 @@
 // the epilogue kernel that apply_int8_epilogue also exposes.
 //
 // Two phases, as CUB: linear_int8_workspace_bytes(args), then linear_int8(args, workspace, stream), which enqueues,
-// allocates nothing and returns at once. Host checks (can_implement_linear_int8, also the first thing linear_int8 does)
+// allocates nothing and returns at once. For repeated calls, make_plan(args) once and run(plan, x, out, workspace,
+// stream). Host checks (can_implement_linear_int8, also the first thing linear_int8 does)
 // throw shrink::Error before any CUDA call and never touch the device; device-side checks go to the status word:
 // kBadScale (a scale not finite and > 0), kNonFinite (a bias or, for the quantizer, an input that is NaN or inf),
 // read with Synchronize::yes or check_status.
@@ -79,6 +80,41 @@ std::size_t linear_int8_workspace_bytes(const LinearInt8Args& args);
 // out = epilogue(x · wᵀ), enqueued on `stream` (see the top of this file).
 void linear_int8(const LinearInt8Args& args, Workspace workspace, Stream stream,
                  Synchronize synchronize = Synchronize::no);
+
+class LinearInt8PlanAccess;  // the compiled layer's (cuda/linear_int8.cu) way in
+
+// linear_int8 prepared for repeated calls, as CUTLASS's initialize / run: make_plan checks every argument, reads the
+// current device once (its compute capability, for the path) and fixes the kernel, the tiles, the K split and the
+// workspace; run then checks only what a call may change (x with its scales and out: the planned shapes and output
+// type on the planned device, apart from the weight, the bias and each other) and launches, querying nothing but the
+// current device. A plan holds the views it was made with: w, its scales and the bias must outlive it, unchanged in
+// place and shape.
+class LinearInt8Plan {
+ public:
+  const LinearInt8Args& args() const { return args_; }  // as planned
+  LinearInt8Path path() const { return wgmma_ ? LinearInt8Path::wgmma : LinearInt8Path::mma_sync; }
+  int k_splits() const { return splits_; }
+  std::size_t workspace_bytes() const { return workspace_; }
+  bool empty() const { return device_ < 0; }  // default-constructed: not made by make_plan
+
+ private:
+  friend class LinearInt8PlanAccess;
+  LinearInt8Args args_;
+  int kernel_ = 0;  // cuda/linear_int8.cu's Kernel
+  bool wgmma_ = false;
+  int splits_ = 1;
+  std::size_t workspace_ = 0;
+  int device_ = -1;
+};
+
+// Throws shrink::Error when the call cannot run (can_implement_linear_int8's reason), the current device is not x's,
+// or the device cannot run the path.
+LinearInt8Plan make_plan(const LinearInt8Args& args);
+
+// The planned product on x [M, K] with its scales ([M] or [1]) and out [M, N] of the planned shapes and output type
+// (plan.args().x and .out repeat the planned call); workspace of at least plan.workspace_bytes().
+void run(const LinearInt8Plan& plan, const Int8Operand& x, const LinearInt8Output& out, Workspace workspace,
+         Stream stream, Synchronize synchronize = Synchronize::no);
 
 // The epilogue alone on int32 accumulators acc [M, N] in device memory (contiguous rows, any row stride), e.g. from
 // cuBLASLt: out = epilogue(acc), the same values linear_int8 writes. With no operands to carry them, the scales come

@@ -212,12 +212,10 @@ Support check_weight_only(const TensorView<const A>& x, const W& w, const Tensor
   return check_no_overlap(out, w.panels.data(), packed_bytes(w), "w");
 }
 
-// The checked layer for any activation type: float runs in place; half / bfloat16 through float rows and a float
+// The layer for any activation type once checked: float runs in place; half / bfloat16 through float rows and a float
 // result, each output then rounded to nearest even.
 template <class A, class W>
-void linear_weight_only_any(const TensorView<const A>& x, const W& w, const TensorView<A>& out,
-                            const Epilogue& epilogue, const char* fn) {
-  require_supported(check_weight_only(x, w, out, epilogue), fn);
+void weight_only_checked(const TensorView<const A>& x, const W& w, const TensorView<A>& out, const Epilogue& epilogue) {
   const EpilogueOp op = weight_only_op(epilogue, x.size(0), w);
   if constexpr (std::is_same<A, float>::value) {
     std::vector<float> storage;
@@ -236,6 +234,27 @@ void linear_weight_only_any(const TensorView<const A>& x, const W& w, const Tens
     weight_only_product(xs.data(), k_total, m_total, w, y.data(), n_total, op);
     cpu::convert_rows(op, y.data(), n_total, out);
   }
+}
+
+template <class A, class W>
+void linear_weight_only_any(const TensorView<const A>& x, const W& w, const TensorView<A>& out,
+                            const Epilogue& epilogue, const char* fn) {
+  require_supported(check_weight_only(x, w, out, epilogue), fn);
+  weight_only_checked(x, w, out, epilogue);
+}
+
+// What a planned call checks: x and out against the planned weight, apart from it, the bias and each other (O(1)).
+template <class A, class W>
+Support check_planned_call(const TensorView<const A>& x, const W& w, const TensorView<A>& out,
+                           const Epilogue& epilogue) {
+  Support s = check_activations(x, w.cols);
+  if (!s) return s;
+  s = check_output(out, x.size(0), w.rows);
+  if (!s) return s;
+  if (views_overlap(x, out)) return Support::no("out", "memory overlapping x", "a separate output");
+  s = check_no_overlap(out, w.panels.data(), packed_bytes(w), "w");
+  if (!s) return s;
+  return check_epilogue_apart(epilogue, byte_span(out));
 }
 
 // Packs an int8 (symmetric, per tensor or channel) or 4-bit (int4 / uint4, symmetric or affine, per tensor, channel
@@ -365,4 +384,51 @@ inline void linear_weight_only(TensorView<const bfloat16> x, const quant::Quanti
   linear::detail::linear_weight_only_quantized(x, w, out, epilogue, "shrink::cpu::linear_weight_only");
 }
 
+// ---- plans for repeated calls -----------------------------------------------------------------------------------
+
+// linear_weight_only prepared for repeated calls: a packed weight W (PackedWeight<T> or PackedInt4Weight) and the
+// epilogue, checked once when the plan is made (the weight's layout, the bias read for NaN and inf); run(plan, x, out)
+// then checks only x and out, in O(1), and computes the bits the one-call form gives. The plan holds W by pointer and
+// the bias by view: both must outlive it, unchanged.
+template <class W>
+class LinearWeightOnlyPlan {
+ public:
+  LinearWeightOnlyPlan() = default;  // empty: run refuses it
+  LinearWeightOnlyPlan(const W& w, const Epilogue& epilogue) : w_(&w), epilogue_(epilogue) {
+    const char* fn = "shrink::cpu::make_plan(weight-only)";
+    require_supported(linear::detail::check_packed_weight(w), fn);
+    require_supported(check_epilogue(epilogue, epilogue_rules<float>(1, w.rows, Device::host())), fn);
+  }
+  LinearWeightOnlyPlan(W&&, const Epilogue&) = delete;  // a temporary weight would not outlive the plan
+
+  const W& weight() const { return *w_; }
+  const Epilogue& epilogue() const { return epilogue_; }
+  bool empty() const { return w_ == nullptr; }
+
+ private:
+  const W* w_ = nullptr;
+  Epilogue epilogue_;
+};
+
+template <class T>
+LinearWeightOnlyPlan<PackedWeight<T>> make_plan(const PackedWeight<T>& w, const Epilogue& epilogue = {}) {
+  return LinearWeightOnlyPlan<PackedWeight<T>>(w, epilogue);
+}
+inline LinearWeightOnlyPlan<PackedInt4Weight> make_plan(const PackedInt4Weight& w, const Epilogue& epilogue = {}) {
+  return LinearWeightOnlyPlan<PackedInt4Weight>(w, epilogue);
+}
+template <class T>
+void make_plan(PackedWeight<T>&&, const Epilogue& = {}) = delete;
+void make_plan(PackedInt4Weight&&, const Epilogue& = {}) = delete;
+
+// The planned layer on activations x [M, K] (float, half or bfloat16, any strides) into out [M, N] of x's type.
+template <class W, class A>
+void run(const LinearWeightOnlyPlan<W>& plan, TensorView<const A> x, TensorView<A> out) {
+  static_assert(std::is_same<A, float>::value || std::is_same<A, half>::value || std::is_same<A, bfloat16>::value,
+                "weight-only activations are float, half or bfloat16");
+  const char* fn = "shrink::cpu::run(LinearWeightOnlyPlan)";
+  if (plan.empty()) fail(fn, "plan", "an empty plan", "a plan made by make_plan(w, epilogue)");
+  require_supported(linear::detail::check_planned_call(x, plan.weight(), out, plan.epilogue()), fn);
+  linear::detail::weight_only_checked(x, plan.weight(), out, plan.epilogue());
+}
 }  // namespace shrink::cpu

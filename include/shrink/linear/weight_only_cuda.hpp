@@ -14,15 +14,16 @@
 // stored. act and its formulas are Activation's (core/epilogue.hpp); the CPU twin is
 // cpu::linear_weight_only (linear/weight_only.hpp), which the tests compare against.
 //
-// Paths: cuda_core (CUDA-core FMA in float, for the smallest M) and tensor_core (mma.sync m16n8k16, f16 or bf16
-// inputs with fp32 accumulation); both run on sm_80 and sm_90 (and later). automatic picks by M (see
-// linear_weight_only_path; the design: benchmarks/notes/gpu_linear_weight_only.md). K is cut in slices across thread blocks
-// when N alone cannot fill the device; the slices' float partials go to the workspace and a second kernel adds them
-// in a fixed order: results are deterministic, bit for bit, for a given device and plan.
+// Paths: cuda_core (CUDA-core FMA in float, for the smallest M) and tensor_core (mma.sync m16n8k16, f16 or bf16 inputs
+// with fp32 accumulation); both run on sm_80 and sm_90 (and later). automatic picks by M (see linear_weight_only_path;
+// the design: benchmarks/notes/gpu_linear_weight_only.md). K is cut in slices across thread blocks when N alone cannot
+// fill the device; the slices' float partials go to the workspace and a second kernel adds them in a fixed order:
+// results are deterministic, bit for bit, for a given device and plan.
 //
-// Two phases, as CUB: linear_weight_only_workspace_bytes(args) (the status word and the partials; it reads the
-// current device's multiprocessor count), then linear_weight_only(args, workspace, stream), which enqueues, allocates
-// nothing and returns at once. Every argument is checked on the host before any CUDA call (shrink::Error naming it);
+// Two phases, as CUB: linear_weight_only_workspace_bytes(args) (the status word and the partials; it reads the current
+// device's multiprocessor count), then linear_weight_only(args, workspace, stream), which enqueues, allocates nothing
+// and returns at once. For repeated calls, make_plan(args) once and run(plan, x, out, workspace, stream). Every
+// argument is checked on the host before any CUDA call (shrink::Error naming it);
 // can_implement_linear_weight_only(args) asks the same questions without throwing. Device-side checks go to the status
 // word and are read with Synchronize::yes (or check_status): kBadScale (a scale not finite and > 0), kBadZeroPoint (a
 // zero point outside the dtype's range), kNonFinite (a bias not finite). NaN and inf in x propagate as IEEE arithmetic
@@ -127,9 +128,47 @@ WeightOnlyPath linear_weight_only_path(const LinearWeightOnlyArgs<T>& args);
 template <class T>
 std::size_t linear_weight_only_workspace_bytes(const LinearWeightOnlyArgs<T>& args);
 
-// Enqueues out = act(x · dequantize(W)ᵀ + bias) on `stream`.
+// Enqueues out = act(x · dequantize(W)ᵀ + bias) on `stream`: make_plan(args), then run on args.x and args.out.
 template <class T>
 void linear_weight_only(const LinearWeightOnlyArgs<T>& args, Workspace workspace, Stream stream,
                         Synchronize synchronize = Synchronize::no);
+
+class LinearWeightOnlyPlanAccess;  // the compiled layer's (cuda/linear_weight_only.cu) way in
+
+// linear_weight_only prepared for repeated calls, as CUTLASS's initialize / run: make_plan checks every argument,
+// resolves the path and reads the current device once (its compute capability and, unless split_k is given, its
+// multiprocessor count), fixing the K slices and the workspace; run then checks only what a call may change (x and
+// out: the planned shapes on the planned device, apart from the weight, the bias and each other) and launches,
+// querying nothing but the current device. A plan holds the views it was made with: the weight, its scales and zero
+// points and the bias must outlive it, unchanged in place and shape.
+template <class T>
+class LinearWeightOnlyPlan {
+ public:
+  const LinearWeightOnlyArgs<T>& args() const { return args_; }  // as planned
+  WeightOnlyPath path() const { return tensor_cores_ ? WeightOnlyPath::tensor_core : WeightOnlyPath::cuda_core; }
+  int k_slices() const { return slices_; }
+  std::size_t workspace_bytes() const { return workspace_; }
+  bool empty() const { return device_ < 0; }  // default-constructed: not made by make_plan
+
+ private:
+  friend class LinearWeightOnlyPlanAccess;
+  LinearWeightOnlyArgs<T> args_;
+  bool tensor_cores_ = false;
+  int slices_ = 1;
+  std::int64_t k_slice_ = 0;
+  std::size_t workspace_ = 0;
+  int device_ = -1;
+};
+
+// Throws shrink::Error when the call cannot run (can_implement_linear_weight_only's reason) or the current device
+// is not x's or older than compute capability 8.0.
+template <class T>
+LinearWeightOnlyPlan<T> make_plan(const LinearWeightOnlyArgs<T>& args);
+
+// The planned product on activations x [M, K] and output out [M, N] of the planned shapes (plan.args().x and .out
+// repeat the planned call); workspace of at least plan.workspace_bytes().
+template <class T>
+void run(const LinearWeightOnlyPlan<T>& plan, TensorView<const T> x, TensorView<T> out, Workspace workspace,
+         Stream stream, Synchronize synchronize = Synchronize::no);
 
 }  // namespace shrink::cuda

@@ -443,6 +443,17 @@ Support check_call(const LinearInt8Args& planned, int device, const Int8Operand&
   return check_epilogue_apart(planned.epilogue, out.span);
 }
 
+// A checked call with its workspace: the status word cleared, the launches, the status read back when asked.
+void launch_checked(const LinearInt8Args& call, Kernel kernel, int device, const Workspace& workspace, Stream stream,
+                    Synchronize synchronize, const char* fn) {
+  int* status = static_cast<int*>(workspace.data);
+  const auto s = static_cast<cudaStream_t>(stream);
+  SHRINK_CUDA_CHECK(cudaMemsetAsync(status, 0, sizeof(int), s));
+  enqueue_linear_int8(call, kernel, device, status,
+                      reinterpret_cast<std::int32_t*>(static_cast<char*>(workspace.data) + kStatusBytes), s);
+  if (synchronize == Synchronize::yes) check_status(workspace, stream, fn);
+}
+
 // The workspace of a call: at least `bytes`, apart from out.
 void require_call_workspace(const Workspace& workspace, std::size_t bytes, const char* query,
                             const LinearInt8Output& out, int device, const char* fn) {
@@ -461,13 +472,7 @@ void linear_int8(const LinearInt8Args& args, Workspace workspace, Stream stream,
   require_call_workspace(workspace, workspace_for(args.path, m, n, k), "linear_int8_workspace_bytes(args)", args.out,
                          device, fn);
   detail::require_current_device(args.x.values.device(), fn, "x.values");
-  const LinearInt8Plan plan = LinearInt8PlanAccess::make(args, choose_kernel(args.path, m, device, fn), device);
-  int* status = static_cast<int*>(workspace.data);
-  const auto s = static_cast<cudaStream_t>(stream);
-  SHRINK_CUDA_CHECK(cudaMemsetAsync(status, 0, sizeof(int), s));
-  enqueue_linear_int8(args, LinearInt8PlanAccess::kernel(plan), device, status,
-                      reinterpret_cast<std::int32_t*>(static_cast<char*>(workspace.data) + kStatusBytes), s);
-  if (synchronize == Synchronize::yes) check_status(workspace, stream, fn);
+  launch_checked(args, choose_kernel(args.path, m, device, fn), device, workspace, stream, synchronize, fn);
 }
 
 LinearInt8Plan make_plan(const LinearInt8Args& args) {
@@ -489,12 +494,7 @@ void run(const LinearInt8Plan& plan, const Int8Operand& x, const LinearInt8Outpu
   LinearInt8Args call = plan.args();
   call.x = x;
   call.out = out;
-  int* status = static_cast<int*>(workspace.data);
-  const auto s = static_cast<cudaStream_t>(stream);
-  SHRINK_CUDA_CHECK(cudaMemsetAsync(status, 0, sizeof(int), s));
-  enqueue_linear_int8(call, LinearInt8PlanAccess::kernel(plan), device, status,
-                      reinterpret_cast<std::int32_t*>(static_cast<char*>(workspace.data) + kStatusBytes), s);
-  if (synchronize == Synchronize::yes) check_status(workspace, stream, fn);
+  launch_checked(call, LinearInt8PlanAccess::kernel(plan), device, workspace, stream, synchronize, fn);
 }
 
 // ---- the epilogue alone -------------------------------------------------------------------------------------------

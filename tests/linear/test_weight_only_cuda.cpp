@@ -183,6 +183,16 @@ struct WeightOnlyDeviceProblem {
     return WeightOnlyWeight::int4(packed, s, group_of(wc));
   }
 
+  // The arguments of an [m, n, k] product over these buffers: x, the weight of case wc, out.
+  template <class T>
+  LinearWeightOnlyArgs<T> args(WeightCase wc, std::int64_t m, std::int64_t n, std::int64_t k) const {
+    LinearWeightOnlyArgs<T> a;
+    a.x = TensorView<const T>(x.as<T>(), Shape{m, k}, Device::cuda(0));
+    a.w = weight(wc, n, k);
+    a.out = TensorView<T>(out.as<T>(), Shape{m, n}, Device::cuda(0));
+    return a;
+  }
+
   // Uploads the weight's bytes, scales and zero points.
   void upload_weight(const HostWeight& w) {
     data.upload(w.q.data.data(), data.bytes());
@@ -784,10 +794,7 @@ TEST_CASE("cuda linear_weight_only: K slices give the same bits on every run, an
                                 static_cast<std::size_t>(m * n + kGuard) * 2, zero_point_bytes(wc, w));
       d.x.upload(x.data(), d.x.bytes());
       d.upload_weight(w);
-      LinearWeightOnlyArgs<half> args;
-      args.x = TensorView<const half>(d.x.as<half>(), Shape{m, k}, Device::cuda(0));
-      args.w = d.weight(wc, n, k);
-      args.out = TensorView<half>(d.out.as<half>(), Shape{m, n}, Device::cuda(0));
+      LinearWeightOnlyArgs<half> args = d.args<half>(wc, m, n, k);
       args.path = path;
       args.epilogue.activation = Activation::gelu;
       std::vector<std::vector<half>> by_slices;
@@ -821,10 +828,7 @@ TEST_CASE("cuda weight-only plan: one make_plan, run on new activations, the bit
       WeightOnlyDeviceProblem d(x1.size() * 2, w.q.data.size(), w.q.qparams.scale.size() * 4, 4,
                                 static_cast<std::size_t>(m * n + kGuard) * 2, zero_point_bytes(wc, w));
       d.upload_weight(w);
-      LinearWeightOnlyArgs<half> args;
-      args.x = TensorView<const half>(d.x.as<half>(), Shape{m, k}, Device::cuda(0));
-      args.w = d.weight(wc, n, k);
-      args.out = TensorView<half>(d.out.as<half>(), Shape{m, n}, Device::cuda(0));
+      LinearWeightOnlyArgs<half> args = d.args<half>(wc, m, n, k);
       args.epilogue.activation = Activation::silu;
       const shrink::cuda::LinearWeightOnlyPlan<half> plan = shrink::cuda::make_plan(args);
       CHECK(plan.path() == shrink::cuda::linear_weight_only_path(args));
@@ -871,10 +875,7 @@ TEST_CASE("cuda linear_weight_only reports bad scales, zero points and biases wh
                                   static_cast<std::size_t>(m * n + kGuard) * 2, zero_point_bytes(wc, w));
         d.x.upload(x.data(), d.x.bytes());
         d.upload_weight(w);
-        LinearWeightOnlyArgs<half> args;
-        args.x = TensorView<const half>(d.x.as<half>(), Shape{m, k}, Device::cuda(0));
-        args.w = d.weight(wc, n, k);
-        args.out = TensorView<half>(d.out.as<half>(), Shape{m, n}, Device::cuda(0));
+        LinearWeightOnlyArgs<half> args = d.args<half>(wc, m, n, k);
         args.epilogue.bias = TensorView<const float>(d.bias.as<float>(), Shape{n}, Device::cuda(0));
         args.path = path;
         args.split_k = slices;

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <tuple>
@@ -573,4 +574,78 @@ TEST_CASE("linear_int8 and pack_int8_weight refuse fractional zero points (HQQ),
   CHECK_FALSE(can_implement_pack_int8_weight(w_fractional));
   shrink::test::require_error_mentioning([&] { pack_int8_weight(w_fractional); },
                                          "w.qparams.float_zero_point.size() = 5: expected integer zero points");
+}
+
+namespace {
+
+// A planned linear_int8 writing Out against the one-call form on the same x: the same bytes.
+template <class Out>
+void check_int8_plan(const LinearInt8Plan<Out>& plan, const quant::QuantizedTensor& x, std::int64_t m, std::int64_t n) {
+  const std::vector<Out> one = linear_as<Out>(x, plan.weight(), plan.epilogue(), m, n);
+  const Out poison = std::is_same<Out, std::int8_t>::value ? Out(99) : Out(kPoison);
+  std::vector<Out> planned(one.size(), poison);
+  run(plan, x, TensorView<Out>(planned.data(), Shape{m, n}));
+  CHECK(std::memcmp(one.data(), planned.data(), one.size() * sizeof(Out)) == 0);
+}
+
+}  // namespace
+
+TEST_CASE("linear_int8 plans: the weight and epilogue checked once, calls with the one-call form's bytes",
+          "[cpu][linear][int8][plan]") {
+  std::mt19937 rng(23);
+  const std::int64_t n = 45, k = 192;
+  std::uniform_real_distribution<float> scale(0.0005f, 0.003f), offset(-1.5f, 1.5f);
+  std::vector<float> w_scales(static_cast<std::size_t>(n)), bias(static_cast<std::size_t>(n));
+  for (float& s : w_scales) s = scale(rng);
+  for (float& b : bias) b = offset(rng);
+  const PackedInt8Weight packed = pack_int8_weight(
+      make_quantized(as_bytes(random_int8(static_cast<std::size_t>(n * k), rng)), Shape{n, k},
+                     quant::QuantScheme::per_channel(quant::QuantDtype::int8, quant::Symmetry::symmetric, 0), w_scales,
+                     std::vector<std::int32_t>(static_cast<std::size_t>(n), 0)));
+  Epilogue e = Epilogue::with_bias(TensorView<const float>(bias.data(), Shape{n}), Activation::gelu);
+  e.out_scale = 0.0125f;
+  const auto plan_f = make_plan(packed, e);
+  const auto plan_h = make_plan<half>(packed, e);
+  const auto plan_q = make_plan<std::int8_t>(packed, e);
+  for (const std::int64_t m : {std::int64_t{1}, std::int64_t{7}}) {
+    INFO("M " << m);
+    for (int call = 0; call < 2; ++call) {  // new activations each call, per token then per tensor
+      const std::vector<float> xf = shrink::test::normal_values(static_cast<std::size_t>(m * k), rng);
+      const TensorView<const float> xv(xf.data(), Shape{m, k});
+      const quant::QuantizedTensor x =
+          call == 0 ? quantize_rows_absmax(xv)
+                    : quant::quantize(
+                          xv, quant::QuantScheme::per_tensor(quant::QuantDtype::int8, quant::Symmetry::symmetric));
+      at_each_level([&](SimdLevel) {
+        check_int8_plan(plan_f, x, m, n);
+        check_int8_plan(plan_h, x, m, n);
+        check_int8_plan(plan_q, x, m, n);
+      });
+    }
+  }
+
+  SECTION("make_plan reads the bias and out_scale once") {
+    std::vector<float> bad = bias;
+    bad[3] = std::numeric_limits<float>::infinity();
+    CHECK_THROWS_WITH(make_plan(packed, Epilogue::with_bias(TensorView<const float>(bad.data(), Shape{n}))),
+                      Catch::Matchers::Contains("shrink::cpu::make_plan(PackedInt8Weight): epilogue.bias[3] = inf"));
+    CHECK_THROWS_WITH(make_plan<std::int8_t>(packed, Epilogue{}), Catch::Matchers::Contains("epilogue.out_scale"));
+  }
+  SECTION("run checks x and out and writes nothing when they fail") {
+    const std::vector<float> xf = shrink::test::normal_values(static_cast<std::size_t>(2 * (k + 64)), rng);
+    const quant::QuantizedTensor wrong_k = quantize_rows_absmax(TensorView<const float>(xf.data(), Shape{2, k + 64}));
+    std::vector<float> out(static_cast<std::size_t>(2 * n), kPoison);
+    CHECK_THROWS_WITH(run(plan_f, wrong_k, TensorView<float>(out.data(), Shape{2, n})),
+                      Catch::Matchers::Contains("shrink::cpu::run(LinearInt8Plan): x.shape = [2, 256]"));
+    const quant::QuantizedTensor x = quantize_rows_absmax(TensorView<const float>(xf.data(), Shape{2, k}));
+    CHECK_THROWS_WITH(run(plan_f, x, TensorView<float>(out.data(), Shape{2, n - 1})),
+                      Catch::Matchers::Contains("out.shape = [2, 44]"));
+    std::vector<float> holder(static_cast<std::size_t>(2 * n), 0.25f);  // the bias in the first N floats
+    const auto plan_over = make_plan(packed, Epilogue::with_bias(TensorView<const float>(holder.data(), Shape{n})));
+    CHECK_THROWS_WITH(run(plan_over, x, TensorView<float>(holder.data(), Shape{2, n})),
+                      Catch::Matchers::Contains("out = memory overlapping epilogue.bias"));
+    CHECK_THROWS_WITH(run(LinearInt8Plan<float>(), x, TensorView<float>(out.data(), Shape{2, n})),
+                      Catch::Matchers::Contains("plan = an empty plan"));
+    for (float v : out) CHECK(v == kPoison);
+  }
 }

@@ -136,9 +136,11 @@ inline Int8ActivationRows activation_rows(const quant::QuantizedTensor& x) {
 
 // What both linear_int8 overloads check once x and a weight [N, K] of `w_bytes` int8 bytes at `w_data` are valid:
 // K, its int32 bound, out, the epilogue, and out apart from x and the weight.
+// A planned call (read_epilogue false) keeps the epilogue's values as make_plan read them and checks out apart only.
 template <class Out>
 Support check_int8_linear_operands(const quant::QuantizedTensor& x, std::int64_t n, std::int64_t k, const void* w_data,
-                                   std::size_t w_bytes, const TensorView<Out>& out, const Epilogue& epilogue) {
+                                   std::size_t w_bytes, const TensorView<Out>& out, const Epilogue& epilogue,
+                                   bool read_epilogue = true) {
   if (x.shape.values[1] != k)
     return Support::no("x.shape", to_string(x.shape), "[M, " + std::to_string(k) + "]: K equal to the weight's");
   const std::int64_t max_k = int8_max_k(largest_centred(x));
@@ -148,11 +150,29 @@ Support check_int8_linear_operands(const quant::QuantizedTensor& x, std::int64_t
                            quant::to_string(x.scheme.symmetry) + " activations (int32 accumulation)");
   Support s = check_output(out, x.shape.values[0], n);
   if (!s) return s;
-  s = check_epilogue(epilogue, epilogue_rules<Out>(x.shape.values[0], n, Device::host()), out);
+  s = read_epilogue ? check_epilogue(epilogue, epilogue_rules<Out>(x.shape.values[0], n, Device::host()), out)
+                    : check_epilogue_apart(epilogue, byte_span(out));
   if (!s) return s;
   s = check_no_overlap(out, x.data.data(), x.data.size(), "x");
   if (!s) return s;
   return check_no_overlap(out, w_data, w_bytes, "w");
+}
+
+// linear_int8 once checked.
+template <class Out>
+void linear_int8_checked(const quant::QuantizedTensor& x, const PackedInt8Weight& w, const TensorView<Out>& out,
+                         const Epilogue& epilogue) {
+  // The scales the operands carry: x's per token (or per tensor), w's per output channel (a per-tensor one repeated).
+  const bool per_token = x.scheme.granularity == quant::Granularity::per_channel;
+  const EpilogueOp op = make_epilogue_op(epilogue, x.shape.values[0], w.rows)
+                            .with_scales(x.qparams.scale.data(), per_token ? 1 : 0, w.scales.data(), 1);
+  RowOutput<Out> staged(out);
+  TensorView<Out>& rows = staged.rows();
+  cpu::gemm_int8(activation_rows(x), w.kernel_rows(),
+                 [&](std::int64_t m, std::int64_t n0, std::int64_t count, const std::int32_t* acc) {
+                   cpu::finish_run(op, acc, op.x_scale(m), n0, count, &rows(m, n0));
+                 });
+  staged.finish();
 }
 
 }  // namespace shrink::linear::detail
@@ -223,17 +243,7 @@ template <class Out>
 void linear_int8(const quant::QuantizedTensor& x, const PackedInt8Weight& w, TensorView<Out> out,
                  const Epilogue& epilogue = {}) {
   require_supported(can_implement_linear_int8(x, w, out, epilogue), "shrink::cpu::linear_int8");
-  // The scales the operands carry: x's per token (or per tensor), w's per output channel (a per-tensor one repeated).
-  const bool per_token = x.scheme.granularity == quant::Granularity::per_channel;
-  const EpilogueOp op = make_epilogue_op(epilogue, x.shape.values[0], w.rows)
-                            .with_scales(x.qparams.scale.data(), per_token ? 1 : 0, w.scales.data(), 1);
-  linear::detail::RowOutput<Out> staged(out);
-  TensorView<Out>& rows = staged.rows();
-  cpu::gemm_int8(linear::detail::activation_rows(x), w.kernel_rows(),
-                 [&](std::int64_t m, std::int64_t n0, std::int64_t count, const std::int32_t* acc) {
-                   cpu::finish_run(op, acc, op.x_scale(m), n0, count, &rows(m, n0));
-                 });
-  staged.finish();
+  linear::detail::linear_int8_checked(x, w, out, epilogue);
 }
 
 // The same with an unpacked weight (packed on every call: pack once with pack_int8_weight for repeated use).
@@ -272,6 +282,52 @@ void linear_int8_dynamic(TensorView<const float> x, const PackedInt8Weight& w, T
   require_supported(linear::detail::check_output(out, x.size(0), w.rows), fn);
   if (views_overlap(x, out)) fail(fn, "out", "memory overlapping x", "a separate output");
   linear_int8(quantize_rows_absmax(x), w, out, epilogue);
+}
+
+// ---- plans for repeated calls -----------------------------------------------------------------------------------
+
+// linear_int8 prepared for repeated calls with outputs of type Out: the packed weight and the epilogue checked once
+// when the plan is made (the weight's layout; the bias read for NaN and inf; out_scale for an int8 output);
+// run(plan, x, out) then checks x (its scales, which come with every call) and out, and gives the one-call form's
+// bytes. The plan holds the weight by pointer and the bias by view: both must outlive it, unchanged.
+template <class Out>
+class LinearInt8Plan {
+ public:
+  LinearInt8Plan() = default;  // empty: run refuses it
+  LinearInt8Plan(const PackedInt8Weight& w, const Epilogue& epilogue) : w_(&w), epilogue_(epilogue) {
+    const char* fn = "shrink::cpu::make_plan(PackedInt8Weight)";
+    require_supported(linear::detail::check_packed_int8_weight(w), fn);
+    require_supported(check_epilogue(epilogue, epilogue_rules<Out>(1, w.rows, Device::host())), fn);
+  }
+  LinearInt8Plan(PackedInt8Weight&&, const Epilogue&) = delete;  // a temporary weight would not outlive the plan
+
+  const PackedInt8Weight& weight() const { return *w_; }
+  const Epilogue& epilogue() const { return epilogue_; }
+  bool empty() const { return w_ == nullptr; }
+
+ private:
+  const PackedInt8Weight* w_ = nullptr;
+  Epilogue epilogue_;
+};
+
+// Out: float (the default), half, bfloat16 or int8, as linear_int8 writes them.
+template <class Out = float>
+LinearInt8Plan<Out> make_plan(const PackedInt8Weight& w, const Epilogue& epilogue = {}) {
+  return LinearInt8Plan<Out>(w, epilogue);
+}
+template <class Out = float>
+void make_plan(PackedInt8Weight&&, const Epilogue& = {}) = delete;
+
+template <class Out>
+void run(const LinearInt8Plan<Out>& plan, const quant::QuantizedTensor& x, TensorView<Out> out) {
+  const char* fn = "shrink::cpu::run(LinearInt8Plan)";
+  if (plan.empty()) fail(fn, "plan", "an empty plan", "a plan made by make_plan(w, epilogue)");
+  const PackedInt8Weight& w = plan.weight();
+  require_supported(linear::detail::check_int8_operand(x, "x", true), fn);
+  require_supported(linear::detail::check_int8_linear_operands(x, w.rows, w.cols, w.data.data(), w.data.size(), out,
+                                                               plan.epilogue(), false),
+                    fn);
+  linear::detail::linear_int8_checked(x, w, out, plan.epilogue());
 }
 
 // ---- raw int32 product ----------------------------------------------------------------------------------------

@@ -626,8 +626,12 @@ DynamicLayout dynamic_layout(LinearInt8Path path, std::int64_t m, std::int64_t n
   return l;
 }
 
-std::pair<std::uintptr_t, std::uintptr_t> activation_span(const LinearInt8Activations& x) {
+ByteSpan activation_span(const LinearInt8Activations& x) {
   return std::visit([](const auto& v) { return byte_span(v); }, x);
+}
+
+Shape activation_shape(const LinearInt8Activations& x) {
+  return std::visit([](const auto& v) { return v.shape(); }, x);
 }
 
 }  // namespace
@@ -636,8 +640,7 @@ Support can_implement_linear_int8_dynamic(const LinearInt8DynamicArgs& args) {
   const int device = args.w.values.device().index;
   Support s = std::visit([&](const auto& x) { return check_device_rows(x, "x", device); }, args.x);
   if (!s) return s;
-  const Shape x_shape = std::visit([](const auto& x) { return x.shape(); }, args.x);
-  const std::int64_t m = x_shape.values[0], k = x_shape.values[1];
+  const std::int64_t m = activation_shape(args.x).values[0], k = activation_shape(args.x).values[1];
   s = check_weight_and_rest(args.w, args.epilogue, args.out, args.path, m, k, device);
   if (!s) return s;
   if (spans_overlap(describe_output(args.out, device).span, activation_span(args.x)))
@@ -647,8 +650,7 @@ Support can_implement_linear_int8_dynamic(const LinearInt8DynamicArgs& args) {
 
 std::size_t linear_int8_dynamic_workspace_bytes(const LinearInt8DynamicArgs& args) {
   require_supported(can_implement_linear_int8_dynamic(args), "shrink::cuda::linear_int8_dynamic_workspace_bytes");
-  const Shape x_shape = std::visit([](const auto& x) { return x.shape(); }, args.x);
-  const std::int64_t m = x_shape.values[0], k = x_shape.values[1];
+  const std::int64_t m = activation_shape(args.x).values[0], k = activation_shape(args.x).values[1];
   return dynamic_layout(args.path, m, args.w.values.size(0), k).bytes;
 }
 
@@ -656,8 +658,7 @@ void linear_int8_dynamic(const LinearInt8DynamicArgs& args, Workspace workspace,
                          Synchronize synchronize) {
   const char* fn = "shrink::cuda::linear_int8_dynamic";
   require_supported(can_implement_linear_int8_dynamic(args), fn);
-  const Shape x_shape = std::visit([](const auto& x) { return x.shape(); }, args.x);
-  const std::int64_t m = x_shape.values[0], k = x_shape.values[1];
+  const std::int64_t m = activation_shape(args.x).values[0], k = activation_shape(args.x).values[1];
   const std::int64_t n = args.w.values.size(0);
   const DynamicLayout layout = dynamic_layout(args.path, m, n, k);
   detail::require_workspace(workspace, layout.bytes, "linear_int8_dynamic_workspace_bytes(args)", fn);

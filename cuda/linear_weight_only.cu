@@ -296,7 +296,7 @@ void linear_weight_only(const LinearWeightOnlyArgs<T>& args, Workspace workspace
   else
     detail::require_workspace(workspace, kStatusBytes, query, fn);
   const LinearWeightOnlyPlan<T> plan = plan_checked(args, fn);
-  require_plan_workspace(workspace, plan.workspace_bytes(), query, fn);
+  detail::require_workspace(workspace, plan.workspace_bytes(), query, fn);  // the slices' size, now the device is read
   LinearWeightOnlyPlanAccess::launch(plan, args.x, args.out, workspace, static_cast<cudaStream_t>(stream));
   if (synchronize == Synchronize::yes) check_status(workspace, stream, fn);
 }

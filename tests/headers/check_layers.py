@@ -7,6 +7,8 @@ Finds, in include/shrink (and the compiled layer cuda/, for detail uses):
   detail      a use of X::detail:: or X::<name>_detail:: (or a reopening of such a namespace) outside module X's
               folders
   intrinsics  SIMD intrinsics or their headers in include/shrink outside cpu/
+  dispatch    a choice of SIMD level in include/shrink outside cpu/: use_avx2() and the other use_avx*, use_vnni*,
+              use_sse2 tests, simd_level, SimdLevel, SHRINK_CPU_AVX2_DISPATCH, SHRINK_CPU_SSE2, SHRINK_TARGET_*
   cuh         a device header (.cuh) included from a file that nvcc does not compile (.hpp, .cpp)
 and fails on any, after printing the counts per kind ("0 cycle, 0 up, ..." when the tree keeps the order).
 
@@ -44,6 +46,9 @@ ANY_INCLUDE = re.compile(r'^\s*#\s*include\s+[<"]([^">]+)[">]')
 DETAIL_USE = re.compile(r"\b(?:shrink::)?(core|cpu|cuda|quant|prune|sparse|distill|metrics|linear|io|shrink)::(?:\w+_)?detail::")
 DETAIL_OPEN = re.compile(r"\bnamespace\s+(?:shrink::)?(cpu|cuda|quant|prune|sparse|distill|metrics|linear|io)::(?:\w+_)?detail\b")
 INTRINSICS = re.compile(r"<(?:imm|x86|[a-z]mm)intrin\.h>|\b_mm(?:256|512)?_\w+\s*\(|\b__m(?:128|256|512)[id]?\b")
+# The ISA dispatch of cpu/simd.hpp: the level tests, the level itself, and the macros that guard or target a level.
+DISPATCH = re.compile(r"\b(?:use_(?:avx|vnni)\w*|use_sse2|(?:detect_)?simd_level|SimdLevel|SHRINK_CPU_AVX2_DISPATCH|"
+                      r"SHRINK_CPU_SSE2|SHRINK_TARGET_\w+)\b")
 SOURCE_EXTENSIONS = (".hpp", ".h", ".cuh", ".cu", ".cpp")
 
 
@@ -90,6 +95,9 @@ def find_violations(root):
             uses = sum(len(INTRINSICS.findall(strip_comments(line))) for line in lines)
             if uses:
                 found[f"intrinsics {path}"] += uses
+            uses = sum(len(DISPATCH.findall(strip_comments(line))) for line in lines)
+            if uses:
+                found[f"dispatch {path}"] += uses
 
     for component in folder_cycles(graph):
         edges = sum(len(graph[v] & set(component)) for v in component)
@@ -158,8 +166,8 @@ def main():
     kinds = collections.Counter()
     for key, count in found.items():
         kinds[key.split(" ", 1)[0]] += count
-    print("layers: " + ", ".join(f"{kinds[k]} {k}" for k in ("cycle", "up", "detail", "intrinsics", "cuh")) +
-          f" ({sum(found.values())} in all)")
+    order = ("cycle", "up", "detail", "intrinsics", "dispatch", "cuh")
+    print("layers: " + ", ".join(f"{kinds[k]} {k}" for k in order) + f" ({sum(found.values())} in all)")
 
     for key in sorted(found):
         print(f"{key} x{found[key]}")

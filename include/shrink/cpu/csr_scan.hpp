@@ -1,9 +1,11 @@
-// The AVX2 kernels of dense -> CSR (sparse/csr.hpp): count the kept elements of a float row (nonzero, or set in a mask)
-// while checking they are finite, then append them and their column indices by left-packing 8 lanes at a time.
+// The AVX2 kernels of dense -> CSR (sparse/csr.hpp) and the choice of them: count the kept elements of a float row
+// (nonzero, or set in a mask) while checking they are finite, then append them and their column indices by left-packing
+// 8 lanes at a time.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #include "shrink/core/config.hpp"
 #include "shrink/cpu/simd.hpp"
@@ -88,5 +90,42 @@ SHRINK_TARGET_AVX2 inline std::size_t fill_row_avx2(const float* row, std::int64
   return k;
 }
 #endif
+
+// Whether rows of T with this column stride go through the kernels above: contiguous float rows on an AVX2 CPU.
+template <class T>
+bool csr_vector_rows(std::int64_t col_stride) {
+#if defined(SHRINK_CPU_AVX2_DISPATCH)
+  if constexpr (std::is_same<T, float>::value) return col_stride == 1 && use_avx2();
+#else
+  (void)col_stride;
+#endif
+  return false;
+}
+
+// count_row_avx2 when vector_rows (from csr_vector_rows), else 0 with finite left as it is.
+template <class T>
+std::int64_t count_row_vector(bool vector_rows, const T* row, std::int64_t cols, const std::uint64_t* mask_words,
+                              std::int64_t flat, bool& finite) {
+#if defined(SHRINK_CPU_AVX2_DISPATCH)
+  if constexpr (std::is_same<T, float>::value)
+    if (vector_rows) return count_row_avx2(row, cols, mask_words, flat, finite);
+#else
+  (void)vector_rows, (void)row, (void)cols, (void)mask_words, (void)flat, (void)finite;
+#endif
+  return 0;
+}
+
+// fill_row_avx2 when vector_rows, else nothing appended.
+template <class T>
+std::size_t fill_row_vector(bool vector_rows, const T* row, std::int64_t cols, const std::uint64_t* mask_words,
+                            std::int64_t flat, T* SHRINK_RESTRICT values, std::int32_t* SHRINK_RESTRICT indices) {
+#if defined(SHRINK_CPU_AVX2_DISPATCH)
+  if constexpr (std::is_same<T, float>::value)
+    if (vector_rows) return fill_row_avx2(row, cols, mask_words, flat, values, indices);
+#else
+  (void)vector_rows, (void)row, (void)cols, (void)mask_words, (void)flat, (void)values, (void)indices;
+#endif
+  return 0;
+}
 
 }  // namespace shrink::cpu

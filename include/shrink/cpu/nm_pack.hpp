@@ -154,4 +154,31 @@ SHRINK_TARGET_AVX2 bool compress_2of4_words_avx2(const T* dense, const std::uint
 }
 #endif
 
+// The 2:4 values and positions of `word_count` whole mask words of a contiguous float, half or bfloat16 tensor by the
+// AVX2 kernel, and whether those values are finite. False, with the output incomplete, for other types, without
+// AVX2, or when a group keeps more than 2.
+template <class T>
+bool compress_2of4_words(const T* dense, const std::uint64_t* words, std::int64_t word_count, T* values,
+                         std::uint8_t* positions, bool& finite) {
+#if defined(SHRINK_CPU_AVX2_DISPATCH)
+  constexpr bool kVectorType =
+      std::is_same<T, float>::value || std::is_same<T, half>::value || std::is_same<T, bfloat16>::value;
+  if constexpr (kVectorType) {
+    if (use_avx2()) {
+      std::uint32_t largest = 0;
+      if (!compress_2of4_words_avx2(dense, words, word_count, values, largest)) return false;
+      write_2of4_positions(words, word_count, positions);
+      const std::uint32_t infinity = std::is_same<T, float>::value  ? 0x7F800000u
+                                     : std::is_same<T, half>::value ? 0x7C00u
+                                                                    : 0x7F80u;
+      finite = largest < infinity;
+      return true;
+    }
+  }
+#else
+  (void)dense, (void)words, (void)word_count, (void)values, (void)positions, (void)finite;
+#endif
+  return false;
+}
+
 }  // namespace shrink::cpu

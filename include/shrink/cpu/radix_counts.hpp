@@ -143,6 +143,18 @@ inline void compare_word_scalar(const float* x, std::int64_t n, std::uint32_t th
   }
 }
 
+// Below and equal bits of n <= 64 elements: AVX2 for a whole word, else the scalar loop.
+inline void compare_word(const float* x, std::int64_t n, std::uint32_t threshold, std::uint64_t& below,
+                         std::uint64_t& equal) {
+#if defined(SHRINK_CPU_AVX2_DISPATCH)
+  if (n == 64 && use_avx2()) {
+    compare_word_avx2(x, threshold, below, equal);
+    return;
+  }
+#endif
+  compare_word_scalar(x, n, threshold, below, equal);
+}
+
 // Pass 1 over one run: candidates by their top 16 bits; non-candidates in the spare bucket unless non-finite (those
 // count where they are, so pass 1 also finds every NaN and inf).
 inline void count_high(const float* x, std::int64_t base, std::int64_t n, const std::uint64_t* words,

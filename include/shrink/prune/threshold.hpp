@@ -28,7 +28,6 @@
 #include "shrink/core/view.hpp"
 #include "shrink/cpu/for_each_row.hpp"
 #include "shrink/cpu/radix_counts.hpp"
-#include "shrink/cpu/simd.hpp"
 #include "shrink/prune/mask.hpp"
 
 namespace shrink::prune {
@@ -245,12 +244,7 @@ std::vector<Mask> threshold_masks(const std::vector<WeightSource<T>>& sources, c
       for (std::int64_t j = 0; j < n; j += 64) {
         const std::int64_t len = std::min<std::int64_t>(64, n - j);
         std::uint64_t below = 0, equal = 0;
-#if defined(SHRINK_CPU_AVX2_DISPATCH)
-        if (len == 64 && cpu::use_avx2())
-          cpu::compare_word_avx2(x + j, threshold.bits, below, equal);
-        else
-#endif
-          cpu::compare_word_scalar(x + j, len, threshold.bits, below, equal);
+        cpu::compare_word(x + j, len, threshold.bits, below, equal);
         std::uint64_t& word = out[(base + j) >> 6];
         equal &= word;                       // only candidates count as ties
         while (equal && ties_to_keep > 0) {  // the lowest-index ties stay

@@ -21,7 +21,6 @@
 #include "shrink/core/view.hpp"
 #include "shrink/cpu/csr_scan.hpp"
 #include "shrink/cpu/huge_pages.hpp"
-#include "shrink/cpu/simd.hpp"
 #include "shrink/prune/mask.hpp"
 
 namespace shrink::sparse {
@@ -134,24 +133,18 @@ Csr<T> build_csr(const TensorView<const T>& dense, Keep&& keep, const std::uint6
   const std::int64_t col_stride = dense.stride(1);
   const std::int64_t row_bytes = std::max<std::int64_t>(1, cols * static_cast<std::int64_t>(sizeof(T)));
   const std::int64_t block_rows = std::max<std::int64_t>(1, (std::int64_t{1} << 18) / row_bytes);  // ~256 KB
-  bool vector_rows = false;
-#if defined(SHRINK_CPU_AVX2_DISPATCH)
-  if constexpr (std::is_same<T, float>::value) vector_rows = col_stride == 1 && cpu::use_avx2();
-#endif
+  const bool vector_rows = cpu::csr_vector_rows<T>(col_stride);
   const std::int64_t vector_cols = vector_rows ? cols / 8 * 8 : 0;  // the rest of each row goes through `keep`
   std::int64_t nnz = 0;
   for (std::int64_t r0 = 0; r0 < csr.rows; r0 += block_rows) {
     const std::int64_t r1 = std::min(csr.rows, r0 + block_rows);
     for (std::int64_t r = r0; r < r1; ++r) {
       const T* row = dense.data() + r * dense.stride(0);
-      std::int64_t count = 0;
       bool finite = true;
-#if defined(SHRINK_CPU_AVX2_DISPATCH)
-      if constexpr (std::is_same<T, float>::value)
-        if (vector_rows) count = cpu::count_row_avx2(row, cols, mask_words, r * cols, finite);
-#endif
+      std::int64_t count = cpu::count_row_vector(vector_rows, row, cols, mask_words, r * cols, finite);
       if (col_stride == 1) {
-        for (std::int64_t c = vector_cols; c < cols; ++c) count += static_cast<std::int64_t>(keep(row[c], r * cols + c));
+        for (std::int64_t c = vector_cols; c < cols; ++c)
+          count += static_cast<std::int64_t>(keep(row[c], r * cols + c));
       } else {
         for (std::int64_t c = 0; c < cols; ++c)
           count += static_cast<std::int64_t>(keep(row[c * col_stride], r * cols + c));
@@ -181,10 +174,7 @@ Csr<T> build_csr(const TensorView<const T>& dense, Keep&& keep, const std::uint6
     std::size_t k = 0;
     for (std::int64_t r = r0; r < r1; ++r) {
       const T* row = dense.data() + r * dense.stride(0);
-#if defined(SHRINK_CPU_AVX2_DISPATCH)
-      if constexpr (std::is_same<T, float>::value)
-        if (vector_rows) k += cpu::fill_row_avx2(row, cols, mask_words, r * cols, values + k, indices + k);
-#endif
+      k += cpu::fill_row_vector(vector_rows, row, cols, mask_words, r * cols, values + k, indices + k);
       for (std::int64_t c = vector_cols; c < cols; ++c) {
         const T v = row[c * col_stride];
         values[k] = v;  // branch-free append: always write, advance only past kept elements

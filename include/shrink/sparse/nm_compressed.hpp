@@ -45,7 +45,6 @@
 #include "shrink/core/view.hpp"
 #include "shrink/cpu/huge_pages.hpp"
 #include "shrink/cpu/nm_pack.hpp"
-#include "shrink/cpu/simd.hpp"
 #include "shrink/prune/mask.hpp"
 #include "shrink/prune/nm.hpp"
 #include "shrink/sparse/csr.hpp"
@@ -200,7 +199,8 @@ inline void write_2of4_metadata(const std::uint64_t* words, const MmaSpMetadataL
         bits |= words[(flat >> 6) + 1] << (64 - (flat & 63));
       std::uint32_t half_word;
       if (c + 16 <= layout.cols) {
-        half_word = tables.metadata[bits & 0xFFu] | static_cast<std::uint32_t>(tables.metadata[(bits >> 8) & 0xFFu]) << 8;
+        half_word = tables.metadata[bits & 0xFFu] | static_cast<std::uint32_t>(tables.metadata[(bits >> 8) & 0xFFu])
+                                                        << 8;
       } else {  // a row's last, partial span: its groups past cols keep the padding nibble
         half_word = 0x4444u;
         for (std::int64_t g = 0; g < (layout.cols - c) / 4; ++g) {
@@ -210,8 +210,8 @@ inline void write_2of4_metadata(const std::uint64_t* words, const MmaSpMetadataL
         }
       }
       const std::int64_t tile_span = c / 16;
-      std::uint32_t& word = metadata[static_cast<std::size_t>(row_base + tile_span / spans_per_tile * layout.words_per_tile() +
-                                                              tile_span % spans_per_tile)];
+      std::uint32_t& word = metadata[static_cast<std::size_t>(
+          row_base + tile_span / spans_per_tile * layout.words_per_tile() + tile_span % spans_per_tile)];
       word = (word & ~(0xFFFFu << shift)) | half_word << shift;
     }
   }
@@ -250,40 +250,31 @@ NmCompressed<std::remove_const_t<T>> compress_nm(const TensorView<T>& dense, con
   };
 
   bool compressed = false;
-#if defined(SHRINK_CPU_AVX2_DISPATCH)
-  constexpr bool kVectorType = std::is_same<Value, float>::value || std::is_same<Value, half>::value ||
-                               std::is_same<Value, bfloat16>::value;
-  if constexpr (kVectorType) {
-    if (n == 2 && m == 4 && view.is_contiguous() && cpu::use_avx2()) {
-      // Groups never straddle 64-element mask words (cols % 4 == 0), so the tensor is one run of whole words + a tail.
-      const std::int64_t whole_words = view.numel() / 64;
-      std::uint32_t largest = 0;
-      compressed = cpu::compress_2of4_words_avx2(view.data(), words, whole_words, out.values.data(), largest);
-      if (compressed) {
-        cpu::write_2of4_positions(words, whole_words, out.positions.data());
-        const std::uint32_t infinity =
-            std::is_same<Value, float>::value ? 0x7F800000u : std::is_same<Value, half>::value ? 0x7C00u : 0x7F80u;
-        finite = largest < infinity;
-        const cpu::Fill2of4* table = cpu::fill_2of4_table();
-        for (std::int64_t flat = whole_words * 64; flat < view.numel(); flat += 4) {
-          const cpu::Fill2of4 fill = table[(words[flat >> 6] >> (flat & 63)) & 0xFu];
-          if (!fill.valid) {
-            compressed = false;  // the loop below names the group
-            break;
-          }
-          const auto kept = static_cast<unsigned>((words[flat >> 6] >> (flat & 63)) & 0xFu);
-          out.values[static_cast<std::size_t>(flat / 2)] = (kept >> fill.first) & 1u ? view.data()[flat + fill.first] : Value{};
-          out.values[static_cast<std::size_t>(flat / 2 + 1)] =
-              (kept >> fill.second) & 1u ? view.data()[flat + fill.second] : Value{};
-          out.positions[static_cast<std::size_t>(flat / 2)] = fill.first;
-          out.positions[static_cast<std::size_t>(flat / 2 + 1)] = fill.second;
+  if (n == 2 && m == 4 && view.is_contiguous()) {
+    // Groups never straddle 64-element mask words (cols % 4 == 0), so the tensor is one run of whole words + a tail.
+    const std::int64_t whole_words = view.numel() / 64;
+    compressed =
+        cpu::compress_2of4_words(view.data(), words, whole_words, out.values.data(), out.positions.data(), finite);
+    if (compressed) {
+      const cpu::Fill2of4* table = cpu::fill_2of4_table();
+      for (std::int64_t flat = whole_words * 64; flat < view.numel(); flat += 4) {
+        const cpu::Fill2of4 fill = table[(words[flat >> 6] >> (flat & 63)) & 0xFu];
+        if (!fill.valid) {
+          compressed = false;  // the loop below names the group
+          break;
         }
-        const std::int64_t tail = view.numel() - whole_words * 64;
-        finite = finite && detail::row_is_finite(view.data() + whole_words * 64, tail, 1);
+        const auto kept = static_cast<unsigned>((words[flat >> 6] >> (flat & 63)) & 0xFu);
+        out.values[static_cast<std::size_t>(flat / 2)] =
+            (kept >> fill.first) & 1u ? view.data()[flat + fill.first] : Value{};
+        out.values[static_cast<std::size_t>(flat / 2 + 1)] =
+            (kept >> fill.second) & 1u ? view.data()[flat + fill.second] : Value{};
+        out.positions[static_cast<std::size_t>(flat / 2)] = fill.first;
+        out.positions[static_cast<std::size_t>(flat / 2 + 1)] = fill.second;
       }
+      const std::int64_t tail = view.numel() - whole_words * 64;
+      finite = finite && detail::row_is_finite(view.data() + whole_words * 64, tail, 1);
     }
   }
-#endif
   if (compressed) {
   } else if (n == 2 && m == 4) {  // nibble lookup: one table entry a group
     const cpu::Fill2of4* table = cpu::fill_2of4_table();

@@ -124,6 +124,11 @@ TEST_CASE("linear_csr rejects malformed CSR arrays and bad shapes, leaving the o
     }
     {
       auto bad = good;
+      bad.column_indices[0] = -1;  // negative
+      expect_rejected(bad, "csr.column_indices[");
+    }
+    {
+      auto bad = good;
       const std::int32_t first = bad.row_offsets[1];
       REQUIRE(bad.row_offsets[2] - first >= 2);
       std::swap(bad.column_indices[static_cast<std::size_t>(first)],

@@ -27,10 +27,11 @@ using shrink::test::random_int8;
 
 TEST_CASE("linear_nm matches a double reference of the decompressed weight at every SIMD level", "[cpu][linear][nm]") {
   std::mt19937 rng(41);
-  // M: dot products (≤ 12; ≤ 48 for 2:4 with AVX-512) or expanded panels; K: whole 32-column steps of the AVX-512
-  // kernel, and tails.
+  // M: dot products (≤ 12 in scalar code; 2:4 ≤ 48 with AVX-512, ≤ 4 with AVX2) or expanded panels; K: whole steps of
+  // the vector kernels (32 columns with AVX-512, 16 with AVX2), and tails.
   const std::vector<std::tuple<std::int64_t, std::int64_t, std::int64_t>> shapes = {
-      {1, 1, 4}, {1, 37, 32}, {3, 20, 36}, {12, 33, 100}, {13, 9, 64}, {40, 70, 260}, {2, 5, 1024}, {60, 33, 96}};
+      {1, 1, 4},     {1, 37, 32}, {3, 20, 36},   {4, 19, 100}, {5, 7, 48},
+      {12, 33, 100}, {13, 9, 64}, {40, 70, 260}, {2, 5, 1024}, {60, 33, 96}};
   for (auto [m, n, k] : shapes) {
     for (prune::NmPattern pattern : {prune::NmPattern{2, 4}, prune::NmPattern{1, 4}, prune::NmPattern{4, 8}}) {
       if (k % pattern.m != 0) continue;

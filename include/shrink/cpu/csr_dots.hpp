@@ -1,4 +1,4 @@
-// The CPU kernels of the CSR matrix product (linear/csr.hpp): y = W · x over the stored values of a CSR weight
+// The CPU kernels of the CSR matrix product (cpu/csr_product.hpp): y = W · x over the stored values of a CSR weight
 // [N, K], as sparse dot products with few rows of X or as rows of a k-major Xᵀ chunk, AVX-512 or AVX2. Each checks
 // the column indices as it reads them (in range, strictly increasing within a row) and returns false on a bad one.
 #pragma once
@@ -90,15 +90,6 @@ SHRINK_TARGET_AVX512 bool csr_dots_avx512(const CsrRows& w, const float* x, std:
   return bad == 0;
 }
 
-template <std::size_t... I>
-bool csr_dots_avx512_rows(std::int64_t rows, const CsrRows& w, const float* x, std::int64_t ldx, float* yt,
-                          std::index_sequence<I...>) {
-  bool ok = true;
-  ((rows == static_cast<std::int64_t>(I + 1) ? (ok = csr_dots_avx512<static_cast<int>(I + 1)>(w, x, ldx, yt), 0) : 0),
-   ...);
-  return ok;
-}
-
 // yt[n, 0 .. 16V) = Σ_i values[i] · xt[idx[i], 0 .. 16V) for every row n; xt rows hold 16V floats.
 template <int V>
 SHRINK_TARGET_AVX512 bool csr_rows_avx512(const CsrRows& w, const float* xt, float* yt) {
@@ -124,27 +115,47 @@ SHRINK_TARGET_AVX512 bool csr_rows_avx512(const CsrRows& w, const float* xt, flo
   return !bad;
 }
 
-// The same with 8-float registers; xt rows hold 8V floats.
+// The same with 8-float registers; xt rows hold 8V floats. Stored values alternate between two sets of accumulators
+// (summed at the end): with few registers a row's multiply-adds would otherwise wait on each other's latency.
 template <int V>
 SHRINK_TARGET_AVX2_FMA bool csr_rows_avx2(const CsrRows& w, const float* xt, float* yt) {
   bool bad = false;
   const std::int32_t* idx = w.column_indices;
   const float* val = w.values;
   const auto cols = static_cast<std::uint32_t>(w.cols);
+  std::int32_t previous = -1;
+  // The Xᵀ row of stored value i, its column checked (in range, above the row's previous one).
+  auto row_of = [&](std::int32_t i) {
+    const std::int32_t k = idx[i];
+    bad |= k <= previous || static_cast<std::uint32_t>(k) >= cols;
+    previous = k;
+    return xt + static_cast<std::int64_t>(bad ? 0 : k) * 8 * V;
+  };
   for (std::int64_t n = 0; n < w.rows; ++n) {
-    __m256 acc[static_cast<std::size_t>(V)];
-    for (int v = 0; v < V; ++v) acc[v] = _mm256_setzero_ps();
-    std::int32_t previous = -1;
-    for (std::int32_t i = w.row_offsets[static_cast<std::size_t>(n)];
-         i < w.row_offsets[static_cast<std::size_t>(n + 1)]; ++i) {
-      const std::int32_t k = idx[i];
-      bad |= k <= previous || static_cast<std::uint32_t>(k) >= cols;
-      previous = k;
-      const float* row = xt + static_cast<std::int64_t>(bad ? 0 : k) * 8 * V;
-      const __m256 a = _mm256_broadcast_ss(val + i);
-      for (int v = 0; v < V; ++v) acc[v] = _mm256_fmadd_ps(a, _mm256_loadu_ps(row + 8 * v), acc[v]);
+    __m256 even[static_cast<std::size_t>(V)], odd[static_cast<std::size_t>(V)];
+#pragma GCC unroll 8
+    for (int v = 0; v < V; ++v) even[v] = odd[v] = _mm256_setzero_ps();
+    previous = -1;
+    std::int32_t i = w.row_offsets[static_cast<std::size_t>(n)];
+    const std::int32_t end = w.row_offsets[static_cast<std::size_t>(n + 1)];
+    for (; i + 1 < end; i += 2) {
+      const float* row0 = row_of(i);
+      const float* row1 = row_of(i + 1);
+      const __m256 a0 = _mm256_broadcast_ss(val + i), a1 = _mm256_broadcast_ss(val + i + 1);
+#pragma GCC unroll 8
+      for (int v = 0; v < V; ++v) {
+        even[v] = _mm256_fmadd_ps(a0, _mm256_loadu_ps(row0 + 8 * v), even[v]);
+        odd[v] = _mm256_fmadd_ps(a1, _mm256_loadu_ps(row1 + 8 * v), odd[v]);
+      }
     }
-    for (int v = 0; v < V; ++v) _mm256_storeu_ps(yt + n * 8 * V + 8 * v, acc[v]);
+    if (i < end) {
+      const float* row0 = row_of(i);
+      const __m256 a0 = _mm256_broadcast_ss(val + i);
+#pragma GCC unroll 8
+      for (int v = 0; v < V; ++v) even[v] = _mm256_fmadd_ps(a0, _mm256_loadu_ps(row0 + 8 * v), even[v]);
+    }
+#pragma GCC unroll 8
+    for (int v = 0; v < V; ++v) _mm256_storeu_ps(yt + n * 8 * V + 8 * v, _mm256_add_ps(even[v], odd[v]));
   }
   return !bad;
 }

@@ -1,16 +1,18 @@
-// The float product over panel-packed weights (cpu/packed_weight.hpp): Y[M, N] = X[M, K] · W[N, K]ᵀ with W in float,
-// half, bfloat16 or int8, converted to float as it is loaded; arithmetic in float with one rounding per
-// multiply-add (FMA).
+// The panel driver: every float-accumulating Linear product whose weight can be read as panels of 32 outputs
+// (float, half, bfloat16 and int8 panels here; int4 in cpu/gemm_int4_panel.hpp; N:M expanded in cpu/nm_product.hpp)
+// runs Y[M, N] = X[M, K] · W[N, K]ᵀ through gemm_panel_source, which alone chooses the SIMD level; arithmetic in float
+// with one rounding per multiply-add (FMA).
 //
 //   AVX-512  tiles of up to 12 rows of X × 32 outputs (24 accumulators): per k, the panel's 32 values are loaded
 //            (and converted) once, each X value broadcast and multiplied into both halves.
-//   AVX2     tiles of up to 6 rows × 16 outputs (12 accumulators), each panel in two halves.
+//   AVX2     tiles of up to 3 rows × 32 outputs (12 accumulators of 16 registers).
 //   other    (scalar / SSE2 levels, other CPUs) Eigen's product with each panel converted to float.
-// Up to 4 row tiles (48 rows; 24 with AVX2) each panel is streamed over all of K by every tile, converting in
-// registers: the weight is read from memory once, in its compact type (what decides the speed of a product with few
-// rows: it is memory-bound), and from L2 by the later tiles. With more rows, K is cut in blocks of 256: a block of
-// each panel is converted once into a float buffer kept in L1 and every row tile of X passes over it, the partial
-// sums staying in the output (L2) across blocks of 512 outputs, while the next block is prefetched.
+// With few rows (48 with AVX-512, 3 with AVX2) a weight that stores its panels (PackedWeight) is streamed panel by
+// panel, converted in registers: the weight is read from memory once, in its compact type (what decides the speed of
+// a product with few rows: it is memory-bound), and from L2 by the later row tiles.
+// With more rows, or a weight made into floats block by block (int4, N:M), K is cut in blocks of 256: a block of each
+// panel is made once into a float buffer kept in L1 and every row tile of X passes over it, the partial sums staying
+// in the output (L2) across blocks of 512 outputs, while the next block is prefetched.
 #pragma once
 
 #include <Eigen/Core>
@@ -35,7 +37,7 @@
 namespace shrink::cpu {
 
 inline constexpr int kPanelRowsAvx512 = 12;
-inline constexpr int kPanelRowsAvx2 = 6;
+inline constexpr int kPanelRowsAvx2 = 3;
 inline constexpr std::int64_t kPanelBlockK = 256;  // panel block: 256 × 32 floats = 32 KB, kept in L1
 inline constexpr std::int64_t kPanelBlockN = 512;  // outputs whose partial sums stay in L2 across k blocks
 inline constexpr std::int64_t kPrefetchRows = 32;  // panel rows (k) a streaming kernel prefetches ahead
@@ -95,36 +97,42 @@ SHRINK_TARGET_AVX512 void panel_tile_avx512(const float* x, std::int64_t ldx, co
 }
 
 // ---- AVX2 -----------------------------------------------------------------------------------------------------
-// As panel_tile_avx512 for 16 outputs (one half of a panel: `panel` points at its first value, row stride 32).
-template <int MR, class T, bool kStream = false>
+// As panel_tile_avx512 with 8-float registers: up to 3 rows × the whole panel (12 accumulators of 16 registers; every
+// byte of a panel row's cache lines used as they arrive, which two passes over halves of 16 did not). The loops over
+// rows and registers are unrolled so that the accumulators stay in registers (GCC otherwise stores them back to the
+// stack on every k step, halving the speed). Streaming needs no software prefetch here: measured without it, M = 1
+// and 16 ran as fast or faster on AMD Zen 3 (the whole panel is one sequential stream the hardware follows).
+template <int MR, class T>
 SHRINK_TARGET_AVX2_FMA_F16C void panel_tile_avx2(const float* x, std::int64_t ldx, const T* panel, std::int64_t k_count,
                                                  float* y, std::int64_t ldy, int valid, bool accumulate) {
-  __m256 c[static_cast<std::size_t>(MR)][2];
-  for (int i = 0; i < MR; ++i) c[i][0] = c[i][1] = _mm256_setzero_ps();
+  static_assert(MR >= 1 && MR <= 3, "3 rows of 4 accumulators, of 16 registers");
+  __m256 c[static_cast<std::size_t>(MR)][4];
+#pragma GCC unroll 3
+  for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 4
+    for (int v = 0; v < 4; ++v) c[i][v] = _mm256_setzero_ps();
   for (std::int64_t k = 0; k < k_count; ++k) {
-    if (kStream) _mm_prefetch(reinterpret_cast<const char*>(panel + (k + kPrefetchRows) * kPanelWidth), _MM_HINT_T0);
-    if (kStream && sizeof(T) == 4)
-      _mm_prefetch(reinterpret_cast<const char*>(panel + (k + kPrefetchRows) * kPanelWidth) + 64, _MM_HINT_T0);
-    const __m256 b0 = detail::load8(panel + k * kPanelWidth), b1 = detail::load8(panel + k * kPanelWidth + 8);
+    __m256 b[4];
+#pragma GCC unroll 4
+    for (int v = 0; v < 4; ++v) b[v] = detail::load8(panel + k * kPanelWidth + 8 * v);
+#pragma GCC unroll 3
     for (int i = 0; i < MR; ++i) {
       const __m256 a = _mm256_broadcast_ss(x + i * ldx + k);
-      c[i][0] = _mm256_fmadd_ps(a, b0, c[i][0]);
-      c[i][1] = _mm256_fmadd_ps(a, b1, c[i][1]);
+#pragma GCC unroll 4
+      for (int v = 0; v < 4; ++v) c[i][v] = _mm256_fmadd_ps(a, b[v], c[i][v]);
     }
   }
+#pragma GCC unroll 3
   for (int i = 0; i < MR; ++i) {
     float* row = y + i * ldy;
-    if (valid >= 16) {
-      if (accumulate) {
-        c[i][0] = _mm256_add_ps(c[i][0], _mm256_loadu_ps(row));
-        c[i][1] = _mm256_add_ps(c[i][1], _mm256_loadu_ps(row + 8));
-      }
-      _mm256_storeu_ps(row, c[i][0]);
-      _mm256_storeu_ps(row + 8, c[i][1]);
+    if (valid == kPanelWidth) {
+#pragma GCC unroll 4
+      for (int v = 0; v < 4; ++v)
+        _mm256_storeu_ps(row + 8 * v, accumulate ? _mm256_add_ps(c[i][v], _mm256_loadu_ps(row + 8 * v)) : c[i][v]);
     } else {
-      alignas(32) float lanes[16];
-      _mm256_store_ps(lanes, c[i][0]);
-      _mm256_store_ps(lanes + 8, c[i][1]);
+      alignas(32) float lanes[kPanelWidth];
+#pragma GCC unroll 4
+      for (int v = 0; v < 4; ++v) _mm256_store_ps(lanes + 8 * v, c[i][v]);
       for (int j = 0; j < valid; ++j) row[j] = accumulate ? row[j] + lanes[j] : lanes[j];
     }
   }
@@ -246,12 +254,39 @@ void for_each_panel_part(PanelPath path, std::int64_t m_total, std::int64_t n_to
   });
 }
 
-// y[m, n] = op(Σ_k x[m, k] · W[n, k]) (the epilogue operation in float: core/epilogue.hpp) for the M rows of x (row
-// stride ldx, contiguous along k) into y (row stride ldy). Arguments are checked by the caller. Runs on the current
-// executor (core/executor.hpp).
+// Converts count values of a panel block (a multiple of 32) to floats at the best level the CPU allows.
 template <class T>
-void gemm_panels(const float* x, std::int64_t ldx, std::int64_t m_total, const PackedWeight<T>& w, float* y,
-                 std::int64_t ldy, const EpilogueOp& op) {
+void panel_block_to_float(const T* src, float* dst, std::int64_t count) {
+#if defined(SHRINK_CPU_AVX2_DISPATCH)
+  if (use_avx512()) return panel_to_float_avx512(src, dst, count);
+  if (use_avx2_fma() && use_avx2_f16c()) return panel_to_float_avx2(src, dst, count);
+#endif
+  panel_to_float(src, dst, count);
+}
+
+// ---- The panel driver ------------------------------------------------------------------------------------------
+// Every float-accumulating product over panels of 32 outputs runs here, whatever its weight is made of. A weight
+// source says where the float panels of W[N, K] come from:
+//   rows, cols                                   N and K
+//   block_k                                      the k block of the blocked product (a multiple of its k step)
+//   const float* floats(p, k0, kc, buffer)       rows k0 .. k0 + kc − 1 of panel p as floats (row stride 32), made
+//                                                in buffer (room for max(block_k, K) · 32 floats) or stored there
+//   void prefetch(p, k0, kc, step, steps)        part `step` of `steps` of the bytes that block is made from, into L2
+// and, when it stores panels the tiles read directly (float, half, bfloat16 or int8 values, k-major, row stride 32):
+//   static constexpr bool streams = true;  const Element* panel(p)
+// with which a product of few rows streams each panel from memory, converting in registers.
+
+template <class Source, class = void>
+struct StreamsPanels : std::false_type {};
+template <class Source>
+struct StreamsPanels<Source, std::void_t<decltype(Source::streams)>> : std::bool_constant<Source::streams> {};
+
+// y[m, n] = op(Σ_k x[m, k] · W[n, k]) (the epilogue operation in float: core/epilogue.hpp) for the M rows of x (row
+// stride ldx, contiguous along k) into y (row stride ldy), W given by a weight source (above). Arguments are checked by
+// the caller. Runs on the current executor (core/executor.hpp), cut by for_each_panel_part.
+template <class Source>
+void gemm_panel_source(const float* x, std::int64_t ldx, std::int64_t m_total, const Source& w, float* y,
+                       std::int64_t ldy, const EpilogueOp& op) {
   const std::int64_t n_total = w.rows, k_total = w.cols;
   // The rows m0 .. m1 − 1 of outputs n0 .. n1 − 1: the epilogue once they are complete.
   auto finisher = [&](std::int64_t m0, std::int64_t m1) {
@@ -262,84 +297,103 @@ void gemm_panels(const float* x, std::int64_t ldx, std::int64_t m_total, const P
       }
     };
   };
-  // A block of a packed panel as floats, converted into `block`.
-  auto panel_with = [&](auto convert, AlignedVector<float>& block) {
-    return [&, convert](std::int64_t p, std::int64_t k0, std::int64_t kc) -> const float* {
-      convert(w.panel(p) + k0 * kPanelWidth, block.data(), kc * kPanelWidth);
-      return block.data();
-    };
+  auto valid_of = [&](std::int64_t p) { return static_cast<int>(std::min(kPanelWidth, n_total - p * kPanelWidth)); };
+  auto prefetch = [&](std::int64_t p, std::int64_t k0, std::int64_t kc, std::int64_t step, std::int64_t steps) {
+    w.prefetch(p, k0, kc, step, steps);
   };
-  auto source = [&](std::int64_t p, std::int64_t k0, std::int64_t kc, std::int64_t step, std::int64_t steps) {
-    prefetch_part_l2(w.panel(p) + k0 * kPanelWidth, static_cast<std::size_t>(kc * kPanelWidth) * sizeof(T), step,
-                     steps);
+  // The blocked product over one part, each block of panel made into the part's own buffer.
+  auto blocked_part = [&](auto rows_tag, auto tile, std::int64_t m0, std::int64_t m1, std::int64_t n0,
+                          std::int64_t n1) {
+    AlignedVector<float> block(static_cast<std::size_t>(w.block_k * kPanelWidth));
+    auto floats = [&](std::int64_t p, std::int64_t k0, std::int64_t kc) { return w.floats(p, k0, kc, block.data()); };
+    gemm_panels_blocked<decltype(rows_tag)::value>(x + m0 * ldx, ldx, m1 - m0, n0, n1, k_total, w.block_k, y + m0 * ldy,
+                                                   ldy, floats, prefetch, tile, finisher(m0, m1));
   };
-  // Runs level's parts: `stream(m0, m1, p)` for one panel over all of K, or the blocked product with `tile`.
-  auto run_parts = [&](int max_rows, auto rows_tag, auto convert, auto tile, auto stream) {
-    const PanelPath path = m_total <= kDirectTiles * max_rows ? PanelPath::stream : PanelPath::blocked;
-    for_each_panel_part(
-        path, m_total, n_total, k_total, [&](std::int64_t m0, std::int64_t m1, std::int64_t n0, std::int64_t n1) {
-          if (path == PanelPath::stream) {
-            for (std::int64_t p = n0 / kPanelWidth; p * kPanelWidth < n1; ++p) stream(m0, m1, p);
-            finisher(m0, m1)(n0, n1);
-            return;
-          }
-          AlignedVector<float> block(static_cast<std::size_t>(kPanelBlockK * kPanelWidth));
-          gemm_panels_blocked<decltype(rows_tag)::value>(x + m0 * ldx, ldx, m1 - m0, n0, n1, k_total, kPanelBlockK,
-                                                         y + m0 * ldy, ldy, panel_with(convert, block), source, tile,
-                                                         finisher(m0, m1));
-        });
+  // Streams panels over parts when the source allows it and M ≤ stream_rows, else the blocked product.
+  auto run_parts = [&](std::int64_t stream_rows, auto rows_tag, auto tile, auto stream) {
+    const PanelPath path =
+        StreamsPanels<Source>::value && m_total <= stream_rows ? PanelPath::stream : PanelPath::blocked;
+    for_each_panel_part(path, m_total, n_total, k_total,
+                        [&](std::int64_t m0, std::int64_t m1, std::int64_t n0, std::int64_t n1) {
+                          if (path == PanelPath::blocked) return blocked_part(rows_tag, tile, m0, m1, n0, n1);
+                          for (std::int64_t p = n0 / kPanelWidth; p * kPanelWidth < n1; ++p) stream(m0, m1, p);
+                          finisher(m0, m1)(n0, n1);
+                        });
   };
 #if defined(SHRINK_CPU_AVX2_DISPATCH)
   if (use_avx512()) {
-    auto tile = [&](auto rows, const float* xs, const auto* panel, std::int64_t kc, float* ys, int valid,
+    auto tile = [&](auto rows, const float* xs, const float* panel, std::int64_t kc, float* ys, int valid,
                     bool accumulate) {
       panel_tile_avx512<decltype(rows)::value>(xs, ldx, panel, kc, ys, ldy, valid, accumulate);
     };
-    // Few rows: stream each panel over all of K, converting in registers.
+    // Up to 4 row tiles: each streams the panel over all of K, converting in registers.
     auto stream = [&](std::int64_t m0, std::int64_t m1, std::int64_t p) {
-      for_each_row_tile<kPanelRowsAvx512>(m1 - m0, [&](auto rows, std::int64_t m) {
-        panel_tile_avx512<decltype(rows)::value, T, true>(
-            x + (m0 + m) * ldx, ldx, w.panel(p), k_total, y + (m0 + m) * ldy + p * kPanelWidth, ldy,
-            static_cast<int>(std::min(kPanelWidth, n_total - p * kPanelWidth)), false);
-      });
+      if constexpr (StreamsPanels<Source>::value) {
+        using Element = std::remove_cv_t<std::remove_pointer_t<decltype(w.panel(p))>>;
+        for_each_row_tile<kPanelRowsAvx512>(m1 - m0, [&](auto rows, std::int64_t m) {
+          panel_tile_avx512<decltype(rows)::value, Element, true>(x + (m0 + m) * ldx, ldx, w.panel(p), k_total,
+                                                                  y + (m0 + m) * ldy + p * kPanelWidth, ldy,
+                                                                  valid_of(p), false);
+        });
+      }
     };
-    run_parts(
-        kPanelRowsAvx512, std::integral_constant<int, kPanelRowsAvx512>{},
-        [](const T* s, float* d, std::int64_t c) { panel_to_float_avx512(s, d, c); }, tile, stream);
+    run_parts(kDirectTiles * kPanelRowsAvx512, std::integral_constant<int, kPanelRowsAvx512>{}, tile, stream);
     return;
   }
   if (use_avx2_fma() && use_avx2_f16c()) {
-    auto tile = [&](auto rows, const float* xs, const auto* panel, std::int64_t kc, float* ys, int valid,
+    auto tile = [&](auto rows, const float* xs, const float* panel, std::int64_t kc, float* ys, int valid,
                     bool accumulate) {
-      for (int half_index = 0; half_index < 2; ++half_index) {  // the panel's two halves of 16 outputs
-        const int half_valid = std::min(16, valid - 16 * half_index);
-        if (half_valid <= 0) break;
-        panel_tile_avx2<decltype(rows)::value>(xs, ldx, panel + 16 * half_index, kc, ys + 16 * half_index, ldy,
-                                               half_valid, accumulate);
+      panel_tile_avx2<decltype(rows)::value>(xs, ldx, panel, kc, ys, ldy, valid, accumulate);
+    };
+    // One row tile streams each panel (more rows run blocked: as fast as streaming in k chunks, measured on Zen 3).
+    auto stream = [&](std::int64_t m0, std::int64_t m1, std::int64_t p) {
+      if constexpr (StreamsPanels<Source>::value) {
+        using Element = std::remove_cv_t<std::remove_pointer_t<decltype(w.panel(p))>>;
+        for_each_row_tile<kPanelRowsAvx2>(m1 - m0, [&](auto rows, std::int64_t m) {
+          panel_tile_avx2<decltype(rows)::value, Element>(x + (m0 + m) * ldx, ldx, w.panel(p), k_total,
+                                                          y + (m0 + m) * ldy + p * kPanelWidth, ldy, valid_of(p),
+                                                          false);
+        });
       }
     };
-    auto stream = [&](std::int64_t m0, std::int64_t m1, std::int64_t p) {
-      for_each_row_tile<kPanelRowsAvx2>(m1 - m0, [&](auto rows, std::int64_t m) {
-        tile(rows, x + (m0 + m) * ldx, w.panel(p), k_total, y + (m0 + m) * ldy + p * kPanelWidth,
-             static_cast<int>(std::min(kPanelWidth, n_total - p * kPanelWidth)), false);
-      });
-    };
-    run_parts(
-        kPanelRowsAvx2, std::integral_constant<int, kPanelRowsAvx2>{},
-        [](const T* s, float* d, std::int64_t c) { panel_to_float_avx2(s, d, c); }, tile, stream);
+    run_parts(kPanelRowsAvx2, std::integral_constant<int, kPanelRowsAvx2>{}, tile, stream);
     return;
   }
 #endif
-  // Eigen's product, one whole panel converted to float at a time; parts of whole panels and all rows.
+  // Eigen's product, one whole panel as floats at a time; parts of whole panels and all rows.
   for_each_panel_part(
       PanelPath::eigen, m_total, n_total, k_total, [&](std::int64_t, std::int64_t, std::int64_t n0, std::int64_t n1) {
         AlignedVector<float> whole(static_cast<std::size_t>(k_total * kPanelWidth));
-        gemm_panels_eigen(x, ldx, m_total, n0, n1, k_total, y, ldy, [&](std::int64_t p) -> const float* {
-          panel_to_float(w.panel(p), whole.data(), k_total * kPanelWidth);
-          return whole.data();
-        });
+        gemm_panels_eigen(x, ldx, m_total, n0, n1, k_total, y, ldy,
+                          [&](std::int64_t p) -> const float* { return w.floats(p, 0, k_total, whole.data()); });
         finisher(0, m_total)(n0, n1);
       });
+}
+
+// A PackedWeight<T> as a weight source: panels streamed as stored, or blocks converted to float.
+template <class T>
+struct PackedPanelSource {
+  static constexpr bool streams = true;
+  const PackedWeight<T>& weight;
+  std::int64_t rows = weight.rows, cols = weight.cols;
+  std::int64_t block_k = kPanelBlockK;
+
+  const T* panel(std::int64_t p) const { return weight.panel(p); }
+  const float* floats(std::int64_t p, std::int64_t k0, std::int64_t kc, float* buffer) const {
+    panel_block_to_float(weight.panel(p) + k0 * kPanelWidth, buffer, kc * kPanelWidth);
+    return buffer;
+  }
+  void prefetch(std::int64_t p, std::int64_t k0, std::int64_t kc, std::int64_t step, std::int64_t steps) const {
+    prefetch_part_l2(weight.panel(p) + k0 * kPanelWidth, static_cast<std::size_t>(kc * kPanelWidth) * sizeof(T), step,
+                     steps);
+  }
+};
+
+// The product over a panel-packed weight (float, half, bfloat16 or int8 values), as gemm_panel_source.
+template <class T>
+void gemm_panels(const float* x, std::int64_t ldx, std::int64_t m_total, const PackedWeight<T>& w, float* y,
+                 std::int64_t ldy, const EpilogueOp& op) {
+  gemm_panel_source(x, ldx, m_total, PackedPanelSource<T>{w}, y, ldy, op);
 }
 
 }  // namespace shrink::cpu

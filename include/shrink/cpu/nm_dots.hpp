@@ -1,6 +1,7 @@
-// The CPU kernels of the N:M sparse matrix product (linear/nm.hpp): sparse dot products of each compressed weight row
-// with a few rows of X, any n:m in scalar code, 2:4 with AVX-512 (16 kept values a step, picked with vpermt2ps). Each
-// checks the positions as it reads them and returns false on a bad one.
+// The CPU kernels of the N:M sparse matrix product (cpu/nm_product.hpp): sparse dot products of each compressed weight
+// row with a few rows of X, any n:m in scalar code, 2:4 with AVX-512 (16 kept values a step, picked with vpermt2ps) and
+// AVX2 (8 a step, picked with two vpermps and a blend). Each checks the positions as it reads them and returns false
+// on a bad one.
 #pragma once
 
 #include <cstdint>
@@ -84,6 +85,49 @@ SHRINK_TARGET_AVX512 bool nm24_dots_avx512(const NmRows& w, const float* x, std:
     for (int i = 0; i < MR; ++i) yt[r * MR + i] = detail::sum_lanes16(acc[i]);
   }
   return bad == 0;
+}
+
+// 2:4 dot products of every weight row with MR rows of x, 4 groups (8 kept values, 16 columns) a step; the groups past
+// the last whole step are left to the scalar loop (returned: the first group not done).
+template <int MR>
+SHRINK_TARGET_AVX2_FMA bool nm24_dots_avx2(const NmRows& w, const float* x, std::int64_t ldx, float* yt,
+                                           std::int64_t& groups_done) {
+  const std::int64_t kept = w.kept_per_row;
+  const std::int64_t steps = kept / 8;
+  groups_done = steps * 4;
+  // Lane l holds a value of group l / 2 of the step: its column is 4 · (l / 2) + position, in the low 8 columns for
+  // lanes 0-3 and the high 8 for lanes 4-7 (vpermps reads the index modulo 8).
+  const __m256i group_base = _mm256_setr_epi32(0, 0, 4, 4, 0, 0, 4, 4);
+  const __m256i first_of_pair = _mm256_setr_epi32(-1, 0, -1, 0, -1, 0, -1, 0);
+  const __m256i three = _mm256_set1_epi32(3);
+  __m256i bad = _mm256_setzero_si256();
+  for (std::int64_t r = 0; r < w.rows; ++r) {
+    const float* values = w.values + r * kept;
+    const std::uint8_t* positions = w.positions + r * kept;
+    __m256 acc[static_cast<std::size_t>(MR)];
+#pragma GCC unroll 12
+    for (int i = 0; i < MR; ++i) acc[i] = _mm256_setzero_ps();
+    for (std::int64_t s = 0; s < steps; ++s) {
+      const __m256 v = _mm256_loadu_ps(values + 8 * s);
+      const __m256i p = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(positions + 8 * s)));
+      // Valid pairs: the first position below the second (its neighbour), every position below 4.
+      const __m256i partner = _mm256_shuffle_epi32(p, _MM_SHUFFLE(2, 3, 0, 1));
+      const __m256i below_partner = _mm256_cmpgt_epi32(partner, p);
+      bad = _mm256_or_si256(
+          bad, _mm256_or_si256(_mm256_xor_si256(below_partner, first_of_pair), _mm256_cmpgt_epi32(p, three)));
+      const __m256i column = _mm256_add_epi32(group_base, p);
+#pragma GCC unroll 12
+      for (int i = 0; i < MR; ++i) {
+        const float* row = x + i * ldx + 16 * s;
+        const __m256 low = _mm256_permutevar8x32_ps(_mm256_loadu_ps(row), column);
+        const __m256 high = _mm256_permutevar8x32_ps(_mm256_loadu_ps(row + 8), column);
+        acc[i] = _mm256_fmadd_ps(v, _mm256_blend_ps(low, high, 0xF0), acc[i]);
+      }
+    }
+#pragma GCC unroll 12
+    for (int i = 0; i < MR; ++i) yt[r * MR + i] = detail::sum_lanes8(acc[i]);
+  }
+  return _mm256_testz_si256(bad, bad) != 0;
 }
 #endif
 

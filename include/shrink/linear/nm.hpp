@@ -1,14 +1,8 @@
 // N:M sparse linear layers on the CPU (2:4 above all) with the weight in sparse/nm_compressed.hpp's format, read as
 // it is (values + positions): Y[M, N] = X[M, K] · W[N, K]ᵀ, out = act(Y + bias) (core/epilogue.hpp).
 //
-//   M ≤ 48, AVX-512, 2:4  each weight row is a sparse dot product: 16 kept values at a time, their 16 positions
-//                         turned into indices into 32 columns of X and picked with one vpermt2ps per row of X,
-//                         12 rows of X a pass — the weight is read once a pass, half its dense size (plus a
-//                         position byte per value).
-//   M ≤ 12, otherwise     the same dot products in scalar code, any n:m.
-//   larger M              blocks of 32 rows × 256 columns of W are expanded to dense float panels and multiplied
-//                         by the float kernels of cpu/gemm_panel.hpp: a CPU has no sparse tensor cores, so with
-//                         many rows 2:4 runs at about the dense float speed (a little slower: the expansion).
+// The kernels and their choice by SIMD level and shape live in cpu/nm_product.hpp (sparse dot products for few rows,
+// kept values times rows of Xᵀ or dense panels expanded from W for more).
 // Positions are checked (in range, increasing within each group) before anything is written. NaN and inf propagate
 // as IEEE arithmetic does, except that a NaN in x meets only the kept weights.
 // At the end of the file: half / bfloat16 operands (float accumulation) and int8 operands (exact int32 sums, scaled
@@ -16,7 +10,6 @@
 #pragma once
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -31,12 +24,8 @@
 #include "shrink/core/view.hpp"
 #include "shrink/cpu/aligned_vector.hpp"
 #include "shrink/cpu/epilogue_rows.hpp"
-#include "shrink/cpu/gemm_panel.hpp"
-#include "shrink/cpu/lane_sums.hpp"
-#include "shrink/cpu/nm_dots.hpp"
-#include "shrink/cpu/prefetch.hpp"
+#include "shrink/cpu/nm_product.hpp"
 #include "shrink/cpu/quantize.hpp"
-#include "shrink/cpu/simd.hpp"
 #include "shrink/linear/check.hpp"
 #include "shrink/prune/nm.hpp"
 #include "shrink/sparse/nm_compressed.hpp"
@@ -115,149 +104,14 @@ Support check_out_apart_from_weight(const TensorView<Out>& out, const sparse::Nm
 // cpu::linear_nm once checked, into an output whose rows are contiguous (linear_nm stages any other).
 inline void linear_nm_rows(TensorView<const float> x, const sparse::NmCompressed<float>& w, TensorView<float> out,
                            const Epilogue& epilogue) {
-  const char* fn = "shrink::cpu::linear_nm";
-  const std::int64_t m_total = x.size(0), n_total = w.rows, k_total = w.cols;
-  const EpilogueOp op = make_epilogue_op(epilogue, m_total, n_total);
+  const EpilogueOp op = make_epilogue_op(epilogue, x.size(0), w.rows);
   std::vector<float> x_rows;
   std::int64_t ldx = 0;
   const float* xs = linear::detail::contiguous_rows(x, x_rows, ldx);
-
-  bool use_dots = m_total <= cpu::kNmDotRows;
-#if defined(SHRINK_CPU_AVX2_DISPATCH)
-  const bool vector_dots = cpu::use_avx512() && w.pattern.n == 2 && w.pattern.m == 4;
-  use_dots = use_dots || (vector_dots && m_total <= cpu::kNmDotChunks * cpu::kNmDotRows);
-#endif
-  if (use_dots) {  // dot products, 12 rows of X a pass, into private storage checked before out is written
-    const std::int64_t chunks = (m_total + cpu::kNmDotRows - 1) / cpu::kNmDotRows;
-    std::vector<float> yt(static_cast<std::size_t>(n_total * m_total));
-    // Parts: a chunk of X's rows against a range of weight rows (the same sums whatever the cut).
-    const std::int64_t part_rows =
-        chunk_size(n_total, 2.0 * static_cast<double>(std::min(m_total, cpu::kNmDotRows) * w.kept_per_row()));
-    const std::int64_t row_parts = (n_total + part_rows - 1) / part_rows;
-    std::atomic<bool> all_ok{true};
-    parallel_for(chunks * row_parts, 1, [&](std::int64_t begin, std::int64_t end) {
-      for (std::int64_t part = begin; part < end; ++part) {
-        const std::int64_t c = part / row_parts, r0 = part % row_parts * part_rows;
-        const std::int64_t r1 = std::min(n_total, r0 + part_rows);
-        const std::int64_t m0 = c * cpu::kNmDotRows, rows = std::min(cpu::kNmDotRows, m_total - m0);
-        const std::size_t first = static_cast<std::size_t>(r0 * w.kept_per_row());
-        const cpu::NmRows part_of_w{r1 - r0,
-                                    w.cols,
-                                    w.pattern.n,
-                                    w.pattern.m,
-                                    w.kept_per_row(),
-                                    w.values.data() + first,
-                                    w.positions.data() + first};
-        float* chunk_yt = yt.data() + m0 * n_total + r0 * rows;  // [N, rows], from weight row r0
-        const float* chunk_x = xs + m0 * ldx;
-        std::int64_t groups_done = 0;
-        bool ok = true;
-#if defined(SHRINK_CPU_AVX2_DISPATCH)
-        if (vector_dots) {
-          cpu::for_each_row_tile<cpu::kNmDotRows>(rows, [&](auto tile_rows, std::int64_t) {
-            ok =
-                cpu::nm24_dots_avx512<decltype(tile_rows)::value>(part_of_w, chunk_x, ldx, chunk_yt, groups_done) && ok;
-          });
-        }
-#endif
-        ok = cpu::nm_dots_scalar(part_of_w, chunk_x, ldx, rows, 0, r1 - r0, groups_done, chunk_yt, groups_done > 0) &&
-             ok;
-        if (!ok) all_ok.store(false);
-      }
-    });
-    const bool ok = all_ok.load();
-    if (!ok) require_supported(linear::detail::check_nm_positions(w), fn);
-    for (std::int64_t c = 0; c < chunks; ++c) {
-      const std::int64_t m0 = c * cpu::kNmDotRows, rows = std::min(cpu::kNmDotRows, m_total - m0);
-      cpu::finish_transposed(op, yt.data() + m0 * n_total, rows, rows, n_total, m0, out);
-    }
-    return;
-  }
-
-  require_supported(linear::detail::check_nm_positions(w), fn);
-  const int n_keep = w.pattern.n, m_group = w.pattern.m;
-  const std::int64_t block_k = std::max<std::int64_t>(1, cpu::kPanelBlockK / m_group) * m_group;
-  // Rows 32p .. 32p + 31, columns k0 .. k0 + kc − 1 of W as a dense k-major panel in `block`: zeros, then each kept
-  // value stored at its column.
-  auto expander = [&](cpu::AlignedVector<float>& block) {
-    return [&, buffer = block.data()](std::int64_t p, std::int64_t k0, std::int64_t kc) -> const float* {
-      std::fill(buffer, buffer + kc * cpu::kPanelWidth, 0.0f);
-      const std::int64_t r_end = std::min(n_total, (p + 1) * cpu::kPanelWidth);
-      const std::int64_t first_group = k0 / m_group, groups = kc / m_group, kept_per_row = w.kept_per_row();
-      for (std::int64_t r = p * cpu::kPanelWidth; r < r_end; ++r) {
-        const float* values = w.values.data() + r * kept_per_row + first_group * n_keep;
-        const std::uint8_t* positions = w.positions.data() + r * kept_per_row + first_group * n_keep;
-        float* column = buffer + (r - p * cpu::kPanelWidth);
-        for (std::int64_t g = 0; g < groups; ++g, column += m_group * cpu::kPanelWidth) {
-          for (int t = 0; t < n_keep; ++t) column[positions[t] * cpu::kPanelWidth] = values[t];
-          values += n_keep;
-          positions += n_keep;
-        }
-      }
-      return buffer;
-    };
-  };
-  // The values and positions a panel block is made from: 32 rows, each a run of each array; a few rows per step.
-  auto source = [&](std::int64_t p, std::int64_t k0, std::int64_t kc, std::int64_t step, std::int64_t steps) {
-    const std::int64_t rows = std::min(cpu::kPanelWidth, n_total - p * cpu::kPanelWidth);
-    const std::int64_t per_step = (rows + steps - 1) / steps;
-    const std::int64_t begin = k0 / m_group * n_keep, count = kc / m_group * n_keep;
-    for (std::int64_t r = p * cpu::kPanelWidth + step * per_step;
-         r < std::min(p * cpu::kPanelWidth + rows, p * cpu::kPanelWidth + (step + 1) * per_step); ++r) {
-      cpu::prefetch_part_l2(w.values.data() + r * w.kept_per_row() + begin,
-                            static_cast<std::size_t>(count) * sizeof(float), 0, 1);
-      cpu::prefetch_part_l2(w.positions.data() + r * w.kept_per_row() + begin, static_cast<std::size_t>(count), 0, 1);
-    }
-  };
-  float* y = out.data();
-  const std::int64_t ldy = out.stride(0);
-  auto finisher = [&](std::int64_t m0, std::int64_t m1) {
-    return [=](std::int64_t n0, std::int64_t n1) {
-      for (std::int64_t m = m0; m < m1; ++m)
-        cpu::finish_run(op, y + m * ldy + n0, op.x_scale(m), n0, n1 - n0, y + m * ldy + n0);
-    };
-  };
-  // The blocked product over the executor's parts (cpu/gemm_panel.hpp), each expanding into its own buffer.
-  auto run_parts = [&](auto rows_tag, auto tile) {
-    cpu::for_each_panel_part(cpu::PanelPath::blocked, m_total, n_total, k_total,
-                             [&](std::int64_t m0, std::int64_t m1, std::int64_t n0, std::int64_t n1) {
-                               cpu::AlignedVector<float> block(static_cast<std::size_t>(block_k * cpu::kPanelWidth));
-                               cpu::gemm_panels_blocked<decltype(rows_tag)::value>(
-                                   xs + m0 * ldx, ldx, m1 - m0, n0, n1, k_total, block_k, y + m0 * ldy, ldy,
-                                   expander(block), source, tile, finisher(m0, m1));
-                             });
-  };
-#if defined(SHRINK_CPU_AVX2_DISPATCH)
-  if (cpu::use_avx512()) {
-    auto tile = [&](auto rows, const float* xr, const float* panel, std::int64_t kc, float* yr, int valid,
-                    bool accumulate) {
-      cpu::panel_tile_avx512<decltype(rows)::value>(xr, ldx, panel, kc, yr, ldy, valid, accumulate);
-    };
-    run_parts(std::integral_constant<int, cpu::kPanelRowsAvx512>{}, tile);
-    return;
-  }
-  if (cpu::use_avx2_fma()) {
-    auto tile = [&](auto rows, const float* xr, const float* panel, std::int64_t kc, float* yr, int valid,
-                    bool accumulate) {
-      for (int half_index = 0; half_index < 2; ++half_index) {
-        const int half_valid = std::min(16, valid - 16 * half_index);
-        if (half_valid <= 0) break;
-        cpu::panel_tile_avx2<decltype(rows)::value>(xr, ldx, panel + 16 * half_index, kc, yr + 16 * half_index, ldy,
-                                                    half_valid, accumulate);
-      }
-    };
-    run_parts(std::integral_constant<int, cpu::kPanelRowsAvx2>{}, tile);
-    return;
-  }
-#endif
-  cpu::for_each_panel_part(cpu::PanelPath::eigen, m_total, n_total, k_total,
-                           [&](std::int64_t, std::int64_t, std::int64_t n0, std::int64_t n1) {
-                             cpu::AlignedVector<float> block(static_cast<std::size_t>(k_total * cpu::kPanelWidth));
-                             auto expand = expander(block);
-                             cpu::gemm_panels_eigen(xs, ldx, m_total, n0, n1, k_total, y, ldy,
-                                                    [&](std::int64_t p) { return expand(p, 0, k_total); });
-                             finisher(0, m_total)(n0, n1);
-                           });
+  const cpu::NmRows rows{w.rows,           w.cols,          w.pattern.n,       w.pattern.m,
+                         w.kept_per_row(), w.values.data(), w.positions.data()};
+  if (!cpu::nm_product(xs, ldx, x.size(0), rows, out, op, [&] { return bool(check_nm_positions(w)); }))
+    require_supported(check_nm_positions(w), "shrink::cpu::linear_nm");
 }
 
 }  // namespace shrink::linear::detail

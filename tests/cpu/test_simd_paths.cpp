@@ -185,3 +185,13 @@ TEST_CASE("finite_range finds NaN and inf in any block of a long run", "[cpu][si
     });
   }
 }
+
+TEST_CASE("SHRINK_SIMD lowers the level by name, never above the CPU's", "[cpu][simd]") {
+  CHECK(requested_simd_level(nullptr, SimdLevel::avx2) == SimdLevel::avx2);
+  CHECK(requested_simd_level("avx2", SimdLevel::avx512) == SimdLevel::avx2);
+  CHECK(requested_simd_level("sse2", SimdLevel::avx512) == SimdLevel::sse2);
+  CHECK(requested_simd_level("scalar", SimdLevel::avx2) == SimdLevel::scalar);
+  CHECK(requested_simd_level("avx512", SimdLevel::avx2) == SimdLevel::avx2);  // not above the CPU
+  CHECK(requested_simd_level("AVX2", SimdLevel::avx512) == SimdLevel::avx512);  // unknown names change nothing
+  CHECK(requested_simd_level("", SimdLevel::sse2) == SimdLevel::sse2);
+}

@@ -12,6 +12,7 @@
 #include <string>
 #include <tuple>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "linear/linear_reference.hpp"
@@ -334,6 +335,43 @@ TEST_CASE(
   const std::vector<float> dequantized = quant::dequantize(sym_u4);
   for (std::int64_t kk = 0; kk < 96; kk += 7)
     CHECK(block[static_cast<std::size_t>(kk * kPanelWidth + 3)] == dequantized[static_cast<std::size_t>(3 * 96 + kk)]);
+}
+
+TEST_CASE("the AVX2 int4 dequantization gives the scalar loop's floats bit for bit (symmetric, affine, fractional)",
+          "[cpu][linear][int4][simd]") {
+#if defined(SHRINK_CPU_AVX2_DISPATCH)
+  if (!use_avx2()) return;
+  std::mt19937 rng(35);
+  const std::int64_t n = 45, k = 320;
+  const auto w = shifted_weights(n, k, rng);
+  const TensorView<const float> wv(w.data(), Shape{n, k});
+  std::uniform_real_distribution<float> offset(-1.5f, 1.5f);
+  std::vector<PackedInt4Weight> weights;
+  for (quant::QuantDtype dtype : {quant::QuantDtype::int4, quant::QuantDtype::uint4})
+    for (std::int64_t group : {std::int64_t{32}, std::int64_t{64}}) {
+      weights.push_back(pack_weight_int4(
+          quant::quantize(wv, quant::QuantScheme::per_group(dtype, quant::Symmetry::symmetric, 1, group))));
+      const quant::QuantScheme affine = quant::QuantScheme::per_group(dtype, quant::Symmetry::affine, 1, group);
+      weights.push_back(pack_weight_int4(quant::quantize(wv, affine)));
+      quant::QuantScheme fractional = affine;
+      fractional.float_zero_point = true;
+      quant::QParams params = quant::minmax_qparams(wv, fractional);
+      for (float& z : params.float_zero_point) z += offset(rng);
+      weights.push_back(pack_weight_int4(quant::quantize(wv, fractional, params)));
+    }
+  for (const PackedInt4Weight& p : weights) {
+    INFO("group " << p.group_size << (p.affine() ? " affine" : p.fractional() ? " fractional" : " symmetric"));
+    // Blocks that start and end inside groups, as the product's blocks of 256 do for groups of 96.
+    for (auto [k0, kc] : {std::pair<std::int64_t, std::int64_t>{0, k}, {17, 100}, {256, 64}}) {
+      for (std::int64_t panel = 0; panel < p.panel_count(); ++panel) {
+        std::vector<float> scalar(static_cast<std::size_t>(kc * kPanelWidth)), vector(scalar.size(), kPoison);
+        dequantize_int4_panel(p, panel, k0, kc, scalar.data());
+        dequantize_int4_panel_avx2(p, panel, k0, kc, vector.data());
+        CHECK(std::memcmp(scalar.data(), vector.data(), scalar.size() * sizeof(float)) == 0);
+      }
+    }
+  }
+#endif
 }
 
 TEST_CASE(

@@ -1,9 +1,10 @@
 // The float product over a per-group int4 weight (cpu/packed_int4_weight.hpp): Y[M, N] = X[M, K] · Wᵀ with
-// w[n, k] = q[n, k] · s[n, k / group], or (q[n, k] − z[n, k / group]) · s[n, k / group] when affine, dequantized in
-// float one panel block at a time (256 k × 32 outputs, kept in L1; the zero point costs one integer subtraction a
-// value there, shared by all M rows), then the float tiles of cpu/gemm_panel.hpp (AVX-512, AVX2, or Eigen's product)
-// pass over it: the weight leaves memory once, at half a byte a value, whatever M. The result is that of
-// dequantize-then-float-GEMM up to the order of the float sums.
+// w[n, k] = q[n, k] · s[n, k / group], or (q[n, k] − z[n, k / group]) · s[n, k / group] when affine, through the panel
+// driver of cpu/gemm_panel.hpp. With AVX2 and one or two rows of X (decode) each panel row is dequantized in registers
+// and multiplied at once; otherwise a panel block (256 k × 32 outputs, kept in L1) is dequantized once for all M rows
+// (AVX2 vector code, or the scalar loop; the zero point costs one integer subtraction a value there) and the float
+// tiles pass over it. The weight leaves memory once, at half a byte a value, whatever M. Every dequantized value is
+// the scalar loop's bit for bit; the result is that of dequantize-then-float-GEMM up to the order of the float sums.
 #pragma once
 
 #include <algorithm>
@@ -14,20 +15,135 @@
 #include "shrink/cpu/gemm_panel.hpp"
 #include "shrink/cpu/packed_int4_weight.hpp"
 #include "shrink/cpu/prefetch.hpp"
+#include "shrink/cpu/simd.hpp"
 
 namespace shrink::cpu {
+
+#if defined(SHRINK_CPU_AVX2_DISPATCH)
+namespace detail {
+
+// One panel row of an int4 weight as AVX2 floats, the scalar loop's values bit for bit: the row's 16 bytes split into
+// their 32 signed nibbles in output order (low nibble first), less the zero points when affine (an exact int8
+// difference), widened to int32, converted to float (exact) and multiplied by the scales: one rounding, as
+// dequantize_int4_panel. Fractional zero points: (float(q) − z) · s, a subtraction then a multiplication.
+// Walks the rows of a panel from k0 on, stepping the group at each boundary (no division a row).
+class Int4RowsAvx2 {
+ public:
+  SHRINK_TARGET_AVX2 Int4RowsAvx2(const PackedInt4Weight& w, std::int64_t p, std::int64_t k0)
+      : bytes_(w.panels.data() + (p * w.cols + k0) * kInt4PanelBytes),
+        scales_(w.scales.data() + (p * w.groups() + k0 / w.group_size) * kPanelWidth),
+        zeros_(w.affine() ? w.zero_points.data() + (p * w.groups() + k0 / w.group_size) * kPanelWidth : nullptr),
+        float_zeros_(w.fractional() ? w.float_zero_points.data() + (p * w.groups() + k0 / w.group_size) * kPanelWidth
+                                    : nullptr),
+        group_size_(w.group_size),
+        left_in_group_(w.group_size - k0 % w.group_size),
+        offset_(_mm_set1_epi8(static_cast<char>(w.value_offset))) {}
+
+  // The next row's 32 values: b[v] holds outputs 8v .. 8v + 7.
+  SHRINK_TARGET_AVX2 SHRINK_FORCE_INLINE void next(__m256 (&b)[4]) {
+    const __m128i low_bits = _mm_set1_epi8(0x0F), sign = _mm_set1_epi8(0x08);
+    const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(bytes_));
+    // Nibble v as a signed value: (v ^ 8) − 8.
+    const __m128i low = _mm_sub_epi8(_mm_xor_si128(_mm_and_si128(packed, low_bits), sign), sign);
+    const __m128i high = _mm_sub_epi8(_mm_xor_si128(_mm_and_si128(_mm_srli_epi16(packed, 4), low_bits), sign), sign);
+    __m128i q[2] = {_mm_unpacklo_epi8(low, high), _mm_unpackhi_epi8(low, high)};  // outputs 0-15, 16-31
+    if (float_zeros_ != nullptr) {
+      q[0] = _mm_add_epi8(q[0], offset_);
+      q[1] = _mm_add_epi8(q[1], offset_);
+    } else if (zeros_ != nullptr) {
+      q[0] = _mm_sub_epi8(q[0], _mm_loadu_si128(reinterpret_cast<const __m128i*>(zeros_)));
+      q[1] = _mm_sub_epi8(q[1], _mm_loadu_si128(reinterpret_cast<const __m128i*>(zeros_ + 16)));
+    }
+#pragma GCC unroll 4
+    for (int v = 0; v < 4; ++v) {
+      const __m128i eight = v % 2 == 0 ? q[v / 2] : _mm_srli_si128(q[v / 2], 8);
+      __m256 values = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(eight));
+      if (float_zeros_ != nullptr) values = _mm256_sub_ps(values, _mm256_loadu_ps(float_zeros_ + 8 * v));
+      b[v] = _mm256_mul_ps(values, _mm256_loadu_ps(scales_ + 8 * v));
+    }
+    bytes_ += kInt4PanelBytes;
+    if (--left_in_group_ == 0) {
+      left_in_group_ = group_size_;
+      scales_ += kPanelWidth;
+      if (zeros_ != nullptr) zeros_ += kPanelWidth;
+      if (float_zeros_ != nullptr) float_zeros_ += kPanelWidth;
+    }
+  }
+
+ private:
+  const std::uint8_t* bytes_;
+  const float* scales_;
+  const std::int8_t* zeros_;
+  const float* float_zeros_;
+  std::int64_t group_size_;
+  std::int64_t left_in_group_;
+  __m128i offset_;
+};
+
+}  // namespace detail
+
+// dequantize_int4_panel with AVX2 (detail::Int4RowsAvx2), the same floats bit for bit.
+SHRINK_TARGET_AVX2 inline void dequantize_int4_panel_avx2(const PackedInt4Weight& w, std::int64_t p, std::int64_t k0,
+                                                          std::int64_t kc, float* dst) {
+  detail::Int4RowsAvx2 rows(w, p, k0);
+  for (std::int64_t k = 0; k < kc; ++k, dst += kPanelWidth) {
+    __m256 b[4];
+    rows.next(b);
+#pragma GCC unroll 4
+    for (int v = 0; v < 4; ++v) _mm256_storeu_ps(dst + 8 * v, b[v]);
+  }
+}
+
+// y[i, 0 .. valid) = Σ_k x[i, k] · w[32p + ·, k] for i < MR ≤ 2 over all of K, each panel row dequantized in registers
+// (two rows of 4 accumulators leave room for the row's values and the unpacking).
+template <int MR>
+SHRINK_TARGET_AVX2_FMA void int4_tile_avx2(const float* x, std::int64_t ldx, const PackedInt4Weight& w, std::int64_t p,
+                                           float* y, std::int64_t ldy, int valid) {
+  static_assert(MR >= 1 && MR <= 2, "2 rows of 4 accumulators");
+  __m256 c[static_cast<std::size_t>(MR)][4];
+#pragma GCC unroll 2
+  for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 4
+    for (int v = 0; v < 4; ++v) c[i][v] = _mm256_setzero_ps();
+  detail::Int4RowsAvx2 rows(w, p, 0);
+  for (std::int64_t k = 0; k < w.cols; ++k) {
+    __m256 b[4];
+    rows.next(b);
+#pragma GCC unroll 2
+    for (int i = 0; i < MR; ++i) {
+      const __m256 a = _mm256_broadcast_ss(x + i * ldx + k);
+#pragma GCC unroll 4
+      for (int v = 0; v < 4; ++v) c[i][v] = _mm256_fmadd_ps(a, b[v], c[i][v]);
+    }
+  }
+  store_tile_avx2<MR>(c, y, ldy, valid, false);
+}
+#endif
 
 // A PackedInt4Weight as a weight source of the panel driver (cpu/gemm_panel.hpp): each block dequantized into the
 // driver's buffer.
 struct Int4PanelSource {
+  static constexpr int stream_rows_avx2 = 2;  // one or two rows (decode): each panel row dequantized in registers
   const PackedInt4Weight& weight;
   std::int64_t rows = weight.rows, cols = weight.cols;
   std::int64_t block_k = kPanelBlockK;
 
   const float* floats(std::int64_t p, std::int64_t k0, std::int64_t kc, float* buffer) const {
+#if defined(SHRINK_CPU_AVX2_DISPATCH)
+    if (use_avx2()) {
+      dequantize_int4_panel_avx2(weight, p, k0, kc, buffer);
+      return buffer;
+    }
+#endif
     dequantize_int4_panel(weight, p, k0, kc, buffer);
     return buffer;
   }
+#if defined(SHRINK_CPU_AVX2_DISPATCH)
+  template <int MR>
+  void stream_avx2(const float* x, std::int64_t ldx, std::int64_t p, float* y, std::int64_t ldy, int valid) const {
+    int4_tile_avx2<MR>(x, ldx, weight, p, y, ldy, valid);
+  }
+#endif
   void prefetch(std::int64_t p, std::int64_t k0, std::int64_t kc, std::int64_t step, std::int64_t steps) const {
     prefetch_part_l2(weight.panels.data() + (p * cols + k0) * kInt4PanelBytes,
                      static_cast<std::size_t>(kc * kInt4PanelBytes), step, steps);

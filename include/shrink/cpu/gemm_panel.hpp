@@ -97,6 +97,26 @@ SHRINK_TARGET_AVX512 void panel_tile_avx512(const float* x, std::int64_t ldx, co
 }
 
 // ---- AVX2 -----------------------------------------------------------------------------------------------------
+// y[i, 0 .. valid) (+)= the accumulators c[i][0 .. 4) of a tile of MR rows × 32 outputs.
+template <int MR>
+SHRINK_TARGET_AVX2 SHRINK_FORCE_INLINE void store_tile_avx2(const __m256 (&c)[static_cast<std::size_t>(MR)][4],
+                                                            float* y, std::int64_t ldy, int valid, bool accumulate) {
+#pragma GCC unroll 3
+  for (int i = 0; i < MR; ++i) {
+    float* row = y + i * ldy;
+    if (valid == kPanelWidth) {
+#pragma GCC unroll 4
+      for (int v = 0; v < 4; ++v)
+        _mm256_storeu_ps(row + 8 * v, accumulate ? _mm256_add_ps(c[i][v], _mm256_loadu_ps(row + 8 * v)) : c[i][v]);
+    } else {
+      alignas(32) float lanes[kPanelWidth];
+#pragma GCC unroll 4
+      for (int v = 0; v < 4; ++v) _mm256_store_ps(lanes + 8 * v, c[i][v]);
+      for (int j = 0; j < valid; ++j) row[j] = accumulate ? row[j] + lanes[j] : lanes[j];
+    }
+  }
+}
+
 // As panel_tile_avx512 with 8-float registers: up to 3 rows × the whole panel (12 accumulators of 16 registers; every
 // byte of a panel row's cache lines used as they arrive, which two passes over halves of 16 did not). The loops over
 // rows and registers are unrolled so that the accumulators stay in registers (GCC otherwise stores them back to the
@@ -122,20 +142,7 @@ SHRINK_TARGET_AVX2_FMA_F16C void panel_tile_avx2(const float* x, std::int64_t ld
       for (int v = 0; v < 4; ++v) c[i][v] = _mm256_fmadd_ps(a, b[v], c[i][v]);
     }
   }
-#pragma GCC unroll 3
-  for (int i = 0; i < MR; ++i) {
-    float* row = y + i * ldy;
-    if (valid == kPanelWidth) {
-#pragma GCC unroll 4
-      for (int v = 0; v < 4; ++v)
-        _mm256_storeu_ps(row + 8 * v, accumulate ? _mm256_add_ps(c[i][v], _mm256_loadu_ps(row + 8 * v)) : c[i][v]);
-    } else {
-      alignas(32) float lanes[kPanelWidth];
-#pragma GCC unroll 4
-      for (int v = 0; v < 4; ++v) _mm256_store_ps(lanes + 8 * v, c[i][v]);
-      for (int j = 0; j < valid; ++j) row[j] = accumulate ? row[j] + lanes[j] : lanes[j];
-    }
-  }
+  store_tile_avx2<MR>(c, y, ldy, valid, accumulate);
 }
 #endif
 
@@ -272,14 +279,23 @@ void panel_block_to_float(const T* src, float* dst, std::int64_t count) {
 //   const float* floats(p, k0, kc, buffer)       rows k0 .. k0 + kc − 1 of panel p as floats (row stride 32), made
 //                                                in buffer (room for max(block_k, K) · 32 floats) or stored there
 //   void prefetch(p, k0, kc, step, steps)        part `step` of `steps` of the bytes that block is made from, into L2
-// and, when it stores panels the tiles read directly (float, half, bfloat16 or int8 values, k-major, row stride 32):
-//   static constexpr bool streams = true;  const Element* panel(p)
-// with which a product of few rows streams each panel from memory, converting in registers.
+// and, to let a product of few rows stream each panel from memory, converting in registers:
+//   static constexpr bool streams = true;  const Element* panel(p)       AVX-512: panels stored as float, half,
+//                                                                         bfloat16 or int8 values (row stride 32)
+//   static constexpr int stream_rows_avx2 = R;                            AVX2: rows of X up to which it streams, and
+//   template <int MR> void stream_avx2(x, ldx, p, y, ldy, valid)         its tile: y[i, ·] = Σ_k x[i, k] · panel p
+//                                                                         for i < MR ≤ R, over all of K
 
 template <class Source, class = void>
 struct StreamsPanels : std::false_type {};
 template <class Source>
 struct StreamsPanels<Source, std::void_t<decltype(Source::streams)>> : std::bool_constant<Source::streams> {};
+
+template <class Source, class = void>
+struct StreamRowsAvx2 : std::integral_constant<int, 0> {};
+template <class Source>
+struct StreamRowsAvx2<Source, std::void_t<decltype(Source::stream_rows_avx2)>>
+    : std::integral_constant<int, Source::stream_rows_avx2> {};
 
 // y[m, n] = op(Σ_k x[m, k] · W[n, k]) (the epilogue operation in float: core/epilogue.hpp) for the M rows of x (row
 // stride ldx, contiguous along k) into y (row stride ldy), W given by a weight source (above). Arguments are checked by
@@ -309,10 +325,9 @@ void gemm_panel_source(const float* x, std::int64_t ldx, std::int64_t m_total, c
     gemm_panels_blocked<decltype(rows_tag)::value>(x + m0 * ldx, ldx, m1 - m0, n0, n1, k_total, w.block_k, y + m0 * ldy,
                                                    ldy, floats, prefetch, tile, finisher(m0, m1));
   };
-  // Streams panels over parts when the source allows it and M ≤ stream_rows, else the blocked product.
+  // Streams panels over parts when M ≤ stream_rows (0: the source does not stream), else the blocked product.
   auto run_parts = [&](std::int64_t stream_rows, auto rows_tag, auto tile, auto stream) {
-    const PanelPath path =
-        StreamsPanels<Source>::value && m_total <= stream_rows ? PanelPath::stream : PanelPath::blocked;
+    const PanelPath path = m_total <= stream_rows ? PanelPath::stream : PanelPath::blocked;
     for_each_panel_part(path, m_total, n_total, k_total,
                         [&](std::int64_t m0, std::int64_t m1, std::int64_t n0, std::int64_t n1) {
                           if (path == PanelPath::blocked) return blocked_part(rows_tag, tile, m0, m1, n0, n1);
@@ -337,7 +352,8 @@ void gemm_panel_source(const float* x, std::int64_t ldx, std::int64_t m_total, c
         });
       }
     };
-    run_parts(kDirectTiles * kPanelRowsAvx512, std::integral_constant<int, kPanelRowsAvx512>{}, tile, stream);
+    run_parts(StreamsPanels<Source>::value ? kDirectTiles * kPanelRowsAvx512 : 0,
+              std::integral_constant<int, kPanelRowsAvx512>{}, tile, stream);
     return;
   }
   if (use_avx2_fma() && use_avx2_f16c()) {
@@ -346,17 +362,16 @@ void gemm_panel_source(const float* x, std::int64_t ldx, std::int64_t m_total, c
       panel_tile_avx2<decltype(rows)::value>(xs, ldx, panel, kc, ys, ldy, valid, accumulate);
     };
     // One row tile streams each panel (more rows run blocked: as fast as streaming in k chunks, measured on Zen 3).
+    constexpr int stream_rows = StreamRowsAvx2<Source>::value;
     auto stream = [&](std::int64_t m0, std::int64_t m1, std::int64_t p) {
-      if constexpr (StreamsPanels<Source>::value) {
-        using Element = std::remove_cv_t<std::remove_pointer_t<decltype(w.panel(p))>>;
-        for_each_row_tile<kPanelRowsAvx2>(m1 - m0, [&](auto rows, std::int64_t m) {
-          panel_tile_avx2<decltype(rows)::value, Element>(x + (m0 + m) * ldx, ldx, w.panel(p), k_total,
-                                                          y + (m0 + m) * ldy + p * kPanelWidth, ldy, valid_of(p),
-                                                          false);
+      if constexpr (stream_rows > 0) {
+        for_each_row_tile<stream_rows>(m1 - m0, [&](auto rows, std::int64_t m) {
+          w.template stream_avx2<decltype(rows)::value>(x + (m0 + m) * ldx, ldx, p,
+                                                        y + (m0 + m) * ldy + p * kPanelWidth, ldy, valid_of(p));
         });
       }
     };
-    run_parts(kPanelRowsAvx2, std::integral_constant<int, kPanelRowsAvx2>{}, tile, stream);
+    run_parts(stream_rows, std::integral_constant<int, kPanelRowsAvx2>{}, tile, stream);
     return;
   }
 #endif
@@ -374,11 +389,18 @@ void gemm_panel_source(const float* x, std::int64_t ldx, std::int64_t m_total, c
 template <class T>
 struct PackedPanelSource {
   static constexpr bool streams = true;
+  static constexpr int stream_rows_avx2 = kPanelRowsAvx2;
   const PackedWeight<T>& weight;
   std::int64_t rows = weight.rows, cols = weight.cols;
   std::int64_t block_k = kPanelBlockK;
 
   const T* panel(std::int64_t p) const { return weight.panel(p); }
+#if defined(SHRINK_CPU_AVX2_DISPATCH)
+  template <int MR>
+  void stream_avx2(const float* x, std::int64_t ldx, std::int64_t p, float* y, std::int64_t ldy, int valid) const {
+    panel_tile_avx2<MR, T>(x, ldx, weight.panel(p), cols, y, ldy, valid, false);
+  }
+#endif
   const float* floats(std::int64_t p, std::int64_t k0, std::int64_t kc, float* buffer) const {
     panel_block_to_float(weight.panel(p) + k0 * kPanelWidth, buffer, kc * kPanelWidth);
     return buffer;

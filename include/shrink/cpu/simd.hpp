@@ -19,6 +19,10 @@
 #define SHRINK_CPU_SSE2 1
 #endif
 
+#include <algorithm>
+#include <cstdlib>
+#include <string>
+
 namespace shrink::cpu {
 
 // Ordered: a level implies the ones below it.
@@ -36,10 +40,23 @@ inline SimdLevel detect_simd_level() {
 #endif
 }
 
-// The level the loops use: the CPU's best by default. Tests lower it to check every path gives the
-// same results; lowering it above what the CPU supports is not allowed.
+// The level asked for by name ("scalar", "sse2", "avx2", "avx512"; the environment variable SHRINK_SIMD), never above
+// `best`, the CPU's; `best` itself when the name is absent or unknown.
+inline SimdLevel requested_simd_level(const char* name, SimdLevel best) {
+  if (name == nullptr) return best;
+  const std::string text(name);
+  const SimdLevel asked = text == "scalar" ? SimdLevel::scalar
+                          : text == "sse2" ? SimdLevel::sse2
+                          : text == "avx2" ? SimdLevel::avx2
+                                           : SimdLevel::avx512;
+  return text == "scalar" || text == "sse2" || text == "avx2" || text == "avx512" ? std::min(asked, best) : best;
+}
+
+// The level the loops use: the CPU's best, or the lower one SHRINK_SIMD names (to measure an AVX-512 machine's AVX2
+// paths, say). Tests lower it to check every path gives the same results; raising it above what the CPU supports is
+// not allowed.
 inline SimdLevel& simd_level() {
-  static SimdLevel level = detect_simd_level();
+  static SimdLevel level = requested_simd_level(std::getenv("SHRINK_SIMD"), detect_simd_level());
   return level;
 }
 

@@ -97,26 +97,11 @@ SHRINK_TARGET_AVX2 inline void dequantize_int4_panel_avx2(const PackedInt4Weight
 // y[i, 0 .. valid) = Σ_k x[i, k] · w[32p + ·, k] for i < MR ≤ 2 over all of K, each panel row dequantized in registers
 // (two rows of 4 accumulators leave room for the row's values and the unpacking).
 template <int MR>
-SHRINK_TARGET_AVX2_FMA void int4_tile_avx2(const float* x, std::int64_t ldx, const PackedInt4Weight& w, std::int64_t p,
-                                           float* y, std::int64_t ldy, int valid) {
+SHRINK_TARGET_AVX2_FMA_F16C void int4_tile_avx2(const float* x, std::int64_t ldx, const PackedInt4Weight& w,
+                                                std::int64_t p, float* y, std::int64_t ldy, int valid) {
   static_assert(MR >= 1 && MR <= 2, "2 rows of 4 accumulators");
-  __m256 c[static_cast<std::size_t>(MR)][4];
-#pragma GCC unroll 2
-  for (int i = 0; i < MR; ++i)
-#pragma GCC unroll 4
-    for (int v = 0; v < 4; ++v) c[i][v] = _mm256_setzero_ps();
   detail::Int4RowsAvx2 rows(w, p, 0);
-  for (std::int64_t k = 0; k < w.cols; ++k) {
-    __m256 b[4];
-    rows.next(b);
-#pragma GCC unroll 2
-    for (int i = 0; i < MR; ++i) {
-      const __m256 a = _mm256_broadcast_ss(x + i * ldx + k);
-#pragma GCC unroll 4
-      for (int v = 0; v < 4; ++v) c[i][v] = _mm256_fmadd_ps(a, b[v], c[i][v]);
-    }
-  }
-  store_tile_avx2<MR>(c, y, ldy, valid, false);
+  tile_avx2<MR>(x, ldx, rows, w.cols, y, ldy, valid, false);
 }
 #endif
 

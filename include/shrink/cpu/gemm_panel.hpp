@@ -117,14 +117,15 @@ SHRINK_TARGET_AVX2 SHRINK_FORCE_INLINE void store_tile_avx2(const __m256 (&c)[st
   }
 }
 
-// As panel_tile_avx512 with 8-float registers: up to 3 rows × the whole panel (12 accumulators of 16 registers; every
-// byte of a panel row's cache lines used as they arrive, which two passes over halves of 16 did not). The loops over
-// rows and registers are unrolled so that the accumulators stay in registers (GCC otherwise stores them back to the
-// stack on every k step, halving the speed). Streaming needs no software prefetch here: measured without it, M = 1
-// and 16 ran as fast or faster on AMD Zen 3 (the whole panel is one sequential stream the hardware follows).
-template <int MR, class T>
-SHRINK_TARGET_AVX2_FMA_F16C void panel_tile_avx2(const float* x, std::int64_t ldx, const T* panel, std::int64_t k_count,
-                                                 float* y, std::int64_t ldy, int valid, bool accumulate) {
+// y[i, 0 .. 32) (+)= Σ_k x[i, k] · row_k for i < MR ≤ 3 over k_count panel rows, each row's 32 floats made by
+// rows.next(b) (b[v]: outputs 8v .. 8v + 7): 3 rows × a whole panel (12 accumulators of 16 registers; every byte of a
+// panel row's cache lines used as they arrive, which two passes over halves of 16 did not). The loops over rows and
+// registers are unrolled so that the accumulators stay in registers (GCC otherwise stores them back to the stack on
+// every k step, halving the speed).
+template <int MR, class Rows>
+SHRINK_TARGET_AVX2_FMA_F16C SHRINK_FORCE_INLINE void tile_avx2(const float* x, std::int64_t ldx, Rows& rows,
+                                                               std::int64_t k_count, float* y, std::int64_t ldy,
+                                                               int valid, bool accumulate) {
   static_assert(MR >= 1 && MR <= 3, "3 rows of 4 accumulators, of 16 registers");
   __m256 c[static_cast<std::size_t>(MR)][4];
 #pragma GCC unroll 3
@@ -133,8 +134,7 @@ SHRINK_TARGET_AVX2_FMA_F16C void panel_tile_avx2(const float* x, std::int64_t ld
     for (int v = 0; v < 4; ++v) c[i][v] = _mm256_setzero_ps();
   for (std::int64_t k = 0; k < k_count; ++k) {
     __m256 b[4];
-#pragma GCC unroll 4
-    for (int v = 0; v < 4; ++v) b[v] = detail::load8(panel + k * kPanelWidth + 8 * v);
+    rows.next(b);
 #pragma GCC unroll 3
     for (int i = 0; i < MR; ++i) {
       const __m256 a = _mm256_broadcast_ss(x + i * ldx + k);
@@ -143,6 +143,29 @@ SHRINK_TARGET_AVX2_FMA_F16C void panel_tile_avx2(const float* x, std::int64_t ld
     }
   }
   store_tile_avx2<MR>(c, y, ldy, valid, accumulate);
+}
+
+// The rows of a stored panel (float, half, bfloat16 or int8, row stride 32), converted as they are loaded.
+template <class T>
+class PanelRowsAvx2 {
+ public:
+  explicit PanelRowsAvx2(const T* panel) : panel_(panel) {}
+  SHRINK_TARGET_AVX2_FMA_F16C SHRINK_FORCE_INLINE void next(__m256 (&b)[4]) {
+#pragma GCC unroll 4
+    for (int v = 0; v < 4; ++v) b[v] = detail::load8(panel_ + 8 * v);
+    panel_ += kPanelWidth;
+  }
+
+ private:
+  const T* panel_;
+};
+
+// As panel_tile_avx512 with 8-float registers, up to 3 rows (tile_avx2 over a stored panel).
+template <int MR, class T>
+SHRINK_TARGET_AVX2_FMA_F16C void panel_tile_avx2(const float* x, std::int64_t ldx, const T* panel, std::int64_t k_count,
+                                                 float* y, std::int64_t ldy, int valid, bool accumulate) {
+  PanelRowsAvx2<T> rows(panel);
+  tile_avx2<MR>(x, ldx, rows, k_count, y, ldy, valid, accumulate);
 }
 #endif
 

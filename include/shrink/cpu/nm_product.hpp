@@ -74,9 +74,8 @@ inline NmPath choose_nm_path(std::int64_t m_total, const NmRows& w, std::int64_t
   dot_rows = kNmDotRows;
 #if defined(SHRINK_CPU_AVX2_DISPATCH)
   if (use_avx512())
-    return two_of_four && m_total <= kNmDotChunks * kNmDotRows ? NmPath::dots
-           : m_total <= kNmDotRows                             ? NmPath::dots
-                                                               : NmPath::expand;
+    return m_total <= kNmDotRows || (two_of_four && m_total <= kNmDotChunks * kNmDotRows) ? NmPath::dots
+                                                                                          : NmPath::expand;
   if (use_avx2_fma()) {
     dot_rows = kNmDotRowsAvx2;
     return two_of_four && m_total <= kNmDotRowsAvx2 ? NmPath::dots : NmPath::expand;

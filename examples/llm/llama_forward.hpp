@@ -20,7 +20,10 @@
 #include <string>
 #include <vector>
 
+#include <Eigen/Core>
+
 #include "compressed_linear.hpp"
+#include "kv_cache.hpp"
 #include "llama_model.hpp"
 #include "shrink/core/error.hpp"
 #include "shrink/core/executor.hpp"
@@ -103,12 +106,13 @@ struct RopeTable {
   }
 };
 
-// Rotates each head's adjacent pairs (x[2i], x[2i+1]) of every row of x [T, heads · head_dim] in place.
-inline void apply_rope(FloatMatrix& x, std::int64_t head_dim, const RopeTable& rope) {
+// Rotates each head's adjacent pairs (x[2i], x[2i+1]) of every row of x [T, heads · head_dim] in place; row t is
+// at position first + t.
+inline void apply_rope(FloatMatrix& x, std::int64_t head_dim, const RopeTable& rope, std::int64_t first = 0) {
   const std::int64_t heads = x.cols / head_dim;
   for (std::int64_t t = 0; t < x.rows; ++t) {
-    const float* c = rope.cos.data() + t * rope.half;
-    const float* s = rope.sin.data() + t * rope.half;
+    const float* c = rope.cos.data() + (first + t) * rope.half;
+    const float* s = rope.sin.data() + (first + t) * rope.half;
     for (std::int64_t h = 0; h < heads; ++h) {
       float* v = x.row(t) + h * head_dim;
       for (std::int64_t i = 0; i < rope.half; ++i) {
@@ -120,42 +124,85 @@ inline void apply_rope(FloatMatrix& x, std::int64_t head_dim, const RopeTable& r
   }
 }
 
-// a[:, head h] = softmax(q_h·k_gᵀ / sqrt(d) + causal mask)·v_g. Per KV head g, its query heads' rows are stacked
-// ([group·T, d]) and both products run on linear_f32 (k_g and v_gᵀ packed as its weights), on the executor: Eigen's
-// product, as this project compiles it (no -march), runs SSE2 only and took a quarter of the forward pass.
-inline void attention(const FloatMatrix& q, const FloatMatrix& k, const FloatMatrix& v, const LlamaConfig& c,
-                      FloatMatrix& a) {
-  const std::int64_t t = q.rows, d = c.head_dim(), group = c.heads / c.kv_heads;
+// row[0, seen) ← softmax(row[0, seen) · scale), row[seen, width) ← 0 (the causal mask), by shrink's vectorised row
+// passes: softmax_j = exp((z_j − max) · scale) / S.
+inline void masked_softmax_row(float* row, std::int64_t seen, std::int64_t width, float scale) {
+  const float top = shrink::cpu::scan_row(row, seen).max;
+  const double sum = shrink::cpu::single_sums(row, seen, top, scale).first;
+  shrink::cpu::scaled_softmax_gradient(row, row, seen, top, scale, static_cast<float>(1.0 / sum), 0.0f, false);
+  std::fill(row + seen, row + width, 0.0f);
+}
+
+// a[:, head h] = softmax(q_h·k_gᵀ / sqrt(d) + causal mask)·v_g for the rows of q at positions first .. first + n − 1
+// over the keys and values of positions [0, context): row i sees positions 0 .. first + i. kv_rows(which, g, buffer)
+// gives KV head g's keys (which 0) or values (which 1) as floats [context, d], in `buffer` or elsewhere.
+// Per KV head g, its query heads' rows are stacked ([group·n, d]). Many rows (a window, a prompt) run both products
+// on linear_f32 (k_g and v_gᵀ packed as its weights), the heads one after another with each product on the
+// executor: Eigen's product, as this project compiles it (no -march), runs SSE2 only and took a quarter of the
+// forward pass. A few rows (one generated token) take Eigen's products, the KV heads side by side on the executor.
+template <class KvRows>
+void attention(const FloatMatrix& q, std::int64_t first, std::int64_t context, const LlamaConfig& c, KvRows&& kv_rows,
+               FloatMatrix& a) {
+  using RowMajor = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  const std::int64_t n = q.rows, d = c.head_dim(), group = c.heads / c.kv_heads, rows = group * n;
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
-  FloatMatrix qg(group * t, d), kg(t, d), vg_t(d, t), scores(group * t, t), out(group * t, d);
-  for (std::int64_t g = 0; g < c.kv_heads; ++g) {
+  const bool packed_products = rows >= 32;
+  auto one_head = [&](std::int64_t g) {
+    std::vector<float> key_buffer, value_buffer;
+    FloatMatrix qg(rows, d), scores(rows, context), out(rows, d);
     for (std::int64_t j = 0; j < group; ++j)
-      for (std::int64_t i = 0; i < t; ++i)
-        std::copy(q.row(i) + (g * group + j) * d, q.row(i) + (g * group + j + 1) * d, qg.row(j * t + i));
-    for (std::int64_t i = 0; i < t; ++i) {
-      std::copy(k.row(i) + g * d, k.row(i) + (g + 1) * d, kg.row(i));
-      for (std::int64_t e = 0; e < d; ++e) vg_t.row(e)[i] = v.row(i)[g * d + e];
+      for (std::int64_t i = 0; i < n; ++i)
+        std::copy(q.row(i) + (g * group + j) * d, q.row(i) + (g * group + j + 1) * d, qg.row(j * n + i));
+    const float* keys = kv_rows(0, g, key_buffer);
+    const float* values = kv_rows(1, g, value_buffer);
+    // Row r is query position first + r mod n of head g·group + r / n.
+    auto softmax_rows = [&](std::int64_t begin, std::int64_t end) {
+      for (std::int64_t r = begin; r < end; ++r) masked_softmax_row(scores.row(r), first + r % n + 1, context, scale);
+    };
+    if (packed_products) {
+      shrink::TensorView<const float> kg(keys, shrink::Shape{context, d});
+      shrink::cpu::linear_f32(qg.view(), shrink::cpu::pack_weight(kg), scores.view());
+      shrink::parallel_for(rows, shrink::chunk_size(rows, 8.0 * static_cast<double>(context)), softmax_rows);
+      FloatMatrix vg_t(d, context);
+      for (std::int64_t p = 0; p < context; ++p)
+        for (std::int64_t e = 0; e < d; ++e) vg_t.row(e)[p] = values[p * d + e];
+      shrink::cpu::linear_f32(scores.view(), shrink::cpu::pack_weight(vg_t.view()), out.view());
+    } else {
+      Eigen::Map<const RowMajor> k_map(keys, context, d), v_map(values, context, d), q_map(qg.values.data(), rows, d);
+      Eigen::Map<RowMajor> s_map(scores.values.data(), rows, context), o_map(out.values.data(), rows, d);
+      s_map.noalias() = q_map * k_map.transpose();
+      softmax_rows(0, rows);
+      o_map.noalias() = s_map * v_map;
     }
-    shrink::cpu::linear_f32(qg.view(), shrink::cpu::pack_weight(kg.view()), scores.view());
-    // Row r is query position r mod T of head g·group + r / T: it sees keys 0..r mod T.
-    shrink::parallel_for(scores.rows, shrink::chunk_size(scores.rows, 8.0 * static_cast<double>(t)),
-                         [&](std::int64_t begin, std::int64_t end) {
-                           for (std::int64_t r = begin; r < end; ++r) {
-                             const std::int64_t seen = r % t + 1;
-                             float* row = scores.row(r);
-                             // softmax_j = exp((z_j - max) · scale) / S, by shrink's vectorised row passes
-                             const float top = shrink::cpu::scan_row(row, seen).max;
-                             const double sum = shrink::cpu::single_sums(row, seen, top, scale).first;
-                             shrink::cpu::scaled_softmax_gradient(row, row, seen, top, scale,
-                                                                  static_cast<float>(1.0 / sum), 0.0f, false);
-                             std::fill(row + seen, row + t, 0.0f);
-                           }
-                         });
-    shrink::cpu::linear_f32(scores.view(), shrink::cpu::pack_weight(vg_t.view()), out.view());
     for (std::int64_t j = 0; j < group; ++j)
-      for (std::int64_t i = 0; i < t; ++i)
-        std::copy(out.row(j * t + i), out.row(j * t + i) + d, a.row(i) + (g * group + j) * d);
+      for (std::int64_t i = 0; i < n; ++i)
+        std::copy(out.row(j * n + i), out.row(j * n + i) + d, a.row(i) + (g * group + j) * d);
+  };
+  if (packed_products) {
+    for (std::int64_t g = 0; g < c.kv_heads; ++g) one_head(g);
+  } else {
+    const double cost = 4.0 * static_cast<double>(rows * context * d);
+    shrink::parallel_for(c.kv_heads, shrink::chunk_size(c.kv_heads, cost, 65536.0),
+                         [&](std::int64_t b, std::int64_t e) {
+                           for (std::int64_t g = b; g < e; ++g) one_head(g);
+                         });
   }
+}
+
+// Attention within one window: positions 0 .. T − 1, the keys and values those of the window itself.
+inline void window_attention(const FloatMatrix& q, const FloatMatrix& k, const FloatMatrix& v, const LlamaConfig& c,
+                             FloatMatrix& a) {
+  const std::int64_t d = c.head_dim();
+  attention(
+      q, 0, q.rows, c,
+      [&](int which, std::int64_t g, std::vector<float>& buffer) {
+        const FloatMatrix& x = which == 0 ? k : v;
+        buffer.resize(static_cast<std::size_t>(x.rows * d));
+        for (std::int64_t p = 0; p < x.rows; ++p)
+          std::copy(x.row(p) + g * d, x.row(p) + (g + 1) * d, buffer.data() + p * d);
+        return static_cast<const float*>(buffer.data());
+      },
+      a);
 }
 
 inline void add_into(FloatMatrix& x, const FloatMatrix& y) {
@@ -181,10 +228,13 @@ struct BlockBuffers {
 
 // Block b on the hidden states x [T, width], in place (positions 0..T-1). `tap`, when given, sees each linear's
 // input; with `stop_after`, the pass ends right after the tap saw that input (x is then partly updated: for
-// calibration passes on a copy).
+// calibration passes on a copy). With a `cache` (generation), the rows are positions cache->length() onwards (the
+// rope table must cover them), their keys and values are stored in it, and they attend to every cached position;
+// the caller advances the cache after the last block.
 inline void forward_block(const CompressedBlock& block, std::int64_t b, const LlamaConfig& c,
                           const detail::RopeTable& rope, FloatMatrix& x, BlockBuffers& buf,
-                          ActivationTap* tap = nullptr, const LinearInput* stop_after = nullptr) {
+                          ActivationTap* tap = nullptr, const LinearInput* stop_after = nullptr,
+                          KvCache* cache = nullptr) {
   auto run = [&](LinearSlot s, const FloatMatrix& in, FloatMatrix& out, shrink::Activation act) {
     block.linear(s).forward(in.view(), out.view(), act, buf.scratch);
   };
@@ -197,9 +247,22 @@ inline void forward_block(const CompressedBlock& block, std::int64_t b, const Ll
   run(LinearSlot::q, buf.h, buf.q, shrink::Activation::none);
   run(LinearSlot::k, buf.h, buf.k, shrink::Activation::none);
   run(LinearSlot::v, buf.h, buf.v, shrink::Activation::none);
-  detail::apply_rope(buf.q, c.head_dim(), rope);
-  detail::apply_rope(buf.k, c.head_dim(), rope);
-  detail::attention(buf.q, buf.k, buf.v, c, buf.a);
+  if (cache == nullptr) {
+    detail::apply_rope(buf.q, c.head_dim(), rope);
+    detail::apply_rope(buf.k, c.head_dim(), rope);
+    detail::window_attention(buf.q, buf.k, buf.v, c, buf.a);
+  } else {  // positions continue after what the cache holds; this block's keys and values join it
+    const std::int64_t first = cache->length();
+    detail::apply_rope(buf.q, c.head_dim(), rope, first);
+    detail::apply_rope(buf.k, c.head_dim(), rope, first);
+    cache->store(b, buf.k, buf.v);
+    detail::attention(
+        buf.q, first, first + buf.q.rows, c,
+        [&](int which, std::int64_t g, std::vector<float>& buffer) {
+          return cache->rows(which, b, g, first + buf.q.rows, buffer);
+        },
+        buf.a);
+  }
   if (observe(LinearInput::attention_output, buf.a)) return;
   run(LinearSlot::o, buf.a, buf.o, shrink::Activation::none);
   detail::add_into(x, buf.o);

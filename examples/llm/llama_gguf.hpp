@@ -37,6 +37,7 @@ inline LlamaConfig read_llama_config(const shrink::io::GgufFile& file, const std
   c.rope_base =
       file.has("llama.rope.freq_base") ? static_cast<float>(file.get_float("llama.rope.freq_base")) : 10000.0f;
   c.norm_eps = static_cast<float>(file.get_float("llama.attention.layer_norm_rms_epsilon"));
+  if (file.has("llama.context_length")) c.context = count("llama.context_length");
   const shrink::io::GgufTensorInfo& embedding = file.tensor("token_embd.weight");
   c.vocab = embedding.shape.size() == 2 ? embedding.shape[0] : 0;
   if (file.has("llama.vocab_size") && count("llama.vocab_size") != c.vocab)

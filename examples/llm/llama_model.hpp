@@ -21,6 +21,7 @@ struct LlamaConfig {
   std::int64_t vocab = 0;
   float rope_base = 10000.0f;
   float norm_eps = 1e-5f;
+  std::int64_t context = 0;  // positions the model was trained on (llama.context_length); 0: not stated
 
   std::int64_t head_dim() const { return width / heads; }
   std::int64_t kv_width() const { return kv_heads * head_dim(); }
@@ -39,6 +40,8 @@ inline void check_config(const LlamaConfig& c, const std::string& source) {
   positive(c.heads, "attention.head_count");
   positive(c.kv_heads, "attention.head_count_kv");
   positive(c.vocab, "vocabulary size");
+  if (c.context < 0 || c.context > (std::int64_t{1} << 24))
+    shrink::fail(fn, (source + ": context_length").c_str(), c.context, "0 (not stated) or a count in [1, 2^24]");
   if (c.width % c.heads != 0)
     shrink::fail(fn, (source + ": attention.head_count").c_str(), c.heads,
                  "a divisor of embedding_length " + std::to_string(c.width));

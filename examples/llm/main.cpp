@@ -4,8 +4,10 @@
 //   shrink_llm [--data DIR] [--recipes all|a,b,..|none] [--window 512] [--windows 8] [--calibration-windows 16]
 //              [--threads N] [--json FILE] [--write-ids FILE] [--write-calibration-ids FILE]
 //              [--hessian-jitter EPS [--jitter-seed N]]
+//   shrink_llm generate --prompt TEXT [--chat] ...   one recipe's model answers a prompt (generate_command.hpp)
 #include <nlohmann/json.hpp>
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -15,6 +17,8 @@
 #include <string>
 #include <vector>
 
+#include "files.hpp"
+#include "generate_command.hpp"
 #include "llama_gguf.hpp"
 #include "recipe_table.hpp"
 #include "shrink/core/executor.hpp"
@@ -31,7 +35,7 @@ struct Options {
   std::vector<std::string> recipes;
   WindowSpan eval{512, 8};
   WindowSpan calibration{512, 16};  // 8,192 tokens: GPTQ's [1536, 1536] Hessians need several times their width
-  int threads = 0;  // 0: shrink's default executor
+  int threads = 0;                  // 0: shrink's default executor
   std::string json, write_ids, write_calibration_ids;
   llm::HessianJitter hessian_jitter;
 };
@@ -136,29 +140,6 @@ Options parse(int argc, char** argv) {
   return o;
 }
 
-std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) shrink::fail("shrink_llm", "text", path, "a readable file");
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
-// Writes `bytes` to path through a temporary file renamed over it: a failed run leaves no partial file.
-void write_atomically(const std::string& path, const std::string& bytes) {
-  const std::string partial = path + ".partial";
-  {
-    std::ofstream out(partial, std::ios::binary | std::ios::trunc);
-    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    if (!out.flush()) {
-      std::remove(partial.c_str());
-      shrink::fail("shrink_llm", "output", path, "a writable file");
-    }
-  }
-  if (std::rename(partial.c_str(), path.c_str()) != 0) {
-    std::remove(partial.c_str());
-    shrink::fail("shrink_llm", "output", path, "a path the temporary file can be renamed to");
-  }
-}
-
 nlohmann::json row_json(const llm::TableRow& r) {
   return {{"recipe", r.recipe},
           {"path", r.path},
@@ -173,6 +154,99 @@ nlohmann::json row_json(const llm::TableRow& r) {
           {"tokens_per_second", r.eval.tokens_per_second()}};
 }
 
+[[noreturn]] void generate_usage(const std::string& why) {
+  std::fprintf(stderr,
+               "shrink_llm generate: %s\n"
+               "usage: shrink_llm generate --prompt TEXT [--chat [--system TEXT]] [--recipe NAME] [--max-tokens N]\n"
+               "                  [--temperature T] [--top-k K] [--top-p P] [--seed S] [--kv-cache f32|f16|int8]\n"
+               "                  [--context N] [--threads N] [--data DIR] [--model FILE] [--calibration-text FILE]\n"
+               "                  [--calibration-windows N] [--json FILE]\n"
+               "  --chat        the prompt as the user's message in the model's chat template (ChatML), the answer\n"
+               "                generated; --system replaces the template's default system message\n"
+               "  --temperature 0 (the default) is greedy; top-k 0 and top-p 1 (the defaults) limit nothing\n"
+               "  --kv-cache    the keys and values as f32 (default), f16, or int8 with a scale per head and position\n"
+               "  --context     positions the cache holds (default: the prompt and --max-tokens)\n",
+               why.c_str());
+  std::exit(2);
+}
+
+double number(const std::string& flag, const std::string& value) {
+  char* end = nullptr;
+  const double v = std::strtod(value.c_str(), &end);
+  if (value.empty() || *end != '\0' || !std::isfinite(v)) generate_usage(flag + ": '" + value + "' is not a number");
+  return v;
+}
+
+llm::GenerateCommand parse_generate(int argc, char** argv) {
+  llm::GenerateCommand o;
+  if (const char* env = std::getenv("SHRINK_LLM_DATA_DIR")) o.data_dir = env;
+  bool has_prompt = false;
+  for (int i = 2; i < argc; ++i) {
+    const std::string flag = argv[i];
+    if (flag == "--help" || flag == "-h") generate_usage("one recipe's model answers a prompt");
+    if (flag == "--chat") {
+      o.chat = true;
+      continue;
+    }
+    if (i + 1 >= argc) generate_usage(flag + " needs a value");
+    const std::string value = argv[++i];
+    try {
+      if (flag == "--prompt")
+        o.prompt = value, has_prompt = true;
+      else if (flag == "--system")
+        o.system = value, o.has_system = true;
+      else if (flag == "--recipe")
+        o.recipe = llm::recipe_info(value).name;
+      else if (flag == "--max-tokens")
+        o.generation.max_tokens = positive(flag, value);
+      else if (flag == "--temperature")
+        o.generation.sampling.temperature = static_cast<float>(number(flag, value));
+      else if (flag == "--top-k")
+        o.generation.sampling.top_k = value == "0" ? 0 : positive(flag, value);
+      else if (flag == "--top-p")
+        o.generation.sampling.top_p = static_cast<float>(number(flag, value));
+      else if (flag == "--seed")
+        o.generation.sampling.seed = static_cast<std::uint64_t>(value == "0" ? 0 : positive(flag, value));
+      else if (flag == "--kv-cache")
+        o.kv = llm::kv_form_from_name(value);
+      else if (flag == "--context")
+        o.context = positive(flag, value);
+      else if (flag == "--threads")
+        o.threads = static_cast<int>(positive(flag, value));
+      else if (flag == "--data")
+        o.data_dir = value;
+      else if (flag == "--model")
+        o.model = value;
+      else if (flag == "--calibration-text")
+        o.calibration_text = value;
+      else if (flag == "--calibration-windows")
+        o.calibration.count = positive(flag, value);
+      else if (flag == "--json")
+        o.json = value;
+      else
+        generate_usage("unknown option " + flag);
+    } catch (const shrink::Error& e) {
+      generate_usage(flag + ": " + e.what());
+    }
+  }
+  if (!has_prompt) generate_usage("no --prompt");
+  if (o.has_system && !o.chat) generate_usage("--system needs --chat");
+  try {
+    llm::check_sampling(o.generation.sampling);
+  } catch (const shrink::Error& e) {
+    generate_usage(e.what());
+  }
+  auto in_data = [&](std::string& path, const char* name) {
+    if (!path.empty()) return;
+    if (o.data_dir.empty()) generate_usage(std::string("no --data directory (or $SHRINK_LLM_DATA_DIR) for ") + name);
+    path = o.data_dir + "/" + name;
+  };
+  in_data(o.model, "SmolLM2-135M-Instruct.Q4_1.gguf");
+  const llm::RecipeInfo& r = llm::recipe_info(o.recipe);
+  if (r.calibrated || r.sequential) in_data(o.calibration_text, "macbeth.txt");
+  return o;
+}
+
 int run(const Options& o) {
   std::unique_ptr<shrink::ThreadPoolExecutor> pool;
   if (o.threads > 0) {
@@ -183,18 +257,18 @@ int run(const Options& o) {
 
   const llm::BpeTokenizer tokenizer = llm::smollm_tokenizer_from_gguf(o.model);
   llm::TableInputs in;
-  in.eval_ids = tokenizer.encode(read_text(o.eval_text));
+  in.eval_ids = tokenizer.encode(llm::read_file_text(o.eval_text));
   in.eval_span = o.eval;
   llm::require_span(in.eval_ids, in.eval_span, o.eval_text);
   if (!o.write_ids.empty()) {
     const auto* bytes = reinterpret_cast<const char*>(in.eval_ids.data());
-    write_atomically(o.write_ids, std::string(bytes, bytes + in.eval_ids.size() * sizeof(std::int32_t)));
+    llm::write_file_atomically(o.write_ids, std::string(bytes, bytes + in.eval_ids.size() * sizeof(std::int32_t)));
   }
-  in.calibration_ids = tokenizer.encode(read_text(o.calibration_text));
+  in.calibration_ids = tokenizer.encode(llm::read_file_text(o.calibration_text));
   if (!o.write_calibration_ids.empty()) {
     const auto* bytes = reinterpret_cast<const char*>(in.calibration_ids.data());
-    write_atomically(o.write_calibration_ids,
-                     std::string(bytes, bytes + in.calibration_ids.size() * sizeof(std::int32_t)));
+    llm::write_file_atomically(o.write_calibration_ids,
+                               std::string(bytes, bytes + in.calibration_ids.size() * sizeof(std::int32_t)));
   }
   if (o.recipes.empty()) return 0;
   in.calibration_span = o.calibration;
@@ -229,7 +303,7 @@ int run(const Options& o) {
                           {"hessian_jitter", o.hessian_jitter.eps}}},
                         {"rows", nlohmann::json::array()}};
     for (const auto& r : table.rows) j["rows"].push_back(row_json(r));
-    write_atomically(o.json, j.dump(1) + "\n");
+    llm::write_file_atomically(o.json, j.dump(1) + "\n");
   }
   return 0;
 }
@@ -237,6 +311,15 @@ int run(const Options& o) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc > 1 && std::string(argv[1]) == "generate") {
+    const llm::GenerateCommand command = parse_generate(argc, argv);
+    try {
+      return llm::run_generate(command);
+    } catch (const shrink::Error& e) {
+      std::fprintf(stderr, "shrink_llm generate: %s\n", e.what());
+      return 1;
+    }
+  }
   const Options options = parse(argc, argv);
   try {
     return run(options);

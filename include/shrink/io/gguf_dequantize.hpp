@@ -71,7 +71,7 @@ inline void gguf_dequantize(std::uint32_t type, const std::uint8_t* data, std::i
     fail("shrink::io::gguf_dequantize", "elements", elements,
          "a non-negative multiple of " + std::to_string(layout.block_elements) + " for " + layout.name);
   const std::int64_t blocks = elements / layout.block_elements;
-  const std::size_t stride = layout.block_bytes;
+  const auto stride = static_cast<std::int64_t>(layout.block_bytes);
   switch (static_cast<GgufType>(type)) {
     case GgufType::f32:
       for (std::int64_t i = 0; i < elements; ++i) out[i] = bits_to_float(gguf_detail::load_u32(data + 4 * i));

@@ -30,11 +30,7 @@
 // SHRINK_LLM_DATA_DIR and SHRINK_TORCH_PYTHON3 (the target is not built without them: benchmarks/CMakeLists.txt);
 // the environment variables of the same names override them at run time.
 #include <benchmark/benchmark.h>
-#include <fcntl.h>
-#include <spawn.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <nlohmann/json.hpp>
@@ -57,30 +53,27 @@
 #include "perplexity.hpp"
 #include "recipes.hpp"
 #include "shrink/core/executor.hpp"
+#include "support/llm_inputs.hpp"
+#include "support/peer_program.hpp"
 #include "support/ratio_table.hpp"
+#include "support/subprocess.hpp"
 #include "tokenizer_gguf.hpp"
-
-extern char** environ;
 
 namespace {
 
+using shrink::bench::executor_of;
+using shrink::bench::from_environment;
 using shrink::bench::RatioTarget;
+using shrink::bench::read_file;
+using shrink::bench::readable;
+using shrink::bench::run_process;
+using shrink::bench::wall_seconds;
 
+constexpr const char* kProgram = "bench_llm";
 constexpr const char* kModelFile = "SmolLM2-135M-Instruct.Q4_1.gguf";
 constexpr const char* kTextFile = "hamlet.txt";
 constexpr std::int64_t kWindows[] = {512, 128};
 constexpr const char* kRecipes[] = {"w8a8", "w4-g64", "mag-2:4", "mag-50"};
-
-double wall_seconds() {
-  timespec t{};
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
-}
-
-std::string from_environment(const char* name, const char* configured) {
-  const char* value = std::getenv(name);
-  return value != nullptr && *value != '\0' ? value : configured;
-}
 
 // Where the inputs are: the configured paths, or the environment's.
 struct Paths {
@@ -103,46 +96,20 @@ Paths& paths() {
 
 int all_threads() { return shrink::default_thread_count(); }
 
-shrink::Executor& executor_of(int threads) {
-  static std::map<int, std::unique_ptr<shrink::ThreadPoolExecutor>> pools;
-  auto& pool = pools[threads];
-  if (!pool) pool = std::make_unique<shrink::ThreadPoolExecutor>(threads);
-  return *pool;
-}
-
 // The model and the text's tokens, loaded once, on first use; the recipes' models compressed on first use.
-struct Data {
-  llm::LlamaWeights weights;
-  std::vector<std::int32_t> ids;  // the text's first tokens (the longest window)
-  std::shared_ptr<const shrink::cpu::PackedWeight<float>> head;
-  std::map<std::string, std::unique_ptr<llm::CompressedModel>> models;
+struct Data : shrink::bench::LlmInputs {
+  using LlmInputs::LlmInputs;
   std::set<std::pair<std::string, int>> warm;  // (recipe, threads) run once already
 };
 
+// The model and the text's first tokens (the longest window), loaded once, on first use.
 Data& data() {
   static std::unique_ptr<Data> d;
-  if (d) return *d;
-  d = std::make_unique<Data>();
-  const Paths& p = paths();
-  std::ifstream in(p.text(), std::ios::binary);
-  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  d->ids = llm::smollm_tokenizer_from_gguf(p.model()).encode(text);
-  llm::require_span(d->ids, llm::WindowSpan{kWindows[0], 1}, p.text());
-  d->ids.resize(static_cast<std::size_t>(kWindows[0]));
-  d->weights = llm::load_llama_gguf(p.model());
-  d->head = std::make_shared<const shrink::cpu::PackedWeight<float>>(
-      shrink::cpu::pack_weight(d->weights.output_head().view()));
+  if (!d) d = std::make_unique<Data>(paths().model(), paths().text(), kWindows[0]);
   return *d;
 }
 
-const llm::CompressedModel& model(const std::string& recipe) {
-  Data& d = data();
-  auto& slot = d.models[recipe];
-  if (!slot)
-    slot = std::make_unique<llm::CompressedModel>(
-        llm::compress_model(d.weights, llm::recipe_info(recipe), d.head, nullptr));
-  return *slot;
-}
+const llm::CompressedModel& model(const std::string& recipe) { return data().model(recipe); }
 
 void report(benchmark::State& state, std::int64_t window, double nll_sum) {
   state.counters["tokens/s"] = benchmark::Counter(static_cast<double>(window) * static_cast<double>(state.iterations()),
@@ -165,32 +132,6 @@ void shrink_forward(benchmark::State& state, const std::string& recipe, std::int
   report(state, window, loss.nll_sum);
 }
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
-
-// Runs `argv` with `environment`, its output into `log`; the exit status, or a negative value when it could not run.
-int run_process(const std::vector<std::string>& argv, const std::vector<std::string>& environment,
-                const std::string& log) {
-  std::vector<char*> args, env;
-  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  for (const std::string& e : environment) env.push_back(const_cast<char*>(e.c_str()));
-  args.push_back(nullptr);
-  env.push_back(nullptr);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
-  pid_t pid = 0;
-  const int spawned = posix_spawn(&pid, args[0], &actions, nullptr, args.data(), env.data());
-  posix_spawn_file_actions_destroy(&actions);
-  if (spawned != 0) return -1;
-  int status = 0;
-  if (waitpid(pid, &status, 0) != pid) return -1;
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
 // The OpenBLAS kernels this CPU can run that OpenBLAS_CORETYPE can name, or "" for none.
 std::string openblas_core() {
   if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl"))
@@ -201,18 +142,10 @@ std::string openblas_core() {
 // This process's environment with the thread counts of OpenBLAS and OpenMP set to `threads`, and OpenBLAS's kernels
 // forced to `core` unless it is empty (an OPENBLAS_CORETYPE of the caller's is dropped either way).
 std::vector<std::string> environment_with_threads(int threads, const std::string& core) {
-  const std::string names[] = {"OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "OPENBLAS_CORETYPE"};
-  std::vector<std::string> env;
-  for (char** e = environ; *e != nullptr; ++e) {
-    const std::string entry = *e;
-    bool replaced = false;
-    for (const std::string& name : names) replaced = replaced || entry.rfind(name + "=", 0) == 0;
-    if (!replaced) env.push_back(entry);
-  }
-  env.push_back("OPENBLAS_NUM_THREADS=" + std::to_string(threads));
-  env.push_back("OMP_NUM_THREADS=" + std::to_string(threads));
-  if (!core.empty()) env.push_back("OPENBLAS_CORETYPE=" + core);
-  return env;
+  std::vector<std::pair<std::string, std::string>> set = {{"OPENBLAS_NUM_THREADS", std::to_string(threads)},
+                                                          {"OMP_NUM_THREADS", std::to_string(threads)}};
+  if (!core.empty()) set.emplace_back("OPENBLAS_CORETYPE", core);
+  return shrink::bench::environment_with(set, {"OPENBLAS_CORETYPE"});
 }
 
 void pytorch_forward(benchmark::State& state, std::int64_t window, int threads, const std::string& core) {
@@ -322,13 +255,6 @@ const bool registered = [] {
   return true;
 }();
 
-// A readable path, or the reason it is not.
-bool readable(const std::string& path, const char* what) {
-  if (access(path.c_str(), R_OK) == 0) return true;
-  std::fprintf(stderr, "bench_llm: %s %s: %s\n", what, path.c_str(), std::strerror(errno));
-  return false;
-}
-
 // Checks the inputs, writes the token ids the script reads; false, having said why, when something is missing.
 bool prepare() {
   Paths& p = paths();
@@ -339,26 +265,16 @@ bool prepare() {
                  p.data_dir.empty() ? "LLM data directory" : "torch Python");
     return false;
   }
-  if (!readable(p.model(), "the model") || !readable(p.text(), "the text") ||
-      !readable(p.reference_forward, "the PyTorch forward") || !readable(p.torch_python, "the torch Python"))
+  if (!readable(kProgram, p.model(), "the model") || !readable(kProgram, p.text(), "the text") ||
+      !readable(kProgram, p.reference_forward, "the PyTorch forward") ||
+      !readable(kProgram, p.torch_python, "the torch Python"))
     return false;
-  const char* tmp = std::getenv("TMPDIR");
-  std::string pattern = std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") + "/shrink-bench-llm-XXXXXX";
-  if (mkdtemp(pattern.data()) == nullptr) {
-    std::fprintf(stderr, "bench_llm: cannot make a temporary directory %s: %s\n", pattern.c_str(),
-                 std::strerror(errno));
-    return false;
-  }
-  p.work_dir = pattern;
+  p.work_dir = shrink::bench::make_work_dir(kProgram, "shrink-bench-llm");
+  if (p.work_dir.empty()) return false;
   const std::vector<std::int32_t>& ids = data().ids;
-  for (std::int64_t window : kWindows) {
-    std::ofstream out(p.ids(window), std::ios::binary);
-    out.write(reinterpret_cast<const char*>(ids.data()), static_cast<std::streamsize>(window * sizeof(std::int32_t)));
-    if (!out.flush()) {
-      std::fprintf(stderr, "bench_llm: cannot write %s\n", p.ids(window).c_str());
+  for (std::int64_t window : kWindows)
+    if (!shrink::bench::write_int32s(kProgram, p.ids(window), ids.data(), static_cast<std::size_t>(window)))
       return false;
-    }
-  }
   return true;
 }
 
@@ -375,27 +291,5 @@ void remove_work_dir() {
 
 // Three repetitions unless chosen (each PyTorch one starts Python and loads the model: about 10 s), then the table.
 int main(int argc, char** argv) {
-  bool listing = false;
-  for (int i = 1; i < argc; ++i)
-    listing = listing || std::string(argv[i]) == "--benchmark_list_tests=true" ||
-              std::string(argv[i]) == "--benchmark_list_tests";
-  if (!listing) {
-    try {
-      if (!prepare()) {
-        remove_work_dir();
-        return 1;
-      }
-    } catch (const shrink::Error& e) {
-      std::fprintf(stderr, "bench_llm: %s\n", e.what());
-      remove_work_dir();
-      return 1;
-    }
-  }
-  shrink::set_executor(&shrink::serial_executor());
-  shrink::bench::RecordingReporter reporter;
-  const bool ran = shrink::bench::run_benchmarks(shrink::bench::arguments_with_repetitions(argc, argv, 3), reporter);
-  remove_work_dir();
-  if (!ran) return 1;
-  shrink::bench::print_ratio_table(reporter);
-  return 0;
+  return shrink::bench::run_peer_program(argc, argv, kProgram, 3, prepare, remove_work_dir);
 }

@@ -7,9 +7,10 @@
 #
 # A first argument naming a suite runs the Google Benchmark programs benchmarks/bench_<suite>*.cpp instead (quant,
 # prune, sparse, distill, matmul, threads, llm; `all` runs every one), the remaining arguments going to each (e.g.
-# --benchmark_filter=per_tensor). `llm` (bench_llm: the LLM example's forward against PyTorch's) also needs the data
-# of scripts/fetch-llm-data.sh and the torch environment of `scripts/python-env.sh torch`, both reused from the cache
-# folder (downloaded there when missing).
+# --benchmark_filter=per_tensor). `llm` (bench_llm: the LLM example's forward against PyTorch's; bench_llm_generate:
+# its generation, prefill and decode, against llama.cpp's) also needs the data of scripts/fetch-llm-data.sh, the torch
+# environment of `scripts/python-env.sh torch` and the llama.cpp one of `scripts/python-env.sh llama`, all reused
+# from the cache folder (made there when missing).
 #
 # The main job installs and configures only what the `shrink` command needs (`setup-debian.sh bench`; no tests, no
 # Google Benchmark suites); a suite installs the suites' packages (`setup-debian.sh suites`).
@@ -54,6 +55,10 @@ llm_options=()
 if [[ " ${names[*]} " == *" bench_llm "* ]]; then
   llm_options=(-DSHRINK_LLM_DATA_DIR="$("$root/scripts/fetch-llm-data.sh")"
     -DSHRINK_TORCH_PYTHON3="$("$root/scripts/python-env.sh" torch)")
+fi
+if [[ " ${names[*]} " == *" bench_llm_generate "* ]]; then
+  llm_options+=(-DSHRINK_LLM_DATA_DIR="$("$root/scripts/fetch-llm-data.sh")"
+    -DSHRINK_LLAMA_CPP_PYTHON3="$("$root/scripts/python-env.sh" llama)")
 fi
 
 cmake --preset release -DSHRINK_BUILD_BENCHMARKS=ON -DSHRINK_BUILD_TESTS=OFF "${llm_options[@]}"

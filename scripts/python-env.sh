@@ -5,6 +5,8 @@
 # PyPI once, then the environment is reused until the requirements change.
 # `python-env.sh torch` makes the compressed-tensors test's environment instead (tests/requirements-torch.txt): made
 # with --system-site-packages, so that torch and numpy are Debian's python3-torch and python3-numpy.
+# `python-env.sh llama` makes the llama.cpp peer's (benchmarks/llm/requirements-llama.txt: llama-cpp-python, which pip
+# builds from its source with this machine's compiler and CMake, for this CPU: a few minutes once).
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -16,8 +18,11 @@ if [[ ${1:-} == torch ]]; then
   venv=$cache/venv-torch
   requirements=$root/tests/requirements-torch.txt
   venv_options=(--system-site-packages)
+elif [[ ${1:-} == llama ]]; then
+  venv=$cache/venv-llama
+  requirements=$root/benchmarks/llm/requirements-llama.txt
 elif [[ -n ${1:-} ]]; then
-  echo "usage: python-env.sh [torch]" >&2
+  echo "usage: python-env.sh [torch|llama]" >&2
   exit 2
 fi
 stamp=$venv/requirements.sha256

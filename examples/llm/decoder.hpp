@@ -77,7 +77,7 @@ class Decoder {
     std::copy(x.row(first), x.row(rows - 1) + c.width, last.values.data());
     FloatMatrix normed(last.rows, c.width), logits(last.rows, c.vocab);
     detail::rms_norm(last, model_.output_norm, c.norm_eps, normed);
-    shrink::cpu::linear_f32(normed.view(), *model_.head, logits.view(), shrink::Epilogue{});
+    model_.head->forward(normed.view(), logits.view(), shrink::Activation::none, buf.scratch);
     if (shrink::cpu::scan_row(logits.row(logits.rows - 1), c.vocab).has_nan)
       shrink::fail("llm::Decoder::feed", ("logits of position " + std::to_string(position() - 1)).c_str(), "NaN",
                    "finite logits");

@@ -5,21 +5,25 @@
 //   shrink_llm generate --prompt TEXT [--chat [--system TEXT]] [--recipe NAME] [--max-tokens N]
 //                       [--temperature T] [--top-k K] [--top-p P] [--seed S] [--kv-cache f32|f16|int8]
 //                       [--context N] [--threads N] [--data DIR] [--model FILE] [--calibration-text FILE]
-//                       [--calibration-windows N] [--json FILE]
+//                       [--calibration-windows N] [--head auto|f32|f16|bf16|int8] [--json FILE]
 //
 // The recipe is applied at start (the calibrated ones read the calibration text, as the table does); the float32
-// block linears are released once compressed. The cache holds --context positions (default: the prompt and
+// block linears are released once compressed. The head is stored as --head says (default: the recipe's
+// generation_head_form, recipes.hpp: f32 for base, f16 / bf16 for those recipes, else int8 per output channel). The
+// cache holds --context positions (default: the prompt and
 // --max-tokens, at most the model's context length). Generation ends at the end-of-sequence token, <|im_end|>, or
 // <|endoftext|>, at --max-tokens, or when the context is full.
 #pragma once
 
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
@@ -45,7 +49,8 @@ struct GenerateCommand {
   std::string system;
   GenerateOptions generation;
   KvForm kv = KvForm::f32;
-  std::int64_t context = 0;  // 0: the prompt and max_tokens
+  std::string head = "auto";  // auto: generation_head_form(recipe); else a HeadForm's name
+  std::int64_t context = 0;   // 0: the prompt and max_tokens
   WindowSpan calibration{512, 16};
   int threads = 0;
 };
@@ -57,9 +62,16 @@ inline std::int64_t peak_resident_bytes() {
   return static_cast<std::int64_t>(usage.ru_maxrss) * 1024;
 }
 
+// Resident memory now, in bytes (the second field of /proc/self/statm, in pages); 0 where there is no /proc.
+inline std::int64_t resident_bytes() {
+  std::ifstream statm("/proc/self/statm");
+  long long size = 0, resident = 0;
+  if (!(statm >> size >> resident)) return 0;
+  return static_cast<std::int64_t>(resident) * static_cast<std::int64_t>(sysconf(_SC_PAGESIZE));
+}
+
 // The model of one recipe, calibrated where it needs it; `weights` loses its block linears once they are compressed.
-inline CompressedModel compress_for_generation(LlamaWeights& weights, const RecipeInfo& recipe,
-                                               std::shared_ptr<const shrink::cpu::PackedWeight<float>> head,
+inline CompressedModel compress_for_generation(LlamaWeights& weights, const RecipeInfo& recipe, SharedHead head,
                                                const std::vector<std::int32_t>& calibration_ids,
                                                const WindowSpan& span) {
   CompressedModel m;
@@ -123,12 +135,13 @@ inline int run_generate(const GenerateCommand& o) {
                  "at most the context of " + std::to_string(context) + " positions");
   std::vector<std::int32_t> calibration_ids;
   if (recipe.calibrated || recipe.sequential) calibration_ids = tokenizer.encode(read_file_text(o.calibration_text));
-  const auto head =
-      std::make_shared<const shrink::cpu::PackedWeight<float>>(shrink::cpu::pack_weight(weights.output_head().view()));
-  const CompressedModel m = compress_for_generation(weights, recipe, head, calibration_ids, o.calibration);
+  const HeadForm head_form = o.head == "auto" ? generation_head_form(recipe) : head_form_from_name(o.head);
+  CompressedModel m = compress_for_generation(weights, recipe, float_head(weights), calibration_ids, o.calibration);
+  m.head = compress_head(weights, head_form);
   const double setup_seconds = std::chrono::duration<double>(clock::now() - start).count();
 
   Decoder decoder(m, context, o.kv);
+  const std::int64_t resident_before = resident_bytes();  // the compressed model and the cache, no float32 linears
   const Generation g = generate(decoder, prompt, generation, [&](std::int32_t id) {
     const std::string bytes = tokenizer.decode({id});
     std::fwrite(bytes.data(), 1, bytes.size(), stdout);
@@ -138,17 +151,21 @@ inline int run_generate(const GenerateCommand& o) {
   std::fflush(stdout);
 
   const std::int64_t peak = peak_resident_bytes();
-  std::fprintf(stderr,
-               "\n[%s, %s cache, %d threads] prompt %lld tokens: %.1f tokens/s; generated %lld tokens (%s): decode "
-               "%.1f tokens/s\n[weights %.1f MB, cache %.1f MB for %lld positions, peak resident %.1f MB; set-up "
-               "%.2f s]\n",
-               recipe.name, kv_form_name(o.kv), threads, static_cast<long long>(g.prompt_tokens),
-               g.prefill_tokens_per_second(), static_cast<long long>(g.ids.size()), g.stop.c_str(),
-               g.decode_passes > 0 ? g.decode_tokens_per_second() : 0.0, static_cast<double>(m.linear_bytes()) / 1e6,
-               static_cast<double>(decoder.cache().bytes()) / 1e6, static_cast<long long>(context),
-               static_cast<double>(peak) / 1e6, setup_seconds);
+  const std::int64_t resident_after = resident_bytes();
+  std::fprintf(
+      stderr,
+      "\n[%s, %s head, %s cache, %d threads] prompt %lld tokens: %.1f tokens/s; generated %lld tokens (%s): decode "
+      "%.1f tokens/s\n[weights %.1f MB, cache %.1f MB for %lld positions; resident %.1f MB generating (%.1f MB at "
+      "the end), peak %.1f MB (loading); set-up %.2f s]\n",
+      recipe.name, head_form_name(head_form), kv_form_name(o.kv), threads, static_cast<long long>(g.prompt_tokens),
+      g.prefill_tokens_per_second(), static_cast<long long>(g.ids.size()), g.stop.c_str(),
+      g.decode_passes > 0 ? g.decode_tokens_per_second() : 0.0, static_cast<double>(m.linear_bytes()) / 1e6,
+      static_cast<double>(decoder.cache().bytes()) / 1e6, static_cast<long long>(context),
+      static_cast<double>(resident_before) / 1e6, static_cast<double>(resident_after) / 1e6,
+      static_cast<double>(peak) / 1e6, setup_seconds);
   if (!o.json.empty()) {
     const nlohmann::json j = {{"recipe", recipe.name},
+                              {"head", head_form_name(head_form)},
                               {"kv_cache", kv_form_name(o.kv)},
                               {"threads", threads},
                               {"prompt_tokens", g.prompt_tokens},
@@ -164,6 +181,8 @@ inline int run_generate(const GenerateCommand& o) {
                               {"weight_bytes", m.linear_bytes()},
                               {"cache_bytes", decoder.cache().bytes()},
                               {"context", context},
+                              {"resident_bytes_generating", resident_before},
+                              {"resident_bytes_at_end", resident_after},
                               {"peak_resident_bytes", peak},
                               {"setup_seconds", setup_seconds}};
     write_file_atomically(o.json, j.dump(1) + "\n");

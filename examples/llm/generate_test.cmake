@@ -41,7 +41,7 @@ if(NOT cache STREQUAL "f16")
 endif()
 
 # Usage errors (exit 2, the flag named) and a prompt longer than the context (exit 1, no JSON written).
-foreach(case "--kv-cache;int4;--kv-cache" "--temperature;-1;temperature" "--top-p;1.5;top_p" "--recipe;w2;w2"
+foreach(case "--kv-cache;int4;--kv-cache" "--head;int4;--head" "--temperature;-1;temperature" "--top-p;1.5;top_p" "--recipe;w2;w2"
              "--max-tokens;0;--max-tokens")
   list(GET case 0 flag)
   list(GET case 1 value)

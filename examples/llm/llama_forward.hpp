@@ -41,11 +41,20 @@ struct CompressedBlock {
   const CompressedLinear& linear(LinearSlot s) const { return linears[static_cast<std::size_t>(s)]; }
 };
 
-// What a recipe produces: compressed linears per block; the embedding, the norms and the head stay float32.
+// The output head [vocab, width] in any form a linear takes, shared by the models that use it.
+using SharedHead = std::shared_ptr<const CompressedLinear>;
+
+// The model's head in float32, as the recipes' table keeps it.
+inline SharedHead float_head(const LlamaWeights& w) {
+  return std::make_shared<const CompressedLinear>(shrink::cpu::pack_weight(w.output_head().view()));
+}
+
+// What a recipe produces: compressed linears per block; the embedding and the norms stay float32, and so does the
+// head in the table (float_head; generation may store it otherwise: recipes.hpp's HeadForm).
 struct CompressedModel {
   LlamaConfig config;
-  const FloatMatrix* embedding = nullptr;                        // [vocab, width], the source weights' own
-  std::shared_ptr<const shrink::cpu::PackedWeight<float>> head;  // [vocab, width], packed for linear_f32
+  const FloatMatrix* embedding = nullptr;  // [vocab, width], the source weights' own
+  SharedHead head;                         // [vocab, width]
   std::vector<float> output_norm;
   std::vector<CompressedBlock> blocks;
 
@@ -139,7 +148,8 @@ inline void masked_softmax_row(float* row, std::int64_t seen, std::int64_t width
 // Per KV head g, its query heads' rows are stacked ([group·n, d]). Many rows (a window, a prompt) run both products
 // on linear_f32 (k_g and v_gᵀ packed as its weights), the heads one after another with each product on the
 // executor: Eigen's product, as this project compiles it (no -march), runs SSE2 only and took a quarter of the
-// forward pass. A few rows (one generated token) take Eigen's products, the KV heads side by side on the executor.
+// forward pass. A few rows (one generated token) take Eigen's matrix-vector products, the KV heads side by side on
+// the executor.
 template <class KvRows>
 void attention(const FloatMatrix& q, std::int64_t first, std::int64_t context, const LlamaConfig& c, KvRows&& kv_rows,
                FloatMatrix& a) {
@@ -167,12 +177,14 @@ void attention(const FloatMatrix& q, std::int64_t first, std::int64_t context, c
       for (std::int64_t p = 0; p < context; ++p)
         for (std::int64_t e = 0; e < d; ++e) vg_t.row(e)[p] = values[p * d + e];
       shrink::cpu::linear_f32(scores.view(), shrink::cpu::pack_weight(vg_t.view()), out.view());
-    } else {
-      Eigen::Map<const RowMajor> k_map(keys, context, d), v_map(values, context, d), q_map(qg.values.data(), rows, d);
-      Eigen::Map<RowMajor> s_map(scores.values.data(), rows, context), o_map(out.values.data(), rows, d);
-      s_map.noalias() = q_map * k_map.transpose();
-      softmax_rows(0, rows);
-      o_map.noalias() = s_map * v_map;
+    } else {  // matrix-vector products row by row: a matrix product would copy (pack) k_g and v_g for each call
+      Eigen::Map<const RowMajor> k_map(keys, context, d), v_map(values, context, d);
+      for (std::int64_t r = 0; r < rows; ++r) {
+        Eigen::Map<Eigen::VectorXf> score(scores.row(r), context), o(out.row(r), d);
+        score.noalias() = k_map * Eigen::Map<const Eigen::VectorXf>(qg.row(r), d);
+        softmax_rows(r, r + 1);
+        o.noalias() = v_map.transpose() * score;
+      }
     }
     for (std::int64_t j = 0; j < group; ++j)
       for (std::int64_t i = 0; i < n; ++i)
@@ -313,7 +325,7 @@ inline WindowLoss forward_window(const CompressedModel& m, const std::int32_t* i
     const std::int64_t rows = std::min<std::int64_t>(chunk, count - 1 - begin);
     shrink::TensorView<const float> in(h.row(begin), shrink::Shape{rows, c.width});
     shrink::TensorView<float> out(logits.values.data(), shrink::Shape{rows, c.vocab});
-    shrink::cpu::linear_f32(in, *m.head, out, shrink::Epilogue{});
+    m.head->forward(in, out, shrink::Activation::none, buf.scratch);
     std::vector<double> row_nll(static_cast<std::size_t>(rows));
     shrink::parallel_for(rows, 1, [&](std::int64_t rb, std::int64_t re) {
       for (std::int64_t r = rb; r < re; ++r) {

@@ -155,18 +155,20 @@ nlohmann::json row_json(const llm::TableRow& r) {
 }
 
 [[noreturn]] void generate_usage(const std::string& why) {
-  std::fprintf(stderr,
-               "shrink_llm generate: %s\n"
-               "usage: shrink_llm generate --prompt TEXT [--chat [--system TEXT]] [--recipe NAME] [--max-tokens N]\n"
-               "                  [--temperature T] [--top-k K] [--top-p P] [--seed S] [--kv-cache f32|f16|int8]\n"
-               "                  [--context N] [--threads N] [--data DIR] [--model FILE] [--calibration-text FILE]\n"
-               "                  [--calibration-windows N] [--json FILE]\n"
-               "  --chat        the prompt as the user's message in the model's chat template (ChatML), the answer\n"
-               "                generated; --system replaces the template's default system message\n"
-               "  --temperature 0 (the default) is greedy; top-k 0 and top-p 1 (the defaults) limit nothing\n"
-               "  --kv-cache    the keys and values as f32 (default), f16, or int8 with a scale per head and position\n"
-               "  --context     positions the cache holds (default: the prompt and --max-tokens)\n",
-               why.c_str());
+  std::fprintf(
+      stderr,
+      "shrink_llm generate: %s\n"
+      "usage: shrink_llm generate --prompt TEXT [--chat [--system TEXT]] [--recipe NAME] [--max-tokens N]\n"
+      "                  [--temperature T] [--top-k K] [--top-p P] [--seed S] [--kv-cache f32|f16|int8]\n"
+      "                  [--context N] [--threads N] [--data DIR] [--model FILE] [--calibration-text FILE]\n"
+      "                  [--calibration-windows N] [--head auto|f32|f16|bf16|int8] [--json FILE]\n"
+      "  --chat        the prompt as the user's message in the model's chat template (ChatML), the answer\n"
+      "                generated; --system replaces the template's default system message\n"
+      "  --temperature 0 (the default) is greedy; top-k 0 and top-p 1 (the defaults) limit nothing\n"
+      "  --kv-cache    the keys and values as f32 (default), f16, or int8 with a scale per head and position\n"
+      "  --context     positions the cache holds (default: the prompt and --max-tokens)\n"
+      "  --head        the output head's storage (auto: f32 for base, f16/bf16 for those recipes, else int8)\n",
+      why.c_str());
   std::exit(2);
 }
 
@@ -209,6 +211,8 @@ llm::GenerateCommand parse_generate(int argc, char** argv) {
         o.generation.sampling.seed = static_cast<std::uint64_t>(value == "0" ? 0 : positive(flag, value));
       else if (flag == "--kv-cache")
         o.kv = llm::kv_form_from_name(value);
+      else if (flag == "--head")
+        o.head = value == "auto" ? value : llm::head_form_name(llm::head_form_from_name(value));
       else if (flag == "--context")
         o.context = positive(flag, value);
       else if (flag == "--threads")

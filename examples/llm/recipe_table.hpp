@@ -57,8 +57,7 @@ Table run_table(const TableInputs& in, Progress&& progress) {
   }
   if (calibrated || sequential) require_span(in.calibration_ids, in.calibration_span, "calibration text");
 
-  const auto head =
-      std::make_shared<const shrink::cpu::PackedWeight<float>>(shrink::cpu::pack_weight(w.output_head().view()));
+  const auto head = float_head(w);
   Table table;
   std::unique_ptr<CalibrationStats> stats;
   if (calibrated) {  // the float model's linear inputs over the calibration span

@@ -247,10 +247,49 @@ inline CompressedLinear compress_linear(Recipe recipe, const FloatMatrix& weight
 
 }  // namespace detail
 
+// The head's form in generation. The table keeps it float32 (float_head); generation, where a token's head product
+// reads every byte of it (113 MB in float32 for SmolLM2, more than the 4-bit blocks), stores it as the recipe stores
+// its linears where a float format does so (fp16, bf16), else int8 symmetric per output channel: w8's format, as
+// llama.cpp keeps its token embedding Q8_0 under Q8_0 and Q4_0.
+enum class HeadForm { f32, f16, bf16, int8 };
+
+inline const char* head_form_name(HeadForm f) {
+  switch (f) {
+    case HeadForm::f32: return "f32";
+    case HeadForm::f16: return "f16";
+    case HeadForm::bf16: return "bf16";
+    case HeadForm::int8: return "int8";
+  }
+  return "?";
+}
+
+inline HeadForm head_form_from_name(const std::string& name) {
+  for (HeadForm f : {HeadForm::f32, HeadForm::f16, HeadForm::bf16, HeadForm::int8})
+    if (name == head_form_name(f)) return f;
+  shrink::fail("llm::head_form_from_name", "head form", "\"" + name + "\"", "f32, f16, bf16 or int8");
+}
+
+inline HeadForm generation_head_form(const RecipeInfo& r) {
+  switch (r.recipe) {
+    case Recipe::base: return HeadForm::f32;
+    case Recipe::fp16: return HeadForm::f16;
+    case Recipe::bf16: return HeadForm::bf16;
+    default: return HeadForm::int8;
+  }
+}
+
+inline SharedHead compress_head(const LlamaWeights& w, HeadForm form) {
+  const Recipe as = form == HeadForm::f32    ? Recipe::base
+                    : form == HeadForm::f16  ? Recipe::fp16
+                    : form == HeadForm::bf16 ? Recipe::bf16
+                                             : Recipe::w8;
+  return std::make_shared<const CompressedLinear>(
+      detail::compress_linear(as, w.output_head(), nullptr, 0, LinearSlot::q));
+}
+
 // The model under `recipe`, reading w's embedding (w must outlive it) and sharing the packed head. Calibrated
 // recipes need `stats`.
-inline CompressedModel compress_model(const LlamaWeights& w, const RecipeInfo& recipe,
-                                      std::shared_ptr<const shrink::cpu::PackedWeight<float>> head,
+inline CompressedModel compress_model(const LlamaWeights& w, const RecipeInfo& recipe, SharedHead head,
                                       const CalibrationStats* stats) {
   if (recipe.sequential)
     shrink::fail("llm::compress_model", "recipe", recipe.name, "a recipe without sequential calibration");
@@ -342,8 +381,7 @@ inline void awq_linears(const shrink::quant::AwqOptions& o, LinearInput input, c
 }  // namespace detail
 
 // A sequential recipe's model (sequential.hpp): `ids` by `span` are the calibration windows.
-inline CompressedModel compress_model_sequential(const LlamaWeights& w, const RecipeInfo& recipe,
-                                                 std::shared_ptr<const shrink::cpu::PackedWeight<float>> head,
+inline CompressedModel compress_model_sequential(const LlamaWeights& w, const RecipeInfo& recipe, SharedHead head,
                                                  const std::vector<std::int32_t>& ids, const WindowSpan& span,
                                                  SequentialTiming* timing, const HessianJitter& jitter = {}) {
   if (recipe.recipe == Recipe::sparsegpt_50 || recipe.recipe == Recipe::sparsegpt_24) {

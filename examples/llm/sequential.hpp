@@ -94,9 +94,9 @@ class StageTap final : public ActivationTap {
 // compressed block)`, which sets the compressed block's linears reading `input` (and may change the block's norms
 // and the linears not compressed yet). Calibration windows: `ids` by `span`; each Hessian perturbed by `jitter`.
 template <class Method>
-CompressedModel compress_sequential(const LlamaWeights& w, std::shared_ptr<const shrink::cpu::PackedWeight<float>> head,
-                                    const std::vector<std::int32_t>& ids, const WindowSpan& span, Method&& method,
-                                    SequentialTiming* timing = nullptr, const HessianJitter& jitter = {}) {
+CompressedModel compress_sequential(const LlamaWeights& w, SharedHead head, const std::vector<std::int32_t>& ids,
+                                    const WindowSpan& span, Method&& method, SequentialTiming* timing = nullptr,
+                                    const HessianJitter& jitter = {}) {
   using clock = std::chrono::steady_clock;
   auto seconds_since = [](clock::time_point t) { return std::chrono::duration<double>(clock::now() - t).count(); };
   require_span(ids, span, "calibration text");

@@ -24,8 +24,7 @@ using llm::test_paths::kTestdata;
 
 struct Tiny {
   llm::LlamaWeights weights = llm::load_llama_gguf(kTestdata + "/tiny_llama.gguf");
-  std::shared_ptr<const shrink::cpu::PackedWeight<float>> head =
-      std::make_shared<const shrink::cpu::PackedWeight<float>>(shrink::cpu::pack_weight(weights.output_head().view()));
+  llm::SharedHead head = llm::float_head(weights);
 
   llm::CompressedModel model(const std::string& recipe, const llm::CalibrationStats* stats = nullptr) const {
     return llm::compress_model(weights, llm::recipe_info(recipe), head, stats);

@@ -38,8 +38,7 @@ TEST_CASE("llm: SmolLM2-135M's NLL on Hamlet's first 128 tokens equals PyTorch's
   REQUIRE(ids == golden.ids);
 
   const llm::LlamaWeights weights = llm::load_llama_gguf(model_path);
-  const auto head =
-      std::make_shared<const shrink::cpu::PackedWeight<float>>(shrink::cpu::pack_weight(weights.output_head().view()));
+  const auto head = llm::float_head(weights);
   for (const auto& [reference, recipe] :
        std::map<std::string, std::string>{{"base", "base"}, {"int8", "w8"}, {"w4g64", "w4-g64"}}) {
     INFO(recipe);

@@ -28,8 +28,7 @@ using llm::test_paths::kTestdata;
 
 struct TinyModel {
   llm::LlamaWeights weights = llm::load_llama_gguf(kTestdata + "/tiny_llama.gguf");
-  std::shared_ptr<const shrink::cpu::PackedWeight<float>> head =
-      std::make_shared<const shrink::cpu::PackedWeight<float>>(shrink::cpu::pack_weight(weights.output_head().view()));
+  llm::SharedHead head = llm::float_head(weights);
   llm::CompressedModel model(const std::string& recipe) const {
     return llm::compress_model(weights, llm::recipe_info(recipe), head, nullptr);
   }
@@ -78,6 +77,33 @@ TEST_CASE("llm generate: decode with the KV cache gives the logits of recomputin
     }
     CHECK(decoder.position() == 40);
   }
+}
+
+TEST_CASE("llm generate: a compressed head keeps decode equal to recomputation, near the float head",
+          "[llm][generate]") {
+  const TinyModel tiny;
+  const llm::CompressedModel float_model = tiny.model("w4-g64");
+  const std::vector<std::int32_t> ids = random_ids(24, float_model.config.vocab, 13);
+  const std::vector<float> reference = recomputed(float_model, ids, 24);
+  for (const auto& [form, bound] : std::map<llm::HeadForm, double>{
+           {llm::HeadForm::f16, 1e-3}, {llm::HeadForm::bf16, 1e-2}, {llm::HeadForm::int8, 2e-2}}) {
+    INFO(llm::head_form_name(form));
+    llm::CompressedModel m = tiny.model("w4-g64");
+    m.head = llm::compress_head(tiny.weights, form);
+    llm::Decoder decoder(m, 24, llm::KvForm::f32);
+    decoder.feed(ids.data(), 16);
+    std::vector<float> step;
+    for (std::int64_t t = 16; t < 24; ++t) step = decoder.feed(&ids[static_cast<std::size_t>(t)], 1);
+    const std::vector<float> whole = recomputed(m, ids, 24);
+    CHECK(relative_error(step.data(), whole.data(), m.config.vocab) < 1e-4);
+    const double from_float = relative_error(whole.data(), reference.data(), m.config.vocab);
+    CHECK(from_float < bound);
+    CHECK(from_float > 0.0);
+  }
+  CHECK(llm::generation_head_form(llm::recipe_info("base")) == llm::HeadForm::f32);
+  CHECK(llm::generation_head_form(llm::recipe_info("fp16")) == llm::HeadForm::f16);
+  CHECK(llm::generation_head_form(llm::recipe_info("gptq-w4-g64")) == llm::HeadForm::int8);
+  CHECK_THROWS_WITH(llm::head_form_from_name("int4"), Catch::Contains("f32, f16, bf16 or int8"));
 }
 
 TEST_CASE("llm generate: a prompt in several batches gives the logits of one batch", "[llm][generate]") {

@@ -75,8 +75,7 @@ TEST_CASE("llm: SmolLM2-135M's greedy generation equals PyTorch's for 64 tokens,
   };
   const std::map<std::string, GoldenCase> golden = read_generate_golden(kTestdata + "/generate_smollm_golden.txt");
   const llm::LlamaWeights weights = llm::load_llama_gguf(path);
-  const auto head =
-      std::make_shared<const shrink::cpu::PackedWeight<float>>(shrink::cpu::pack_weight(weights.output_head().view()));
+  const auto head = llm::float_head(weights);
   const llm::CompressedModel m = llm::compress_model(weights, llm::recipe_info("base"), head, nullptr);
   for (const auto& [name, text, is_chat] : prompts) {
     INFO(name);
@@ -97,8 +96,7 @@ TEST_CASE("llm: SmolLM2-135M's KV-cache decode gives the logits of recomputing t
           "[llm][smollm][generate]") {
   const std::string path = kDataDir + "/SmolLM2-135M-Instruct.Q4_1.gguf";
   const llm::LlamaWeights weights = llm::load_llama_gguf(path);
-  const auto head =
-      std::make_shared<const shrink::cpu::PackedWeight<float>>(shrink::cpu::pack_weight(weights.output_head().view()));
+  const auto head = llm::float_head(weights);
   std::ifstream text_file(kDataDir + "/hamlet.txt", std::ios::binary);
   const std::string text((std::istreambuf_iterator<char>(text_file)), {});
   std::vector<std::int32_t> ids = llm::smollm_tokenizer_from_gguf(path).encode(text.substr(0, 4000));

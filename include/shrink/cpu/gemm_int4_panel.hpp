@@ -1,10 +1,12 @@
 // The float product over a per-group int4 weight (cpu/packed_int4_weight.hpp): Y[M, N] = X[M, K] · Wᵀ with
 // w[n, k] = q[n, k] · s[n, k / group], or (q[n, k] − z[n, k / group]) · s[n, k / group] when affine, through the panel
-// driver of cpu/gemm_panel.hpp. With AVX2 and one or two rows of X (decode) each panel row is dequantized in registers
-// and multiplied at once; otherwise a panel block (256 k × 32 outputs, kept in L1) is dequantized once for all M rows
-// (AVX2 vector code, or the scalar loop; the zero point costs one integer subtraction a value there) and the float
-// tiles pass over it. The weight leaves memory once, at half a byte a value, whatever M. Every dequantized value is
-// the scalar loop's bit for bit; the result is that of dequantize-then-float-GEMM up to the order of the float sums.
+// driver of cpu/gemm_panel.hpp. With AVX2 and one row of X (decode) the nibbles are converted and multiplied with no
+// per-value scale or zero point, both applied once a group (int4_row_grouped_avx2); with two rows each panel row is
+// dequantized in registers and multiplied at once; otherwise a panel block (256 k × 32 outputs, kept in L1) is
+// dequantized once for all M rows (AVX2 vector code, or the scalar loop; the zero point costs one integer subtraction
+// a value there) and the float tiles pass over it. The weight leaves memory once, at half a byte a value, whatever M.
+// Every dequantized value is the scalar loop's bit for bit; the result is that of dequantize-then-float-GEMM up to the
+// order and grouping of the float operations.
 #pragma once
 
 #include <algorithm>
@@ -105,6 +107,58 @@ SHRINK_TARGET_AVX2_FMA_F16C void int4_tile_avx2(const float* x, std::int64_t ldx
 }
 #endif
 
+// One row of X (decode) over all of K, the scale and zero point applied once a group instead of once a value:
+//   y[j] = Σ_g s[j, g] · (Σ_{k in g} x[k] · u[j, k] − c[j, g] · Σ_{k in g} x[k])
+// with u = stored nibble ^ 8 (0..15: the signed nibble q is u − 8) and c = 8 + z (affine), 8 (symmetric), or
+// 8 − value_offset + z (fractional), so that (q − z) · s = (u − c) · s. The same product as dequantize-then-GEMM up to
+// the order and grouping of the float operations (a float sum of x · u per group, then one scaling): per row of 32
+// values, the nibbles are converted and multiplied, with no per-value zero point or scale.
+SHRINK_TARGET_AVX2_FMA_F16C inline void int4_row_grouped_avx2(const float* x, const PackedInt4Weight& w, std::int64_t p,
+                                                              float* y, int valid) {
+  const std::uint8_t* bytes = w.panels.data() + p * w.cols * kInt4PanelBytes;
+  const std::int64_t groups = w.groups();
+  const float* scales = w.scales.data() + p * groups * kPanelWidth;
+  const std::int8_t* zeros = w.affine() ? w.zero_points.data() + p * groups * kPanelWidth : nullptr;
+  const float* float_zeros = w.fractional() ? w.float_zero_points.data() + p * groups * kPanelWidth : nullptr;
+  const float base_shift = 8.0f - static_cast<float>(float_zeros != nullptr ? w.value_offset : 0);
+  const __m128i flip = _mm_set1_epi8(static_cast<char>(0x88)), low_bits = _mm_set1_epi8(0x0F);
+  __m256 c[4];
+#pragma GCC unroll 4
+  for (int v = 0; v < 4; ++v) c[v] = _mm256_setzero_ps();
+  for (std::int64_t g = 0; g < groups; ++g) {
+    __m256 acc[4];
+#pragma GCC unroll 4
+    for (int v = 0; v < 4; ++v) acc[v] = _mm256_setzero_ps();
+    __m256 x_sum = _mm256_setzero_ps();
+    const float* xg = x + g * w.group_size;
+    for (std::int64_t k = 0; k < w.group_size; ++k, bytes += kInt4PanelBytes) {
+      const __m128i packed = _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(bytes)), flip);
+      const __m128i low = _mm_and_si128(packed, low_bits);
+      const __m128i high = _mm_and_si128(_mm_srli_epi16(packed, 4), low_bits);
+      const __m128i u[2] = {_mm_unpacklo_epi8(low, high), _mm_unpackhi_epi8(low, high)};  // outputs 0-15, 16-31
+      const __m256 a = _mm256_broadcast_ss(xg + k);
+      x_sum = _mm256_add_ps(x_sum, a);
+#pragma GCC unroll 4
+      for (int v = 0; v < 4; ++v) {
+        const __m128i eight = v % 2 == 0 ? u[v / 2] : _mm_srli_si128(u[v / 2], 8);
+        acc[v] = _mm256_fmadd_ps(a, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(eight)), acc[v]);
+      }
+    }
+    const float* s = scales + g * kPanelWidth;
+#pragma GCC unroll 4
+    for (int v = 0; v < 4; ++v) {
+      __m256 shift = _mm256_set1_ps(base_shift);
+      if (zeros != nullptr)
+        shift = _mm256_add_ps(shift, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(
+                                         reinterpret_cast<const __m128i*>(zeros + g * kPanelWidth + 8 * v)))));
+      if (float_zeros != nullptr) shift = _mm256_add_ps(shift, _mm256_loadu_ps(float_zeros + g * kPanelWidth + 8 * v));
+      c[v] = _mm256_fmadd_ps(_mm256_loadu_ps(s + 8 * v), _mm256_fnmadd_ps(shift, x_sum, acc[v]), c[v]);
+    }
+  }
+  const __m256(&rows)[1][4] = reinterpret_cast<const __m256(&)[1][4]>(c);
+  store_tile_avx2<1>(rows, y, 0, valid, false);
+}
+
 // A PackedInt4Weight as a weight source of the panel driver (cpu/gemm_panel.hpp): each block dequantized into the
 // driver's buffer.
 struct Int4PanelSource {
@@ -126,7 +180,10 @@ struct Int4PanelSource {
 #if defined(SHRINK_CPU_AVX2_DISPATCH)
   template <int MR>
   void stream_avx2(const float* x, std::int64_t ldx, std::int64_t p, float* y, std::int64_t ldy, int valid) const {
-    int4_tile_avx2<MR>(x, ldx, weight, p, y, ldy, valid);
+    if constexpr (MR == 1)
+      int4_row_grouped_avx2(x, weight, p, y, valid);
+    else
+      int4_tile_avx2<MR>(x, ldx, weight, p, y, ldy, valid);
   }
 #endif
   void prefetch(std::int64_t p, std::int64_t k0, std::int64_t kc, std::int64_t step, std::int64_t steps) const {

@@ -14,7 +14,6 @@
 #include "llama_forward.hpp"
 #include "shrink/core/error.hpp"
 #include "shrink/cpu/softmax_rows.hpp"
-#include "shrink/linear/f32.hpp"
 
 namespace llm {
 

@@ -10,8 +10,8 @@
 // The recipe is applied at start (the calibrated ones read the calibration text, as the table does); the float32
 // block linears are released once compressed. The head is stored as --head says (default: the recipe's
 // generation_head_form, recipes.hpp: f32 for base, f16 / bf16 for those recipes, else int8 per output channel). The
-// cache holds --context positions (default: the prompt and
-// --max-tokens, at most the model's context length). Generation ends at the end-of-sequence token, <|im_end|>, or
+// cache holds --context positions (default: the prompt and --max-tokens, at most the model's context length).
+// Generation ends at the end-of-sequence token, <|im_end|>, or
 // <|endoftext|>, at --max-tokens, or when the context is full.
 #pragma once
 
@@ -81,9 +81,7 @@ inline CompressedModel compress_for_generation(LlamaWeights& weights, const Reci
     m = compress_model_sequential(weights, recipe, head, calibration_ids, span, &timing);
   } else if (recipe.calibrated) {
     require_span(calibration_ids, span, "calibration text");
-    const CompressedModel base = compress_model(weights, kRecipes[0], head, nullptr);
-    CalibrationStats stats(weights.config.blocks);
-    evaluate(base, calibration_ids, span, "calibration text", &stats);
+    const CalibrationStats stats = float_model_statistics(weights, head, calibration_ids, span);
     m = compress_model(weights, recipe, head, &stats);
   } else {
     m = compress_model(weights, recipe, head, nullptr);

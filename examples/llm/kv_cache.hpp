@@ -4,13 +4,14 @@
 // in one of three forms (a recipe option of generation):
 //   f32   as computed
 //   f16   each value rounded to IEEE half (core/half.hpp), half the bytes
-//   int8  each (position, KV head) row symmetric int8 with its own scale, PyTorch's per-row formula
-//         (quant/qparams.hpp: s = max(max|x| / 127.5, FLT_EPSILON); q = clamp(round(x / s), -128, 127)), a quarter
-//         of the bytes plus one float per row
+//   int8  each (position, KV head) row symmetric int8 with its own scale, as W8A8 quantizes a token
+//         (cpu::quantize_rows_absmax: s = max(max|x| / 127.5, FLT_EPSILON); q = clamp(round(x / s), -128, 127)), a
+//         quarter of the bytes plus one float per row
 // A reader asks for the first `count` positions of one (block, KV head) as floats: a pointer into the cache (f32) or
 // into its scratch, dequantized.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -19,8 +20,7 @@
 #include "shrink/core/affine.hpp"
 #include "shrink/core/error.hpp"
 #include "shrink/core/half.hpp"
-#include "shrink/quant/qparams.hpp"
-#include "shrink/quant/scheme.hpp"
+#include "shrink/linear/int8.hpp"
 
 namespace llm {
 
@@ -64,8 +64,6 @@ class KvCache {
 
   std::int64_t capacity() const { return capacity_; }
   std::int64_t length() const { return length_; }
-  KvForm form() const { return form_; }
-  std::int64_t head_dim() const { return head_dim_; }
 
   // Bytes held for keys and values (scales included), at full capacity.
   std::int64_t bytes() const {
@@ -85,9 +83,31 @@ class KvCache {
       shrink::fail(fn, "positions", length_ + k.rows, "at most the cache's capacity " + std::to_string(capacity_));
     for (int which = 0; which < 2; ++which) {
       const FloatMatrix& x = which == 0 ? k : v;
+      // int8: the n · kv_heads rows of head_dim values, each with its scale, in one call
+      shrink::quant::QuantizedTensor q;
+      if (form_ == KvForm::int8)
+        q = shrink::cpu::quantize_rows_absmax(
+            shrink::TensorView<const float>(x.values.data(), shrink::Shape{x.rows * kv_heads_, head_dim_}));
       for (std::int64_t t = 0; t < x.rows; ++t)
-        for (std::int64_t g = 0; g < kv_heads_; ++g)
-          put(row_index(which, block, g, length_ + t), x.row(t) + g * head_dim_);
+        for (std::int64_t g = 0; g < kv_heads_; ++g) {
+          const std::size_t row = row_index(which, block, g, length_ + t);
+          const std::size_t at = row * static_cast<std::size_t>(head_dim_);
+          const float* values = x.row(t) + g * head_dim_;
+          switch (form_) {
+            case KvForm::f32: std::copy(values, values + head_dim_, f32_.data() + at); break;
+            case KvForm::f16:
+              for (std::int64_t i = 0; i < head_dim_; ++i)
+                f16_[at + static_cast<std::size_t>(i)] = shrink::half(values[i]);
+              break;
+            case KvForm::int8: {
+              const std::int64_t source = t * kv_heads_ + g;
+              const std::int8_t* quantized = q.int8_view().data() + source * head_dim_;
+              std::copy(quantized, quantized + head_dim_, int8_.data() + at);
+              scales_[row] = q.qparams.scale[static_cast<std::size_t>(source)];
+              break;
+            }
+          }
+        }
     }
   }
 
@@ -113,32 +133,6 @@ class KvCache {
  private:
   std::size_t row_index(int which, std::int64_t block, std::int64_t g, std::int64_t position) const {
     return static_cast<std::size_t>(((which * blocks_ + block) * kv_heads_ + g) * capacity_ + position);
-  }
-
-  static shrink::quant::QuantScheme row_scheme() {
-    return shrink::quant::QuantScheme::per_tensor(shrink::quant::QuantDtype::int8, shrink::quant::Symmetry::symmetric);
-  }
-
-  void put(std::size_t row, const float* x) {
-    const std::size_t at = row * static_cast<std::size_t>(head_dim_);
-    switch (form_) {
-      case KvForm::f32: std::copy(x, x + head_dim_, f32_.data() + at); break;
-      case KvForm::f16:
-        for (std::int64_t i = 0; i < head_dim_; ++i) f16_[at + static_cast<std::size_t>(i)] = shrink::half(x[i]);
-        break;
-      case KvForm::int8: {
-        float lo = 0.0f, hi = 0.0f;
-        for (std::int64_t i = 0; i < head_dim_; ++i) lo = std::fmin(lo, x[i]), hi = std::fmax(hi, x[i]);
-        const shrink::quant::QuantRange r = shrink::quant::quant_range(row_scheme());
-        const shrink::quant::ScaleZeroPoint sz =
-            shrink::quant::scale_zero_point_from_range(lo, hi, row_scheme(), "llm::KvCache::store");
-        const shrink::AffineParams p(sz.scale, sz.zero_point, r.qmin, r.qmax);
-        scales_[row] = sz.scale;
-        for (std::int64_t i = 0; i < head_dim_; ++i)
-          int8_[at + static_cast<std::size_t>(i)] = static_cast<std::int8_t>(shrink::quantize_value(x[i], p));
-        break;
-      }
-    }
   }
 
   void get(std::size_t row, float* out) const {

@@ -104,11 +104,13 @@ struct RopeTable {
   RopeTable(std::int64_t tokens, std::int64_t head_dim, float base) : half(head_dim / 2) {
     cos.resize(static_cast<std::size_t>(tokens * half));
     sin.resize(cos.size());
+    std::vector<double> inv(static_cast<std::size_t>(half));  // base^(-2i/d), once per i
+    for (std::int64_t i = 0; i < half; ++i)
+      inv[static_cast<std::size_t>(i)] =
+          std::pow(static_cast<double>(base), -2.0 * static_cast<double>(i) / static_cast<double>(head_dim));
     for (std::int64_t t = 0; t < tokens; ++t)
       for (std::int64_t i = 0; i < half; ++i) {
-        const double inv =
-            std::pow(static_cast<double>(base), -2.0 * static_cast<double>(i) / static_cast<double>(head_dim));
-        const double angle = static_cast<double>(t) * inv;
+        const double angle = static_cast<double>(t) * inv[static_cast<std::size_t>(i)];
         cos[static_cast<std::size_t>(t * half + i)] = static_cast<float>(std::cos(angle));
         sin[static_cast<std::size_t>(t * half + i)] = static_cast<float>(std::sin(angle));
       }

@@ -55,6 +55,13 @@ struct Options {
   std::exit(2);
 }
 
+// path, unless given, is <data_dir>/<name>; without a data directory `usage` exits naming the file.
+void in_data(std::string& path, const std::string& data_dir, const char* name, void (*usage)(const std::string&)) {
+  if (!path.empty()) return;
+  if (data_dir.empty()) usage(std::string("no --data directory (or $SHRINK_LLM_DATA_DIR) for ") + name);
+  path = data_dir + "/" + name;
+}
+
 std::int64_t positive(const std::string& flag, const std::string& value) {
   char* end = nullptr;
   const long long v = std::strtoll(value.c_str(), &end, 10);
@@ -119,14 +126,9 @@ Options parse(int argc, char** argv) {
       usage("unknown option " + flag);
   }
   if (o.eval.window < 2) usage("--window: at least 2 tokens");
-  auto in_data = [&](std::string& path, const char* name) {
-    if (!path.empty()) return;
-    if (o.data_dir.empty()) usage(std::string("no --data directory (or $SHRINK_LLM_DATA_DIR) for ") + name);
-    path = o.data_dir + "/" + name;
-  };
-  in_data(o.model, "SmolLM2-135M-Instruct.Q4_1.gguf");
-  in_data(o.eval_text, "hamlet.txt");
-  in_data(o.calibration_text, "macbeth.txt");
+  in_data(o.model, o.data_dir, "SmolLM2-135M-Instruct.Q4_1.gguf", usage);
+  in_data(o.eval_text, o.data_dir, "hamlet.txt", usage);
+  in_data(o.calibration_text, o.data_dir, "macbeth.txt", usage);
   if (recipes == "all") {
     for (const auto& r : llm::kRecipes) o.recipes.push_back(r.name);
   } else if (recipes != "none") {
@@ -240,14 +242,9 @@ llm::GenerateCommand parse_generate(int argc, char** argv) {
   } catch (const shrink::Error& e) {
     generate_usage(e.what());
   }
-  auto in_data = [&](std::string& path, const char* name) {
-    if (!path.empty()) return;
-    if (o.data_dir.empty()) generate_usage(std::string("no --data directory (or $SHRINK_LLM_DATA_DIR) for ") + name);
-    path = o.data_dir + "/" + name;
-  };
-  in_data(o.model, "SmolLM2-135M-Instruct.Q4_1.gguf");
+  in_data(o.model, o.data_dir, "SmolLM2-135M-Instruct.Q4_1.gguf", generate_usage);
   const llm::RecipeInfo& r = llm::recipe_info(o.recipe);
-  if (r.calibrated || r.sequential) in_data(o.calibration_text, "macbeth.txt");
+  if (r.calibrated || r.sequential) in_data(o.calibration_text, o.data_dir, "macbeth.txt", generate_usage);
   return o;
 }
 

@@ -62,9 +62,8 @@ Table run_table(const TableInputs& in, Progress&& progress) {
   std::unique_ptr<CalibrationStats> stats;
   if (calibrated) {  // the float model's linear inputs over the calibration span
     const auto start = clock::now();
-    const CompressedModel base = compress_model(w, kRecipes[0], head, nullptr);
-    stats = std::make_unique<CalibrationStats>(w.config.blocks);
-    evaluate(base, in.calibration_ids, in.calibration_span, "calibration text", stats.get());
+    stats =
+        std::make_unique<CalibrationStats>(float_model_statistics(w, head, in.calibration_ids, in.calibration_span));
     table.calibration_tokens = in.calibration_span.tokens();
     table.calibration_seconds = seconds_since(start);
   }

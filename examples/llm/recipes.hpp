@@ -41,6 +41,7 @@
 #include "compressed_linear.hpp"
 #include "llama_forward.hpp"
 #include "llama_model.hpp"
+#include "perplexity.hpp"
 #include "sequential.hpp"
 #include "shrink/core/error.hpp"
 #include "shrink/linear/int8.hpp"
@@ -320,6 +321,16 @@ inline CompressedModel compress_model(const LlamaWeights& w, const RecipeInfo& r
     out.linear(LinearSlot::o).set_input_scales(std::move(o_scales));
   }
   return m;
+}
+
+// SmoothQuant's and Wanda's statistics: every linear input of the float model (the base recipe, the table's float
+// head) over the calibration windows.
+inline CalibrationStats float_model_statistics(const LlamaWeights& w, SharedHead head,
+                                               const std::vector<std::int32_t>& ids, const WindowSpan& span) {
+  const CompressedModel base = compress_model(w, kRecipes[0], std::move(head), nullptr);
+  CalibrationStats stats(w.config.blocks);
+  evaluate(base, ids, span, "calibration text", &stats);
+  return stats;
 }
 
 namespace detail {

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -77,6 +78,20 @@ TEST_CASE("nested runs and several calling threads finish", "[core][executor]") 
   for (int t = 0; t < 4; ++t) callers.emplace_back([&] { pool.run(8, TaskRef(outer)); });
   for (auto& t : callers) t.join();
   REQUIRE(total.load() == 4 * 8 * (99 * 100 / 2));
+}
+
+TEST_CASE("a pool runs short jobs back to back, and wakes after sleeping past its spin", "[core][executor]") {
+  // 2 threads: its waits spin first (when the machine has 2 processors); 64: more than any test machine, never spins.
+  for (int threads : {2, 64}) {
+    ThreadPoolExecutor pool(threads);
+    std::atomic<std::int64_t> total{0};
+    auto add = [&](std::int64_t i) { total.fetch_add(i + 1); };
+    for (int round = 0; round < 2000; ++round) pool.run(4, TaskRef(add));  // workers caught while spinning
+    REQUIRE(total.load() == 2000 * 10);
+    std::this_thread::sleep_for(std::chrono::microseconds(4 * ThreadPoolExecutor::spin_wait_microseconds));
+    pool.run(4, TaskRef(add));  // workers asleep: woken
+    REQUIRE(total.load() == 2001 * 10);
+  }
 }
 
 TEST_CASE("ScopedExecutor overrides set_executor on its thread, and both restore", "[core][executor]") {

@@ -18,6 +18,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <cstdlib>
@@ -29,6 +30,10 @@
 #include <type_traits>
 #include <utility>
 #include <vector>
+
+#if defined(__x86_64__) || defined(__i386__) || defined(_M_X64) || defined(_M_IX86)
+#include <immintrin.h>
+#endif
 
 namespace shrink {
 
@@ -79,9 +84,16 @@ class SerialExecutor final : public Executor {
 
 // threads − 1 workers wait for jobs; run() publishes a job, claims task indices from it as the workers do, and
 // waits for the tasks the workers claimed. Any number of threads may call run() at once, tasks included.
+// Waiting spins for up to spin_wait_microseconds before it sleeps: an inference step runs hundreds of products of
+// tens of microseconds each, back to back, and waking a sleeping thread costs about as much as one of them. A pool
+// with more threads than the machine has processors never spins (a spinning thread would hold a working one off).
 class ThreadPoolExecutor final : public Executor {
  public:
-  explicit ThreadPoolExecutor(int threads) : threads_(std::max(1, threads)) {
+  static constexpr int spin_wait_microseconds = 200;
+
+  explicit ThreadPoolExecutor(int threads)
+      : threads_(std::max(1, threads)),
+        spin_(static_cast<unsigned>(threads_) <= std::thread::hardware_concurrency() ? spin_wait_microseconds : 0) {
     for (int i = 1; i < threads_; ++i) workers_.emplace_back([this] { work(); });
   }
   ThreadPoolExecutor(const ThreadPoolExecutor&) = delete;
@@ -90,6 +102,7 @@ class ThreadPoolExecutor final : public Executor {
     {
       std::lock_guard<std::mutex> lock(mutex_);
       stopping_ = true;
+      published_.fetch_add(1, std::memory_order_release);
     }
     wake_.notify_all();
     for (std::thread& t : workers_) t.join();
@@ -104,27 +117,51 @@ class ThreadPoolExecutor final : public Executor {
       return;
     }
     auto job = std::make_shared<Job>(task, count);
+    bool sleepers = false;
     {
       std::lock_guard<std::mutex> lock(mutex_);
       jobs_.push_back(job);
+      published_.fetch_add(1, std::memory_order_release);
+      sleepers = sleeping_ > 0;
     }
-    wake_.notify_all();
+    if (sleepers) wake_.notify_all();
     job->work();
-    std::unique_lock<std::mutex> lock(job->mutex);
-    job->finished.wait(lock, [&] { return job->done == job->count; });
+    job->wait(spin_);
     if (job->error) std::rethrow_exception(job->error);
   }
 
  private:
+  // Calls keep_waiting() until it returns false or `microseconds` have passed; true if it is still waiting then.
+  template <class Predicate>
+  static bool spin_while(int microseconds, Predicate keep_waiting) {
+    if (microseconds <= 0) return keep_waiting();
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::microseconds(microseconds);
+    for (int round = 0;; ++round) {
+      if (!keep_waiting()) return false;
+      if ((round & 63) == 63 && std::chrono::steady_clock::now() > deadline) return true;
+      cpu_relax();
+    }
+  }
+
+  static void cpu_relax() noexcept {
+#if defined(__x86_64__) || defined(__i386__) || defined(_M_X64) || defined(_M_IX86)
+    _mm_pause();
+#elif defined(__aarch64__)
+    asm volatile("yield");
+#else
+    std::this_thread::yield();
+#endif
+  }
+
   struct Job {
     Job(TaskRef t, std::int64_t n) : task(t), count(n) {}
     TaskRef task;
     std::int64_t count;
     std::atomic<std::int64_t> next{0};
+    std::atomic<std::int64_t> done{0};
     std::mutex mutex;
     std::condition_variable finished;
-    std::int64_t done = 0;  // under mutex
-    std::exception_ptr error;
+    std::exception_ptr error;  // under mutex until done == count
 
     bool exhausted() const { return next.load(std::memory_order_relaxed) >= count; }
     // Claims and runs tasks until none is left.
@@ -136,35 +173,57 @@ class ThreadPoolExecutor final : public Executor {
         } catch (...) {
           thrown = std::current_exception();
         }
-        std::lock_guard<std::mutex> lock(mutex);
-        if (thrown && !error) error = thrown;
-        if (++done == count) finished.notify_all();
+        if (thrown) {
+          std::lock_guard<std::mutex> lock(mutex);
+          if (!error) error = thrown;
+        }
+        if (done.fetch_add(1, std::memory_order_acq_rel) + 1 == count) {
+          std::lock_guard<std::mutex> lock(mutex);  // a waiter checks `done` under it: the notify cannot be missed
+          finished.notify_all();
+        }
       }
+    }
+    bool finished_all() const { return done.load(std::memory_order_acquire) == count; }
+    void wait(int spin_microseconds) {
+      if (!spin_while(spin_microseconds, [&] { return !finished_all(); })) return;
+      std::unique_lock<std::mutex> lock(mutex);
+      finished.wait(lock, [&] { return finished_all(); });
     }
   };
 
   void work() {
+    std::uint64_t seen = 0;
     for (;;) {
+      spin_while(spin_, [&] { return published_.load(std::memory_order_acquire) == seen; });
       std::shared_ptr<Job> job;
       {
         std::unique_lock<std::mutex> lock(mutex_);
-        wake_.wait(lock, [&] {
+        const auto ready = [&] {
           while (!jobs_.empty() && jobs_.front()->exhausted()) jobs_.pop_front();
           return stopping_ || !jobs_.empty();
-        });
+        };
+        if (!ready()) {
+          ++sleeping_;
+          wake_.wait(lock, ready);
+          --sleeping_;
+        }
         if (jobs_.empty()) return;  // stopping, nothing left
         job = jobs_.front();
+        seen = published_.load(std::memory_order_relaxed);
       }
       job->work();
     }
   }
 
   int threads_;
+  int spin_;  // microseconds a waiting thread spins before it sleeps
   std::vector<std::thread> workers_;
   std::mutex mutex_;
   std::condition_variable wake_;
-  std::deque<std::shared_ptr<Job>> jobs_;  // under mutex_
-  bool stopping_ = false;                  // under mutex_
+  std::deque<std::shared_ptr<Job>> jobs_;    // under mutex_
+  bool stopping_ = false;                    // under mutex_
+  int sleeping_ = 0;                         // workers blocked on wake_; under mutex_
+  std::atomic<std::uint64_t> published_{0};  // jobs published so far (and the stop): what spinning workers watch
 };
 
 // The thread count of the default executor: SHRINK_NUM_THREADS when it is a number ≥ 1, else the hardware's.

@@ -34,7 +34,7 @@ if ((reference)); then
   read -r window windows threads calibration_windows rows < <(/usr/bin/python3 -c 'import json, sys
 t = json.load(open(sys.argv[1])); e = t["evaluation"]
 names = {"base": "base", "fp16": "fp16", "bf16": "bf16", "w8": "int8", "w8a8": "w8a8", "w4-g64": "w4g64",
-         "w3-g64": "w3g64", "mag-50": "magnitude50", "mag-2:4": "magnitude24"}
+         "w4a8-g64": "w4a8g64", "w3-g64": "w3g64", "mag-50": "magnitude50", "mag-2:4": "magnitude24"}
 same = ("gptq-w4-g64", "gptq-w4-g64-act", "gptq-w3-g64", "gptq-w3-g64-act", "awq-w4-g64", "hqq-w4-g64",
         "sparsegpt-50", "sparsegpt-2:4")
 rows = [names.get(r["recipe"], r["recipe"]) for r in t["rows"] if r["recipe"] in names or r["recipe"] in same]
@@ -48,7 +48,7 @@ import json, sys
 table, reference = (json.load(open(p)) for p in sys.argv[1:3])
 # shrink recipe -> reference_forward.py row
 names = {"base": "base", "fp16": "fp16", "bf16": "bf16", "w8": "int8", "w8a8": "w8a8", "w4-g64": "w4g64",
-         "w3-g64": "w3g64", "mag-50": "magnitude50", "mag-2:4": "magnitude24"}
+         "w4a8-g64": "w4a8g64", "w3-g64": "w3g64", "mag-50": "magnitude50", "mag-2:4": "magnitude24"}
 for r in ("gptq-w4-g64", "gptq-w4-g64-act", "gptq-w3-g64", "gptq-w3-g64-act", "awq-w4-g64", "hqq-w4-g64",
           "sparsegpt-50", "sparsegpt-2:4"):
     names[r] = r

@@ -1,6 +1,7 @@
 // One linear layer of the LLM example in whichever form a recipe stored it, and its product through the matching
 // shrink CPU path: FP32 (cpu::linear_f32), FP16 / BF16 / INT8 / INT4 weight-only (cpu::linear_weight_only), INT8
-// W8A8 with per-token dynamic activations (cpu::linear_int8_dynamic), N:M (cpu::linear_nm) and CSR (cpu::linear_csr).
+// W8A8 with per-token dynamic activations (cpu::linear_int8_dynamic), W4A8 with activations int8 per token and group
+// (cpu::linear_w4a8), N:M (cpu::linear_nm) and CSR (cpu::linear_csr).
 #pragma once
 
 #include <cstdint>
@@ -16,6 +17,7 @@
 #include "shrink/linear/f32.hpp"
 #include "shrink/linear/int8.hpp"
 #include "shrink/linear/nm.hpp"
+#include "shrink/linear/w4a8.hpp"
 #include "shrink/linear/weight_only.hpp"
 #include "shrink/quant/smoothquant.hpp"
 #include "shrink/sparse/memory.hpp"
@@ -24,10 +26,11 @@ namespace llm {
 
 class CompressedLinear {
  public:
-  using Weight = std::variant<shrink::cpu::PackedWeight<float>, shrink::cpu::PackedWeight<shrink::half>,
-                              shrink::cpu::PackedWeight<shrink::bfloat16>, shrink::cpu::PackedWeight<std::int8_t>,
-                              shrink::cpu::PackedInt4Weight, shrink::cpu::PackedInt8Weight,
-                              shrink::sparse::NmCompressed<float>, shrink::sparse::Csr<float>>;
+  using Weight =
+      std::variant<shrink::cpu::PackedWeight<float>, shrink::cpu::PackedWeight<shrink::half>,
+                   shrink::cpu::PackedWeight<shrink::bfloat16>, shrink::cpu::PackedWeight<std::int8_t>,
+                   shrink::cpu::PackedInt4Weight, shrink::cpu::PackedInt8Weight, shrink::cpu::PackedInt4DotWeight,
+                   shrink::sparse::NmCompressed<float>, shrink::sparse::Csr<float>>;
 
   CompressedLinear() = default;
   explicit CompressedLinear(Weight weight, std::vector<float> input_scales = {})
@@ -93,6 +96,10 @@ class CompressedLinear {
                       shrink::TensorView<float> out, const shrink::Epilogue& e) {
     shrink::cpu::linear_int8_dynamic(x, w, out, e);
   }
+  static void product(shrink::TensorView<const float> x, const shrink::cpu::PackedInt4DotWeight& w,
+                      shrink::TensorView<float> out, const shrink::Epilogue& e) {
+    shrink::cpu::linear_w4a8(x, w, out, e);
+  }
   static void product(shrink::TensorView<const float> x, const shrink::sparse::NmCompressed<float>& w,
                       shrink::TensorView<float> out, const shrink::Epilogue& e) {
     shrink::cpu::linear_nm(x, w, out, e);
@@ -110,6 +117,7 @@ class CompressedLinear {
     return static_cast<std::int64_t>(w.storage_bytes());
   }
   static std::int64_t bytes(const shrink::cpu::PackedInt8Weight& w) { return w.storage_bytes(); }
+  static std::int64_t bytes(const shrink::cpu::PackedInt4DotWeight& w) { return w.storage_bytes(); }
   static std::int64_t bytes(const shrink::sparse::NmCompressed<float>& w) {
     return shrink::sparse::nm_compressed_bytes(w.rows, w.cols, w.pattern, shrink::ScalarType::f32);
   }

@@ -7,6 +7,8 @@
 //   w8a8         w8's weights, activations int8 per token (dynamic)   cpu::linear_int8_dynamic
 //   sq-w8a8      SmoothQuant (alpha 0.5) then w8a8                    cpu::linear_int8_dynamic
 //   w4-g64       uint4 affine per group of 64 (round to nearest)      cpu::linear_weight_only
+//   w4a8-g64     w4-g64's weights, activations int8 per token and group of 64 (dynamic, as llama.cpp's Q4_0 · Q8_0)
+//                                                                      cpu::linear_w4a8
 //   w3-g64       3-bit affine per group of 64: uint4 storage with the range [0, 7] (reduce_range)
 //   mag-50       magnitude, 50% of each weight (torch's l1_unstructured)   cpu::linear_csr
 //   wanda-50     Wanda, 50% of each output row                        cpu::linear_csr
@@ -45,6 +47,7 @@
 #include "sequential.hpp"
 #include "shrink/core/error.hpp"
 #include "shrink/linear/int8.hpp"
+#include "shrink/linear/w4a8.hpp"
 #include "shrink/linear/weight_only.hpp"
 #include "shrink/prune/nm.hpp"
 #include "shrink/prune/sparsegpt.hpp"
@@ -69,6 +72,7 @@ enum class Recipe {
   w8a8,
   sq_w8a8,
   w4_g64,
+  w4a8_g64,
   w3_g64,
   mag_50,
   wanda_50,
@@ -92,7 +96,7 @@ struct RecipeInfo {
   bool sequential;   // calibrates block by block on the compressed model (sequential.hpp)
 };
 
-inline constexpr std::array<RecipeInfo, 20> kRecipes = {{
+inline constexpr std::array<RecipeInfo, 21> kRecipes = {{
     {Recipe::base, "base", "linear_f32", false, false},
     {Recipe::fp16, "fp16", "linear_weight_only<half>", false, false},
     {Recipe::bf16, "bf16", "linear_weight_only<bfloat16>", false, false},
@@ -100,6 +104,7 @@ inline constexpr std::array<RecipeInfo, 20> kRecipes = {{
     {Recipe::w8a8, "w8a8", "linear_int8_dynamic", false, false},
     {Recipe::sq_w8a8, "sq-w8a8", "linear_int8_dynamic", true, false},
     {Recipe::w4_g64, "w4-g64", "linear_weight_only<int4>", false, false},
+    {Recipe::w4a8_g64, "w4a8-g64", "linear_w4a8", false, false},
     {Recipe::w3_g64, "w3-g64", "linear_weight_only<int4>", false, false},
     {Recipe::mag_50, "mag-50", "linear_csr", false, false},
     {Recipe::wanda_50, "wanda-50", "linear_csr", true, false},
@@ -218,6 +223,8 @@ inline CompressedLinear compress_linear(Recipe recipe, const FloatMatrix& weight
     case Recipe::sq_w8a8: return CompressedLinear(cpu::pack_int8_weight(shrink::quant::quantize(w, w8_scheme())));
     case Recipe::w4_g64:
       return CompressedLinear(cpu::pack_weight_int4(shrink::quant::quantize(w, uint_group_scheme(4))));
+    case Recipe::w4a8_g64:
+      return CompressedLinear(cpu::pack_weight_w4a8(shrink::quant::quantize(w, uint_group_scheme(4))));
     case Recipe::w3_g64:
       return CompressedLinear(cpu::pack_weight_int4(shrink::quant::quantize(w, uint_group_scheme(3))));
     case Recipe::mag_50:

@@ -8,7 +8,7 @@ ops where they exist (observers for the qparams, fake_quantize_per_channel_affin
 torch.nn.utils.prune's L1 rule for magnitude pruning, with ties ordered explicitly).
 
     python3 reference_forward.py --gguf MODEL.gguf --ids eval.ids --window 512 --windows 8 \
-        --rows base,fp16,bf16,int8,w8a8,w4g64,w3g64,magnitude50,magnitude24 --threads 2 --json out.json
+        --rows base,fp16,bf16,int8,w8a8,w4g64,w4a8g64,w3g64,magnitude50,magnitude24 --threads 2 --json out.json
 
 eval.ids: the token ids as little-endian int32 (written by `shrink_llm --write-ids`). Perplexity is
 exp(mean negative log-likelihood) of every token of each window given the tokens before it in that window
@@ -96,6 +96,12 @@ def per_token_fake_quant(x):
     return torch.fake_quantize_per_channel_affine(x, scale.float(), zp.int(), 0, -128, 127)
 
 
+def per_group_fake_quant(x, group):
+    """W4A8's activations: int8 symmetric per token and group of `group` inputs (each group a row of its own)."""
+    t, k = x.shape
+    return per_token_fake_quant(x.reshape(t * (k // group), group)).reshape(t, k)
+
+
 STAGES = ("attention", "attention_output", "ffn", "ffn_down")  # the linear inputs of a block, in forward order
 STAGE_LINEARS = {"attention": ("attn_q", "attn_k", "attn_v"), "attention_output": ("attn_output",),
                  "ffn": ("ffn_gate", "ffn_up"), "ffn_down": ("ffn_down",)}
@@ -110,8 +116,10 @@ def block_forward(config, w, b, x, act_quant=False, tap=None, stop_after=None):
     mask = torch.full((t, t), float("-inf")).triu(1)
 
     def linear(h, name):
-        if act_quant:
+        if act_quant is True:
             h = per_token_fake_quant(h)
+        elif act_quant:  # a group size
+            h = per_group_fake_quant(h, act_quant)
         return h @ w[name].t()
 
     def seen(stage, h):
@@ -352,6 +360,7 @@ ROWS = {
     "int8": (int8_per_channel, False),
     "w8a8": (int8_per_channel, True),
     "w4g64": (uint_per_group(4, 64), False),
+    "w4a8g64": (uint_per_group(4, 64), 64),
     "w3g64": (uint_per_group(3, 64), False),
     "magnitude50": (magnitude_unstructured(0.5), False),
     "magnitude24": (magnitude_nm(2, 4), False),

@@ -13,11 +13,12 @@
 //                                            threads) and reported by every repetition. Its formats are made from
 //                                            the source GGUF by llama.cpp's quantizer and kept in <data>/llama-cpp.
 //
-// The recipes face llama.cpp's format of the same bits: base - F32, fp16 - F16, w8 - Q8_0, w4-g64 - Q4_0, each with
-// the head `shrink_llm generate` gives it (recipes.hpp's generation_head_form: f32, f16, int8, int8; llama.cpp's
-// quantizer keeps the tied embedding F32, F16, Q8_0, Q8_0). T is 1 and
-// every hardware thread. Each row reports tokens/s. The targets (time ratios, below 1 faster than llama.cpp): decode
-// and prefill at least llama.cpp's speed at the same bits, and W4 decode at least 2.5x shrink's own FP32 decode.
+// The recipes face llama.cpp's format of the same bits: base - F32, fp16 - F16, w8 - Q8_0, w4-g64 and w4a8-g64 -
+// Q4_0 (Q4_0 multiplies by activations quantized to 8 bits per block of 32, as w4a8-g64 per group of 64; w4-g64 keeps
+// float activations), each with the head `shrink_llm generate` gives it (recipes.hpp's generation_head_form: f32, f16,
+// int8, int8; llama.cpp's quantizer keeps the tied embedding F32, F16, Q8_0, Q8_0). T is 1 and every hardware thread.
+// Each row reports tokens/s. The targets (time ratios, below 1 faster than llama.cpp): decode and prefill at least
+// llama.cpp's speed at the same bits, and W4 decode (both 4-bit recipes) at least 2.5x shrink's own FP32 decode.
 //
 // Needs the data of scripts/fetch-llm-data.sh and the Python of `scripts/python-env.sh llama`: configured as
 // SHRINK_LLM_DATA_DIR and SHRINK_LLAMA_CPP_PYTHON3 (benchmarks/CMakeLists.txt); the environment variables of the same
@@ -37,6 +38,7 @@
 #include <iterator>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -68,7 +70,7 @@ constexpr std::int64_t kPrompt = 512;
 constexpr std::int64_t kDecode = 128;
 // (shrink recipe, llama.cpp format of the same bits)
 const std::vector<std::pair<std::string, std::string>> kPairs = {
-    {"base", "F32"}, {"fp16", "F16"}, {"w8", "Q8_0"}, {"w4-g64", "Q4_0"}};
+    {"base", "F32"}, {"fp16", "F16"}, {"w8", "Q8_0"}, {"w4-g64", "Q4_0"}, {"w4a8-g64", "Q4_0"}};
 
 struct Paths {
   std::string data_dir = from_environment("SHRINK_LLM_DATA_DIR", SHRINK_BENCH_LLM_DATA_DIR);
@@ -205,7 +207,8 @@ const bool registered = [] {
   auto& t = shrink::bench::ratio_targets();
   std::vector<int> thread_counts{1};
   if (all_threads() > 1) thread_counts.push_back(all_threads());
-  for (int threads : thread_counts)
+  for (int threads : thread_counts) {
+    std::set<std::string> formats;  // llama.cpp's rows once per format
     for (const auto& [recipe, format] : kPairs) {
       benchmark::RegisterBenchmark(
           row("shrink", "prefill", recipe, threads).c_str(),
@@ -213,28 +216,34 @@ const bool registered = [] {
           ->UseManualTime()
           ->Iterations(2)
           ->Unit(benchmark::kMillisecond);
-      benchmark::RegisterBenchmark(
-          row("llamacpp", "prefill", format, threads).c_str(),
-          [format = format, threads](benchmark::State& s) { llama_cpp(s, format, threads, false); })
-          ->UseManualTime()
-          ->Iterations(1)
-          ->Unit(benchmark::kMillisecond);
+      const bool first_use = formats.insert(format).second;
+      if (first_use)
+        benchmark::RegisterBenchmark(
+            row("llamacpp", "prefill", format, threads).c_str(),
+            [format = format, threads](benchmark::State& s) { llama_cpp(s, format, threads, false); })
+            ->UseManualTime()
+            ->Iterations(1)
+            ->Unit(benchmark::kMillisecond);
       benchmark::RegisterBenchmark(
           row("shrink", "decode", recipe, threads).c_str(),
           [recipe = recipe, threads](benchmark::State& s) { shrink_decode(s, recipe, threads); })
           ->UseManualTime()
           ->Iterations(1)
           ->Unit(benchmark::kMillisecond);
-      benchmark::RegisterBenchmark(
-          row("llamacpp", "decode", format, threads).c_str(),
-          [format = format, threads](benchmark::State& s) { llama_cpp(s, format, threads, true); })
-          ->UseManualTime()
-          ->Iterations(1)
-          ->Unit(benchmark::kMillisecond);
+      if (first_use)
+        benchmark::RegisterBenchmark(
+            row("llamacpp", "decode", format, threads).c_str(),
+            [format = format, threads](benchmark::State& s) { llama_cpp(s, format, threads, true); })
+            ->UseManualTime()
+            ->Iterations(1)
+            ->Unit(benchmark::kMillisecond);
     }
+  }
   for (int threads : thread_counts) {
-    t.push_back({row("shrink", "decode", "w4-g64", threads), row("shrink", "decode", "base", threads), Measure::time,
-                 1.0 / 2.5, "shrink W4 decode / shrink FP32 decode, " + at(threads) + " (at least 2.5x faster)"});
+    for (const char* w4 : {"w4-g64", "w4a8-g64"})
+      t.push_back(
+          {row("shrink", "decode", w4, threads), row("shrink", "decode", "base", threads), Measure::time, 1.0 / 2.5,
+           std::string("shrink ") + w4 + " decode / shrink FP32 decode, " + at(threads) + " (at least 2.5x faster)"});
     for (const auto& [recipe, format] : kPairs) {
       t.push_back({row("shrink", "prefill", recipe, threads), row("llamacpp", "prefill", format, threads),
                    Measure::time, 1.0,

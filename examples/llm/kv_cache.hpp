@@ -20,6 +20,8 @@
 #include "shrink/core/affine.hpp"
 #include "shrink/core/error.hpp"
 #include "shrink/core/half.hpp"
+#include "shrink/cpu/cast.hpp"
+#include "shrink/cpu/quantize.hpp"
 #include "shrink/linear/int8.hpp"
 
 namespace llm {
@@ -126,7 +128,13 @@ class KvCache {
     const std::size_t first = row_index(which, block, g, 0);
     if (form_ == KvForm::f32) return f32_.data() + first * static_cast<std::size_t>(head_dim_);
     scratch.resize(static_cast<std::size_t>(count * head_dim_));
-    for (std::int64_t p = 0; p < count; ++p) get(first + static_cast<std::size_t>(p), scratch.data() + p * head_dim_);
+    if (form_ == KvForm::f16) {  // the rows are contiguous: one run
+      shrink::cpu::half_to_float(f16_.data() + first * static_cast<std::size_t>(head_dim_), scratch.data(),
+                                 count * head_dim_);
+      return scratch.data();
+    }
+    for (std::int64_t p = 0; p < count; ++p)
+      dequantize_row(first + static_cast<std::size_t>(p), scratch.data() + p * head_dim_);
     return scratch.data();
   }
 
@@ -135,15 +143,10 @@ class KvCache {
     return static_cast<std::size_t>(((which * blocks_ + block) * kv_heads_ + g) * capacity_ + position);
   }
 
-  void get(std::size_t row, float* out) const {
+  // An int8 row as floats, (q − 0) · scale (core/affine.hpp's formula, vectorised).
+  void dequantize_row(std::size_t row, float* out) const {
     const std::size_t at = row * static_cast<std::size_t>(head_dim_);
-    if (form_ == KvForm::f16) {
-      for (std::int64_t i = 0; i < head_dim_; ++i) out[i] = f16_[at + static_cast<std::size_t>(i)].to_float();
-      return;
-    }
-    const shrink::AffineParams p(scales_[row], 0, -128, 127);
-    for (std::int64_t i = 0; i < head_dim_; ++i)
-      out[i] = shrink::dequantize_value(int8_[at + static_cast<std::size_t>(i)], p);
+    shrink::cpu::dequantize_run(int8_.data() + at, out, head_dim_, shrink::AffineParams(scales_[row], 0, -128, 127));
   }
 
   std::int64_t blocks_, kv_heads_, head_dim_, capacity_;

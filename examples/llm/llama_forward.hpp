@@ -20,13 +20,12 @@
 #include <string>
 #include <vector>
 
-#include <Eigen/Core>
-
 #include "compressed_linear.hpp"
 #include "kv_cache.hpp"
 #include "llama_model.hpp"
 #include "shrink/core/error.hpp"
 #include "shrink/core/executor.hpp"
+#include "shrink/cpu/few_row_products.hpp"
 #include "shrink/cpu/softmax_rows.hpp"
 #include "shrink/linear/f32.hpp"
 
@@ -150,12 +149,11 @@ inline void masked_softmax_row(float* row, std::int64_t seen, std::int64_t width
 // Per KV head g, its query heads' rows are stacked ([group·n, d]). Many rows (a window, a prompt) run both products
 // on linear_f32 (k_g and v_gᵀ packed as its weights), the heads one after another with each product on the
 // executor: Eigen's product, as this project compiles it (no -march), runs SSE2 only and took a quarter of the
-// forward pass. A few rows (one generated token) take Eigen's matrix-vector products, the KV heads side by side on
-// the executor.
+// forward pass. A few rows (one generated token) read the keys and values once for all of a KV head's query rows
+// (cpu::row_dots, cpu::weighted_rows: AVX2), the KV heads side by side on the executor.
 template <class KvRows>
 void attention(const FloatMatrix& q, std::int64_t first, std::int64_t context, const LlamaConfig& c, KvRows&& kv_rows,
                FloatMatrix& a) {
-  using RowMajor = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
   const std::int64_t n = q.rows, d = c.head_dim(), group = c.heads / c.kv_heads, rows = group * n;
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
   const bool packed_products = rows >= 32;
@@ -179,14 +177,10 @@ void attention(const FloatMatrix& q, std::int64_t first, std::int64_t context, c
       for (std::int64_t p = 0; p < context; ++p)
         for (std::int64_t e = 0; e < d; ++e) vg_t.row(e)[p] = values[p * d + e];
       shrink::cpu::linear_f32(scores.view(), shrink::cpu::pack_weight(vg_t.view()), out.view());
-    } else {  // matrix-vector products row by row: a matrix product would copy (pack) k_g and v_g for each call
-      Eigen::Map<const RowMajor> k_map(keys, context, d), v_map(values, context, d);
-      for (std::int64_t r = 0; r < rows; ++r) {
-        Eigen::Map<Eigen::VectorXf> score(scores.row(r), context), o(out.row(r), d);
-        score.noalias() = k_map * Eigen::Map<const Eigen::VectorXf>(qg.row(r), d);
-        softmax_rows(r, r + 1);
-        o.noalias() = v_map.transpose() * score;
-      }
+    } else {  // the few rows read k_g and v_g in place (cpu/few_row_products.hpp): a matrix product would pack them
+      shrink::cpu::row_dots(keys, context, d, qg.row(0), rows, scores.row(0));
+      softmax_rows(0, rows);
+      shrink::cpu::weighted_rows(values, context, d, scores.row(0), rows, out.row(0));
     }
     for (std::int64_t j = 0; j < group; ++j)
       for (std::int64_t i = 0; i < n; ++i)

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <vector>
@@ -78,7 +79,7 @@ inline void int4_int8_block_scalar(const Int8ActivationGroups& a, std::int64_t m
 
 #if defined(SHRINK_CPU_AVX2_DISPATCH)
 // The same with AVX2 for MR rows at once (each block's nibbles split once for all of them).
-template <int MR>
+template <std::size_t MR>
 SHRINK_TARGET_AVX2_FMA void int4_int8_block_avx2(const Int8ActivationGroups& a, std::int64_t m0,
                                                  const PackedInt4DotWeight& w, std::int64_t nb,
                                                  float (*tile)[kDotBlockRows]) {
@@ -89,19 +90,19 @@ SHRINK_TARGET_AVX2_FMA void int4_int8_block_avx2(const Int8ActivationGroups& a, 
   const __m256i low_bits = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
   const std::int8_t* xq[MR];
   __m256 out[MR];
-  for (int r = 0; r < MR; ++r) {
-    xq[r] = a.row(m0 + r);
+  for (std::size_t r = 0; r < MR; ++r) {
+    xq[r] = a.row(m0 + static_cast<std::int64_t>(r));
     out[r] = _mm256_setzero_ps();
   }
   for (std::int64_t g = 0; g < groups; ++g) {
     __m256i acc[MR];
-    for (int r = 0; r < MR; ++r) acc[r] = _mm256_setzero_si256();
+    for (std::size_t r = 0; r < MR; ++r) acc[r] = _mm256_setzero_si256();
     const std::int64_t kb_end = std::min(kb_count, (g + 1) * per_group);
     for (std::int64_t kb = g * per_group; kb < kb_end; ++kb, block += kDotBlockBytes) {
       const __m256i packed = _mm256_load_si256(reinterpret_cast<const __m256i*>(block));
       const __m256i low = _mm256_and_si256(packed, low_bits);                         // inputs 0-3 of each output
       const __m256i high = _mm256_and_si256(_mm256_srli_epi16(packed, 4), low_bits);  // inputs 4-7
-      for (int r = 0; r < MR; ++r) {
+      for (std::size_t r = 0; r < MR; ++r) {
         const __m256i x_low = _mm256_set1_epi32(load_four_bytes(xq[r] + kb * kDotBlockK));
         const __m256i x_high = _mm256_set1_epi32(load_four_bytes(xq[r] + kb * kDotBlockK + 4));
         // |u · x + u · x| ≤ 3840 a pair, 7680 the two: no int16 saturation.
@@ -111,13 +112,13 @@ SHRINK_TARGET_AVX2_FMA void int4_int8_block_avx2(const Int8ActivationGroups& a, 
     }
     const __m256 sw = _mm256_loadu_ps(scales + g * kDotBlockRows);
     const __m256i c = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(offsets + g * kDotBlockRows));
-    for (int r = 0; r < MR; ++r) {
-      const std::size_t xg = static_cast<std::size_t>((m0 + r) * a.groups + g);
+    for (std::size_t r = 0; r < MR; ++r) {
+      const std::size_t xg = static_cast<std::size_t>((m0 + static_cast<std::int64_t>(r)) * a.groups + g);
       const __m256i shifted = _mm256_sub_epi32(acc[r], _mm256_mullo_epi32(c, _mm256_set1_epi32(a.sums[xg])));
       out[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(shifted), _mm256_mul_ps(sw, _mm256_set1_ps(a.scales[xg])), out[r]);
     }
   }
-  for (int r = 0; r < MR; ++r) _mm256_storeu_ps(tile[r], out[r]);
+  for (std::size_t r = 0; r < MR; ++r) _mm256_storeu_ps(tile[r], out[r]);
 }
 #endif
 

@@ -27,6 +27,7 @@
 #include "shrink/linear/f32.hpp"
 #include "shrink/linear/int8.hpp"
 #include "shrink/linear/nm.hpp"
+#include "shrink/linear/w4a8.hpp"
 #include "shrink/linear/weight_only.hpp"
 #include "shrink/metrics/error.hpp"
 #include "shrink/metrics/size.hpp"

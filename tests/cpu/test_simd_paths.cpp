@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "shrink/cpu/cast.hpp"
+#include "shrink/cpu/epilogue_rows.hpp"
 #include "shrink/cpu/int4.hpp"
 #include "shrink/cpu/quantize.hpp"
 #include "shrink/cpu/reduce.hpp"
@@ -35,8 +36,9 @@ std::vector<float> awkward_values(std::size_t n) {
   std::mt19937 rng(11);
   std::normal_distribution<float> normal(0.0f, 40.0f);
   std::vector<float> v(n);
-  for (std::size_t i = 0; i < n; ++i) v[i] = i % 7 == 0 ? static_cast<float>(static_cast<int>(i % 300) - 150) + 0.5f  // ties
-                                                       : normal(rng);
+  for (std::size_t i = 0; i < n; ++i)
+    v[i] = i % 7 == 0 ? static_cast<float>(static_cast<int>(i % 300) - 150) + 0.5f  // ties
+                      : normal(rng);
   return v;
 }
 
@@ -98,12 +100,14 @@ TEST_CASE("finite_range and the fused finite check agree across SIMD levels", "[
     CHECK(r.max == hi);
     CHECK(first_nonfinite(x.data(), static_cast<std::int64_t>(x.size())) == 100);
     std::vector<std::int8_t> q(x.size());
-    CHECK_FALSE(quantize_run(x.data(), q.data(), static_cast<std::int64_t>(x.size()), AffineParams(1.0f, 0, -128, 127)));
+    CHECK_FALSE(
+        quantize_run(x.data(), q.data(), static_cast<std::int64_t>(x.size()), AffineParams(1.0f, 0, -128, 127)));
     CHECK(quantize_run(x.data(), q.data(), 100, AffineParams(1.0f, 0, -128, 127)));
   });
 }
 
-TEST_CASE("half and bfloat16 casts agree across SIMD levels, NaN payloads, subnormals and ties included", "[cpu][simd][half]") {
+TEST_CASE("half and bfloat16 casts agree across SIMD levels, NaN payloads, subnormals and ties included",
+          "[cpu][simd][half]") {
   std::vector<float> x = awkward_values(4096 + 5);
   std::mt19937 rng(3);
   std::uniform_int_distribution<std::uint32_t> any_bits;
@@ -146,7 +150,8 @@ TEST_CASE("int4 packing and unpacking agree across SIMD levels for every nibble 
     for (std::int64_t length : {1, 2, 31, 32, 33, 64, 95, 200}) {
       std::vector<std::int8_t> values(static_cast<std::size_t>(3 * length));
       for (std::size_t i = 0; i < values.size(); ++i)
-        values[i] = static_cast<std::int8_t>(is_signed ? static_cast<int>(i * 7 % 16) - 8 : static_cast<int>(i * 5 % 16));
+        values[i] =
+            static_cast<std::int8_t>(is_signed ? static_cast<int>(i * 7 % 16) - 8 : static_cast<int>(i * 5 % 16));
       const Shape shape{3, length};
       std::vector<std::uint8_t> reference;
       at_each_level([&](SimdLevel level) {
@@ -160,7 +165,8 @@ TEST_CASE("int4 packing and unpacking agree across SIMD levels for every nibble 
           reference = packed;
           for (std::int64_t r = 0; r < 3; ++r)  // the documented layout: even element in the low nibble
             for (std::int64_t j = 0; j < length; ++j)
-              REQUIRE(load_int4(packed.data() + r * int4_row_bytes(length), j, is_signed) == values[static_cast<std::size_t>(r * length + j)]);
+              REQUIRE(load_int4(packed.data() + r * int4_row_bytes(length), j, is_signed) ==
+                      values[static_cast<std::size_t>(r * length + j)]);
         }
         CHECK(packed == reference);
       });
@@ -169,7 +175,8 @@ TEST_CASE("int4 packing and unpacking agree across SIMD levels for every nibble 
 }
 
 TEST_CASE("finite_range finds NaN and inf in any block of a long run", "[cpu][simd]") {
-  for (std::size_t bad_at : {std::size_t{0}, std::size_t{4095}, std::size_t{4096}, std::size_t{9000}, std::size_t{12344}}) {
+  for (std::size_t bad_at :
+       {std::size_t{0}, std::size_t{4095}, std::size_t{4096}, std::size_t{9000}, std::size_t{12344}}) {
     std::vector<float> x = awkward_values(12345);
     x[bad_at] = bad_at % 2 ? -std::numeric_limits<float>::infinity() : std::numeric_limits<float>::quiet_NaN();
     float lo = INFINITY, hi = -INFINITY;
@@ -191,7 +198,45 @@ TEST_CASE("SHRINK_SIMD lowers the level by name, never above the CPU's", "[cpu][
   CHECK(requested_simd_level("avx2", SimdLevel::avx512) == SimdLevel::avx2);
   CHECK(requested_simd_level("sse2", SimdLevel::avx512) == SimdLevel::sse2);
   CHECK(requested_simd_level("scalar", SimdLevel::avx2) == SimdLevel::scalar);
-  CHECK(requested_simd_level("avx512", SimdLevel::avx2) == SimdLevel::avx2);  // not above the CPU
+  CHECK(requested_simd_level("avx512", SimdLevel::avx2) == SimdLevel::avx2);    // not above the CPU
   CHECK(requested_simd_level("AVX2", SimdLevel::avx512) == SimdLevel::avx512);  // unknown names change nothing
   CHECK(requested_simd_level("", SimdLevel::sse2) == SimdLevel::sse2);
+}
+
+TEST_CASE("finish_run gives the same float outputs at every SIMD level: scales, bias, -0, NaN and inf", "[cpu][simd]") {
+  std::mt19937 rng(71);
+  std::normal_distribution<float> normal;
+  const std::int64_t n = 45;  // five vectors of 8 and a tail
+  std::vector<float> acc(static_cast<std::size_t>(n)), scales(acc.size()), bias(acc.size());
+  for (std::size_t i = 0; i < acc.size(); ++i) {
+    acc[i] = normal(rng) * 100.0f;
+    scales[i] = std::fabs(normal(rng)) + 0.01f;
+    bias[i] = normal(rng);
+  }
+  acc[3] = -0.0f;
+  acc[9] = std::numeric_limits<float>::quiet_NaN();
+  acc[17] = std::numeric_limits<float>::infinity();
+  acc[20] = std::numeric_limits<float>::denorm_min();
+  for (int variant = 0; variant < 4; ++variant) {
+    EpilogueOp op;
+    if (variant & 1) op = op.with_scales(nullptr, 0, scales.data(), 1);
+    if (variant & 2) op.bias = bias.data();
+    std::vector<std::uint32_t> first;
+    at_each_level([&](SimdLevel) {
+      std::vector<float> out(acc.size());
+      finish_run(op, acc.data(), 0.75f, 0, n, out.data());
+      std::vector<float> in_place = acc;
+      finish_run(op, in_place.data(), 0.75f, 0, n, in_place.data());
+      std::vector<std::uint32_t> bits(out.size());
+      std::memcpy(bits.data(), out.data(), out.size() * sizeof(float));
+      CHECK(std::memcmp(in_place.data(), out.data(), out.size() * sizeof(float)) == 0);
+      if (first.empty()) first = bits;
+      INFO("variant " << variant);
+      CHECK(bits == first);
+    });
+    // The -0 accumulator gives +0 without a bias, as acc * scale + 0.0f does.
+    float zero_out;
+    std::memcpy(&zero_out, &first[3], sizeof zero_out);
+    if (variant < 2) CHECK(!std::signbit(zero_out));
+  }
 }

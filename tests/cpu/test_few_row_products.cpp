@@ -7,6 +7,7 @@
 #include <random>
 #include <vector>
 
+#include "linear/linear_reference.hpp"
 #include "shrink/cpu/few_row_products.hpp"
 #include "support/simd_levels.hpp"
 
@@ -45,29 +46,18 @@ TEST_CASE("row_dots and weighted_rows match double sums at every SIMD level", "[
           std::vector<float> sums(static_cast<std::size_t>(r_total * d), -1.0f);
           row_dots(a.data(), p_total, d, x.data(), r_total, dots.data());
           weighted_rows(a.data(), p_total, d, w.data(), r_total, sums.data());
+          // Double references (linear/linear_reference.hpp): dots = x · aᵀ, sums = w · a (a transposed as a weight).
+          std::vector<float> a_t(a.size());
+          for (std::int64_t p = 0; p < p_total; ++p)
+            for (std::int64_t e = 0; e < d; ++e)
+              a_t[static_cast<std::size_t>(e * p_total + p)] = a[static_cast<std::size_t>(p * d + e)];
+          const auto dots_ref = shrink::test::reference_product(x, a, r_total, p_total, d);
+          const auto sums_ref = shrink::test::reference_product(w, a_t, r_total, d, p_total);
           int far = 0;
-          for (std::int64_t r = 0; r < r_total; ++r) {
-            for (std::int64_t p = 0; p < p_total; ++p) {
-              double exact = 0, magnitude = 0;
-              for (std::int64_t e = 0; e < d; ++e) {
-                const double t = static_cast<double>(a[static_cast<std::size_t>(p * d + e)]) *
-                                 x[static_cast<std::size_t>(r * d + e)];
-                exact += t;
-                magnitude += std::fabs(t);
-              }
-              far += !near_sum(dots[static_cast<std::size_t>(r * p_total + p)], exact, magnitude, d);
-            }
-            for (std::int64_t e = 0; e < d; ++e) {
-              double exact = 0, magnitude = 0;
-              for (std::int64_t p = 0; p < p_total; ++p) {
-                const double t = static_cast<double>(w[static_cast<std::size_t>(r * p_total + p)]) *
-                                 a[static_cast<std::size_t>(p * d + e)];
-                exact += t;
-                magnitude += std::fabs(t);
-              }
-              far += !near_sum(sums[static_cast<std::size_t>(r * d + e)], exact, magnitude, p_total);
-            }
-          }
+          for (std::size_t i = 0; i < dots.size(); ++i)
+            far += !near_sum(dots[i], dots_ref.value[i], dots_ref.magnitude[i], d);
+          for (std::size_t i = 0; i < sums.size(); ++i)
+            far += !near_sum(sums[i], sums_ref.value[i], sums_ref.magnitude[i], p_total);
           CHECK(far == 0);
         }
       }

@@ -463,6 +463,60 @@ TEST_CASE(
   });
 }
 
+TEST_CASE(
+    "one row of int4 (decode): the in-place kernel where its sums fit, the grouped one otherwise (odd groups, huge "
+    "|x|), both against a double reference",
+    "[cpu][linear][int4][decode]") {
+  std::mt19937 rng(35);
+  const std::int64_t n = 45, k = 192;
+  // Where the in-place kernel's partial sums (at most max|x| · 15 · 2^28 · group) stay below 2^116.
+  const PackedInt4Weight g64 = [] {
+    PackedInt4Weight w;
+    w.group_size = 64;
+    return w;
+  }();
+  CHECK(int4_rows_in_place_fit(g64, std::ldexp(1.0f, 78)));
+  CHECK_FALSE(int4_rows_in_place_fit(g64, std::nextafter(std::ldexp(1.0f, 78), INFINITY)));
+  CHECK_FALSE(int4_rows_in_place_fit(g64, INFINITY));
+  CHECK_FALSE(int4_rows_in_place_fit(g64, std::nanf("")));
+  PackedInt4Weight g3 = g64;
+  g3.group_size = 3;
+  CHECK_FALSE(int4_rows_in_place_fit(g3, 1.0f));
+  enum class Form { symmetric, affine, fractional };
+  for (Form form : {Form::symmetric, Form::affine, Form::fractional})
+    for (std::int64_t group : {2, 3, 32, 64, 96})
+      for (float x_scale : {1.0f, std::ldexp(1.0f, 70), std::ldexp(1.0f, 82)}) {
+        INFO("form " << static_cast<int>(form) << " group " << group << " |x| scale " << x_scale);
+        const auto w = shifted_weights(n, k, rng);
+        auto x = shrink::test::normal_values(static_cast<std::size_t>(k), rng);
+        for (float& v : x) v *= x_scale;
+        quant::QuantScheme scheme =
+            affine_int4_scheme({1, n, k, quant::Granularity::per_group, group},
+                               form == Form::symmetric ? quant::QuantDtype::int4 : quant::QuantDtype::uint4);
+        if (form == Form::symmetric) scheme.symmetry = quant::Symmetry::symmetric;
+        scheme.float_zero_point = form == Form::fractional;
+        const TensorView<const float> wv(w.data(), Shape{n, k});
+        quant::QParams params = quant::minmax_qparams(wv, scheme);
+        for (float& z : params.float_zero_point) z += 0.375f;
+        const quant::QuantizedTensor q = quant::quantize(wv, scheme, params);
+        const PackedInt4Weight packed = pack_weight_int4(q);
+        CHECK(packed.affine() == (form == Form::affine));
+        CHECK(packed.fractional() == (form == Form::fractional));
+        float max_abs_x = 0.0f;
+        for (float v : x) max_abs_x = std::max(max_abs_x, std::fabs(v));
+        CHECK(int4_rows_in_place_fit(packed, max_abs_x) == (group % 2 == 0 && x_scale < std::ldexp(1.0f, 80)));
+        const auto ref = shrink::test::reference_product(x, quant::dequantize(q), 1, n, k);
+        const auto bias = shrink::test::normal_values(static_cast<std::size_t>(n), rng);
+        const Epilogue e = Epilogue::with_bias(TensorView<const float>(bias.data(), Shape{n}));
+        at_each_level([&](SimdLevel) {
+          std::vector<float> out(static_cast<std::size_t>(n), kPoison);
+          linear_weight_only(TensorView<const float>(x.data(), Shape{1, k}), packed,
+                             TensorView<float>(out.data(), Shape{1, n}), e);
+          shrink::test::check_against_reference(out, n, ref, 1, n, k, {}, bias, Activation::none);
+        });
+      }
+}
+
 TEST_CASE("linear_weight_only with affine int4 and uint4 weights matches a double reference and dequantize-then-GEMM",
           "[cpu][linear][float][int4][affine]") {
   std::mt19937 rng(28);

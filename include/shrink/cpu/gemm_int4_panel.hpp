@@ -10,6 +10,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 
 #include "shrink/cpu/aligned_vector.hpp"
@@ -105,7 +106,6 @@ SHRINK_TARGET_AVX2_FMA_F16C void int4_tile_avx2(const float* x, std::int64_t ldx
   detail::Int4RowsAvx2 rows(w, p, 0);
   tile_avx2<MR>(x, ldx, rows, w.cols, y, ldy, valid, false);
 }
-#endif
 
 // One row of X (decode) over all of K, the scale and zero point applied once a group instead of once a value:
 //   y[j] = Σ_g s[j, g] · (Σ_{k in g} x[k] · u[j, k] − c[j, g] · Σ_{k in g} x[k])
@@ -159,6 +159,81 @@ SHRINK_TARGET_AVX2_FMA_F16C inline void int4_row_grouped_avx2(const float* x, co
   store_tile_avx2<1>(rows, y, 0, valid, false);
 }
 
+// int4_row_grouped_avx2's product with the nibbles multiplied where they lie, two rows of the panel (k, k + 1) at a
+// time. Their 32 bytes are 8 dwords, dword j holding output 8 (j mod 4) + i of row k + j / 4 in bits 4i .. 4i + 3.
+// Nibble i masked in place is the integer v · 16^i, converted exactly, and acc_i += x · (v · 16^i) is 16^i times
+// x · v with the same rounding (a power of two), undone once a group: three vector operations for 8 values and no
+// shuffle. Nibbles 0-6 are flipped to v = u (0..15); nibble 7, masked at bits 28-31, reads as the signed q = u − 8
+// itself, so its c is 8 less. The lanes then hold outputs i, 8 + i, 16 + i, 24 + i of both rows: the rows' sums are
+// added and a 4 × 8 transpose puts them in output order. Needs an even group size and no partial sum past float's
+// range (int4_rows_in_place_fit).
+SHRINK_TARGET_AVX2_FMA_F16C inline void int4_row_in_place_avx2(const float* x, const PackedInt4Weight& w,
+                                                               std::int64_t p, float* y, int valid) {
+  const std::uint8_t* bytes = w.panels.data() + p * w.cols * kInt4PanelBytes;
+  const std::int64_t groups = w.groups();
+  const float* scales = w.scales.data() + p * groups * kPanelWidth;
+  const std::int8_t* zeros = w.affine() ? w.zero_points.data() + p * groups * kPanelWidth : nullptr;
+  const float* float_zeros = w.fractional() ? w.float_zero_points.data() + p * groups * kPanelWidth : nullptr;
+  const float offset = static_cast<float>(float_zeros != nullptr ? w.value_offset : 0);
+  // c of outputs 8v + i before the zero point: 8 − offset, and − offset for i = 7.
+  const __m256 base_shift = _mm256_sub_ps(_mm256_setr_ps(8, 8, 8, 8, 8, 8, 8, 0), _mm256_set1_ps(offset));
+  const __m256i flip = _mm256_set1_epi32(0x08888888);
+  __m256 c[4];
+#pragma GCC unroll 4
+  for (int v = 0; v < 4; ++v) c[v] = _mm256_setzero_ps();
+  for (std::int64_t g = 0; g < groups; ++g) {
+    __m256 acc[8];
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; ++i) acc[i] = _mm256_setzero_ps();
+    __m256 x_sum = _mm256_setzero_ps();
+    const float* xg = x + g * w.group_size;
+    for (std::int64_t k = 0; k < w.group_size; k += 2, bytes += 2 * kInt4PanelBytes) {
+      const __m256i packed = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(bytes)), flip);
+      const __m256 a = _mm256_set_m128(_mm_broadcast_ss(xg + k + 1), _mm_broadcast_ss(xg + k));
+      x_sum = _mm256_add_ps(x_sum, a);
+#pragma GCC unroll 8
+      for (int i = 0; i < 8; ++i) {
+        const __m256i nibble = _mm256_and_si256(packed, _mm256_set1_epi32(static_cast<int>(0xFu << (4 * i))));
+        acc[i] = _mm256_fmadd_ps(a, _mm256_cvtepi32_ps(nibble), acc[i]);
+      }
+    }
+    // The two rows added and 16^-i undone: part[i] holds outputs i, 8 + i, 16 + i, 24 + i.
+    __m128 part[8];
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; ++i)
+      part[i] = _mm_mul_ps(_mm_add_ps(_mm256_castps256_ps128(acc[i]), _mm256_extractf128_ps(acc[i], 1)),
+                           _mm_set1_ps(1.0f / static_cast<float>(1u << (4 * i))));
+    const __m128 sum4 = _mm_add_ps(_mm256_castps256_ps128(x_sum), _mm256_extractf128_ps(x_sum, 1));
+    const __m256 sum = _mm256_set_m128(sum4, sum4);
+    // A 4 × 4 transpose in each half of t_i = (part[i], part[i + 4]): row v is outputs 8v .. 8v + 7.
+    const __m256 t0 = _mm256_set_m128(part[4], part[0]), t1 = _mm256_set_m128(part[5], part[1]);
+    const __m256 t2 = _mm256_set_m128(part[6], part[2]), t3 = _mm256_set_m128(part[7], part[3]);
+    const __m256 u0 = _mm256_unpacklo_ps(t0, t1), u1 = _mm256_unpackhi_ps(t0, t1);
+    const __m256 u2 = _mm256_unpacklo_ps(t2, t3), u3 = _mm256_unpackhi_ps(t2, t3);
+    const __m256 rows[4] = {_mm256_shuffle_ps(u0, u2, 0x44), _mm256_shuffle_ps(u0, u2, 0xEE),
+                            _mm256_shuffle_ps(u1, u3, 0x44), _mm256_shuffle_ps(u1, u3, 0xEE)};
+    const float* s = scales + g * kPanelWidth;
+#pragma GCC unroll 4
+    for (int v = 0; v < 4; ++v) {
+      __m256 shift = base_shift;
+      if (zeros != nullptr)
+        shift = _mm256_add_ps(shift, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(
+                                         reinterpret_cast<const __m128i*>(zeros + g * kPanelWidth + 8 * v)))));
+      if (float_zeros != nullptr) shift = _mm256_add_ps(shift, _mm256_loadu_ps(float_zeros + g * kPanelWidth + 8 * v));
+      c[v] = _mm256_fmadd_ps(_mm256_loadu_ps(s + 8 * v), _mm256_fnmadd_ps(shift, sum, rows[v]), c[v]);
+    }
+  }
+  const __m256(&out)[1][4] = reinterpret_cast<const __m256(&)[1][4]>(c);
+  store_tile_avx2<1>(out, y, 0, valid, false);
+}
+#endif
+
+// Whether int4_row_in_place_avx2 takes a row of X whose largest magnitude is max_abs_x: an even group size, and its
+// partial sums, at most max |x| · 15 · 2^28 · group_size, below 2^116 (far from float's 2^128). NaN or inf: no.
+inline bool int4_rows_in_place_fit(const PackedInt4Weight& w, float max_abs_x) {
+  return w.group_size % 2 == 0 && max_abs_x <= 0x1p84f / static_cast<float>(w.group_size);
+}
+
 // A PackedInt4Weight as a weight source of the panel driver (cpu/gemm_panel.hpp): each block dequantized into the
 // driver's buffer.
 struct Int4PanelSource {
@@ -166,6 +241,7 @@ struct Int4PanelSource {
   const PackedInt4Weight& weight;
   std::int64_t rows = weight.rows, cols = weight.cols;
   std::int64_t block_k = kPanelBlockK;
+  bool in_place = false;  // one row of X streams through int4_row_in_place_avx2 (int4_rows_in_place_fit)
 
   const float* floats(std::int64_t p, std::int64_t k0, std::int64_t kc, float* buffer) const {
 #if defined(SHRINK_CPU_AVX2_DISPATCH)
@@ -180,10 +256,12 @@ struct Int4PanelSource {
 #if defined(SHRINK_CPU_AVX2_DISPATCH)
   template <int MR>
   void stream_avx2(const float* x, std::int64_t ldx, std::int64_t p, float* y, std::int64_t ldy, int valid) const {
-    if constexpr (MR == 1)
-      int4_row_grouped_avx2(x, weight, p, y, valid);
-    else
+    if constexpr (MR > 1)
       int4_tile_avx2<MR>(x, ldx, weight, p, y, ldy, valid);
+    else if (in_place)
+      int4_row_in_place_avx2(x, weight, p, y, valid);
+    else
+      int4_row_grouped_avx2(x, weight, p, y, valid);
   }
 #endif
   void prefetch(std::int64_t p, std::int64_t k0, std::int64_t kc, std::int64_t step, std::int64_t steps) const {
@@ -197,7 +275,13 @@ struct Int4PanelSource {
 // current executor, cut as cpu/gemm_panel.hpp's for_each_panel_part cuts it (the same bits on any executor).
 inline void gemm_int4_panels(const float* x, std::int64_t ldx, std::int64_t m_total, const PackedInt4Weight& w,
                              float* y, std::int64_t ldy, const EpilogueOp& op) {
-  gemm_panel_source(x, ldx, m_total, Int4PanelSource{w}, y, ldy, op);
+  Int4PanelSource source{w};
+  if (m_total == 1) {
+    float max_abs_x = 0.0f;
+    for (std::int64_t k = 0; k < w.cols; ++k) max_abs_x = std::max(max_abs_x, std::fabs(x[k]));
+    source.in_place = int4_rows_in_place_fit(w, max_abs_x);
+  }
+  gemm_panel_source(x, ldx, m_total, source, y, ldy, op);
 }
 
 }  // namespace shrink::cpu

@@ -359,7 +359,10 @@ void gemm_panel_source(const float* x, std::int64_t ldx, std::int64_t m_total, c
                         });
   };
 #if defined(SHRINK_CPU_AVX2_DISPATCH)
-  if (use_avx512()) {
+  // A source that streams few rows with AVX2 kernels only (int4) keeps them on an AVX-512 machine: its blocked path
+  // would write each block of panel to memory as floats for one or two rows to read once.
+  constexpr int avx2_only_stream_rows = StreamsPanels<Source>::value ? 0 : StreamRowsAvx2<Source>::value;
+  if (use_avx512() && m_total > avx2_only_stream_rows) {
     auto tile = [&](auto rows, const float* xs, const float* panel, std::int64_t kc, float* ys, int valid,
                     bool accumulate) {
       panel_tile_avx512<decltype(rows)::value>(xs, ldx, panel, kc, ys, ldy, valid, accumulate);

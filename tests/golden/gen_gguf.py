@@ -6,6 +6,8 @@ Files written (a few KB each):
                             Q4_0 and Q4_1, quantized by gguf.quants.quantize from seeded random values
   gguf_small_expected.gguf  each of those tensors as F32 under the same name and shape: gguf.quants.dequantize of
                             its stored bytes (the test requires shrink's dequantization to give the same bits)
+  gguf_small_source.gguf    the float values each quantized tensor (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1) was made from, as
+                            F32 under the same name (the test requires shrink's quantizers to give the stored bytes)
 """
 import pathlib
 
@@ -37,16 +39,27 @@ def tensors(rng):
     bf16[:3] = [-0.0, np.inf, 1.0e-39]  # a bfloat16 subnormal
     q4_0 = values(rng, (5, 96))
     q4_0[1] = 0.0  # an all-zero row: scale 0
+    q8_0 = values(rng, (3, 64))
+    # Halves of the grid (d = 1): round half away from zero, as C's roundf; ties of magnitude: the first one wins.
+    q8_0[2, :32] = np.array([127.0, 0.5, 1.5, -2.5, -0.5, 126.5, -127.0] + [j - 12.5 for j in range(25)], np.float32)
     return {
         "f32.weight": (f32, Q.F32),
         "f32_4d": (values(rng, (2, 1, 3, 2)), Q.F32),
         "f16.weight": (f16, Q.F16),
         "bf16.bias": (bf16, Q.BF16),
-        "q8_0.weight": (values(rng, (3, 64)), Q.Q8_0),
+        "q8_0.weight": (q8_0, Q.Q8_0),
         "q4_0.weight": (q4_0, Q.Q4_0),
         "q4_1.weight": (values(rng, (7, 32)), Q.Q4_1),
         "q4_1_3d": (values(rng, (3, 2, 64)), Q.Q4_1),
+        "q5_0.weight": (zero_row(values(rng, (4, 64))), Q.Q5_0),
+        "q5_1.weight": (zero_row(values(rng, (5, 32))), Q.Q5_1),
     }
+
+
+def zero_row(x):
+    """x with its second row all zero: scale 0 (and for Q5_1 a minimum of 0)."""
+    x[1] = 0.0
+    return x
 
 
 def main():
@@ -72,7 +85,10 @@ def main():
     small.add_array("test.nested", [[1, 2], [3]])
     # gguf-py skips empty strings and arrays (add_string, add_array): tests/io/test_gguf.cpp covers those.
     expected = gguf.GGUFWriter(str(HERE / "gguf_small_expected.gguf"), arch="shrinktest")
+    source = gguf.GGUFWriter(str(HERE / "gguf_small_source.gguf"), arch="shrinktest")
     for name, (x, qtype) in tensors(rng).items():
+        if qtype not in (Q.F32, Q.F16, Q.BF16):
+            source.add_tensor(name, np.ascontiguousarray(x))
         stored = gguf.quants.quantize(x, qtype)
         if qtype in (Q.F32, Q.F16):
             small.add_tensor(name, stored)
@@ -81,12 +97,12 @@ def main():
         dequantized = gguf.quants.dequantize(stored, qtype).astype(np.float32)
         assert dequantized.shape == x.shape, (name, dequantized.shape, x.shape)
         expected.add_tensor(name, np.ascontiguousarray(dequantized))
-    for writer in (small, expected):
+    for writer in (small, expected, source):
         writer.write_header_to_file()
         writer.write_kv_data_to_file()
         writer.write_tensors_to_file()
         writer.close()
-    print(f"gen_gguf: wrote {HERE / 'gguf_small.gguf'} and {HERE / 'gguf_small_expected.gguf'}")
+    print(f"gen_gguf: wrote gguf_small.gguf, gguf_small_expected.gguf and gguf_small_source.gguf in {HERE}")
 
 
 if __name__ == "__main__":

@@ -84,7 +84,9 @@ TEST_CASE("gguf: type names and layouts", "[io][gguf]") {
   CHECK(shrink::io::gguf_type_layout(8).block_bytes == 34);
   CHECK(shrink::io::gguf_type_layout(14).block_bytes == 210);
   CHECK(shrink::io::gguf_type_supported(30));
-  CHECK_FALSE(shrink::io::gguf_type_supported(6));
+  CHECK(shrink::io::gguf_type_supported(6));
+  CHECK(shrink::io::gguf_type_supported(7));
+  CHECK_FALSE(shrink::io::gguf_type_supported(14));
 }
 
 TEST_CASE("gguf: gguf-py's file reads with its metadata and dequantizes bit for bit as gguf-py does", "[io][gguf]") {
@@ -115,7 +117,8 @@ TEST_CASE("gguf: gguf-py's file reads with its metadata and dequantizes bit for 
 
   const std::vector<std::pair<std::string, std::string>> tensors = {
       {"f32.weight", "F32"},   {"f32_4d", "F32"},       {"f16.weight", "F16"},   {"bf16.bias", "BF16"},
-      {"q8_0.weight", "Q8_0"}, {"q4_0.weight", "Q4_0"}, {"q4_1.weight", "Q4_1"}, {"q4_1_3d", "Q4_1"}};
+      {"q8_0.weight", "Q8_0"}, {"q4_0.weight", "Q4_0"}, {"q4_1.weight", "Q4_1"}, {"q4_1_3d", "Q4_1"},
+      {"q5_0.weight", "Q5_0"}, {"q5_1.weight", "Q5_1"}};
   REQUIRE(file.tensors().size() == tensors.size());
   CHECK(file.tensor("q4_1_3d").shape == std::vector<std::int64_t>{3, 2, 64});
   CHECK(file.tensor("f32_4d").shape == std::vector<std::int64_t>{2, 1, 3, 2});
@@ -332,7 +335,7 @@ TEST_CASE("gguf: tensors of known but unsupported types open, and refuse to dequ
   CHECK(f.tensor("blk.0.ffn_down.weight").bytes == 210);
   CHECK_THROWS_WITH(f.dequantize("blk.0.ffn_down.weight"),
                     "shrink::io::GgufFile::dequantize: test.gguf: tensor \"blk.0.ffn_down.weight\" has type Q6_K (14): "
-                    "expected one of F32, F16, BF16, Q8_0, Q4_0, Q4_1");
+                    "expected one of F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1");
   std::vector<float> out(2, 7.0f);
   CHECK_THROWS_WITH(f.dequantize_into(f.tensor("ids"), out.data(), 2), Catch::Contains("has type I32 (26)"));
   CHECK(out == std::vector<float>(2, 7.0f));

@@ -1,11 +1,15 @@
-// The dequantization formulas of the GGUF tensor types shrink reads (F32, F16, BF16, Q8_0, Q4_0, Q4_1), each written
-// once, on raw little-endian bytes; GgufFile (io/gguf.hpp) calls them tensor by tensor.
+// The dequantization formulas of the GGUF tensor types shrink reads (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1),
+// each written once, on raw little-endian bytes; GgufFile (io/gguf.hpp) calls them tensor by tensor, and
+// io/gguf_quantize.hpp writes the same blocks.
 //
 // Block layouts (ggml; checked against gguf-py's gguf.quants):
 //   Q8_0: 34 bytes per 32 elements: fp16 d, then 32 int8 q;             x[j] = d * q[j]
 //   Q4_0: 18 bytes per 32 elements: fp16 d, then 16 bytes of nibbles;    x[j] = d * (q[j] - 8)
 //   Q4_1: 20 bytes per 32 elements: fp16 d, fp16 m, then 16 bytes;       x[j] = d * q[j] + m
-// where, in the 4-bit types, element j < 16 is the low nibble of byte j and element j + 16 its high nibble.
+//   Q5_0: 22 bytes per 32 elements: fp16 d, u32 qh, then 16 bytes;       x[j] = d * (q[j] - 16)
+//   Q5_1: 24 bytes per 32 elements: fp16 d, fp16 m, u32 qh, 16 bytes;    x[j] = d * q[j] + m
+// where, in the 4- and 5-bit types, element j < 16 has its low 4 bits in the low nibble of byte j and element j + 16
+// in its high nibble; a 5-bit q[j] takes bit j of qh (little-endian) as its fifth bit.
 // Scales are decoded exactly (core/half.hpp) and every product d * q is exact in float (an 11-bit significand times
 // an integer of at most 8 bits), so each value is rounded at most once: a fused multiply-add gives the same bits.
 // Non-finite scales are not checked here: they give non-finite values, which the caller checks if it cares.
@@ -30,7 +34,7 @@ inline std::uint32_t load_u32(const std::uint8_t* p) {
          (static_cast<std::uint32_t>(p[2]) << 16) | (static_cast<std::uint32_t>(p[3]) << 24);
 }
 
-constexpr int kBlock32 = 32;  // elements per block of Q8_0, Q4_0 and Q4_1
+constexpr int kBlock32 = 32;  // elements per block of Q8_0, Q4_0, Q4_1, Q5_0 and Q5_1
 
 inline void dequantize_q8_0_block(const std::uint8_t* block, float* out) {
   const float d = half_bits_to_float(load_u16(block));
@@ -55,6 +59,29 @@ inline void dequantize_q4_1_block(const std::uint8_t* block, float* out) {
     out[j] = d * static_cast<float>(q[j] & 0x0F) + m;               // x = d*q + m, low nibble: element j
     out[j + kBlock32 / 2] = d * static_cast<float>(q[j] >> 4) + m;  // high nibble: element j + 16
   }
+}
+
+// The 5-bit values of a Q5_0 / Q5_1 block: low 4 bits from the nibbles at qs, the fifth from bit j of qh.
+inline void unpack_q5_values(std::uint32_t qh, const std::uint8_t* qs, int* q) {
+  for (int j = 0; j < kBlock32 / 2; ++j) {
+    q[j] = (qs[j] & 0x0F) | static_cast<int>(((qh >> j) & 1u) << 4);
+    q[j + kBlock32 / 2] = (qs[j] >> 4) | static_cast<int>(((qh >> (j + kBlock32 / 2)) & 1u) << 4);
+  }
+}
+
+inline void dequantize_q5_0_block(const std::uint8_t* block, float* out) {
+  const float d = half_bits_to_float(load_u16(block));
+  int q[kBlock32];
+  unpack_q5_values(load_u32(block + 2), block + 6, q);
+  for (int j = 0; j < kBlock32; ++j) out[j] = d * static_cast<float>(q[j] - 16);  // x = d*(q-16)
+}
+
+inline void dequantize_q5_1_block(const std::uint8_t* block, float* out) {
+  const float d = half_bits_to_float(load_u16(block));
+  const float m = half_bits_to_float(load_u16(block + 2));
+  int q[kBlock32];
+  unpack_q5_values(load_u32(block + 4), block + 8, q);
+  for (int j = 0; j < kBlock32; ++j) out[j] = d * static_cast<float>(q[j]) + m;  // x = d*q + m
 }
 
 }  // namespace gguf_detail
@@ -93,6 +120,14 @@ inline void gguf_dequantize(std::uint32_t type, const std::uint8_t* data, std::i
     case GgufType::q4_1:
       for (std::int64_t b = 0; b < blocks; ++b)
         gguf_detail::dequantize_q4_1_block(data + b * stride, out + b * gguf_detail::kBlock32);
+      return;
+    case GgufType::q5_0:
+      for (std::int64_t b = 0; b < blocks; ++b)
+        gguf_detail::dequantize_q5_0_block(data + b * stride, out + b * gguf_detail::kBlock32);
+      return;
+    case GgufType::q5_1:
+      for (std::int64_t b = 0; b < blocks; ++b)
+        gguf_detail::dequantize_q5_1_block(data + b * stride, out + b * gguf_detail::kBlock32);
       return;
   }
 }

@@ -12,6 +12,8 @@ enum class GgufType : std::uint32_t {
   f16 = 1,
   q4_0 = 2,
   q4_1 = 3,
+  q5_0 = 6,
+  q5_1 = 7,
   q8_0 = 8,
   bf16 = 30,
 };
@@ -76,12 +78,14 @@ constexpr bool gguf_type_supported(std::uint32_t type) {
     case GgufType::bf16:
     case GgufType::q8_0:
     case GgufType::q4_0:
-    case GgufType::q4_1: return true;
+    case GgufType::q4_1:
+    case GgufType::q5_0:
+    case GgufType::q5_1: return true;
   }
   return false;
 }
 
 // The supported types, for error messages.
-inline std::string gguf_supported_type_names() { return "F32, F16, BF16, Q8_0, Q4_0, Q4_1"; }
+inline std::string gguf_supported_type_names() { return "F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1"; }
 
 }  // namespace shrink::io

@@ -176,7 +176,7 @@ TEST_CASE("gguf_quantize and gguf_dequantize: each value within its block's roun
     int far = 0;
     for (std::size_t b = 0; b < x.size() / 32; ++b) {
       float lo = x[32 * b], hi = x[32 * b], amax = 0.0f;
-      for (int j = 0; j < 32; ++j) {
+      for (std::size_t j = 0; j < 32; ++j) {
         lo = std::min(lo, x[32 * b + j]);
         hi = std::max(hi, x[32 * b + j]);
         amax = std::max(amax, std::fabs(x[32 * b + j]));
@@ -186,7 +186,7 @@ TEST_CASE("gguf_quantize and gguf_dequantize: each value within its block's roun
       const double step = affine ? (hi - lo) / levels : 2.0 * amax / levels;
       const double bound = (affine || t == GgufType::q8_0 ? 0.5 : 1.0) * step * (1 + 1e-6) +
                            std::ldexp(1.0, -10) * (amax + std::fabs(lo));
-      for (int j = 0; j < 32; ++j) far += !(std::fabs(back[32 * b + j] - x[32 * b + j]) <= bound);
+      for (std::size_t j = 0; j < 32; ++j) far += !(std::fabs(back[32 * b + j] - x[32 * b + j]) <= bound);
     }
     CHECK(far == 0);
   }

@@ -451,6 +451,14 @@ class GgufFile {
                                                std::to_string(tensors_.size()) + " tensors");
     return *t;
   }
+  // The stored bytes of a metadata value of this file (e.bytes of them, from e.offset: of an array, its elements).
+  const std::uint8_t* value_data(const GgufMetadataEntry& e) const {
+    const GgufMetadataEntry* mine = find_metadata(e.key);
+    if (mine == nullptr || mine->offset != e.offset || mine->bytes != e.bytes || mine->type != e.type)
+      fail("shrink::io::GgufFile::value_data",
+           label_ + ": key " + gguf_detail::quoted(e.key) + " is not a metadata entry of this file");
+    return data_ + mine->offset;
+  }
   // The stored bytes of a tensor of this file (t.bytes of them).
   const std::uint8_t* tensor_data(const GgufTensorInfo& t) const { return data_ + own(t, "tensor_data").offset; }
 

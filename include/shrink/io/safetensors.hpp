@@ -37,6 +37,7 @@
 #include "shrink/core/dtype.hpp"
 #include "shrink/core/error.hpp"
 #include "shrink/core/view.hpp"
+#include "shrink/io/atomic_file.hpp"
 #include "shrink/io/mapped_file.hpp"
 
 namespace shrink::io {
@@ -476,10 +477,10 @@ struct TensorDeclaration {
 // aligned for view<T>.
 class SafetensorsWriter {
  public:
-  explicit SafetensorsWriter(std::string path) : path_(std::move(path)) {}
+  explicit SafetensorsWriter(std::string path) : path_(std::move(path)), file_(path_, kOwner) {}
   SafetensorsWriter(std::string path, std::vector<TensorDeclaration> tensors,
                     std::map<std::string, std::string> metadata = {})
-      : path_(std::move(path)) {
+      : path_(std::move(path)), file_(path_, kOwner) {
     for (auto& t : tensors) add_tensor(std::move(t.name), t.dtype, std::move(t.shape));
     for (auto& m : metadata) add_metadata(m.first, m.second);
     write_header();
@@ -487,7 +488,7 @@ class SafetensorsWriter {
 
   SafetensorsWriter(const SafetensorsWriter&) = delete;
   SafetensorsWriter& operator=(const SafetensorsWriter&) = delete;
-  ~SafetensorsWriter() { discard(); }
+  ~SafetensorsWriter() = default;  // file_ removes an unfinished file
 
   void add_tensor(std::string name, ScalarType dtype, std::vector<std::int64_t> shape) {
     require_state(State::declaring, "add_tensor");
@@ -536,11 +537,13 @@ class SafetensorsWriter {
     if (text.size() > kSafetensorsMaxHeaderBytes)
       fail_here("write_header", "header of " + std::to_string(text.size()) + " bytes: expected at most " +
                                     std::to_string(kSafetensorsMaxHeaderBytes));
-    open_temporary();
+    io_step([&] { file_.open(); });
     unsigned char length[8];
     for (int k = 0; k < 8; ++k) length[k] = static_cast<unsigned char>(static_cast<std::uint64_t>(text.size()) >> (8 * k));
-    append(length, 8);
-    append(text.data(), text.size());
+    io_step([&] {
+      file_.append(length, 8);
+      file_.append(text.data(), text.size());
+    });
     state_ = State::writing;
   }
 
@@ -560,7 +563,7 @@ class SafetensorsWriter {
                              std::to_string(written_) + ": expected at most " + std::to_string(t.bytes - written_) +
                              " more (declared " + std::to_string(t.bytes) + " bytes)");
     if (size > 0 && data == nullptr) fail_here("write", "tensor " + detail::quoted(name) + ": data = null");
-    append(data, size);
+    io_step([&] { file_.append(data, size); });
     written_ += size;
     if (written_ == t.bytes) {
       ++current_;
@@ -598,14 +601,7 @@ class SafetensorsWriter {
       fail_here("finish", "tensor " + detail::quoted(t.declaration.name) + " has " + std::to_string(written_) +
                               " of its " + std::to_string(t.bytes) + " bytes: expected every tensor written in full");
     }
-    flush();
-    if (::fsync(fd_) != 0) fail_io("fsync");
-    if (unnamed_) name_unnamed_file();
-    const int fd = fd_;
-    fd_ = -1;
-    if (::close(fd) != 0) fail_io("close");
-    if (::rename(temporary_.c_str(), path_.c_str()) != 0) fail_io("rename to " + path_);
-    temporary_.clear();
+    io_step([&] { file_.commit(); });
     state_ = State::finished;
   }
 
@@ -618,7 +614,7 @@ class SafetensorsWriter {
     std::uint64_t offset;
     std::uint64_t bytes;
   };
-  static constexpr std::size_t kBufferBytes = std::size_t{1} << 20;
+  static constexpr const char* kOwner = "shrink::io::SafetensorsWriter";
 
   static std::string to_text(const std::vector<std::int64_t>& shape) {
     return nlohmann::json(shape).dump();
@@ -626,11 +622,15 @@ class SafetensorsWriter {
   [[noreturn]] void fail_here(const char* method, const std::string& what) const {
     fail((std::string("shrink::io::SafetensorsWriter::") + method).c_str(), path_ + ": " + what);
   }
-  [[noreturn]] void fail_io(const std::string& what) {
-    const std::string reason = std::strerror(errno);
-    discard();
-    state_ = State::failed;
-    fail("shrink::io::SafetensorsWriter", path_ + ": " + what + " failed: " + reason);
+  // Runs a step of file_'s; its I/O error (the temporary file already removed) leaves the writer failed.
+  template <class Step>
+  void io_step(Step&& step) {
+    try {
+      step();
+    } catch (...) {
+      state_ = State::failed;
+      throw;
+    }
   }
   void require_state(State wanted, const char* method) const {
     if (state_ == wanted) return;
@@ -641,93 +641,13 @@ class SafetensorsWriter {
     fail_here(method, std::string("called while ") + names[static_cast<int>(state_)] + ": expected a call " +
                           needs[static_cast<int>(wanted)]);
   }
-  // A name beside `path_` that no file has yet (the caller creates it with O_EXCL, or links to it).
-  std::string next_temporary_name() const {
-    static std::atomic<unsigned> counter{0};
-    return path_ + ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(counter++);
-  }
-  void open_temporary() {
-#if defined(O_TMPFILE) && defined(__linux__)
-    // Naming it at finish() goes through /proc/self/fd: without /proc, use a named temporary from the start.
-    if (::access("/proc/self/fd", X_OK) == 0) {
-      const std::size_t slash = path_.find_last_of('/');
-      const std::string directory = slash == std::string::npos ? "." : slash == 0 ? "/" : path_.substr(0, slash);
-      fd_ = ::open(directory.c_str(), O_TMPFILE | O_WRONLY | O_CLOEXEC, 0666);
-      if (fd_ >= 0) {
-        unnamed_ = true;
-        return;
-      }
-      // EOPNOTSUPP, EISDIR (filesystems or kernels without O_TMPFILE), ENOENT, ...: the named way says why.
-    }
-#endif
-    for (int attempt = 0; attempt < 100; ++attempt) {
-      temporary_ = next_temporary_name();
-      fd_ = ::open(temporary_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-      if (fd_ >= 0) return;
-      if (errno != EEXIST) break;
-    }
-    const std::string reason = std::strerror(errno);
-    temporary_.clear();
-    state_ = State::failed;
-    fail("shrink::io::SafetensorsWriter", path_ + ": cannot create a temporary file beside it: " + reason);
-  }
-  void append(const void* data, std::size_t size) {
-    if (size == 0) return;
-    if (buffer_.size() + size > kBufferBytes) flush();
-    if (size >= kBufferBytes) {
-      write_all(static_cast<const char*>(data), size);
-      return;
-    }
-    const char* p = static_cast<const char*>(data);
-    buffer_.insert(buffer_.end(), p, p + size);
-  }
-  void flush() {
-    write_all(buffer_.data(), buffer_.size());
-    buffer_.clear();
-  }
-  void write_all(const char* data, std::size_t size) {
-    while (size > 0) {
-      const ::ssize_t n = ::write(fd_, data, size);
-      if (n < 0) {
-        if (errno == EINTR) continue;
-        fail_io("write");
-      }
-      data += n;
-      size -= static_cast<std::size_t>(n);
-    }
-  }
-  // Gives the unnamed file a temporary name beside `path_`, for finish()'s rename over `path_` (link cannot replace).
-  void name_unnamed_file() {
-    const std::string self = "/proc/self/fd/" + std::to_string(fd_);
-    for (int attempt = 0; attempt < 100; ++attempt) {
-      temporary_ = next_temporary_name();
-      if (::linkat(AT_FDCWD, self.c_str(), AT_FDCWD, temporary_.c_str(), AT_SYMLINK_FOLLOW) == 0) {
-        unnamed_ = false;
-        return;
-      }
-      if (errno != EEXIST) break;
-    }
-    temporary_.clear();
-    fail_io("naming the written file beside it");
-  }
-  // Closes and removes the temporary file, if any (an unnamed one goes with its descriptor).
-  void discard() noexcept {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = -1;
-    if (!temporary_.empty()) ::unlink(temporary_.c_str());
-    temporary_.clear();
-  }
-
   std::string path_;
   std::vector<Entry> tensors_;
   std::unordered_map<std::string, std::size_t> index_;
   std::map<std::string, std::string> metadata_;
   std::uint64_t data_bytes_ = 0;
   State state_ = State::declaring;
-  std::string temporary_;  // the named temporary file, if any
-  bool unnamed_ = false;   // fd_ is an unnamed (O_TMPFILE) file
-  int fd_ = -1;
-  std::vector<char> buffer_;
+  AtomicFile file_;
   std::size_t current_ = 0;   // the tensor being written
   std::uint64_t written_ = 0;  // its bytes written so far
 };

@@ -26,6 +26,7 @@
 #include "output_layout.hpp"
 #include "paths.hpp"
 #include "progress.hpp"
+#include "quantize_gguf.hpp"
 #include "quantize_methods.hpp"
 #include "report.hpp"
 #include "selection.hpp"
@@ -344,9 +345,13 @@ void declare_quantize_options(ArgParser& args) {
   args.flag("restricted-range", "symmetric signed range [-127, 127] (TensorRT weights); unsigned [1, 255]");
   args.flag("reduce-range", "one bit less: int8 [-64, 63], uint8 [0, 127]");
   args.option("format", "F",
-              "shrink|compressed-tensors: the convention OUT is written in; compressed-tensors (what vLLM and "
-              "transformers load) also writes config.json beside OUT, from the one beside IN",
+              "shrink|compressed-tensors|gguf: the convention OUT is written in; compressed-tensors (what vLLM and "
+              "transformers load) also writes config.json beside OUT, from the one beside IN; gguf (llama.cpp) "
+              "takes a GGUF IN and --type",
               "shrink");
+  args.option("type", "T",
+              "q4_0|q4_1|q5_0|q5_1|q8_0|f16|bf16|f32 (--format gguf): the type of the linears; the output head and "
+              "rows that are not whole blocks take llama-quantize's choice");
   TensorSelection::declare(args);
   args.flag("json", "print a JSON summary on stdout");
   args.epilog(
@@ -354,6 +359,7 @@ void declare_quantize_options(ArgParser& args) {
       "         --group-size 64 --scheme affine\n"
       "         shrink quantize model.safetensors model-gptq.safetensors --method gptq\n"
       "         --calibration stats.safetensors --bits 4 --group-size 128\n"
+      "         shrink quantize model.gguf model-q4_0.gguf --format gguf --type q4_0\n"
       "--method awq also writes LINEAR.input_scale [in] per Linear (the record's \"input_scale\"): the weight is\n"
       "dequantized then divided by it column by column, or the layer's input is divided by it.");
 }
@@ -618,9 +624,12 @@ int run_quantize_command(int argc, char** argv) {
         "them), and a tensor that cannot take the scheme is copied with a note; the report says why each\n"
         "tensor was left alone. Nothing to quantize at all is an error. --method gptq, awq or hqq quantizes\n"
         "the selected Linear weights [out, in] with that method instead (gptq and awq from the statistics of\n"
-        "--calibration FILE).");
+        "--calibration FILE). --format gguf requantizes a llama.cpp GGUF file into its block formats (--type).");
     declare_quantize_options(args);
     if (!args.parse(argc, argv)) return kExitOk;
+    if (args.choice("format", {"shrink", "compressed-tensors", "gguf"}, "shrink") == "gguf")
+      return run_quantize_gguf(command, args);
+    if (args.has("type")) throw UsageError("--type applies to --format gguf only: write --dtype for safetensors");
     const QuantizeSettings settings = read_quantize_settings(args);
     const TensorSelection selection(args);
     const std::string in = args.arg("IN");

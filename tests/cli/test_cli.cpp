@@ -28,6 +28,8 @@
 #include "io/temp_dir.hpp"
 #include "shrink/core/config.hpp"
 #include "shrink/io/calibration_stats.hpp"
+#include "shrink/io/gguf_quantize.hpp"
+#include "shrink/io/gguf_requantize.hpp"
 #include "shrink/io/quantized_safetensors.hpp"
 #include "shrink/linear/weight_only.hpp"
 #include "shrink/metrics/error.hpp"
@@ -371,6 +373,61 @@ TEST_CASE("inspect lists a GGUF file, found by its magic: version, metadata and 
     std::ofstream(truncated, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()), 100);
   }
   require_one_line_error(run(dir, {"inspect", truncated}), 1, "inspect", truncated + ": truncated file of 100 bytes");
+}
+
+TEST_CASE("quantize --format gguf requantizes a llama.cpp file as the library does, and refuses what does not apply",
+          "[cli][gguf]") {
+  shrink::test::TempDir dir;
+  // A one-block llama file of F32 tensors (a tied embedding, one linear with rows of 48), written by the library.
+  const auto f32 = [](const std::vector<float>& v) {
+    std::vector<std::uint8_t> out(v.size() * 4);
+    shrink::io::gguf_quantize(0, v.data(), static_cast<std::int64_t>(v.size()), out.data());
+    return out;
+  };
+  shrink::io::GgufWriter w;
+  w.set_string("general.architecture", "llama").set_uint32("llama.block_count", 1);
+  w.add_tensor("token_embd.weight", {8, 64}, 0, f32(shrink::test::random_values(8 * 64, 1, 1.0f)));
+  w.add_tensor("blk.0.attn_norm.weight", {64}, 0, f32(shrink::test::random_values(64, 2, 1.0f)));
+  w.add_tensor("blk.0.attn_q.weight", {64, 64}, 0, f32(shrink::test::random_values(64 * 64, 3, 0.1f)));
+  w.add_tensor("blk.0.ffn_down.weight", {64, 48}, 0, f32(shrink::test::random_values(64 * 48, 4, 0.1f)));
+  const std::string model = dir.file("model.gguf"), out = dir.file("model-q4_0.gguf");
+  w.write(model);
+
+  const Result text = run(dir, {"quantize", model, out, "--format", "gguf", "--type", "q4_0"});
+  INFO(text.err);
+  REQUIRE(text.code == 0);
+  CHECK(text.out.find(model + " -> " + out + ": GGUF, linears Q4_0") == 0);
+  CHECK(text.out.find("blk.0.attn_norm.weight           F32   -> F32    (copied)") != std::string::npos);
+  CHECK(text.out.find("blk.0.attn_q.weight              F32   -> Q4_0") != std::string::npos);
+  CHECK(text.out.find("not whole blocks of 32") != std::string::npos);
+  // The same file as the library writes.
+  const std::string expected = dir.file("expected.gguf");
+  shrink::io::requantize_gguf(shrink::io::GgufFile::open(model), expected, 2);
+  CHECK(read_text(out) == read_text(expected));
+
+  const json j =
+      run_json(dir, {"quantize", model, dir.file("q8.gguf"), "--format", "gguf", "--type", "q8_0", "--json"});
+  CHECK(j["type"] == "Q8_0");
+  REQUIRE(j["tensors"].size() == 4);
+  CHECK(j["tensors"][0] ==
+        json({{"name", "token_embd.weight"}, {"from", "F32"}, {"to", "Q8_0"}, {"copied", false}, {"note", ""}}));
+  CHECK(j["tensors"][3]["to"] == "F16");
+
+  require_one_line_error(run(dir, {"quantize", model, dir.file("x.gguf"), "--format", "gguf"}), 2, "quantize",
+                         "--format gguf needs --type");
+  require_one_line_error(run(dir, {"quantize", model, dir.file("x.gguf"), "--format", "gguf", "--type", "q6_k"}), 2,
+                         "quantize", "--type = 'q6_k': expected one of q4_0|q4_1");
+  require_one_line_error(
+      run(dir, {"quantize", model, dir.file("x.gguf"), "--format", "gguf", "--type", "q4_0", "--dtype", "int4"}), 2,
+      "quantize", "--dtype does not apply to --format gguf");
+  require_one_line_error(
+      run(dir, {"quantize", model, dir.file("x.gguf"), "--format", "gguf", "--type", "q4_0", "--method", "gptq"}), 2,
+      "quantize", "round-to-nearest blocks only: --method gptq");
+  require_one_line_error(run(dir, {"quantize", model, dir.file("x.safetensors"), "--type", "q4_0"}), 2, "quantize",
+                         "--type applies to --format gguf only");
+  require_one_line_error(run(dir, {"quantize", model, model, "--format", "gguf", "--type", "q4_0"}), 2, "quantize",
+                         "OUT is the input file");
+  CHECK_FALSE(std::filesystem::exists(dir.file("x.gguf")));
 }
 
 TEST_CASE("inspect lists every tensor and the totals; --json is machine-readable", "[cli]") {

@@ -1,0 +1,127 @@
+// io/gguf_requantize.hpp: llama-quantize's choice of type per tensor (linears, the tied or separate output head,
+// rows that are not whole blocks, vectors), the values as gguf_quantize stores the dequantized input, the metadata
+// copied with the file type set, and refusals before OUT exists.
+#include <catch2/catch.hpp>
+
+#include <cstdint>
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "io/temp_dir.hpp"
+#include "shrink/io/gguf.hpp"
+#include "shrink/io/gguf_quantize.hpp"
+#include "shrink/io/gguf_requantize.hpp"
+#include "shrink/io/gguf_writer.hpp"
+
+using shrink::io::GgufFile;
+using shrink::io::GgufType;
+using shrink::io::GgufWriter;
+
+namespace {
+
+constexpr std::uint32_t id(GgufType t) { return static_cast<std::uint32_t>(t); }
+
+std::vector<std::uint8_t> stored(std::uint32_t type, const std::vector<float>& x) {
+  const auto layout = shrink::io::gguf_type_layout(type);
+  std::vector<std::uint8_t> out(x.size() / layout.block_elements * layout.block_bytes);
+  shrink::io::gguf_quantize(type, x.data(), static_cast<std::int64_t>(x.size()), out.data());
+  return out;
+}
+
+// A one-block llama file: a tied embedding (no output.weight) unless `separate_head`, linears stored F32, Q8_0 and
+// F16, one with rows of 48 (not whole blocks), norms.
+std::string write_model(const shrink::test::TempDir& dir, bool separate_head) {
+  std::mt19937 rng(3);
+  std::normal_distribution<float> normal;
+  auto values = [&](std::size_t n) {
+    std::vector<float> v(n);
+    for (float& e : v) e = normal(rng);
+    return v;
+  };
+  GgufWriter w;
+  w.set_string("general.architecture", "llama")
+      .set_uint32("general.file_type", 0)
+      .set_uint32("llama.block_count", 1)
+      .set_strings("tokenizer.ggml.tokens", {"a", "b"});
+  w.add_tensor("token_embd.weight", {16, 256}, id(GgufType::f32), stored(0, values(16 * 256)));
+  w.add_tensor("blk.0.attn_norm.weight", {256}, id(GgufType::f32), stored(0, values(256)));
+  w.add_tensor("blk.0.attn_q.weight", {64, 256}, id(GgufType::f32), stored(0, values(64 * 256)));
+  w.add_tensor("blk.0.attn_k.weight", {32, 256}, id(GgufType::q8_0), stored(id(GgufType::q8_0), values(32 * 256)));
+  w.add_tensor("blk.0.ffn_up.weight", {48, 256}, id(GgufType::f16), stored(id(GgufType::f16), values(48 * 256)));
+  w.add_tensor("blk.0.ffn_down.weight", {256, 48}, id(GgufType::f32), stored(0, values(256 * 48)));
+  if (separate_head) w.add_tensor("output.weight", {16, 256}, id(GgufType::f32), stored(0, values(16 * 256)));
+  const std::string path = dir.file(separate_head ? "separate.gguf" : "tied.gguf");
+  w.write(path);
+  return path;
+}
+
+}  // namespace
+
+TEST_CASE("requantize_gguf: llama-quantize's type per tensor, values as gguf_quantize stores them",
+          "[io][gguf][requantize]") {
+  shrink::test::TempDir dir;
+  for (bool separate_head : {false, true}) {
+    const GgufFile in = GgufFile::open(write_model(dir, separate_head));
+    for (GgufType target :
+         {GgufType::q4_0, GgufType::q4_1, GgufType::q5_0, GgufType::q5_1, GgufType::q8_0, GgufType::f16}) {
+      INFO((separate_head ? "separate head, " : "tied head, ") << shrink::io::gguf_type_name(id(target)));
+      const std::string out_path = dir.file("out.gguf");
+      std::vector<std::string> seen;
+      const auto plans = shrink::io::requantize_gguf(
+          in, out_path, id(target), [&](const shrink::io::GgufTensorPlan& p) { seen.push_back(p.name); });
+      CHECK(seen.size() == in.tensors().size());
+      const GgufFile out = GgufFile::open(out_path);
+      CHECK(out.get_uint("general.file_type") == shrink::io::gguf_file_type_of(id(target)));
+      CHECK(out.get_uint("general.quantization_version") == 2);
+      CHECK(out.get_string("general.architecture") == "llama");
+      CHECK(out.get_strings("tokenizer.ggml.tokens") == std::vector<std::string>{"a", "b"});
+      const bool quantized = target != GgufType::f16;
+      const std::string head = separate_head ? "output.weight" : "token_embd.weight";
+      REQUIRE(out.tensors().size() == in.tensors().size());
+      for (std::size_t i = 0; i < plans.size(); ++i) {
+        const auto& t = in.tensors()[i];
+        const auto& o = out.tensors()[i];
+        INFO(t.name);
+        CHECK(o.name == t.name);
+        CHECK(o.shape == t.shape);
+        std::uint32_t expected = id(target);
+        if (t.shape.size() == 1)
+          expected = t.type;
+        else if (t.name == head && quantized)
+          expected = id(GgufType::q8_0);
+        else if (quantized && t.shape.back() % 32 != 0)
+          expected = id(GgufType::f16);
+        CHECK(o.type == expected);
+        CHECK(plans[i].to_type == expected);
+        CHECK(plans[i].copied == (expected == t.type));
+        const bool head_note = t.name == head && quantized && target != GgufType::q8_0;
+        const bool row_note = quantized && t.shape.size() >= 2 && t.shape.back() % 32 != 0;
+        CHECK(plans[i].note.empty() == !(head_note || row_note));
+        const std::vector<std::uint8_t> got(out.tensor_data(o), out.tensor_data(o) + o.bytes);
+        if (plans[i].copied)
+          CHECK(got == std::vector<std::uint8_t>(in.tensor_data(t), in.tensor_data(t) + t.bytes));
+        else
+          CHECK(got == stored(expected, in.dequantize(t)));
+      }
+    }
+  }
+}
+
+TEST_CASE("requantize_gguf refuses a target it cannot write and a tensor it cannot read, before OUT exists",
+          "[io][gguf][requantize][errors]") {
+  shrink::test::TempDir dir;
+  const GgufFile in = GgufFile::open(write_model(dir, false));
+  const std::string out_path = dir.file("out.gguf");
+  CHECK_THROWS_WITH(shrink::io::requantize_gguf(in, out_path, 14),
+                    Catch::Contains("type") && Catch::Contains("Q6_K (14)"));
+  GgufWriter w;
+  w.set_string("general.architecture", "llama");
+  w.add_tensor("blk.0.attn_q.weight", {2, 256}, 14, std::vector<std::uint8_t>(2 * 210));  // Q6_K
+  w.write(dir.file("k_quant.gguf"));
+  const GgufFile k_quant = GgufFile::open(dir.file("k_quant.gguf"));
+  CHECK_THROWS_WITH(shrink::io::requantize_gguf(k_quant, out_path, id(GgufType::q4_0)),
+                    Catch::Contains("\"blk.0.attn_q.weight\" is Q6_K, which shrink cannot read"));
+  CHECK_FALSE(std::ifstream(out_path).good());
+}

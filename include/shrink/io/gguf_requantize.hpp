@@ -9,7 +9,7 @@
 //     where its rows are not whole blocks of 32 (with a note).
 // Re-encoded tensors are dequantized from their stored type first (io/gguf_dequantize.hpp), as llama-quantize does
 // with --allow-requantize; their values are then stored by io/gguf_quantize.hpp. The metadata is copied in order
-// with `general.file_type` (llama.cpp's file type of the target) and `general.quantization_version` (2) set.
+// with `general.quantization_version` (2) and `general.file_type` (llama.cpp's file type of the target) set last.
 // Everything is planned and checked before OUT is created (a tensor of a type shrink cannot read that would need
 // re-encoding is refused by name), and OUT is written through GgufWriter, one tensor in memory at a time: a NaN or
 // infinite value met on the way (refused by gguf_quantize) leaves OUT as it was.
@@ -105,8 +105,8 @@ inline std::vector<GgufTensorPlan> requantize_gguf(const GgufFile& in, const std
   for (const GgufMetadataEntry& e : in.metadata())
     if (e.key != "general.alignment" && e.key != "general.file_type" && e.key != "general.quantization_version")
       writer.copy_metadata(in, e);
+  writer.set_uint32("general.quantization_version", 2);  // llama-quantize's order
   writer.set_uint32("general.file_type", gguf_file_type_of(type));
-  writer.set_uint32("general.quantization_version", 2);
   for (std::size_t i = 0; i < plans.size(); ++i) {
     const GgufTensorPlan& p = plans[i];
     const GgufTensorInfo& t = in.tensors()[i];

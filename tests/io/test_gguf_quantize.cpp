@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "io/gguf_test_support.hpp"
 #include "shrink/io/gguf.hpp"
 #include "shrink/io/gguf_quantize.hpp"
 
@@ -22,28 +23,15 @@ using shrink::io::GgufType;
 
 namespace {
 
-const std::string kGolden = std::string(SHRINK_TEST_DATA_DIR) + "/golden/";
-
-constexpr std::uint32_t id(GgufType t) { return static_cast<std::uint32_t>(t); }
-
-std::vector<std::uint8_t> quantized(std::uint32_t type, const std::vector<float>& x) {
-  const auto layout = gguf_type_layout(type);
-  std::vector<std::uint8_t> out(x.size() / layout.block_elements * layout.block_bytes, 0xAB);
-  gguf_quantize(type, x.data(), static_cast<std::int64_t>(x.size()), out.data());
-  return out;
-}
-
-std::vector<float> dequantized(std::uint32_t type, const std::vector<std::uint8_t>& bytes, std::size_t elements) {
-  std::vector<float> out(elements);
-  gguf_dequantize(type, bytes.data(), static_cast<std::int64_t>(elements), out.data());
-  return out;
-}
+using shrink::test::ggml_type_id;
+using shrink::test::gguf_stored;
+using shrink::test::gguf_values;
 
 // The 4- and 5-bit codes of one block as the reader's formulas see them: x / d (+ offset) for d = 1, m = 0 or the
 // given minimum.
-std::vector<int> codes_of(std::uint32_t type, const std::vector<std::uint8_t>& block, float m = 0.0f) {
-  const std::vector<float> x = dequantized(type, block, 32);
-  const int offset = type == id(GgufType::q4_0) ? 8 : type == id(GgufType::q5_0) ? 16 : 0;
+std::vector<int> block_codes(std::uint32_t type, const std::vector<std::uint8_t>& block, float m = 0.0f) {
+  const std::vector<float> x = gguf_values(type, block, 32);
+  const int offset = type == ggml_type_id(GgufType::q4_0) ? 8 : type == ggml_type_id(GgufType::q5_0) ? 16 : 0;
   std::vector<int> q;
   for (float v : x) q.push_back(static_cast<int>(v - m) + offset);
   return q;
@@ -52,10 +40,9 @@ std::vector<int> codes_of(std::uint32_t type, const std::vector<std::uint8_t>& b
 }  // namespace
 
 TEST_CASE("gguf_quantize gives gguf-py's bytes for every quantized tensor of its golden file", "[io][gguf][quantize]") {
-  const GgufFile file = GgufFile::open(kGolden + "gguf_small.gguf");
-  const GgufFile source = GgufFile::open(kGolden + "gguf_small_source.gguf");
-  std::ifstream in(kGolden + "gguf_small.gguf", std::ios::binary);
-  const std::vector<std::uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const GgufFile file = GgufFile::open(shrink::test::gguf_golden("gguf_small.gguf"));
+  const GgufFile source = GgufFile::open(shrink::test::gguf_golden("gguf_small_source.gguf"));
+  const std::vector<std::uint8_t> bytes = shrink::test::whole_file(shrink::test::gguf_golden("gguf_small.gguf"));
   int compared = 0;
   for (const auto& t : source.tensors()) {
     INFO(t.name);
@@ -63,7 +50,7 @@ TEST_CASE("gguf_quantize gives gguf-py's bytes for every quantized tensor of its
     const std::vector<float> x = source.dequantize(t.name);  // F32: the values exactly
     const std::vector<std::uint8_t> expected(bytes.begin() + static_cast<std::ptrdiff_t>(stored.offset),
                                              bytes.begin() + static_cast<std::ptrdiff_t>(stored.offset + stored.bytes));
-    CHECK(quantized(stored.type, x) == expected);
+    CHECK(gguf_stored(stored.type, x) == expected);
     ++compared;
   }
   CHECK(compared == 6);  // every quantized tensor of gen_gguf.py: Q8_0, Q4_0, two Q4_1, Q5_0, Q5_1
@@ -76,7 +63,7 @@ TEST_CASE("gguf_quantize: hand-computed blocks of each format", "[io][gguf][quan
     x[1] = 0.5f;
     x[2] = -2.5f;
     x[3] = 126.49f;
-    const auto b = quantized(id(GgufType::q8_0), x);
+    const auto b = gguf_stored(ggml_type_id(GgufType::q8_0), x);
     CHECK(b[0] == 0x00);
     CHECK(b[1] == 0x3C);  // fp16 1.0
     CHECK(static_cast<std::int8_t>(b[2]) == -127);
@@ -92,11 +79,11 @@ TEST_CASE("gguf_quantize: hand-computed blocks of each format", "[io][gguf][quan
     x[3] = -0.4f;  // 8.1 -> 8
     x[17] = 0.6f;  // 9.1 -> 9
     x[18] = 8.0f;  // ties of magnitude: the first (-8) wins; 16.5 -> 15
-    const auto b = quantized(id(GgufType::q4_0), x);
+    const auto b = gguf_stored(ggml_type_id(GgufType::q4_0), x);
     CHECK(b[0] == 0x00);
     CHECK(b[1] == 0x3C);  // d = 1.0
     // Element j in the low nibble of byte 2 + j, element j + 16 in its high nibble.
-    const std::vector<int> q = codes_of(id(GgufType::q4_0), b);
+    const std::vector<int> q = block_codes(ggml_type_id(GgufType::q4_0), b);
     CHECK(q[0] == 0);
     CHECK(q[1] == 15);
     CHECK(q[2] == 15);
@@ -112,20 +99,20 @@ TEST_CASE("gguf_quantize: hand-computed blocks of each format", "[io][gguf][quan
     x[1] = 14.0f;  // max: d = 1 for Q4_1
     x[2] = 0.49f;  // 1.49 + 0.5 -> 1
     x[20] = 0.5f;  // 1.5 + 0.5 -> 2
-    const auto b4 = quantized(id(GgufType::q4_1), x);
+    const auto b4 = gguf_stored(ggml_type_id(GgufType::q4_1), x);
     CHECK(b4[0] == 0x00);
     CHECK(b4[1] == 0x3C);  // d = 1
     CHECK(b4[2] == 0x00);
     CHECK(b4[3] == 0xBC);  // m = -1
-    const std::vector<int> q4 = codes_of(id(GgufType::q4_1), b4, -1.0f);
+    const std::vector<int> q4 = block_codes(ggml_type_id(GgufType::q4_1), b4, -1.0f);
     CHECK(q4[0] == 0);
     CHECK(q4[1] == 15);
     CHECK(q4[2] == 1);
     CHECK(q4[20] == 2);
     CHECK(q4[5] == 4);
     x[1] = 30.0f;  // max: d = 1 for Q5_1
-    const auto b5 = quantized(id(GgufType::q5_1), x);
-    const std::vector<int> q5 = codes_of(id(GgufType::q5_1), b5, -1.0f);
+    const auto b5 = gguf_stored(ggml_type_id(GgufType::q5_1), x);
+    const std::vector<int> q5 = block_codes(ggml_type_id(GgufType::q5_1), b5, -1.0f);
     CHECK(q5[1] == 31);
     CHECK(q5[20] == 2);
     CHECK(b5[4] == 0x02);  // qh: the fifth bit of element 1 only
@@ -136,14 +123,14 @@ TEST_CASE("gguf_quantize: hand-computed blocks of each format", "[io][gguf][quan
     x[0] = 16.0f;   // max = 16: d = -1
     x[1] = -15.0f;  // x / d = 15 -> 31.5 -> 31
     x[16] = -1.0f;  // 1 + 16.5 -> 17: fifth bit set, bit 16 of qh
-    const auto b = quantized(id(GgufType::q5_0), x);
+    const auto b = gguf_stored(ggml_type_id(GgufType::q5_0), x);
     CHECK(b[0] == 0x00);
     CHECK(b[1] == 0xBC);  // d = -1.0
     const std::uint32_t qh = static_cast<std::uint32_t>(b[2]) | (static_cast<std::uint32_t>(b[3]) << 8) |
                              (static_cast<std::uint32_t>(b[4]) << 16) | (static_cast<std::uint32_t>(b[5]) << 24);
     // Every zero is code 16 (fifth bit set); x[0] = 16 is code 0; x[1] is 31.
     CHECK(qh == 0xFFFFFFFEu);
-    const std::vector<float> back = dequantized(id(GgufType::q5_0), b, 32);
+    const std::vector<float> back = gguf_values(ggml_type_id(GgufType::q5_0), b, 32);
     CHECK(back[0] == 16.0f);
     CHECK(back[1] == -15.0f);
     CHECK(back[16] == -1.0f);
@@ -151,8 +138,8 @@ TEST_CASE("gguf_quantize: hand-computed blocks of each format", "[io][gguf][quan
   SECTION("an all-zero block: scale 0, and zeros come back") {
     const std::vector<float> x(32, 0.0f);
     for (GgufType t : {GgufType::q8_0, GgufType::q4_0, GgufType::q4_1, GgufType::q5_0, GgufType::q5_1}) {
-      const auto b = quantized(id(t), x);
-      CHECK(dequantized(id(t), b, 32) == x);
+      const auto b = gguf_stored(ggml_type_id(t), x);
+      CHECK(gguf_values(ggml_type_id(t), b, 32) == x);
     }
   }
 }
@@ -161,11 +148,11 @@ TEST_CASE("gguf_quantize and gguf_dequantize: each value within its block's roun
   std::mt19937 rng(41);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   for (GgufType t : {GgufType::q8_0, GgufType::q4_0, GgufType::q4_1, GgufType::q5_0, GgufType::q5_1}) {
-    INFO(shrink::io::gguf_type_name(id(t)));
+    INFO(shrink::io::gguf_type_name(ggml_type_id(t)));
     std::vector<float> x(32 * 64);
     // Blocks of magnitudes 2^-6 .. 2^13: scales and minimums normal fp16 numbers.
     for (std::size_t i = 0; i < x.size(); ++i) x[i] = normal(rng) * std::ldexp(1.0f, static_cast<int>(i / 32) % 20 - 6);
-    const std::vector<float> back = dequantized(id(t), quantized(id(t), x), x.size());
+    const std::vector<float> back = gguf_values(ggml_type_id(t), gguf_stored(ggml_type_id(t), x), x.size());
     const bool affine = t == GgufType::q4_1 || t == GgufType::q5_1;
     // Steps across the block's range: d = amax / 127, amax / 8, amax / 16 (symmetric), (max - min) / 15 or 31.
     const double levels = t == GgufType::q8_0   ? 254
@@ -198,18 +185,20 @@ TEST_CASE("gguf_quantize refuses bad input by name before writing anything", "[i
   const std::vector<std::uint8_t> untouched = out;
   CHECK_THROWS_WITH(gguf_quantize(14, x.data(), 64, out.data()),
                     Catch::Contains("type") && Catch::Contains("Q6_K (14)") && Catch::Contains("Q5_1"));
-  CHECK_THROWS_WITH(gguf_quantize(id(GgufType::q4_0), x.data(), 48, out.data()),
+  CHECK_THROWS_WITH(gguf_quantize(ggml_type_id(GgufType::q4_0), x.data(), 48, out.data()),
                     Catch::Contains("elements") && Catch::Contains("multiple of 32 for Q4_0"));
-  CHECK_THROWS_WITH(gguf_quantize(id(GgufType::q8_0), x.data(), -32, out.data()), Catch::Contains("elements"));
+  CHECK_THROWS_WITH(gguf_quantize(ggml_type_id(GgufType::q8_0), x.data(), -32, out.data()),
+                    Catch::Contains("elements"));
   x[40] = std::numeric_limits<float>::quiet_NaN();
-  CHECK_THROWS_WITH(gguf_quantize(id(GgufType::q4_1), x.data(), 64, out.data()),
+  CHECK_THROWS_WITH(gguf_quantize(ggml_type_id(GgufType::q4_1), x.data(), 64, out.data()),
                     Catch::Contains("non-finite value at element 40"));
   x[40] = std::numeric_limits<float>::infinity();
-  CHECK_THROWS_WITH(gguf_quantize(id(GgufType::q5_0), x.data(), 64, out.data()), Catch::Contains("element 40"));
+  CHECK_THROWS_WITH(gguf_quantize(ggml_type_id(GgufType::q5_0), x.data(), 64, out.data()),
+                    Catch::Contains("element 40"));
   CHECK(out == untouched);
   // Float types keep what they are given, infinities included.
-  gguf_quantize(id(GgufType::f16), x.data(), 64, out.data());
-  CHECK(dequantized(id(GgufType::f16), out, 64)[40] == std::numeric_limits<float>::infinity());
+  gguf_quantize(ggml_type_id(GgufType::f16), x.data(), 64, out.data());
+  CHECK(gguf_values(ggml_type_id(GgufType::f16), out, 64)[40] == std::numeric_limits<float>::infinity());
 }
 
 TEST_CASE("gguf block encoders lay codes out as the reader reads them", "[io][gguf][quantize]") {
@@ -225,18 +214,18 @@ TEST_CASE("gguf block encoders lay codes out as the reader reads them", "[io][gg
   for (int j = 0; j < 32; ++j) q4[j] = static_cast<std::uint8_t>(q[j] & 0x0F);
   std::vector<std::uint8_t> block(34);
   shrink::io::encode_q8_0_block(d, q8, block.data());
-  std::vector<float> v = dequantized(id(GgufType::q8_0), block, 32);
+  std::vector<float> v = gguf_values(ggml_type_id(GgufType::q8_0), block, 32);
   for (int j = 0; j < 32; ++j) CHECK(v[static_cast<std::size_t>(j)] == 0.5f * static_cast<float>(q8[j]));
   shrink::io::encode_q4_0_block(d, q4, block.data());
-  v = dequantized(id(GgufType::q4_0), block, 32);
+  v = gguf_values(ggml_type_id(GgufType::q4_0), block, 32);
   for (int j = 0; j < 32; ++j) CHECK(v[static_cast<std::size_t>(j)] == 0.5f * static_cast<float>(q4[j] - 8));
   shrink::io::encode_q4_1_block(d, m, q4, block.data());
-  v = dequantized(id(GgufType::q4_1), block, 32);
+  v = gguf_values(ggml_type_id(GgufType::q4_1), block, 32);
   for (int j = 0; j < 32; ++j) CHECK(v[static_cast<std::size_t>(j)] == 0.5f * static_cast<float>(q4[j]) - 3.0f);
   shrink::io::encode_q5_0_block(d, q, block.data());
-  v = dequantized(id(GgufType::q5_0), block, 32);
+  v = gguf_values(ggml_type_id(GgufType::q5_0), block, 32);
   for (int j = 0; j < 32; ++j) CHECK(v[static_cast<std::size_t>(j)] == 0.5f * static_cast<float>(q[j] - 16));
   shrink::io::encode_q5_1_block(d, m, q, block.data());
-  v = dequantized(id(GgufType::q5_1), block, 32);
+  v = gguf_values(ggml_type_id(GgufType::q5_1), block, 32);
   for (int j = 0; j < 32; ++j) CHECK(v[static_cast<std::size_t>(j)] == 0.5f * static_cast<float>(q[j]) - 3.0f);
 }

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "io/gguf_test_support.hpp"
 #include "io/temp_dir.hpp"
 #include "shrink/io/gguf.hpp"
 #include "shrink/io/gguf_quantize.hpp"
@@ -21,18 +22,12 @@ using shrink::io::GgufWriter;
 
 namespace {
 
-constexpr std::uint32_t id(GgufType t) { return static_cast<std::uint32_t>(t); }
-
-std::vector<std::uint8_t> stored(std::uint32_t type, const std::vector<float>& x) {
-  const auto layout = shrink::io::gguf_type_layout(type);
-  std::vector<std::uint8_t> out(x.size() / layout.block_elements * layout.block_bytes);
-  shrink::io::gguf_quantize(type, x.data(), static_cast<std::int64_t>(x.size()), out.data());
-  return out;
-}
+using shrink::test::ggml_type_id;
+using shrink::test::gguf_stored;
 
 // A one-block llama file: a tied embedding (no output.weight) unless `separate_head`, linears stored F32, Q8_0 and
 // F16, one with rows of 48 (not whole blocks), norms.
-std::string write_model(const shrink::test::TempDir& dir, bool separate_head) {
+std::string write_requantize_model(const shrink::test::TempDir& dir, bool separate_head) {
   std::mt19937 rng(3);
   std::normal_distribution<float> normal;
   auto values = [&](std::size_t n) {
@@ -45,13 +40,16 @@ std::string write_model(const shrink::test::TempDir& dir, bool separate_head) {
       .set_uint32("general.file_type", 0)
       .set_uint32("llama.block_count", 1)
       .set_strings("tokenizer.ggml.tokens", {"a", "b"});
-  w.add_tensor("token_embd.weight", {16, 256}, id(GgufType::f32), stored(0, values(16 * 256)));
-  w.add_tensor("blk.0.attn_norm.weight", {256}, id(GgufType::f32), stored(0, values(256)));
-  w.add_tensor("blk.0.attn_q.weight", {64, 256}, id(GgufType::f32), stored(0, values(64 * 256)));
-  w.add_tensor("blk.0.attn_k.weight", {32, 256}, id(GgufType::q8_0), stored(id(GgufType::q8_0), values(32 * 256)));
-  w.add_tensor("blk.0.ffn_up.weight", {48, 256}, id(GgufType::f16), stored(id(GgufType::f16), values(48 * 256)));
-  w.add_tensor("blk.0.ffn_down.weight", {256, 48}, id(GgufType::f32), stored(0, values(256 * 48)));
-  if (separate_head) w.add_tensor("output.weight", {16, 256}, id(GgufType::f32), stored(0, values(16 * 256)));
+  w.add_tensor("token_embd.weight", {16, 256}, ggml_type_id(GgufType::f32), gguf_stored(0, values(16 * 256)));
+  w.add_tensor("blk.0.attn_norm.weight", {256}, ggml_type_id(GgufType::f32), gguf_stored(0, values(256)));
+  w.add_tensor("blk.0.attn_q.weight", {64, 256}, ggml_type_id(GgufType::f32), gguf_stored(0, values(64 * 256)));
+  w.add_tensor("blk.0.attn_k.weight", {32, 256}, ggml_type_id(GgufType::q8_0),
+               gguf_stored(ggml_type_id(GgufType::q8_0), values(32 * 256)));
+  w.add_tensor("blk.0.ffn_up.weight", {48, 256}, ggml_type_id(GgufType::f16),
+               gguf_stored(ggml_type_id(GgufType::f16), values(48 * 256)));
+  w.add_tensor("blk.0.ffn_down.weight", {256, 48}, ggml_type_id(GgufType::f32), gguf_stored(0, values(256 * 48)));
+  if (separate_head)
+    w.add_tensor("output.weight", {16, 256}, ggml_type_id(GgufType::f32), gguf_stored(0, values(16 * 256)));
   const std::string path = dir.file(separate_head ? "separate.gguf" : "tied.gguf");
   w.write(path);
   return path;
@@ -63,17 +61,17 @@ TEST_CASE("requantize_gguf: llama-quantize's type per tensor, values as gguf_qua
           "[io][gguf][requantize]") {
   shrink::test::TempDir dir;
   for (bool separate_head : {false, true}) {
-    const GgufFile in = GgufFile::open(write_model(dir, separate_head));
+    const GgufFile in = GgufFile::open(write_requantize_model(dir, separate_head));
     for (GgufType target :
          {GgufType::q4_0, GgufType::q4_1, GgufType::q5_0, GgufType::q5_1, GgufType::q8_0, GgufType::f16}) {
-      INFO((separate_head ? "separate head, " : "tied head, ") << shrink::io::gguf_type_name(id(target)));
+      INFO((separate_head ? "separate head, " : "tied head, ") << shrink::io::gguf_type_name(ggml_type_id(target)));
       const std::string out_path = dir.file("out.gguf");
       std::vector<std::string> seen;
       const auto plans = shrink::io::requantize_gguf(
-          in, out_path, id(target), [&](const shrink::io::GgufTensorPlan& p) { seen.push_back(p.name); });
+          in, out_path, ggml_type_id(target), [&](const shrink::io::GgufTensorPlan& p) { seen.push_back(p.name); });
       CHECK(seen.size() == in.tensors().size());
       const GgufFile out = GgufFile::open(out_path);
-      CHECK(out.get_uint("general.file_type") == shrink::io::gguf_file_type_of(id(target)));
+      CHECK(out.get_uint("general.file_type") == shrink::io::gguf_file_type_of(ggml_type_id(target)));
       CHECK(out.get_uint("general.quantization_version") == 2);
       CHECK(out.get_string("general.architecture") == "llama");
       CHECK(out.get_strings("tokenizer.ggml.tokens") == std::vector<std::string>{"a", "b"});
@@ -86,13 +84,13 @@ TEST_CASE("requantize_gguf: llama-quantize's type per tensor, values as gguf_qua
         INFO(t.name);
         CHECK(o.name == t.name);
         CHECK(o.shape == t.shape);
-        std::uint32_t expected = id(target);
+        std::uint32_t expected = ggml_type_id(target);
         if (t.shape.size() == 1)
           expected = t.type;
         else if (t.name == head && quantized)
-          expected = id(GgufType::q8_0);
+          expected = ggml_type_id(GgufType::q8_0);
         else if (quantized && t.shape.back() % 32 != 0)
-          expected = id(GgufType::f16);
+          expected = ggml_type_id(GgufType::f16);
         CHECK(o.type == expected);
         CHECK(plans[i].to_type == expected);
         CHECK(plans[i].copied == (expected == t.type));
@@ -103,7 +101,7 @@ TEST_CASE("requantize_gguf: llama-quantize's type per tensor, values as gguf_qua
         if (plans[i].copied)
           CHECK(got == std::vector<std::uint8_t>(in.tensor_data(t), in.tensor_data(t) + t.bytes));
         else
-          CHECK(got == stored(expected, in.dequantize(t)));
+          CHECK(got == gguf_stored(expected, in.dequantize(t)));
       }
     }
   }
@@ -112,7 +110,7 @@ TEST_CASE("requantize_gguf: llama-quantize's type per tensor, values as gguf_qua
 TEST_CASE("requantize_gguf refuses a target it cannot write and a tensor it cannot read, before OUT exists",
           "[io][gguf][requantize][errors]") {
   shrink::test::TempDir dir;
-  const GgufFile in = GgufFile::open(write_model(dir, false));
+  const GgufFile in = GgufFile::open(write_requantize_model(dir, false));
   const std::string out_path = dir.file("out.gguf");
   CHECK_THROWS_WITH(shrink::io::requantize_gguf(in, out_path, 14),
                     Catch::Contains("type") && Catch::Contains("Q6_K (14)"));
@@ -121,7 +119,7 @@ TEST_CASE("requantize_gguf refuses a target it cannot write and a tensor it cann
   w.add_tensor("blk.0.attn_q.weight", {2, 256}, 14, std::vector<std::uint8_t>(2 * 210));  // Q6_K
   w.write(dir.file("k_quant.gguf"));
   const GgufFile k_quant = GgufFile::open(dir.file("k_quant.gguf"));
-  CHECK_THROWS_WITH(shrink::io::requantize_gguf(k_quant, out_path, id(GgufType::q4_0)),
+  CHECK_THROWS_WITH(shrink::io::requantize_gguf(k_quant, out_path, ggml_type_id(GgufType::q4_0)),
                     Catch::Contains("\"blk.0.attn_q.weight\" is Q6_K, which shrink cannot read"));
   CHECK_FALSE(std::ifstream(out_path).good());
 }

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "io/gguf_test_support.hpp"
 #include "io/temp_dir.hpp"
 #include "shrink/io/gguf.hpp"
 #include "shrink/io/gguf_quantize.hpp"
@@ -22,23 +23,11 @@ using shrink::io::GgufWriter;
 
 namespace {
 
-const std::string kGolden = std::string(SHRINK_TEST_DATA_DIR) + "/golden/";
+using shrink::test::ggml_type_id;
+using shrink::test::gguf_stored;
+using shrink::test::whole_file;
 
-constexpr std::uint32_t id(GgufType t) { return static_cast<std::uint32_t>(t); }
-
-std::vector<std::uint8_t> file_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::vector<std::uint8_t>((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
-
-bool exists(const std::string& path) { return std::ifstream(path).good(); }
-
-std::vector<std::uint8_t> quantized(std::uint32_t type, const std::vector<float>& x) {
-  const auto layout = shrink::io::gguf_type_layout(type);
-  std::vector<std::uint8_t> out(x.size() / layout.block_elements * layout.block_bytes);
-  shrink::io::gguf_quantize(type, x.data(), static_cast<std::int64_t>(x.size()), out.data());
-  return out;
-}
+bool writer_test_file_exists(const std::string& path) { return std::ifstream(path).good(); }
 
 }  // namespace
 
@@ -83,15 +72,15 @@ TEST_CASE("GgufWriter: metadata of each type and tensors of each written type re
     for (const Spec& s : specs) {
       std::size_t n = 1;
       for (std::int64_t d : s.shape) n *= static_cast<std::size_t>(d);
-      stored.push_back(quantized(id(s.type), values(n)));
+      stored.push_back(gguf_stored(ggml_type_id(s.type), values(n)));
       if (s.by_fill) {
         const std::vector<std::uint8_t> bytes = stored.back();
-        w.add_tensor(s.name, s.shape, id(s.type), [bytes](std::uint8_t* out, std::size_t size) {
+        w.add_tensor(s.name, s.shape, ggml_type_id(s.type), [bytes](std::uint8_t* out, std::size_t size) {
           REQUIRE(size == bytes.size());
           std::copy(bytes.begin(), bytes.end(), out);
         });
       } else {
-        w.add_tensor(s.name, s.shape, id(s.type), stored.back());
+        w.add_tensor(s.name, s.shape, ggml_type_id(s.type), stored.back());
       }
     }
     w.write(path);
@@ -113,7 +102,7 @@ TEST_CASE("GgufWriter: metadata of each type and tensors of each written type re
       INFO(t.name);
       CHECK(t.name == specs[i].name);
       CHECK(t.shape == specs[i].shape);
-      CHECK(t.type == id(specs[i].type));
+      CHECK(t.type == ggml_type_id(specs[i].type));
       CHECK((t.offset - f.data_offset()) % alignment == 0);
       CHECK(std::vector<std::uint8_t>(f.tensor_data(t), f.tensor_data(t) + t.bytes) == stored[i]);
     }
@@ -123,14 +112,15 @@ TEST_CASE("GgufWriter: metadata of each type and tensors of each written type re
 TEST_CASE("GgufWriter: gguf-py's golden file copied entry by entry gives its bytes back", "[io][gguf][writer]") {
   shrink::test::TempDir dir;
   const std::string path = dir.file("copy.gguf");
-  const GgufFile golden = GgufFile::open(kGolden + "gguf_small.gguf");
+  const GgufFile golden = GgufFile::open(shrink::test::gguf_golden("gguf_small.gguf"));
   GgufWriter w;
   for (const auto& e : golden.metadata()) w.copy_metadata(golden, e);
   for (const auto& t : golden.tensors())
     w.add_tensor(t.name, t.shape, t.type,
                  std::vector<std::uint8_t>(golden.tensor_data(t), golden.tensor_data(t) + t.bytes));
   w.write(path);
-  const std::vector<std::uint8_t> original = file_bytes(kGolden + "gguf_small.gguf"), copy = file_bytes(path);
+  const std::vector<std::uint8_t> original = whole_file(shrink::test::gguf_golden("gguf_small.gguf")),
+                                  copy = whole_file(path);
   // gguf-py pads the last tensor to the alignment too; everything before that padding is the same bytes.
   REQUIRE(copy.size() <= original.size());
   CHECK(std::equal(copy.begin(), copy.end(), original.begin()));
@@ -152,22 +142,24 @@ TEST_CASE("GgufWriter refuses bad input by name, and a failed write leaves the p
   CHECK_THROWS_WITH(w.set_uint32("general.alignment", 48), Catch::Contains("expected a uint32 power of two"));
   CHECK_THROWS_WITH(w.set_uint64("general.alignment", 64), Catch::Contains("expected a uint32 power of two"));
   const std::vector<std::uint8_t> q4(18 * 2);
-  w.add_tensor("a", {2, 32}, id(GgufType::q4_0), q4);
+  w.add_tensor("a", {2, 32}, ggml_type_id(GgufType::q4_0), q4);
   CHECK_THROWS_WITH(w.set_uint32("general.alignment", 64), Catch::Contains("after tensors were added"));
-  CHECK_THROWS_WITH(w.add_tensor("a", {2, 32}, id(GgufType::q4_0), q4), Catch::Contains("tensor \"a\" added twice"));
-  CHECK_THROWS_WITH(w.add_tensor("b", {1, 1, 1, 1, 32}, id(GgufType::q4_0), q4),
+  CHECK_THROWS_WITH(w.add_tensor("a", {2, 32}, ggml_type_id(GgufType::q4_0), q4),
+                    Catch::Contains("tensor \"a\" added twice"));
+  CHECK_THROWS_WITH(w.add_tensor("b", {1, 1, 1, 1, 32}, ggml_type_id(GgufType::q4_0), q4),
                     Catch::Contains("5 dimensions: expected at most 4"));
-  CHECK_THROWS_WITH(w.add_tensor("b", {-1, 32}, id(GgufType::q4_0), q4), Catch::Contains("a dimension of -1"));
+  CHECK_THROWS_WITH(w.add_tensor("b", {-1, 32}, ggml_type_id(GgufType::q4_0), q4),
+                    Catch::Contains("a dimension of -1"));
   CHECK_THROWS_WITH(w.add_tensor("b", {2, 32}, 5, q4), Catch::Contains("ggml type 5 is unknown"));
-  CHECK_THROWS_WITH(w.add_tensor("b", {3, 48}, id(GgufType::q4_0), q4),
+  CHECK_THROWS_WITH(w.add_tensor("b", {3, 48}, ggml_type_id(GgufType::q4_0), q4),
                     Catch::Contains("innermost dimension 48: expected a multiple of 32 for Q4_0"));
-  CHECK_THROWS_WITH(w.add_tensor("b", {1, 32}, id(GgufType::q4_0), q4),
+  CHECK_THROWS_WITH(w.add_tensor("b", {1, 32}, ggml_type_id(GgufType::q4_0), q4),
                     Catch::Contains("36 bytes: expected 18 for Q4_0"));
-  CHECK_THROWS_WITH(w.add_tensor("b", {1, 32}, id(GgufType::q4_0), GgufWriter::Fill{}),
+  CHECK_THROWS_WITH(w.add_tensor("b", {1, 32}, ggml_type_id(GgufType::q4_0), GgufWriter::Fill{}),
                     Catch::Contains("fill is empty"));
   CHECK(w.tensor_count() == 1);
   // A refused key or tensor is not taken: the same name goes in once it is right.
-  w.add_tensor("b", {1, 32}, id(GgufType::q4_0), std::vector<std::uint8_t>(18));
+  w.add_tensor("b", {1, 32}, ggml_type_id(GgufType::q4_0), std::vector<std::uint8_t>(18));
   CHECK(w.tensor_count() == 2);
   GgufWriter v;
   CHECK_THROWS(v.set_uint64("general.alignment", 64));
@@ -177,13 +169,13 @@ TEST_CASE("GgufWriter refuses bad input by name, and a failed write leaves the p
   shrink::test::TempDir dir;
   const std::string path = dir.file("model.gguf");
   { std::ofstream(path) << "the old file"; }
-  w.add_tensor("c", {1, 32}, id(GgufType::q4_0),
+  w.add_tensor("c", {1, 32}, ggml_type_id(GgufType::q4_0),
                [](std::uint8_t*, std::size_t) { throw std::runtime_error("quantization failed"); });
   CHECK_THROWS_WITH(w.write(path), "quantization failed");
-  const std::vector<std::uint8_t> left = file_bytes(path);
+  const std::vector<std::uint8_t> left = whole_file(path);
   CHECK(std::string(left.begin(), left.end()) == "the old file");
   CHECK(dir.entries() == 1);  // no temporary file left behind
   CHECK_THROWS_WITH(w.write(dir.file("missing/model.gguf")),
                     Catch::Contains("GgufWriter::write") && Catch::Contains("cannot create a temporary file"));
-  CHECK_FALSE(exists(dir.file("missing/model.gguf")));
+  CHECK_FALSE(writer_test_file_exists(dir.file("missing/model.gguf")));
 }

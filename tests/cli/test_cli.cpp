@@ -2146,7 +2146,7 @@ TEST_CASE("calibration statistics that do not fit, and flags that do not apply: 
       {"quantize",
        {model, out, "--method", "hqq", "--format", "compressed-tensors"},
        "--format compressed-tensors takes --method rtn only"},
-      {"quantize", {model, out, "--method", "hqq", "--format", "gguf"}, "--format = 'gguf': expected one of"},
+      {"quantize", {model, out, "--method", "hqq", "--format", "onnx"}, "--format = 'onnx': expected one of"},
       {"prune",
        {model, out, "--method", "sparsegpt", "--sparsity", "0.5"},
        "--method sparsegpt needs --calibration FILE"},

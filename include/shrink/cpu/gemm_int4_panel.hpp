@@ -107,6 +107,37 @@ SHRINK_TARGET_AVX2_FMA_F16C void int4_tile_avx2(const float* x, std::int64_t ldx
   tile_avx2<MR>(x, ldx, rows, w.cols, y, ldy, valid, false);
 }
 
+// Panel p of an int4 weight as the one-row kernels read it: its bytes, and per group its 32 scales and zero points.
+struct Int4PanelGroups {
+  const std::uint8_t* bytes;
+  const float* scales;
+  const std::int8_t* zeros;  // affine, else null
+  const float* float_zeros;  // fractional, else null
+  std::int64_t groups;
+
+  Int4PanelGroups(const PackedInt4Weight& w, std::int64_t p)
+      : bytes(w.panels.data() + p * w.cols * kInt4PanelBytes),
+        scales(w.scales.data() + p * w.groups() * kPanelWidth),
+        zeros(w.affine() ? w.zero_points.data() + p * w.groups() * kPanelWidth : nullptr),
+        float_zeros(w.fractional() ? w.float_zero_points.data() + p * w.groups() * kPanelWidth : nullptr),
+        groups(w.groups()) {}
+
+  // c[v] += s · (sums[v] − (base_shift + z) · x_sum) for outputs 8v .. 8v + 7 of group g.
+  SHRINK_TARGET_AVX2_FMA_F16C SHRINK_FORCE_INLINE void add_group(std::int64_t g, __m256 base_shift, __m256 x_sum,
+                                                                 const __m256 (&sums)[4], __m256 (&c)[4]) const {
+    const float* s = scales + g * kPanelWidth;
+#pragma GCC unroll 4
+    for (int v = 0; v < 4; ++v) {
+      __m256 shift = base_shift;
+      if (zeros != nullptr)
+        shift = _mm256_add_ps(shift, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(
+                                         reinterpret_cast<const __m128i*>(zeros + g * kPanelWidth + 8 * v)))));
+      if (float_zeros != nullptr) shift = _mm256_add_ps(shift, _mm256_loadu_ps(float_zeros + g * kPanelWidth + 8 * v));
+      c[v] = _mm256_fmadd_ps(_mm256_loadu_ps(s + 8 * v), _mm256_fnmadd_ps(shift, x_sum, sums[v]), c[v]);
+    }
+  }
+};
+
 // One row of X (decode) over all of K, the scale and zero point applied once a group instead of once a value:
 //   y[j] = Σ_g s[j, g] · (Σ_{k in g} x[k] · u[j, k] − c[j, g] · Σ_{k in g} x[k])
 // with u = stored nibble ^ 8 (0..15: the signed nibble q is u − 8) and c = 8 + z (affine), 8 (symmetric), or
@@ -115,17 +146,15 @@ SHRINK_TARGET_AVX2_FMA_F16C void int4_tile_avx2(const float* x, std::int64_t ldx
 // values, the nibbles are converted and multiplied, with no per-value zero point or scale.
 SHRINK_TARGET_AVX2_FMA_F16C inline void int4_row_grouped_avx2(const float* x, const PackedInt4Weight& w, std::int64_t p,
                                                               float* y, int valid) {
-  const std::uint8_t* bytes = w.panels.data() + p * w.cols * kInt4PanelBytes;
-  const std::int64_t groups = w.groups();
-  const float* scales = w.scales.data() + p * groups * kPanelWidth;
-  const std::int8_t* zeros = w.affine() ? w.zero_points.data() + p * groups * kPanelWidth : nullptr;
-  const float* float_zeros = w.fractional() ? w.float_zero_points.data() + p * groups * kPanelWidth : nullptr;
-  const float base_shift = 8.0f - static_cast<float>(float_zeros != nullptr ? w.value_offset : 0);
+  const Int4PanelGroups panel(w, p);
+  const std::uint8_t* bytes = panel.bytes;
+  const __m256 base_shift =
+      _mm256_set1_ps(8.0f - static_cast<float>(panel.float_zeros != nullptr ? w.value_offset : 0));
   const __m128i flip = _mm_set1_epi8(static_cast<char>(0x88)), low_bits = _mm_set1_epi8(0x0F);
   __m256 c[4];
 #pragma GCC unroll 4
   for (int v = 0; v < 4; ++v) c[v] = _mm256_setzero_ps();
-  for (std::int64_t g = 0; g < groups; ++g) {
+  for (std::int64_t g = 0; g < panel.groups; ++g) {
     __m256 acc[4];
 #pragma GCC unroll 4
     for (int v = 0; v < 4; ++v) acc[v] = _mm256_setzero_ps();
@@ -144,16 +173,7 @@ SHRINK_TARGET_AVX2_FMA_F16C inline void int4_row_grouped_avx2(const float* x, co
         acc[v] = _mm256_fmadd_ps(a, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(eight)), acc[v]);
       }
     }
-    const float* s = scales + g * kPanelWidth;
-#pragma GCC unroll 4
-    for (int v = 0; v < 4; ++v) {
-      __m256 shift = _mm256_set1_ps(base_shift);
-      if (zeros != nullptr)
-        shift = _mm256_add_ps(shift, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(
-                                         reinterpret_cast<const __m128i*>(zeros + g * kPanelWidth + 8 * v)))));
-      if (float_zeros != nullptr) shift = _mm256_add_ps(shift, _mm256_loadu_ps(float_zeros + g * kPanelWidth + 8 * v));
-      c[v] = _mm256_fmadd_ps(_mm256_loadu_ps(s + 8 * v), _mm256_fnmadd_ps(shift, x_sum, acc[v]), c[v]);
-    }
+    panel.add_group(g, base_shift, x_sum, acc, c);
   }
   const __m256(&rows)[1][4] = reinterpret_cast<const __m256(&)[1][4]>(c);
   store_tile_avx2<1>(rows, y, 0, valid, false);
@@ -169,19 +189,16 @@ SHRINK_TARGET_AVX2_FMA_F16C inline void int4_row_grouped_avx2(const float* x, co
 // range (int4_rows_in_place_fit).
 SHRINK_TARGET_AVX2_FMA_F16C inline void int4_row_in_place_avx2(const float* x, const PackedInt4Weight& w,
                                                                std::int64_t p, float* y, int valid) {
-  const std::uint8_t* bytes = w.panels.data() + p * w.cols * kInt4PanelBytes;
-  const std::int64_t groups = w.groups();
-  const float* scales = w.scales.data() + p * groups * kPanelWidth;
-  const std::int8_t* zeros = w.affine() ? w.zero_points.data() + p * groups * kPanelWidth : nullptr;
-  const float* float_zeros = w.fractional() ? w.float_zero_points.data() + p * groups * kPanelWidth : nullptr;
-  const float offset = static_cast<float>(float_zeros != nullptr ? w.value_offset : 0);
+  const Int4PanelGroups panel(w, p);
+  const std::uint8_t* bytes = panel.bytes;
+  const float offset = static_cast<float>(panel.float_zeros != nullptr ? w.value_offset : 0);
   // c of outputs 8v + i before the zero point: 8 − offset, and − offset for i = 7.
   const __m256 base_shift = _mm256_sub_ps(_mm256_setr_ps(8, 8, 8, 8, 8, 8, 8, 0), _mm256_set1_ps(offset));
   const __m256i flip = _mm256_set1_epi32(0x08888888);
   __m256 c[4];
 #pragma GCC unroll 4
   for (int v = 0; v < 4; ++v) c[v] = _mm256_setzero_ps();
-  for (std::int64_t g = 0; g < groups; ++g) {
+  for (std::int64_t g = 0; g < panel.groups; ++g) {
     __m256 acc[8];
 #pragma GCC unroll 8
     for (int i = 0; i < 8; ++i) acc[i] = _mm256_setzero_ps();
@@ -212,16 +229,7 @@ SHRINK_TARGET_AVX2_FMA_F16C inline void int4_row_in_place_avx2(const float* x, c
     const __m256 u2 = _mm256_unpacklo_ps(t2, t3), u3 = _mm256_unpackhi_ps(t2, t3);
     const __m256 rows[4] = {_mm256_shuffle_ps(u0, u2, 0x44), _mm256_shuffle_ps(u0, u2, 0xEE),
                             _mm256_shuffle_ps(u1, u3, 0x44), _mm256_shuffle_ps(u1, u3, 0xEE)};
-    const float* s = scales + g * kPanelWidth;
-#pragma GCC unroll 4
-    for (int v = 0; v < 4; ++v) {
-      __m256 shift = base_shift;
-      if (zeros != nullptr)
-        shift = _mm256_add_ps(shift, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(
-                                         reinterpret_cast<const __m128i*>(zeros + g * kPanelWidth + 8 * v)))));
-      if (float_zeros != nullptr) shift = _mm256_add_ps(shift, _mm256_loadu_ps(float_zeros + g * kPanelWidth + 8 * v));
-      c[v] = _mm256_fmadd_ps(_mm256_loadu_ps(s + 8 * v), _mm256_fnmadd_ps(shift, sum, rows[v]), c[v]);
-    }
+    panel.add_group(g, base_shift, sum, rows, c);
   }
   const __m256(&out)[1][4] = reinterpret_cast<const __m256(&)[1][4]>(c);
   store_tile_avx2<1>(out, y, 0, valid, false);

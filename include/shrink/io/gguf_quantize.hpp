@@ -20,6 +20,7 @@
 #include "shrink/core/error.hpp"
 #include "shrink/core/half.hpp"
 #include "shrink/core/no_contract.hpp"
+#include "shrink/cpu/reduce.hpp"
 #include "shrink/io/gguf_dequantize.hpp"
 #include "shrink/io/gguf_types.hpp"
 
@@ -139,21 +140,8 @@ SHRINK_NO_CONTRACT inline void quantize_affine_block(const float* x, int levels,
   m_bits = float_to_half_bits(min);
 }
 
-// The types gguf_quantize writes.
-constexpr bool gguf_type_writable(std::uint32_t type) {
-  switch (type) {
-    case 0:   // F32
-    case 1:   // F16
-    case 30:  // BF16
-    case 8:   // Q8_0
-    case 2:   // Q4_0
-    case 3:   // Q4_1
-    case 6:   // Q5_0
-    case 7:   // Q5_1
-      return true;
-    default: return false;
-  }
-}
+// The types gguf_quantize writes: every type shrink reads (gguf_type_supported).
+constexpr bool gguf_type_writable(std::uint32_t type) { return gguf_type_supported(type); }
 
 // Stores `elements` floats as ggml type `type` at out (the type's bytes for them: elements / block size blocks), the
 // quantized types by llama.cpp's reference quantizers above, F16 and BF16 rounded to nearest even. Refused with
@@ -164,14 +152,14 @@ inline void gguf_quantize(std::uint32_t type, const float* x, std::int64_t eleme
   const GgufTypeLayout layout = gguf_type_layout(type);
   if (!gguf_type_writable(type))
     fail(where, "type", std::string(layout.name) + " (" + std::to_string(type) + ")",
-         "one of F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1");
+         "one of " + gguf_supported_type_names());
   if (elements < 0 || elements % layout.block_elements != 0)
     fail(where, "elements", elements,
          "a non-negative multiple of " + std::to_string(layout.block_elements) + " for " + layout.name);
-  if (layout.block_elements > 1)
-    for (std::int64_t i = 0; i < elements; ++i)
-      if (!std::isfinite(x[i]))
-        fail(where, "x", "a non-finite value at element " + std::to_string(i), "finite values to quantize");
+  if (layout.block_elements > 1) {
+    const std::int64_t bad = cpu::first_nonfinite(x, elements);
+    if (bad >= 0) fail(where, "x", "a non-finite value at element " + std::to_string(bad), "finite values to quantize");
+  }
   const std::int64_t blocks = elements / layout.block_elements;
   const auto stride = static_cast<std::int64_t>(layout.block_bytes);
   std::uint8_t q[gguf_detail::kBlock32];

@@ -64,7 +64,7 @@ inline std::vector<GgufTensorPlan> plan_gguf_requantize(const GgufFile& in, std:
   const char* where = "shrink::io::plan_gguf_requantize";
   if (!gguf_type_writable(type))
     fail(where, "type", std::string(gguf_type_name(type)) + " (" + std::to_string(type) + ")",
-         "one of F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1");
+         "one of " + gguf_supported_type_names());
   const bool quantized = gguf_type_layout(type).block_elements > 1;
   const GgufTensorInfo* head = gguf_output_head(in);
   std::vector<GgufTensorPlan> plans;

@@ -229,3 +229,50 @@ TEST_CASE("gguf block encoders lay codes out as the reader reads them", "[io][gg
   v = gguf_values(ggml_type_id(GgufType::q5_1), block, 32);
   for (int j = 0; j < 32; ++j) CHECK(v[static_cast<std::size_t>(j)] == 0.5f * static_cast<float>(q[j]) - 3.0f);
 }
+
+TEST_CASE("encode_gguf_blocks: a method's blocks read back as quant::dequantize gives them, bit for bit",
+          "[io][gguf][quantize]") {
+  using shrink::quant::BlockFormat;
+  const std::int64_t rows = 5, cols = 96;
+  std::mt19937 rng(41);
+  std::normal_distribution<float> normal(0.0f, 0.3f);
+  std::vector<float> w(static_cast<std::size_t>(rows * cols));
+  for (float& v : w) v = normal(rng);
+  for (BlockFormat f :
+       {BlockFormat::q8_0, BlockFormat::q4_0, BlockFormat::q4_1, BlockFormat::q5_0, BlockFormat::q5_1}) {
+    INFO(shrink::quant::block_format_name(f));
+    const std::uint32_t type = shrink::io::gguf_type_of(f);
+    REQUIRE(shrink::io::gguf_block_format(type) == f);
+    const shrink::quant::BlockQuantized t = shrink::quant::grid_round_to_nearest(f, w.data(), rows, cols);
+    std::vector<std::uint8_t> bytes(static_cast<std::size_t>(rows * cols / 32) * gguf_type_layout(type).block_bytes);
+    shrink::io::encode_gguf_blocks(t, bytes.data());
+    std::vector<float> read(w.size());
+    gguf_dequantize(type, bytes.data(), rows * cols, read.data());
+    const std::vector<float> expected = shrink::quant::dequantize(t);
+    for (std::size_t k = 0; k < read.size(); ++k) {
+      INFO("element " << k);
+      REQUIRE(shrink::float_to_bits(read[k]) == shrink::float_to_bits(expected[k]));
+    }
+  }
+  CHECK_FALSE(shrink::io::gguf_block_format(ggml_type_id(GgufType::f16)).has_value());
+
+  shrink::quant::BlockQuantized t = shrink::quant::grid_round_to_nearest(BlockFormat::q4_0, w.data(), rows, cols);
+  std::vector<std::uint8_t> bytes(static_cast<std::size_t>(rows * cols / 32) * 18, 0xAB);
+  const std::vector<std::uint8_t> untouched = bytes;
+  auto refused = [&](const shrink::quant::BlockQuantized& bad, const std::string& what) {
+    CHECK_THROWS_WITH(shrink::io::encode_gguf_blocks(bad, bytes.data()), Catch::Contains(what));
+    CHECK(bytes == untouched);
+  };
+  shrink::quant::BlockQuantized bad = t;
+  bad.codes[70] = 8;
+  refused(bad, "t.codes[70]");
+  bad = t;
+  bad.scales[3].d = 0.1f;  // not an fp16 value
+  refused(bad, "t.scales[3].d");
+  bad = t;
+  bad.scales[2].m = 0.5f;  // Q4_0 has no minimum
+  refused(bad, "t.scales[2].m");
+  bad = t;
+  bad.codes.pop_back();
+  refused(bad, "codes [rows, cols]");
+}

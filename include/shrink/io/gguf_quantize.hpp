@@ -15,6 +15,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <string>
 
 #include "shrink/core/error.hpp"
@@ -23,6 +24,7 @@
 #include "shrink/cpu/reduce.hpp"
 #include "shrink/io/gguf_dequantize.hpp"
 #include "shrink/io/gguf_types.hpp"
+#include "shrink/quant/block_grid.hpp"
 
 namespace shrink::io {
 
@@ -188,6 +190,81 @@ inline void gguf_quantize(std::uint32_t type, const float* x, std::int64_t eleme
         quantize_affine_block(v, 32, q, d, m);
         encode_q5_1_block(d, m, q, o);
         break;
+    }
+  }
+}
+
+// ---- A method's blocks (quant/block_grid.hpp) in the format's bytes.
+
+// The block format of a ggml type (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1), or nothing for any other type.
+inline std::optional<quant::BlockFormat> gguf_block_format(std::uint32_t type) {
+  switch (static_cast<GgufType>(type)) {
+    case GgufType::q8_0: return quant::BlockFormat::q8_0;
+    case GgufType::q4_0: return quant::BlockFormat::q4_0;
+    case GgufType::q4_1: return quant::BlockFormat::q4_1;
+    case GgufType::q5_0: return quant::BlockFormat::q5_0;
+    case GgufType::q5_1: return quant::BlockFormat::q5_1;
+    default: return std::nullopt;
+  }
+}
+
+inline std::uint32_t gguf_type_of(quant::BlockFormat format) {
+  switch (format) {
+    case quant::BlockFormat::q8_0: return static_cast<std::uint32_t>(GgufType::q8_0);
+    case quant::BlockFormat::q4_0: return static_cast<std::uint32_t>(GgufType::q4_0);
+    case quant::BlockFormat::q4_1: return static_cast<std::uint32_t>(GgufType::q4_1);
+    case quant::BlockFormat::q5_0: return static_cast<std::uint32_t>(GgufType::q5_0);
+    case quant::BlockFormat::q5_1: return static_cast<std::uint32_t>(GgufType::q5_1);
+  }
+  fail("shrink::io::gguf_type_of", "format", static_cast<int>(format), "Q8_0, Q4_0, Q4_1, Q5_0 or Q5_1");
+}
+
+// Writes t's blocks in its format's bytes at out (rows · cols / 32 blocks, row after row), so that gguf_dequantize
+// gives back quant::dequantize(t) bit for bit. Everything is checked before a byte is written: the sizes, every code
+// inside the format's range, every d and m a value fp16 holds exactly.
+inline void encode_gguf_blocks(const quant::BlockQuantized& t, std::uint8_t* out) {
+  const char* where = "shrink::io::encode_gguf_blocks";
+  const quant::BlockGrid grid = quant::block_grid(t.format);
+  const std::int64_t blocks = t.cols / gguf_detail::kBlock32;
+  if (t.rows < 0 || t.cols < 0 || t.cols % gguf_detail::kBlock32 != 0 ||
+      static_cast<std::int64_t>(t.codes.size()) != t.rows * t.cols ||
+      static_cast<std::int64_t>(t.scales.size()) != t.rows * blocks)
+    fail(where, "t",
+         "[" + std::to_string(t.rows) + ", " + std::to_string(t.cols) + "] with " + std::to_string(t.codes.size()) +
+             " codes and " + std::to_string(t.scales.size()) + " scales",
+         "codes [rows, cols], cols a multiple of 32, one scale per row and block of 32 columns");
+  for (std::size_t k = 0; k < t.codes.size(); ++k)
+    if (t.codes[k] < grid.qmin || t.codes[k] > grid.qmax)
+      fail(where, ("t.codes[" + std::to_string(k) + "]").c_str(), static_cast<int>(t.codes[k]),
+           "a code in [" + std::to_string(grid.qmin) + ", " + std::to_string(grid.qmax) + "] for " +
+               quant::block_format_name(t.format));
+  auto fp16_exact = [](float v) { return half_bits_to_float(float_to_half_bits(v)) == v; };
+  for (std::size_t k = 0; k < t.scales.size(); ++k) {
+    if (!fp16_exact(t.scales[k].d))
+      fail(where, ("t.scales[" + std::to_string(k) + "].d").c_str(), t.scales[k].d, "a value fp16 holds exactly");
+    if (grid.has_minimum ? !fp16_exact(t.scales[k].m) : t.scales[k].m != 0.0f)
+      fail(where, ("t.scales[" + std::to_string(k) + "].m").c_str(), t.scales[k].m,
+           grid.has_minimum ? "a value fp16 holds exactly" : "0 (the format has no minimum)");
+  }
+  const GgufTypeLayout layout = gguf_type_layout(gguf_type_of(t.format));
+  std::uint8_t q[gguf_detail::kBlock32];
+  std::int8_t q8[gguf_detail::kBlock32];
+  for (std::int64_t b = 0; b < t.rows * blocks; ++b) {
+    const std::int8_t* codes = t.codes.data() + b * gguf_detail::kBlock32;
+    const quant::BlockScale& s = t.scales[static_cast<std::size_t>(b)];
+    const std::uint16_t d = float_to_half_bits(s.d), m = float_to_half_bits(s.m);
+    std::uint8_t* o = out + b * static_cast<std::int64_t>(layout.block_bytes);
+    const int offset = grid.has_minimum ? 0 : -grid.qmin;  // the stored code of 0 (Q4_0: 8, Q5_0: 16)
+    for (int j = 0; j < gguf_detail::kBlock32; ++j) {
+      q[j] = static_cast<std::uint8_t>(codes[j] + offset);
+      q8[j] = codes[j];
+    }
+    switch (t.format) {
+      case quant::BlockFormat::q8_0: encode_q8_0_block(d, q8, o); break;
+      case quant::BlockFormat::q4_0: encode_q4_0_block(d, q, o); break;
+      case quant::BlockFormat::q4_1: encode_q4_1_block(d, m, q, o); break;
+      case quant::BlockFormat::q5_0: encode_q5_0_block(d, q, o); break;
+      case quant::BlockFormat::q5_1: encode_q5_1_block(d, m, q, o); break;
     }
   }
 }

@@ -18,6 +18,8 @@
 //                                                             core/affine.hpp)
 //     loss(α)   = Σ_k mean over rows and outputs of (X·W_kᵀ − X·W'_kᵀ)²
 //               = Σ_k tr(ΔW_k H ΔW_kᵀ) / (2·out_k)      with ΔW_k = W_k − W'_k in double, H = (2/n) XᵀX (hessian.hpp)
+//   With options.block_format, Q is the block grid's round-to-nearest instead (quant/block_grid.hpp: blocks of 32,
+//   d and m from the block's range, stored in fp16), and awq_quantize_blocks stores W·diag(s) on that grid.
 //   the α of least loss wins (ties: the lower α). α = 0 gives s = 1 in the paper's form: plain round-to-nearest, so
 //   AWQ's loss is never above RTN's there. The loss through H costs out·in² per grid point instead of n·in·out, and
 //   lets a caller stream calibration batches through two observers without keeping X.
@@ -39,6 +41,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -51,6 +54,7 @@
 #include "shrink/cpu/for_each_row.hpp"
 #include "shrink/cpu/gemm_f64.hpp"
 #include "shrink/cpu/nonfinite_check.hpp"
+#include "shrink/quant/block_grid.hpp"
 #include "shrink/quant/hessian.hpp"
 #include "shrink/quant/qparams.hpp"
 #include "shrink/quant/quantize.hpp"
@@ -70,6 +74,9 @@ struct AwqOptions {
   std::int64_t max_rows = 0;  // X overloads: rows used, ⌊t·n/max_rows⌋ for t < max_rows; 0: all
   int clip_grid = 20;         // awq_clip_search: m_i = max|w| · (1 − i / clip_grid)
   int clip_steps = 10;        //   for i = 0 .. clip_steps − 1, 1 <= clip_steps <= clip_grid
+  // Onto one of llama.cpp's block grids (quant/block_grid.hpp, awq_quantize_blocks): Q = grid_round_to_nearest, groups
+  // of 32; bits, symmetry and group_size are then the format's (not read).
+  std::optional<BlockFormat> block_format;
 };
 
 struct AwqResult {
@@ -161,7 +168,11 @@ inline std::int64_t check_awq_weight(const TensorView<const float>& w, const Awq
   if (w.rank() != 2 || w.empty())
     fail(fn, (argument + ".shape").c_str(), to_string(w.shape()), "a non-empty Linear weight [out, in]");
   const std::int64_t in = w.size(1);
-  if (o.group_size > 0 && in % o.group_size != 0)
+  if (o.block_format && in % kGridBlock != 0)
+    fail(fn, (argument + ".shape").c_str(), to_string(w.shape()),
+         std::string("an input width that is a multiple of 32 (the blocks of ") + block_format_name(*o.block_format) +
+             ")");
+  if (!o.block_format && o.group_size > 0 && in % o.group_size != 0)
     fail(fn, "options.group_size", o.group_size, "a divisor of the weight's input width " + std::to_string(in));
   cpu::require_finite(w, fn, argument.c_str());
   return in;
@@ -221,11 +232,37 @@ inline TensorView<const float> awq_rows(const TensorView<const float>& x, const 
   return TensorView<const float>(storage.data(), Shape{m, in});
 }
 
-// Round-to-nearest of values v[0, in) as quantize() then dequantize() do for one row of a per-group (or per-row)
-// scheme, each group's parameters from its [min, max] clamped to [−clip[g], clip[g]] when `clip` is given (the group's
-// values clamped alike before quantizing). False when a value is not finite (nothing sensible to quantize).
-inline bool fake_quantize_row(const float* v, std::int64_t in, std::int64_t group, const QuantScheme& scheme,
-                              const QuantRange& range, const float* clip, float* out, const char* fn) {
+// The per-group round-to-nearest AWQ scores and stores: the scheme's (quantize() then dequantize()) or, with
+// options.block_format, the block grid's (grid_params_from_range, GridParams' formulas).
+struct GroupRounding {
+  QuantScheme scheme;
+  QuantRange range;
+  std::optional<BlockGrid> grid;
+};
+
+inline GroupRounding group_rounding(const AwqOptions& o) {
+  GroupRounding r;
+  if (o.block_format) {
+    r.grid = block_grid(*o.block_format);
+  } else {
+    r.scheme = narrow_int_scheme(o.bits, o.symmetry, o.group_size);
+    r.range = quant_range(r.scheme);
+  }
+  return r;
+}
+
+// The options with the block format's group (32) in group_size when it has one.
+inline AwqOptions resolved(const AwqOptions& o) {
+  AwqOptions r = o;
+  if (o.block_format) r.group_size = kGridBlock;
+  return r;
+}
+
+// Round-to-nearest of values v[0, in) as `rounding` does it for one row of groups of `group` values, each group's
+// parameters from its [min, max] clamped to [−clip[g], clip[g]] when `clip` is given (the group's values clamped alike
+// before quantizing). False when a value is not finite (nothing sensible to quantize).
+inline bool fake_quantize_row(const float* v, std::int64_t in, std::int64_t group, const GroupRounding& rounding,
+                              const float* clip, float* out, const char* fn) {
   for (std::int64_t g0 = 0; g0 < in; g0 += group) {
     float lo = v[g0], hi = v[g0];
     for (std::int64_t j = g0; j < g0 + group; ++j) {
@@ -238,11 +275,17 @@ inline bool fake_quantize_row(const float* v, std::int64_t in, std::int64_t grou
       lo = std::min(std::max(lo, -m), m);
       hi = std::min(std::max(hi, -m), m);
     }
-    const ScaleZeroPoint p = scale_zero_point_from_range(lo, hi, scheme, fn);
-    const AffineParams a(p.scale, p.zero_point, range.qmin, range.qmax);
-    for (std::int64_t j = g0; j < g0 + group; ++j) {
-      const float w = clip ? std::min(std::max(v[j], -m), m) : v[j];
-      out[j] = dequantize_value(quantize_value(w, a), a);
+    auto round_group = [&](const auto& params) {
+      for (std::int64_t j = g0; j < g0 + group; ++j) {
+        const float w = clip ? std::min(std::max(v[j], -m), m) : v[j];
+        out[j] = dequantize_value(quantize_value(w, params), params);
+      }
+    };
+    if (rounding.grid) {
+      round_group(grid_params_from_range(*rounding.grid, lo, hi, fn));
+    } else {
+      const ScaleZeroPoint p = scale_zero_point_from_range(lo, hi, rounding.scheme, fn);
+      round_group(AffineParams(p.scale, p.zero_point, rounding.range.qmin, rounding.range.qmax));
     }
   }
   return true;
@@ -285,8 +328,8 @@ inline Eigen::MatrixXd hessian_matrix(const Hessian& h) {
 // (a product over the lower triangle on cpu/gemm_f64.hpp, about in²·out/2 multiply-adds: half of ΔW·H); +inf when a
 // scaled weight is not finite.
 inline double awq_group_loss(const std::vector<TensorView<const float>>& weights, const std::vector<float>& s,
-                             const Eigen::MatrixXd& h, const QuantScheme& scheme, std::int64_t group, const char* fn) {
-  const QuantRange range = quant_range(scheme);
+                             const Eigen::MatrixXd& h, const GroupRounding& rounding, std::int64_t group,
+                             const char* fn) {
   const std::int64_t in = static_cast<std::int64_t>(s.size());
   std::vector<float> scaled(static_cast<std::size_t>(in)), w_hat(static_cast<std::size_t>(in));
   Eigen::MatrixXd d(in, kAwqLossChunk);  // ΔWᵀ, a chunk of rows at a time
@@ -302,7 +345,7 @@ inline double awq_group_loss(const std::vector<TensorView<const float>>& weights
         const float* v = w.data() + (r0 + r) * w.stride(0);
         for (std::int64_t j = 0; j < in; ++j)
           scaled[static_cast<std::size_t>(j)] = v[j * stride] * s[static_cast<std::size_t>(j)];
-        if (!fake_quantize_row(scaled.data(), in, group, scheme, range, nullptr, w_hat.data(), fn))
+        if (!fake_quantize_row(scaled.data(), in, group, rounding, nullptr, w_hat.data(), fn))
           return std::numeric_limits<double>::infinity();
         for (std::int64_t j = 0; j < in; ++j)
           d(j, r) = static_cast<double>(v[j * stride]) -
@@ -376,13 +419,14 @@ inline std::vector<float> awq_scales(const std::vector<float>& activation_mean_a
 // The grid search from a Hessian H = (2/n) XᵀX of the group's input (HessianObserver) and s_x
 // (ActivationMeanAbsObserver::mean_abs) of the same rows. Every bad argument is one Error naming it.
 inline AwqResult awq_search(const std::vector<TensorView<const float>>& weights, const Hessian& hessian,
-                            const std::vector<float>& activation_mean_abs, const AwqOptions& options) {
+                            const std::vector<float>& activation_mean_abs, const AwqOptions& awq_options) {
   const char* fn = "shrink::quant::awq_search";
+  const AwqOptions options = detail::resolved(awq_options);
   detail::check_awq_options(options, fn);
   const std::int64_t in = detail::check_awq_weights(weights, options, fn);
   check_hessian(hessian, in, fn, "hessian");
   detail::check_activation_mean_abs(activation_mean_abs, in, fn);
-  const QuantScheme scheme = awq_scheme(options);
+  const detail::GroupRounding rounding = detail::group_rounding(options);
   const std::int64_t group = options.group_size > 0 ? options.group_size : in;
 
   AwqResult result;
@@ -404,7 +448,7 @@ inline AwqResult awq_search(const std::vector<TensorView<const float>>& weights,
   parallel_for(tasks, 1, [&](std::int64_t t0, std::int64_t t1) {
     for (std::int64_t t = t0; t < t1; ++t)
       losses[static_cast<std::size_t>(t)] =
-          detail::awq_group_loss(weights, candidates[static_cast<std::size_t>(t)], h, scheme, group, fn);
+          detail::awq_group_loss(weights, candidates[static_cast<std::size_t>(t)], h, rounding, group, fn);
   });
   result.rtn_loss = options.duo_scaling ? losses[static_cast<std::size_t>(grid)] : losses[0];
   losses.resize(static_cast<std::size_t>(grid));
@@ -441,14 +485,14 @@ inline AwqResult awq_search(const std::vector<TensorView<const float>>& weights,
 // (see the top of this file). Returns the clip bounds m [out, groups] (row-major; groups = in / group_size, 1 per row
 // when group_size is 0) for awq_quantize.
 inline std::vector<float> awq_clip_search(TensorView<const float> weight, const Hessian& hessian,
-                                          const std::vector<float>& scales, const AwqOptions& options) {
+                                          const std::vector<float>& scales, const AwqOptions& awq_options) {
   const char* fn = "shrink::quant::awq_clip_search";
+  const AwqOptions options = detail::resolved(awq_options);
   detail::check_awq_options(options, fn);
   const std::int64_t in = detail::check_awq_weight(weight, options, fn, "weight");
   detail::require_scales(scales, in, fn);
   check_hessian(hessian, in, fn, "hessian");
-  const QuantScheme scheme = awq_scheme(options);
-  const QuantRange range = quant_range(scheme);
+  const detail::GroupRounding rounding = detail::group_rounding(options);
   const std::int64_t out = weight.size(0), group = options.group_size > 0 ? options.group_size : in;
   const std::int64_t groups = in / group, steps = options.clip_steps;
   const Eigen::MatrixXd h = detail::hessian_matrix(hessian);
@@ -476,7 +520,7 @@ inline std::vector<float> awq_clip_search(TensorView<const float> weight, const 
           const std::int64_t k = (r - r0) * steps + i;
           const float m = amax * ratio[static_cast<std::size_t>(i)];
           bound[static_cast<std::size_t>(k)] = m;
-          if (!detail::fake_quantize_row(scaled.data(), group, group, scheme, range, &m, w_hat.data(), fn))
+          if (!detail::fake_quantize_row(scaled.data(), group, group, rounding, &m, w_hat.data(), fn))
             fail(fn, "scales", "factors",
                  "a scaled weight W[o, j]·s_j that is finite in float (row " + std::to_string(r) + " overflowed)");
           for (std::int64_t j = 0; j < group; ++j)
@@ -512,15 +556,15 @@ inline std::vector<float> awq_clip_search(TensorView<const float> weight, Tensor
   return awq_clip_search(weight, h.hessian(), scales, options);
 }
 
-// quantize(W·diag(s), awq_scheme(options)): round-to-nearest per group of the scaled weight [out, in], each group first
-// clamped to ±clip_max[o, g] when clip_max (from awq_clip_search, [out, groups]) is given. Dequantized values divided
-// by s_j (or s folded before the layer, smoothquant.hpp) give W'.
-inline QuantizedTensor awq_quantize(TensorView<const float> weight, const std::vector<float>& scales,
-                                    const AwqOptions& options, const std::vector<float>& clip_max = {}) {
-  const char* fn = "shrink::quant::awq_quantize";
-  detail::check_awq_options(options, fn);
-  const std::int64_t in = detail::check_awq_weight(weight, options, fn, "weight");
-  detail::require_scales(scales, in, fn);
+namespace detail {
+
+// W·diag(s) [out, in] row-major, each group clamped to ±clip_max[o, g] when clip_max is given; every argument checked.
+inline std::vector<float> awq_scaled_weight(const TensorView<const float>& weight, const std::vector<float>& scales,
+                                            const AwqOptions& options, const std::vector<float>& clip_max,
+                                            const char* fn) {
+  check_awq_options(options, fn);
+  const std::int64_t in = check_awq_weight(weight, options, fn, "weight");
+  require_scales(scales, in, fn);
   const std::int64_t out = weight.size(0), group = options.group_size > 0 ? options.group_size : in;
   const std::int64_t groups = in / group;
   if (!clip_max.empty() && static_cast<std::int64_t>(clip_max.size()) != out * groups)
@@ -542,7 +586,34 @@ inline QuantizedTensor awq_quantize(TensorView<const float> weight, const std::v
              "a factor that keeps W[" + std::to_string(r) + ", " + std::to_string(j) + "]·s_j finite in float");
       scaled[static_cast<std::size_t>(r * in + j)] = v;
     }
+  return scaled;
+}
+
+}  // namespace detail
+
+// quantize(W·diag(s), awq_scheme(options)): round-to-nearest per group of the scaled weight [out, in], each group first
+// clamped to ±clip_max[o, g] when clip_max (from awq_clip_search, [out, groups]) is given. Dequantized values divided
+// by s_j (or s folded before the layer, smoothquant.hpp) give W'. options.block_format is refused here
+// (awq_quantize_blocks writes the grid).
+inline QuantizedTensor awq_quantize(TensorView<const float> weight, const std::vector<float>& scales,
+                                    const AwqOptions& options, const std::vector<float>& clip_max = {}) {
+  const char* fn = "shrink::quant::awq_quantize";
+  if (options.block_format)
+    fail(fn, "options.block_format", block_format_name(*options.block_format),
+         "none (awq_quantize_blocks quantizes onto a block grid)");
+  const std::vector<float> scaled = detail::awq_scaled_weight(weight, scales, options, clip_max, fn);
   return quantize(TensorView<const float>(scaled.data(), weight.shape()), awq_scheme(options));
+}
+
+// grid_round_to_nearest(W·diag(s)) onto options.block_format (required), each block first clamped to ±clip_max[o, b]
+// when clip_max (awq_clip_search with the same options, [out, in / 32]) is given.
+inline BlockQuantized awq_quantize_blocks(TensorView<const float> weight, const std::vector<float>& scales,
+                                          const AwqOptions& awq_options, const std::vector<float>& clip_max = {}) {
+  const char* fn = "shrink::quant::awq_quantize_blocks";
+  if (!awq_options.block_format) fail(fn, "options.block_format", "none", "a block format (quant/block_grid.hpp)");
+  const AwqOptions options = detail::resolved(awq_options);
+  const std::vector<float> scaled = detail::awq_scaled_weight(weight, scales, options, clip_max, fn);
+  return grid_round_to_nearest(*options.block_format, scaled.data(), weight.size(0), weight.size(1));
 }
 
 }  // namespace shrink::quant

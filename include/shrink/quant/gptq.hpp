@@ -21,6 +21,9 @@
 //                     after every update of earlier columns: groups are the walk's spans (blocks hold whole
 //                     groups: block_size is rounded down to a multiple of group_size, at least one group), so the
 //                     result is that of the unblocked algorithm and does not depend on block_size beyond float order.
+// On one of llama.cpp's block grids (gptq_quantize_blocks, quant/block_grid.hpp) the groups are the format's blocks
+// of 32 and a group's parameters are its d (and m) from grid_params_from_range of the same [min, max]; q and ŵ follow
+// GridParams' formulas, so every ŵ is a value the format holds.
 // Decided: group_size must divide `in` (no ragged last group; an Error otherwise). act_order with groups formed in
 // processing order (no static_groups) is AutoGPTQ's "desc_act" with a g_idx: original column c belongs to group
 // g_idx[c] = position(c) / G, groups that are not runs of original columns. QuantizedTensor's groups are runs, so
@@ -44,6 +47,7 @@
 #include "shrink/core/view.hpp"
 #include "shrink/cpu/int4.hpp"
 #include "shrink/cpu/nonfinite_check.hpp"
+#include "shrink/quant/block_grid.hpp"
 #include "shrink/quant/column_walk.hpp"
 #include "shrink/quant/hessian.hpp"
 #include "shrink/quant/inverse_hessian.hpp"
@@ -136,23 +140,34 @@ inline void check_gptq_factor(const InverseHessianFactor& f, const GptqOptions& 
 
 }  // namespace detail
 
-// GPTQ of weight [out, in] (any strides) with a factor of its input's Hessian made with inverse_hessian_options(
-// options); the result in original column order (or processing order with options.permuted_output), readable by
-// dequantize, the safetensors convention and the weight-only GEMMs. Validation comes first: every bad argument is
-// one Error naming it, and `info` is written only on success.
-inline QuantizedTensor gptq_quantize(TensorView<const float> weight, const InverseHessianFactor& factor,
-                                     const GptqOptions& options, GptqResult* info = nullptr) {
-  const char* fn = "shrink::quant::gptq_quantize";
-  detail::check_gptq_args(weight, options, fn);
+namespace detail {
+
+// The walk's output: each value's integer (original column order, or processing order when permuted) and each row's
+// and group's parameters [out, groups].
+template <class Params>
+struct GptqWalk {
+  std::vector<std::int32_t> values;
+  std::vector<Params> params;
+  std::vector<double> row_loss;
+};
+
+// The walk of the file comment with `group` columns per group and the parameters of a group's values from their
+// [min, max] given by range_params(float lo, float hi) -> Params; Params has quantize_value / dequantize_value
+// (core/affine.hpp's AffineParams, quant/block_grid.hpp's GridParams). Arguments already checked.
+template <class Params, class RangeParams>
+GptqWalk<Params> gptq_walk(const TensorView<const float>& weight, const InverseHessianFactor& factor,
+                           const GptqOptions& options, std::int64_t group, RangeParams&& range_params) {
   const std::int64_t out = weight.size(0), in = weight.size(1);
-  detail::check_gptq_factor(factor, options, in, fn);
   const Eigen::Index n = static_cast<Eigen::Index>(in);
-  const QuantScheme scheme = gptq_scheme(options);
-  const QuantRange range = quant_range(scheme);
-  const std::int64_t group = options.group_size > 0 ? options.group_size : in;
   const std::int64_t groups = in / group;
   const Eigen::MatrixXd& u = factor.upper;
   const std::vector<std::int64_t>& order = factor.order;
+  // The parameters of values [first, first + count) of a row (any Eigen vector expression), from their range in
+  // double rounded to float.
+  auto segment_params = [&](const auto& row, Eigen::Index first, Eigen::Index count) {
+    const double lo = row.segment(first, count).minCoeff(), hi = row.segment(first, count).maxCoeff();
+    return range_params(static_cast<float>(lo), static_cast<float>(hi));
+  };
 
   // W [out, in] column-major in double, dead columns zeroed.
   Eigen::MatrixXd w0(out, n);
@@ -161,13 +176,13 @@ inline QuantizedTensor gptq_quantize(TensorView<const float> weight, const Inver
   for (std::int64_t j : factor.dead) w0.col(static_cast<Eigen::Index>(j)).setZero();
 
   // Static parameters, [out, groups] row-major, from W before any update (per channel: the whole row).
-  std::vector<AffineParams> params(static_cast<std::size_t>(out * groups));
+  GptqWalk<Params> result;
+  result.params.resize(static_cast<std::size_t>(out * groups));
   const bool static_params = options.group_size == 0 || options.static_groups;
   if (static_params)
     for (std::int64_t r = 0; r < out; ++r)
       for (std::int64_t g = 0; g < groups; ++g)
-        params[static_cast<std::size_t>(r * groups + g)] =
-            gptq_range_params(w0.row(r), g * group, group, scheme, range, fn);
+        result.params[static_cast<std::size_t>(r * groups + g)] = segment_params(w0.row(r), g * group, group);
 
   // W in processing order.
   Eigen::MatrixXd w(out, n);
@@ -178,8 +193,8 @@ inline QuantizedTensor gptq_quantize(TensorView<const float> weight, const Inver
   const std::vector<std::int64_t> spans =
       static_params ? std::vector<std::int64_t>{} : std::vector<std::int64_t>{group};
   const bool permuted = options.permuted_output;
-  std::vector<std::int32_t> values(static_cast<std::size_t>(out * in));
-  std::vector<double> row_loss(static_cast<std::size_t>(out), 0.0);
+  result.values.resize(static_cast<std::size_t>(out * in));
+  result.row_loss.assign(static_cast<std::size_t>(out), 0.0);
   walk_columns(w, u, options.block_size, spans, [&](const ColumnWalkRows& rows, Eigen::Index i, double* e) {
     const std::int64_t r0 = rows.first;
     const std::int64_t column = order[static_cast<std::size_t>(i)];
@@ -187,39 +202,94 @@ inline QuantizedTensor gptq_quantize(TensorView<const float> weight, const Inver
     const std::int64_t stored = permuted ? i : column;
     if (!static_params && i % group == 0)
       for (Eigen::Index k = 0; k < rows.count; ++k)
-        params[static_cast<std::size_t>((r0 + k) * groups + g)] = gptq_range_params(
+        result.params[static_cast<std::size_t>((r0 + k) * groups + g)] = segment_params(
             Eigen::Map<const Eigen::VectorXd, 0, Eigen::InnerStride<>>(rows.w + k, n, Eigen::InnerStride<>(rows.ld)), i,
-            group, scheme, range, fn);
+            group);
     const double d = u(i, i);
     const double* wi = rows.column(i);
     for (Eigen::Index k = 0; k < rows.count; ++k) {
-      const AffineParams& p = params[static_cast<std::size_t>((r0 + k) * groups + g)];
+      const Params& p = result.params[static_cast<std::size_t>((r0 + k) * groups + g)];
       const double x = wi[k];
       const std::int32_t q = quantize_value(static_cast<float>(x), p);
       e[k] = (x - static_cast<double>(dequantize_value(q, p))) / d;
-      values[static_cast<std::size_t>((r0 + k) * in + stored)] = q;
-      row_loss[static_cast<std::size_t>(r0 + k)] += e[k] * e[k] / 2.0;
+      result.values[static_cast<std::size_t>((r0 + k) * in + stored)] = q;
+      result.row_loss[static_cast<std::size_t>(r0 + k)] += e[k] * e[k] / 2.0;
     }
   });
+  return result;
+}
 
-  QuantizedTensor t = make_quantized_tensor(weight.shape(), scheme, values, params, fn);
-  if (info) {
-    GptqResult result;
-    for (double l : row_loss) result.loss += l;
-    result.damping = factor.damping;
-    result.dead_inputs = static_cast<std::int64_t>(factor.dead.size());
-    result.order = order;
-    result.permuted_output = permuted;
-    if (options.group_size > 0) {
-      result.g_idx.resize(static_cast<std::size_t>(in));
-      for (std::int64_t k = 0; k < in; ++k) {
-        const std::int64_t column = order[static_cast<std::size_t>(k)];
-        result.g_idx[static_cast<std::size_t>(column)] =
-            static_cast<std::int32_t>(options.static_groups ? column / group : k / group);
-      }
+// GptqResult of a finished walk.
+inline GptqResult gptq_result(const std::vector<double>& row_loss, const InverseHessianFactor& factor,
+                              const GptqOptions& options, std::int64_t group, std::int64_t in) {
+  // group: the walk's (the whole row when options.group_size is 0)
+  GptqResult result;
+  for (double l : row_loss) result.loss += l;
+  result.damping = factor.damping;
+  result.dead_inputs = static_cast<std::int64_t>(factor.dead.size());
+  result.order = factor.order;
+  result.permuted_output = options.permuted_output;
+  if (options.group_size > 0) {
+    result.g_idx.resize(static_cast<std::size_t>(in));
+    for (std::int64_t k = 0; k < in; ++k) {
+      const std::int64_t column = factor.order[static_cast<std::size_t>(k)];
+      result.g_idx[static_cast<std::size_t>(column)] =
+          static_cast<std::int32_t>(options.static_groups ? column / group : k / group);
     }
-    *info = std::move(result);
   }
+  return result;
+}
+
+}  // namespace detail
+
+// GPTQ of weight [out, in] (any strides) with a factor of its input's Hessian made with inverse_hessian_options(
+// options); the result in original column order (or processing order with options.permuted_output), readable by
+// dequantize, the safetensors convention and the weight-only GEMMs. Validation comes first: every bad argument is
+// one Error naming it, and `info` is written only on success.
+inline QuantizedTensor gptq_quantize(TensorView<const float> weight, const InverseHessianFactor& factor,
+                                     const GptqOptions& options, GptqResult* info = nullptr) {
+  const char* fn = "shrink::quant::gptq_quantize";
+  detail::check_gptq_args(weight, options, fn);
+  const std::int64_t in = weight.size(1);
+  detail::check_gptq_factor(factor, options, in, fn);
+  const QuantScheme scheme = gptq_scheme(options);
+  const QuantRange range = quant_range(scheme);
+  const std::int64_t group = options.group_size > 0 ? options.group_size : in;
+  detail::GptqWalk<AffineParams> walk =
+      detail::gptq_walk<AffineParams>(weight, factor, options, group, [&](float lo, float hi) {
+        const ScaleZeroPoint p = scale_zero_point_from_range(lo, hi, scheme, fn);
+        return AffineParams(p.scale, p.zero_point, range.qmin, range.qmax);
+      });
+  QuantizedTensor t = make_quantized_tensor(weight.shape(), scheme, walk.values, walk.params, fn);
+  if (info) *info = detail::gptq_result(walk.row_loss, factor, options, group, in);
+  return t;
+}
+
+// GPTQ onto one of llama.cpp's block grids (quant/block_grid.hpp): groups are the format's blocks of 32 original
+// columns, each block's d (and m) chosen from its values by grid_params_from_range, so every value GPTQ settles on is
+// one the format holds. options.bits, symmetry and group_size are not read (the format fixes them); with act_order
+// the groups are static (options.static_groups must be true: a block is a run of original columns), and
+// permuted_output is refused. The input width must be a multiple of 32.
+inline BlockQuantized gptq_quantize_blocks(TensorView<const float> weight, const InverseHessianFactor& factor,
+                                           BlockFormat format, const GptqOptions& options, GptqResult* info = nullptr) {
+  const char* fn = "shrink::quant::gptq_quantize_blocks";
+  GptqOptions o = options;
+  o.bits = 4;
+  o.symmetry = Symmetry::symmetric;
+  o.group_size = kGridBlock;
+  if (options.permuted_output)
+    fail(fn, "options.permuted_output", "true", "false: a block of a GGUF format is a run of original columns");
+  if (options.act_order && !options.static_groups)
+    fail(fn, "options.static_groups", "false",
+         "true with act_order: a block of a GGUF format is a run of original columns");
+  detail::check_gptq_args(weight, o, fn);
+  const std::int64_t in = weight.size(1);
+  detail::check_gptq_factor(factor, o, in, fn);
+  const BlockGrid grid = block_grid(format);
+  detail::GptqWalk<GridParams> walk = detail::gptq_walk<GridParams>(
+      weight, factor, o, kGridBlock, [&](float lo, float hi) { return grid_params_from_range(grid, lo, hi, fn); });
+  BlockQuantized t = make_block_quantized(format, weight.size(0), in, walk.values, walk.params);
+  if (info) *info = detail::gptq_result(walk.row_loss, factor, o, kGridBlock, in);
   return t;
 }
 

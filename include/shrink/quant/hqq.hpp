@@ -68,6 +68,7 @@
 #include "shrink/core/view.hpp"
 #include "shrink/cpu/int4.hpp"
 #include "shrink/cpu/nonfinite_check.hpp"
+#include "shrink/quant/block_grid.hpp"
 #include "shrink/quant/qparams.hpp"
 #include "shrink/quant/quantized_tensor.hpp"
 #include "shrink/quant/scheme.hpp"
@@ -145,6 +146,23 @@ Params hqq_params(float scale, float zero_point, const QuantRange& range) {
     return FractionalAffineParams(scale, zero_point, range.qmin, range.qmax);
 }
 
+// Step (1) of the file comment for parameters `params`: q[i] = the code of w[i], t[i] = w[i] − W_e[i]; returns φ.
+template <class Params>
+double hqq_residuals(const float* w, std::int64_t n, const Params& params, double pm1, double beta, double* q,
+                     double* t) {
+  double error = 0.0;
+  for (std::int64_t i = 0; i < n; ++i) {
+    const std::int32_t qi = quantize_value(w[i], params);
+    const double d = static_cast<double>(w[i]) - static_cast<double>(dequantize_value(qi, params));
+    const double a = d == 0.0 ? 0.0 : std::pow(std::fabs(d), pm1);
+    error += std::fabs(d) * a;
+    const double shrunk = std::fabs(d) - a / beta;  // (1): W_e = sign(d)·max(|d| − a/β, 0)
+    t[i] = static_cast<double>(w[i]) - (shrunk > 0.0 ? std::copysign(shrunk, d) : 0.0);
+    q[i] = qi;
+  }
+  return error;
+}
+
 // HQQ of the n values w (see the header comment), Params: AffineParams (the integer form) or FractionalAffineParams
 // (the paper's); q, t: n scratch values each.
 template <class Params>
@@ -160,16 +178,7 @@ HqqGroup hqq_group(const float* w, std::int64_t n, const QuantScheme& scheme, co
   double beta = o.beta;
   for (int step = 0;; ++step) {
     const Params params = hqq_params<Params>(s, z, range);
-    double error = 0.0;
-    for (std::int64_t i = 0; i < n; ++i) {
-      const std::int32_t qi = quantize_value(w[i], params);
-      const double d = static_cast<double>(w[i]) - static_cast<double>(dequantize_value(qi, params));
-      const double a = d == 0.0 ? 0.0 : std::pow(std::fabs(d), pm1);
-      error += std::fabs(d) * a;
-      const double shrunk = std::fabs(d) - a / beta;  // (1): W_e = sign(d)·max(|d| − a/β, 0)
-      t[i] = static_cast<double>(w[i]) - (shrunk > 0.0 ? std::copysign(shrunk, d) : 0.0);
-      q[i] = qi;
-    }
+    const double error = hqq_residuals(w, n, params, pm1, beta, q, t);
     if (step == 0) {
       best.initial_error = error;
     } else {
@@ -211,6 +220,50 @@ HqqGroup hqq_group(const float* w, std::int64_t n, const QuantScheme& scheme, co
   return best;
 }
 
+// HQQ of one block of 32 values w on a block grid (see the header comment): the loop above from
+// grid_params_from_range's parameters, step (2) on the grid's free parameter, rounded to fp16; the best parameters
+// into *kept.
+inline HqqGroup hqq_grid_group(const float* w, const BlockGrid& grid, const HqqOptions& o, double* q, double* t,
+                               GridParams* kept, const char* fn) {
+  const auto [lo, hi] = std::minmax_element(w, w + kGridBlock);
+  GridParams params = grid_params_from_range(grid, *lo, *hi, fn);
+  const double pm1 = o.lp_norm - 1.0;
+  HqqGroup best;
+  double beta = o.beta;
+  for (int step = 0;; ++step) {
+    const double error = hqq_residuals(w, kGridBlock, params, pm1, beta, q, t);
+    if (step == 0) {
+      best.initial_error = error;
+    } else {
+      best.updates = step;
+      if (!(error < best.final_error)) break;
+      best.kept = true;
+    }
+    best.final_error = error;
+    *kept = params;
+    if (step == o.iterations) break;
+    double m = params.m, d = params.d;
+    if (grid.has_minimum) {  // (2) m = mean(t − d·q), the paper's zero-point step (m = −z·d)
+      double sum = 0.0;
+      for (std::int64_t i = 0; i < kGridBlock; ++i) sum += t[i] - d * q[i];
+      m = sum / static_cast<double>(kGridBlock);
+    } else {  // (2) d = Σ q·t / Σ q², the least-squares scale given q
+      double num = 0.0, den = 0.0;
+      for (std::int64_t i = 0; i < kGridBlock; ++i) {
+        num += q[i] * t[i];
+        den += q[i] * q[i];
+      }
+      if (den > 0.0) d = num / den;
+    }
+    const float d16 = half_bits_to_float(float_to_half_bits(static_cast<float>(d)));
+    const float m16 = half_bits_to_float(float_to_half_bits(static_cast<float>(m)));
+    if (!std::isfinite(d16) || !std::isfinite(m16)) break;  // beyond fp16: the step cannot be stored
+    params = GridParams(grid, d16, m16);
+    beta *= o.kappa;
+  }
+  return best;
+}
+
 // The rows of hqq_quantize in one form: every group's integers into `values`, its result into `results`.
 template <class Params>
 void hqq_rows(const TensorView<const float>& weight, const QuantScheme& scheme, const HqqOptions& options,
@@ -247,6 +300,19 @@ QuantizedTensor hqq_tensor(const Shape& shape, const QuantScheme& scheme, const 
   return make_quantized_tensor(shape, scheme, values, params, fn);
 }
 
+// The result of every group's HQQ, summed in row-major group order (the sums do not follow the executor).
+inline HqqResult hqq_summary(const std::vector<HqqGroup>& results) {
+  HqqResult result;
+  result.groups = static_cast<std::int64_t>(results.size());
+  for (const HqqGroup& h : results) {
+    result.initial_error += h.initial_error;
+    result.final_error += h.final_error;
+    result.iterations_run = std::max(result.iterations_run, h.updates);
+    result.groups_improved += h.kept ? 1 : 0;
+  }
+  return result;
+}
+
 }  // namespace detail
 
 // HQQ of weight [out, in] (any strides): a QuantizedTensor that dequantize, the safetensors convention and the CPU
@@ -269,18 +335,44 @@ inline QuantizedTensor hqq_quantize(TensorView<const float> weight, const HqqOpt
     detail::hqq_rows<AffineParams>(weight, scheme, options, values, results, fn);
     t = detail::hqq_tensor<AffineParams>(weight.shape(), scheme, values, results, fn);
   }
-  if (info) {
-    HqqResult result;
-    result.groups = static_cast<std::int64_t>(results.size());
-    for (const detail::HqqGroup& h : results) {  // in row-major group order: the sums do not follow the executor
-      result.initial_error += h.initial_error;
-      result.final_error += h.final_error;
-      result.iterations_run = std::max(result.iterations_run, h.updates);
-      result.groups_improved += h.kept ? 1 : 0;
-    }
-    *info = result;
-  }
+  if (info) *info = detail::hqq_summary(results);
   return t;
+}
+
+// HQQ onto one of llama.cpp's block grids (quant/block_grid.hpp), calibration-free: each block of 32 columns of each
+// row starts from grid_params_from_range and runs the loop of the header comment with step (2) on what the format lets
+// vary: with a minimum (Q4_1, Q5_1) m = fp16(mean(t − d·q)), the paper's zero-point step; symmetric (Q4_0, Q5_0,
+// Q8_0) d = fp16(Σ q·t / Σ q²), the least-squares scale given the codes. options.bits, group_size,
+// fractional_zero_point and optimize_scale are not read (the format fixes them). The input width must be a multiple
+// of 32; rows run in fixed chunks, so the bytes do not depend on the thread count.
+inline BlockQuantized hqq_quantize_blocks(TensorView<const float> weight, BlockFormat format, const HqqOptions& options,
+                                          HqqResult* info = nullptr) {
+  const char* fn = "shrink::quant::hqq_quantize_blocks";
+  HqqOptions o = options;
+  o.bits = 4;
+  o.group_size = kGridBlock;
+  detail::check_hqq_args(weight, o, fn);
+  const BlockGrid grid = block_grid(format);
+  const std::int64_t out = weight.size(0), in = weight.size(1), blocks = in / kGridBlock;
+  std::vector<std::int32_t> codes(static_cast<std::size_t>(out * in));
+  std::vector<GridParams> params(static_cast<std::size_t>(out * blocks));
+  std::vector<detail::HqqGroup> results(static_cast<std::size_t>(out * blocks));
+  parallel_for(out, detail::kHqqRowChunk, [&](std::int64_t r0, std::int64_t r1) {
+    std::vector<float> row(static_cast<std::size_t>(in));
+    double q[kGridBlock], t[kGridBlock];
+    for (std::int64_t r = r0; r < r1; ++r) {
+      for (std::int64_t c = 0; c < in; ++c) row[static_cast<std::size_t>(c)] = weight(r, c);
+      for (std::int64_t b = 0; b < blocks; ++b) {
+        const float* w = row.data() + b * kGridBlock;
+        const auto k = static_cast<std::size_t>(r * blocks + b);
+        results[k] = detail::hqq_grid_group(w, grid, o, q, t, &params[k], fn);
+        for (std::int64_t i = 0; i < kGridBlock; ++i)
+          codes[static_cast<std::size_t>(r * in + b * kGridBlock + i)] = quantize_value(w[i], params[k]);
+      }
+    }
+  });
+  if (info) *info = detail::hqq_summary(results);
+  return make_block_quantized(format, out, in, codes, params);
 }
 
 }  // namespace shrink::quant

@@ -1,0 +1,331 @@
+// Tests for shrink/quant/block_grid.hpp and the methods onto its grids (gptq_quantize_blocks, hqq_quantize_blocks,
+// awq_quantize_blocks): the parameters llama.cpp's rule gives, the element formulas, nearest codes, each method's
+// relation to the grid's round-to-nearest, and bad input.
+#include <catch2/catch.hpp>
+
+#include <Eigen/Core>
+
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "shrink/core/half.hpp"
+#include "shrink/quant/awq.hpp"
+#include "shrink/quant/block_grid.hpp"
+#include "shrink/quant/gptq.hpp"
+#include "shrink/quant/hessian.hpp"
+#include "shrink/quant/hqq.hpp"
+#include "support/executors.hpp"
+
+using namespace shrink;
+using namespace shrink::quant;
+
+namespace {
+
+const BlockFormat kGridFormats[] = {BlockFormat::q8_0, BlockFormat::q4_0, BlockFormat::q4_1, BlockFormat::q5_0,
+                                    BlockFormat::q5_1};
+
+bool holds_in_fp16(float v) { return half_bits_to_float(float_to_half_bits(v)) == v; }
+
+// Rows of weights whose blocks span very different magnitudes (as real layers' do), with an outlier now and then.
+std::vector<float> grid_test_weight(std::int64_t rows, std::int64_t cols, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> w(static_cast<std::size_t>(rows * cols));
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t c = 0; c < cols; ++c) {
+      const float block_scale = std::ldexp(0.05f, static_cast<int>((r * 7 + c / 32) % 5) - 2);
+      float v = block_scale * normal(rng);
+      if ((r * cols + c) % 97 == 3) v *= 8.0f;
+      w[static_cast<std::size_t>(r * cols + c)] = v;
+    }
+  return w;
+}
+
+// Correlated calibration rows X [n, in] with a few salient channels, and their Hessian H = (2/n) XᵀX.
+std::vector<float> grid_test_x(std::int64_t n, std::int64_t in, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  const std::int64_t k = in / 4;
+  std::vector<float> a(static_cast<std::size_t>(k * in)), x(static_cast<std::size_t>(n * in));
+  for (float& v : a) v = normal(rng) / std::sqrt(static_cast<float>(k));
+  for (std::int64_t t = 0; t < n; ++t) {
+    std::vector<float> z(static_cast<std::size_t>(k));
+    for (float& v : z) v = normal(rng);
+    for (std::int64_t j = 0; j < in; ++j) {
+      float s = 0.1f * normal(rng);
+      for (std::int64_t l = 0; l < k; ++l)
+        s += z[static_cast<std::size_t>(l)] * a[static_cast<std::size_t>(l * in + j)];
+      if (j % 37 == 5) s = 20.0f * s + 3.0f;
+      x[static_cast<std::size_t>(t * in + j)] = s;
+    }
+  }
+  return x;
+}
+
+Hessian grid_test_hessian(const std::vector<float>& x, std::int64_t in) {
+  HessianObserver o;
+  o.observe(TensorView<const float>(x.data(), Shape{static_cast<std::int64_t>(x.size()) / in, in}));
+  return o.hessian();
+}
+
+// Σ over rows of (w − ŵ)ᵀ H (w − ŵ) / 2: the layer's output error through H, in double; ŵ divided by s when given.
+double grid_output_error(const std::vector<float>& w, const std::vector<float>& w_hat, const Hessian& h,
+                         std::int64_t in, const std::vector<float>& s = {}) {
+  const std::int64_t rows = static_cast<std::int64_t>(w.size()) / in;
+  Eigen::MatrixXd d(rows, in), hm(in, in);
+  for (std::int64_t i = 0; i < in; ++i)
+    for (std::int64_t j = 0; j < in; ++j) hm(i, j) = h.values[static_cast<std::size_t>(i * in + j)];
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t j = 0; j < in; ++j) {
+      const auto k = static_cast<std::size_t>(r * in + j);
+      d(r, j) = static_cast<double>(w[k]) -
+                static_cast<double>(w_hat[k]) / (s.empty() ? 1.0 : static_cast<double>(s[static_cast<std::size_t>(j)]));
+    }
+  return (d * hm).cwiseProduct(d).sum() / 2.0;
+}
+
+// Every code inside the format's range, every d and m a value fp16 holds, m = 0 without a minimum.
+void check_on_grid(const BlockQuantized& t) {
+  const BlockGrid grid = block_grid(t.format);
+  REQUIRE(static_cast<std::int64_t>(t.codes.size()) == t.rows * t.cols);
+  REQUIRE(static_cast<std::int64_t>(t.scales.size()) == t.rows * t.cols / kGridBlock);
+  for (std::int8_t q : t.codes) {
+    CHECK(q >= grid.qmin);
+    CHECK(q <= grid.qmax);
+  }
+  for (const BlockScale& s : t.scales) {
+    CHECK(holds_in_fp16(s.d));
+    CHECK(holds_in_fp16(s.m));
+    if (!grid.has_minimum) CHECK(s.m == 0.0f);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("block grids: llama.cpp's parameters from a range, the element formulas", "[quant][grid]") {
+  SECTION("Q4_0: the value of largest magnitude lands on -8, d takes its sign") {
+    const BlockGrid g = block_grid(BlockFormat::q4_0);
+    CHECK((g.qmin == -8 && g.qmax == 7 && !g.has_minimum));
+    GridParams p = grid_params_from_range(g, -1.0f, 0.5f);
+    CHECK(p.d == 0.125f);
+    CHECK(quantize_value(-1.0f, p) == -8);
+    CHECK(quantize_value(0.5f, p) == 4);
+    CHECK(dequantize_value(-8, p) == -1.0f);
+    p = grid_params_from_range(g, -0.5f, 1.0f);
+    CHECK(p.d == -0.125f);
+    CHECK(quantize_value(1.0f, p) == -8);
+    CHECK(dequantize_value(-8, p) == 1.0f);
+    CHECK(quantize_value(-0.5f, p) == 4);
+    CHECK(quantize_value(-2.0f, p) == 7);  // beyond the grid: clamped
+  }
+  SECTION("Q8_0: d = max|x| / 127 in fp16") {
+    const GridParams p = grid_params_from_range(block_grid(BlockFormat::q8_0), -2.54f, 1.0f);
+    CHECK(p.d == half_bits_to_float(float_to_half_bits(2.54f / 127.0f)));
+    CHECK(quantize_value(-2.54f, p) == -127);
+    CHECK(quantize_value(0.0f, p) == 0);
+  }
+  SECTION("Q4_1 and Q5_1: d = (hi - lo) / (levels - 1), m = lo, both in fp16; x' = d·q + m") {
+    const GridParams p = grid_params_from_range(block_grid(BlockFormat::q4_1), -1.0f, 2.0f);
+    CHECK(p.d == half_bits_to_float(float_to_half_bits(0.2f)));
+    CHECK(p.m == -1.0f);
+    CHECK(quantize_value(-1.0f, p) == 0);
+    CHECK(quantize_value(2.0f, p) == 15);
+    CHECK(quantize_value(5.0f, p) == 15);
+    CHECK(dequantize_value(5, p) == static_cast<float>(5.0f * p.d) + p.m);
+    const GridParams p5 = grid_params_from_range(block_grid(BlockFormat::q5_1), 0.25f, 0.25f + 31.0f / 64.0f);
+    CHECK(p5.d == 1.0f / 64.0f);
+    CHECK(quantize_value(0.5f, p5) == 16);
+    CHECK(dequantize_value(16, p5) == 0.5f);
+  }
+  SECTION("an all-zero block: d = 0, every code 0, every value 0") {
+    for (BlockFormat f : kGridFormats) {
+      const GridParams p = grid_params_from_range(block_grid(f), 0.0f, 0.0f);
+      CHECK(p.d == 0.0f);
+      CHECK(quantize_value(0.0f, p) == 0);
+      CHECK(dequantize_value(0, p) == 0.0f);
+    }
+  }
+  SECTION("a block beyond fp16's range, or a bad range, is an Error") {
+    CHECK_THROWS_WITH(grid_params_from_range(block_grid(BlockFormat::q4_0), -1e6f, 0.0f),
+                      Catch::Contains("block scale d") && Catch::Contains("65504"));
+    CHECK_THROWS_WITH(grid_params_from_range(block_grid(BlockFormat::q4_1), -1e5f, 0.0f),
+                      Catch::Contains("block minimum m"));
+    CHECK_THROWS_WITH(grid_params_from_range(block_grid(BlockFormat::q8_0), 1.0f, 0.0f), Catch::Contains("lo <= hi"));
+    CHECK_THROWS_WITH(grid_params_from_range(block_grid(BlockFormat::q8_0), NAN, 0.0f), Catch::Contains("finite"));
+  }
+}
+
+TEST_CASE("grid_round_to_nearest: every code is the nearest value on its block's stored grid", "[quant][grid]") {
+  const std::int64_t rows = 6, cols = 128;
+  const std::vector<float> w = grid_test_weight(rows, cols, 3);
+  for (BlockFormat f : kGridFormats) {
+    INFO(block_format_name(f));
+    const BlockQuantized t = grid_round_to_nearest(f, w.data(), rows, cols);
+    check_on_grid(t);
+    const BlockGrid grid = block_grid(f);
+    const std::vector<float> x = dequantize(t);
+    for (std::int64_t r = 0; r < rows; ++r)
+      for (std::int64_t c = 0; c < cols; ++c) {
+        const auto k = static_cast<std::size_t>(r * cols + c);
+        const BlockScale& s = t.scales[static_cast<std::size_t>(r * cols / kGridBlock + c / kGridBlock)];
+        const GridParams p(grid, s.d, s.m);
+        CHECK(x[k] == dequantize_value(t.codes[k], p));
+        double best = INFINITY;
+        for (int q = grid.qmin; q <= grid.qmax; ++q)
+          best = std::fmin(best, std::fabs(static_cast<double>(w[k]) - dequantize_value(q, p)));
+        // Nearest up to the rounding of (x − m)·(1/d) itself: a fraction of an ulp of the value.
+        CHECK(std::fabs(static_cast<double>(w[k]) - x[k]) <= best + 1e-6 * std::fabs(static_cast<double>(s.d)));
+      }
+  }
+  CHECK_THROWS_WITH(grid_round_to_nearest(BlockFormat::q4_0, w.data(), 1, 48), Catch::Contains("multiple of 32"));
+  std::vector<float> bad(w.begin(), w.begin() + 64);
+  bad[40] = NAN;
+  CHECK_THROWS_WITH(grid_round_to_nearest(BlockFormat::q4_0, bad.data(), 1, 64), Catch::Contains("row 0, column 40"));
+}
+
+TEST_CASE("gptq_quantize_blocks: round-to-nearest with a diagonal Hessian, below it with a real one", "[quant][grid]") {
+  const std::int64_t out = 16, in = 128;
+  const std::vector<float> w = grid_test_weight(out, in, 11);
+  const TensorView<const float> wv(w.data(), Shape{out, in});
+  Hessian diagonal;
+  diagonal.features = in;
+  diagonal.samples = 100;
+  diagonal.values.assign(static_cast<std::size_t>(in * in), 0.0);
+  for (std::int64_t j = 0; j < in; ++j)
+    diagonal.values[static_cast<std::size_t>(j * in + j)] = 0.5 + 0.1 * static_cast<double>(j);
+  const Hessian h = grid_test_hessian(grid_test_x(512, in, 5), in);
+  for (BlockFormat f : kGridFormats) {
+    INFO(block_format_name(f));
+    GptqOptions o;
+    const BlockQuantized rtn = grid_round_to_nearest(f, w.data(), out, in);
+    const BlockQuantized g0 =
+        gptq_quantize_blocks(wv, inverse_hessian_factor(diagonal, inverse_hessian_options(o)), f, o);
+    CHECK(g0.codes == rtn.codes);
+    for (std::size_t k = 0; k < rtn.scales.size(); ++k) {
+      CHECK(g0.scales[k].d == rtn.scales[k].d);
+      CHECK(g0.scales[k].m == rtn.scales[k].m);
+    }
+    GptqResult info;
+    const BlockQuantized g =
+        gptq_quantize_blocks(wv, inverse_hessian_factor(h, inverse_hessian_options(o)), f, o, &info);
+    check_on_grid(g);
+    CHECK(info.g_idx.size() == static_cast<std::size_t>(in));
+    CHECK(info.g_idx[40] == 1);
+    const double e_rtn = grid_output_error(w, dequantize(rtn), h, in);
+    const double e_gptq = grid_output_error(w, dequantize(g), h, in);
+    o.act_order = true;
+    o.static_groups = true;
+    const BlockQuantized ga = gptq_quantize_blocks(wv, inverse_hessian_factor(h, inverse_hessian_options(o)), f, o);
+    check_on_grid(ga);
+    const double e_act = grid_output_error(w, dequantize(ga), h, in);
+    WARN(block_format_name(f) << ": output error GPTQ / RTN = " << e_gptq / e_rtn << ", with act_order "
+                              << e_act / e_rtn);
+    CHECK(e_gptq < 0.8 * e_rtn);
+    CHECK(e_act < 0.8 * e_rtn);
+  }
+  SECTION("bad input") {
+    GptqOptions o;
+    const InverseHessianFactor factor = inverse_hessian_factor(h, inverse_hessian_options(o));
+    o.permuted_output = true;
+    CHECK_THROWS_WITH(gptq_quantize_blocks(wv, factor, BlockFormat::q4_0, o),
+                      Catch::Contains("options.permuted_output"));
+    o.permuted_output = false;
+    o.act_order = true;
+    CHECK_THROWS_WITH(
+        gptq_quantize_blocks(wv, inverse_hessian_factor(h, inverse_hessian_options(o)), BlockFormat::q4_0, o),
+        Catch::Contains("options.static_groups"));
+    const std::vector<float> narrow(static_cast<std::size_t>(out * 48), 0.5f);
+    GptqOptions plain;
+    Hessian h48 = diagonal;
+    h48.features = 48;
+    h48.values.assign(48 * 48, 0.0);
+    for (std::size_t j = 0; j < 48; ++j) h48.values[j * 48 + j] = 1.0;
+    CHECK_THROWS_WITH(
+        gptq_quantize_blocks(TensorView<const float>(narrow.data(), Shape{out, 48}),
+                             inverse_hessian_factor(h48, inverse_hessian_options(plain)), BlockFormat::q4_0, plain),
+        Catch::Contains("options.group_size") && Catch::Contains("48"));
+  }
+}
+
+TEST_CASE("hqq_quantize_blocks: never worse in its error than the grid's round-to-nearest", "[quant][grid]") {
+  const std::int64_t out = 24, in = 256;
+  const std::vector<float> w = grid_test_weight(out, in, 19);
+  const TensorView<const float> wv(w.data(), Shape{out, in});
+  for (BlockFormat f : kGridFormats) {
+    INFO(block_format_name(f));
+    HqqResult info;
+    const BlockQuantized t = hqq_quantize_blocks(wv, f, HqqOptions{}, &info);
+    check_on_grid(t);
+    CHECK(info.groups == out * in / kGridBlock);
+    CHECK(info.final_error <= info.initial_error);
+    // φ (p = 0.7) of the result against that of round-to-nearest, recomputed here: the result's is no larger.
+    const BlockQuantized rtn = grid_round_to_nearest(f, w.data(), out, in);
+    const std::vector<float> a = dequantize(t), b = dequantize(rtn);
+    double phi = 0.0, phi_rtn = 0.0;
+    for (std::size_t k = 0; k < w.size(); ++k) {
+      phi += std::pow(std::fabs(static_cast<double>(w[k]) - a[k]), 0.7);
+      phi_rtn += std::pow(std::fabs(static_cast<double>(w[k]) - b[k]), 0.7);
+    }
+    CHECK(phi == Approx(info.final_error).epsilon(1e-9));
+    CHECK(phi_rtn == Approx(info.initial_error).epsilon(1e-9));
+    WARN(block_format_name(f) << ": HQQ's phi / RTN's = " << phi / phi_rtn << ", " << info.groups_improved << " of "
+                              << info.groups << " blocks moved");
+    CHECK(info.groups_improved > 0);
+    test::require_same_bytes_on_every_executor([&] { return hqq_quantize_blocks(wv, f, HqqOptions{}).codes; });
+  }
+  const std::vector<float> narrow(48, 0.5f);
+  CHECK_THROWS_WITH(
+      hqq_quantize_blocks(TensorView<const float>(narrow.data(), Shape{1, 48}), BlockFormat::q4_1, HqqOptions{}),
+      Catch::Contains("options.group_size") && Catch::Contains("48"));
+}
+
+TEST_CASE("AWQ onto a block grid: the search scores the grid's rounding, and stores what it scored", "[quant][grid]") {
+  const std::int64_t out = 32, in = 128;
+  const std::vector<float> w = grid_test_weight(out, in, 23);
+  const TensorView<const float> wv(w.data(), Shape{out, in});
+  const std::vector<float> x = grid_test_x(1024, in, 29);
+  const Hessian h = grid_test_hessian(x, in);
+  ActivationMeanAbsObserver a;
+  a.observe(TensorView<const float>(x.data(), Shape{1024, in}));
+  for (BlockFormat f : {BlockFormat::q4_0, BlockFormat::q4_1, BlockFormat::q8_0}) {
+    INFO(block_format_name(f));
+    AwqOptions o;
+    o.block_format = f;
+    o.group_size = 48;  // not read with a block format
+    const std::vector<float> ones(static_cast<std::size_t>(in), 1.0f);
+    const BlockQuantized plain = awq_quantize_blocks(wv, ones, o);
+    const BlockQuantized rtn = grid_round_to_nearest(f, w.data(), out, in);
+    CHECK(plain.codes == rtn.codes);
+    const AwqResult r = awq_search({wv}, h, a.mean_abs(), o);
+    CHECK(r.losses[0] == r.rtn_loss);
+    CHECK(r.loss <= r.rtn_loss);
+    const BlockQuantized t = awq_quantize_blocks(wv, r.scales, o);
+    check_on_grid(t);
+    // The search's loss is Σ tr(ΔW H ΔWᵀ) / (2·out): the stored blocks, divided by s, give it back.
+    CHECK(grid_output_error(w, dequantize(t), h, in, r.scales) / static_cast<double>(out) ==
+          Approx(r.loss).epsilon(1e-9));
+    const std::vector<float> clip = awq_clip_search(wv, h, r.scales, o);
+    CHECK(clip.size() == static_cast<std::size_t>(out * in / kGridBlock));
+    const BlockQuantized clipped = awq_quantize_blocks(wv, r.scales, o, clip);
+    check_on_grid(clipped);
+    const double e_clip = grid_output_error(w, dequantize(clipped), h, in, r.scales);
+    const double e_rtn = grid_output_error(w, dequantize(rtn), h, in);
+    WARN(block_format_name(f) << ": output error AWQ / RTN = " << r.loss / r.rtn_loss << ", with clipping "
+                              << e_clip / e_rtn);
+    CHECK(e_clip <= grid_output_error(w, dequantize(t), h, in, r.scales) * (1.0 + 1e-12));
+  }
+  AwqOptions o;
+  o.block_format = BlockFormat::q4_0;
+  const std::vector<float> ones(static_cast<std::size_t>(in), 1.0f);
+  CHECK_THROWS_WITH(awq_quantize(wv, ones, o), Catch::Contains("awq_quantize_blocks"));
+  o.block_format.reset();
+  CHECK_THROWS_WITH(awq_quantize_blocks(wv, ones, o), Catch::Contains("options.block_format"));
+  o.block_format = BlockFormat::q4_0;
+  const std::vector<float> narrow(48, 0.5f);
+  CHECK_THROWS_WITH(
+      awq_quantize_blocks(TensorView<const float>(narrow.data(), Shape{1, 48}), std::vector<float>(48, 1.0f), o),
+      Catch::Contains("multiple of 32"));
+}

@@ -6,10 +6,12 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "args.hpp"
+#include "gguf_methods.hpp"
 #include "paths.hpp"
 #include "progress.hpp"
 #include "report.hpp"
@@ -28,18 +30,47 @@ inline std::uint32_t gguf_target_type(const std::string& name) {
   throw UsageError("--type = '" + name + "': expected one of q4_0|q4_1|q5_0|q5_1|q8_0|f16|bf16|f32");
 }
 
+// The method flags for --format gguf, each refused where it does not apply.
+inline GgufMethod read_gguf_method(const ArgParser& args) {
+  GgufMethod m;
+  m.name = args.choice("method", {"rtn", "gptq", "awq", "hqq"}, "rtn");
+  auto only_for = [&](const char* option, std::initializer_list<const char*> methods) {
+    if (!args.has(option)) return;
+    for (const char* name : methods)
+      if (m.name == name) return;
+    std::string list;
+    for (const char* name : methods) list += (list.empty() ? "" : " or ") + std::string(name);
+    throw UsageError(std::string("--") + option + " does not apply to --method " + m.name + ": only to " + list);
+  };
+  only_for("calibration", {"gptq", "awq"});
+  only_for("act-order", {"gptq"});
+  only_for("static-groups", {"gptq"});
+  only_for("damp", {"gptq"});
+  only_for("min-samples", {"gptq", "awq"});
+  only_for("no-clip", {"awq"});
+  m.gptq.act_order = args.flag_set("act-order");
+  m.gptq.static_groups = m.gptq.act_order || args.flag_set("static-groups");  // a block is a run of columns
+  m.gptq.damp_percent = args.number("damp", 0.0, 100.0, 0.01);
+  m.min_samples = args.integer("min-samples", 1, INT64_MAX, 128);
+  m.clip = !args.flag_set("no-clip");
+  if (m.name == "gptq" || m.name == "awq") {
+    if (!args.has("calibration"))
+      throw UsageError("--method " + m.name +
+                       " needs --calibration FILE: the statistics of each linear's input, named as the GGUF's "
+                       "tensors (blk.N.attn_q, ...; shrink_llm --write-calibration-stats writes them)");
+    m.calibration = *args.value("calibration");
+  }
+  return m;
+}
+
 inline int run_quantize_gguf(const std::string& command, const ArgParser& args) {
-  for (const char* option :
-       {"dtype", "scheme", "granularity", "axis", "group-size", "calib", "restricted-range", "reduce-range", "include",
-        "exclude", "force", "calibration", "bits", "act-order", "static-groups", "damp", "min-samples", "no-clip"})
+  for (const char* option : {"dtype", "scheme", "granularity", "axis", "group-size", "calib", "restricted-range",
+                             "reduce-range", "include", "exclude", "force", "bits"})
     if (args.has(option))
       throw UsageError(std::string("--") + option +
                        " does not apply to --format gguf: the type of each tensor follows --type as llama-quantize "
                        "chooses it");
-  const std::string method = args.choice("method", {"rtn", "gptq", "awq", "hqq"}, "rtn");
-  if (method != "rtn")
-    throw UsageError("--format gguf writes llama.cpp's round-to-nearest blocks only: --method " + method +
-                     " is not available for it yet (write --method rtn)");
+  const GgufMethod method = read_gguf_method(args);
   if (!args.has("type")) throw UsageError("--format gguf needs --type q4_0|q4_1|q5_0|q5_1|q8_0|f16|bf16|f32");
   const std::uint32_t type = gguf_target_type(args.text("type", ""));
   const std::string in = args.arg("IN");
@@ -48,13 +79,27 @@ inline int run_quantize_gguf(const std::string& command, const ArgParser& args) 
   require_distinct_output(in, out);
   const Progress progress(command);
   std::size_t done = 0;
+  std::optional<GgufMethodRun> run;  // the method's blocks for the linears (rtn: llama.cpp's reference path)
+  if (method.name != "rtn") run.emplace(input, io::plan_gguf_requantize(input, type), method);
+  io::GgufTensorEncoder encoder;
+  if (run)
+    encoder = [&run](const io::GgufTensorPlan& p, const io::GgufTensorInfo& t, std::uint8_t* o, std::size_t bytes) {
+      return run->encode(p, t, o, bytes);
+    };
   // Each tensor announced as it is written, and where Ctrl-C stops the command (OUT is then left as it was).
   const std::vector<io::GgufTensorPlan> plans = io::requantize_gguf(
-      input, out, type, [&](const io::GgufTensorPlan& p) { progress.step(p.name, done++, input.tensors().size()); });
+      input, out, type, [&](const io::GgufTensorPlan& p) { progress.step(p.name, done++, input.tensors().size()); },
+      encoder);
   const io::GgufFile written = io::GgufFile::open(out);
   std::uint64_t bytes_in = 0, bytes_out = 0;
   for (const auto& t : input.tensors()) bytes_in += t.bytes;
   for (const auto& t : written.tensors()) bytes_out += t.bytes;
+  // What the method chose for a tensor ("" on the reference path).
+  auto method_detail = [&run](const std::string& name) -> std::string {
+    if (!run) return "";
+    const auto found = run->details().find(name);
+    return found == run->details().end() ? "" : found->second;
+  };
   if (args.flag_set("json")) {
     Json tensors = Json::array();
     for (const io::GgufTensorPlan& p : plans)
@@ -62,23 +107,28 @@ inline int run_quantize_gguf(const std::string& command, const ArgParser& args) 
                          {"from", io::gguf_type_name(p.from_type)},
                          {"to", io::gguf_type_name(p.to_type)},
                          {"copied", p.copied},
-                         {"note", p.note}});
+                         {"note", p.note},
+                         {"method", method_detail(p.name)}});
     const Json summary = {{"input", in},
                           {"output", out},
                           {"format", "gguf"},
                           {"type", io::gguf_type_name(type)},
+                          {"method", method.name},
                           {"tensors", tensors},
                           {"tensor_bytes_in", bytes_in},
                           {"tensor_bytes_out", bytes_out}};
     std::printf("%s\n", summary.dump(2).c_str());
     return kExitOk;
   }
-  std::printf("%s -> %s: GGUF, linears %s (llama-quantize's choice per tensor, round to nearest)\n", in.c_str(),
-              out.c_str(), io::gguf_type_name(type));
-  for (const io::GgufTensorPlan& p : plans)
-    std::printf("  %-32s %-5s -> %-5s%s%s\n", p.name.c_str(), io::gguf_type_name(p.from_type),
+  std::printf("%s -> %s: GGUF, linears %s (llama-quantize's choice per tensor, %s)\n", in.c_str(), out.c_str(),
+              io::gguf_type_name(type),
+              method.name == "rtn" ? "round to nearest" : ("--method " + method.name + " onto its blocks").c_str());
+  for (const io::GgufTensorPlan& p : plans) {
+    const std::string detail = method_detail(p.name);
+    std::printf("  %-32s %-5s -> %-5s%s%s%s\n", p.name.c_str(), io::gguf_type_name(p.from_type),
                 io::gguf_type_name(p.to_type), p.copied ? "  (copied)" : "",
-                p.note.empty() ? "" : ("  " + p.note).c_str());
+                p.note.empty() ? "" : ("  " + p.note).c_str(), detail.empty() ? "" : ("  " + detail).c_str());
+  }
   std::printf("tensor bytes: %llu -> %llu\n", static_cast<unsigned long long>(bytes_in),
               static_cast<unsigned long long>(bytes_out));
   return kExitOk;

@@ -3,10 +3,11 @@
 //
 //   shrink_llm [--data DIR] [--recipes all|a,b,..|none] [--window 512] [--windows 8] [--calibration-windows 16]
 //              [--threads N] [--json FILE] [--write-ids FILE] [--write-calibration-ids FILE]
-//              [--hessian-jitter EPS [--jitter-seed N]]
+//              [--hessian-jitter EPS [--jitter-seed N]] [--write-calibration-stats FILE]
 //   shrink_llm generate --prompt TEXT [--chat] ...   one recipe's model answers a prompt (generate_command.hpp)
 #include <nlohmann/json.hpp>
 
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -17,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "calibration_file.hpp"
 #include "files.hpp"
 #include "generate_command.hpp"
 #include "llama_gguf.hpp"
@@ -37,21 +39,27 @@ struct Options {
   WindowSpan calibration{512, 16};  // 8,192 tokens: GPTQ's [1536, 1536] Hessians need several times their width
   int threads = 0;                  // 0: shrink's default executor
   std::string json, write_ids, write_calibration_ids;
+  std::string write_calibration_stats;  // the float model's input statistics, for `shrink quantize --format gguf`
   llm::HessianJitter hessian_jitter;
 };
 
 [[noreturn]] void usage(const std::string& why) {
-  std::fprintf(stderr,
-               "shrink_llm: %s\n"
-               "usage: shrink_llm [--data DIR] [--model FILE.gguf] [--eval-text FILE] [--calibration-text FILE]\n"
-               "                  [--recipes all|none|NAME,NAME,...] [--window N] [--windows N]\n"
-               "                  [--calibration-windows N] [--threads N] [--json FILE] [--write-ids FILE]\n"
-               "                  [--write-calibration-ids FILE] [--hessian-jitter EPS [--jitter-seed N]]\n"
-               "  --data DIR  scripts/fetch-llm-data.sh's directory (default: $SHRINK_LLM_DATA_DIR): the model\n"
-               "              SmolLM2-135M-Instruct.Q4_1.gguf, hamlet.txt (evaluation), macbeth.txt (calibration)\n"
-               "  --hessian-jitter EPS  each Hessian entry of the sequential recipes times (1 + EPS·u), u uniform in\n"
-               "              [-1, 1] (symmetric): how far a row moves when its statistics move by rounding's order\n",
-               why.c_str());
+  std::fprintf(
+      stderr,
+      "shrink_llm: %s\n"
+      "usage: shrink_llm [--data DIR] [--model FILE.gguf] [--eval-text FILE] [--calibration-text FILE]\n"
+      "                  [--recipes all|none|NAME,NAME,...] [--window N] [--windows N]\n"
+      "                  [--calibration-windows N] [--threads N] [--json FILE] [--write-ids FILE]\n"
+      "                  [--write-calibration-ids FILE] [--hessian-jitter EPS [--jitter-seed N]]\n"
+      "                  [--write-calibration-stats FILE]\n"
+      "  --data DIR  scripts/fetch-llm-data.sh's directory (default: $SHRINK_LLM_DATA_DIR): the model\n"
+      "              SmolLM2-135M-Instruct.Q4_1.gguf, hamlet.txt (evaluation), macbeth.txt (calibration)\n"
+      "  --hessian-jitter EPS  each Hessian entry of the sequential recipes times (1 + EPS·u), u uniform in\n"
+      "              [-1, 1] (symmetric): how far a row moves when its statistics move by rounding's order\n"
+      "  --write-calibration-stats FILE  each linear input's Hessian and mean |x| in the float model over the\n"
+      "              calibration windows, named as the GGUF's linears (`shrink quantize --format gguf\n"
+      "              --method gptq|awq --calibration FILE`)\n",
+      why.c_str());
   std::exit(2);
 }
 
@@ -118,6 +126,8 @@ Options parse(int argc, char** argv) {
       o.write_ids = value;
     else if (flag == "--write-calibration-ids")
       o.write_calibration_ids = value;
+    else if (flag == "--write-calibration-stats")
+      o.write_calibration_stats = value;
     else if (flag == "--hessian-jitter")
       o.hessian_jitter.eps = fraction(flag, value);
     else if (flag == "--jitter-seed")
@@ -271,12 +281,21 @@ int run(const Options& o) {
     llm::write_file_atomically(o.write_calibration_ids,
                                std::string(bytes, bytes + in.calibration_ids.size() * sizeof(std::int32_t)));
   }
-  if (o.recipes.empty()) return 0;
+  if (o.recipes.empty() && o.write_calibration_stats.empty()) return 0;
   in.calibration_span = o.calibration;
   in.hessian_jitter = o.hessian_jitter;
   in.recipes = o.recipes;
 
   const llm::LlamaWeights weights = llm::load_llama_gguf(o.model);
+  if (!o.write_calibration_stats.empty()) {
+    const auto start = std::chrono::steady_clock::now();
+    const std::int64_t tokens =
+        llm::write_calibration_statistics(weights, in.calibration_ids, o.calibration, o.write_calibration_stats);
+    std::printf("calibration statistics: %lld tokens of %s through the float model, written to %s in %.1f s\n",
+                static_cast<long long>(tokens), o.calibration_text.c_str(), o.write_calibration_stats.c_str(),
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    if (o.recipes.empty()) return 0;
+  }
   in.weights = &weights;
   std::printf("model %s: %lld blocks, width %lld, %lld heads (%lld KV), vocabulary %lld\n", o.model.c_str(),
               static_cast<long long>(weights.config.blocks), static_cast<long long>(weights.config.width),

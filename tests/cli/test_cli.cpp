@@ -240,7 +240,9 @@ TEST_CASE("bad command lines exit 2 with one line naming the problem", "[cli]") 
       {"quantize", {model, out, "--dtype", "int4", "--granularity", "tensor"}, "needs --granularity channel or group"},
       {"quantize", {model, out, "--calib", "kl"}, "--calib = 'kl'"},
       {"quantize", {model, out, "--calib", "percentile:101"}, "expected a number in [0, 100]"},
-      {"quantize", {model, out, "--granularity", "group", "--calib", "entropy"}, "with --granularity group use --calib minmax"},
+      {"quantize",
+       {model, out, "--granularity", "group", "--calib", "entropy"},
+       "with --granularity group use --calib minmax"},
       {"quantize", {model, out, "--dtype", "fp16", "--scheme", "affine"}, "--scheme does not apply to --dtype fp16"},
       {"quantize", {model, out, "--include", "("}, "--include = '(': not a valid regular expression"},
       {"prune", {model, out}, "--method is required"},
@@ -282,7 +284,8 @@ TEST_CASE("unreadable and hostile files exit 1 with one line and write nothing",
     writer.add_tensor("w_scale", ScalarType::f32, {});
     writer.add_tensor("w", ScalarType::i8, {4});
     writer.add_metadata("shrink.format_version", "1");
-    writer.add_metadata("shrink.quant.w", R"({"dtype":"int8","scheme":"symmetric","granularity":"per_tensor","shape":[4]})");
+    writer.add_metadata("shrink.quant.w",
+                        R"({"dtype":"int8","scheme":"symmetric","granularity":"per_tensor","shape":[4]})");
     writer.write_header();
     const float scale = -0.5f;
     writer.write("w_scale", &scale, sizeof scale);
@@ -409,8 +412,13 @@ TEST_CASE("quantize --format gguf requantizes a llama.cpp file as the library do
       run_json(dir, {"quantize", model, dir.file("q8.gguf"), "--format", "gguf", "--type", "q8_0", "--json"});
   CHECK(j["type"] == "Q8_0");
   REQUIRE(j["tensors"].size() == 4);
-  CHECK(j["tensors"][0] ==
-        json({{"name", "token_embd.weight"}, {"from", "F32"}, {"to", "Q8_0"}, {"copied", false}, {"note", ""}}));
+  CHECK(j["method"] == "rtn");
+  CHECK(j["tensors"][0] == json({{"name", "token_embd.weight"},
+                                 {"from", "F32"},
+                                 {"to", "Q8_0"},
+                                 {"copied", false},
+                                 {"note", ""},
+                                 {"method", ""}}));
   CHECK(j["tensors"][3]["to"] == "F16");
 
   require_one_line_error(run(dir, {"quantize", model, dir.file("x.gguf"), "--format", "gguf"}), 2, "quantize",
@@ -422,7 +430,13 @@ TEST_CASE("quantize --format gguf requantizes a llama.cpp file as the library do
       "quantize", "--dtype does not apply to --format gguf");
   require_one_line_error(
       run(dir, {"quantize", model, dir.file("x.gguf"), "--format", "gguf", "--type", "q4_0", "--method", "gptq"}), 2,
-      "quantize", "round-to-nearest blocks only: --method gptq");
+      "quantize", "--method gptq needs --calibration FILE");
+  require_one_line_error(run(dir, {"quantize", model, dir.file("x.gguf"), "--format", "gguf", "--type", "q4_0",
+                                   "--method", "hqq", "--act-order"}),
+                         2, "quantize", "--act-order does not apply to --method hqq");
+  require_one_line_error(run(dir, {"quantize", model, dir.file("x.gguf"), "--format", "gguf", "--type", "q4_0",
+                                   "--method", "gptq", "--bits", "3"}),
+                         2, "quantize", "--bits does not apply to --format gguf");
   require_one_line_error(run(dir, {"quantize", model, dir.file("x.safetensors"), "--type", "q4_0"}), 2, "quantize",
                          "--type applies to --format gguf only");
   require_one_line_error(run(dir, {"quantize", model, model, "--format", "gguf", "--type", "q4_0"}), 2, "quantize",
@@ -498,7 +512,10 @@ TEST_CASE("quantize -> dequantize -> compare gives the SQNR each format should",
       {{"--calib", "histogram", "--granularity", "tensor", "--scheme", "affine"}, "int8", 25, 60},
       {{"--dtype", "int4", "--granularity", "group", "--group-size", "32", "--scheme", "affine"}, "int4", 15, 30},
       {{"--dtype", "int4", "--granularity", "channel", "--axis", "0"}, "int4", 10, 30},
-      {{"--dtype", "uint4", "--granularity", "group", "--axis", "1", "--group-size", "16", "--scheme", "affine"}, "uint4", 15, 30},
+      {{"--dtype", "uint4", "--granularity", "group", "--axis", "1", "--group-size", "16", "--scheme", "affine"},
+       "uint4",
+       15,
+       30},
       {{"--dtype", "fp8-e4m3"}, "fp8_e4m3", 25, 40},
       {{"--dtype", "fp8-e5m2", "--granularity", "tensor"}, "fp8_e5m2", 20, 35},
       {{"--dtype", "bf16"}, "bf16", 45, 65},
@@ -515,7 +532,8 @@ TEST_CASE("quantize -> dequantize -> compare gives the SQNR each format should",
       const bool weight = t["name"] == "fc1.weight" || t["name"] == "fc2.weight";
       REQUIRE(t["action"] == (weight ? (c.dtype == "fp16" || c.dtype == "bf16" ? "cast" : "quantized") : "copied"));
       if (weight) REQUIRE(t["dtype"] == c.dtype);
-      if (weight && (t["name"] == "fc1.weight" || t["source_dtype"] != "F16")) REQUIRE(t["bytes_after"].get<std::int64_t>() < t["bytes_before"].get<std::int64_t>());
+      if (weight && (t["name"] == "fc1.weight" || t["source_dtype"] != "F16"))
+        REQUIRE(t["bytes_after"].get<std::int64_t>() < t["bytes_before"].get<std::int64_t>());
     }
 
     REQUIRE(run(dir, {"dequantize", q, d}).code == 0);
@@ -877,13 +895,16 @@ TEST_CASE("wanda prunes by |W| times the activation norms of --activations", "[c
     writer.finish();
   }
   const std::string p = dir.file("p.safetensors");
-  const Result r = run(dir, {"prune", model, p, "--method", "wanda", "--sparsity", "0.5", "--activations", activations, "--json"});
+  const Result r =
+      run(dir, {"prune", model, p, "--method", "wanda", "--sparsity", "0.5", "--activations", activations, "--json"});
   REQUIRE(r.code == 0);
   REQUIRE(r.parsed()["totals"]["sparsity"] == 0.5);
   const std::vector<float> fc1 = shrink::io::read_float(SafetensorsFile(p), "fc1.weight");
   for (std::int64_t row = 0; row < 32; ++row) REQUIRE(fc1[static_cast<std::size_t>(row * 64 + 5)] != 0.0f);
 
-  REQUIRE(run(dir, {"prune", model, p, "--method", "wanda", "--n", "2", "--m", "4", "--activations", activations}).code == 0);
+  REQUIRE(
+      run(dir, {"prune", model, p, "--method", "wanda", "--n", "2", "--m", "4", "--activations", activations}).code ==
+      0);
   // norm.weight, named by --force, is 1-D: copied with a note, the others pruned.
   const json forced = run_json(dir, {"prune", model, p, "--method", "wanda", "--sparsity", "0.5", "--activations",
                                      activations, "--force", "norm", "--json"});
@@ -1562,6 +1583,181 @@ std::string write_calibration(const shrink::test::TempDir& dir, const std::strin
   shrink::io::save_calibration_stats(path, model_stats(), kAliases);
   return path;
 }
+
+// A one-block llama GGUF of F32 tensors (width 64, MLP 96, four KV heads' worth of k and v rows) with the input
+// statistics of its four linear inputs named as the GGUF's linears, for the methods of --format gguf.
+struct GgufLlamaFixture {
+  std::map<std::string, std::vector<float>> values;
+  std::map<std::string, std::vector<std::int64_t>> shapes;
+  std::string model, stats;
+
+  explicit GgufLlamaFixture(const shrink::test::TempDir& dir) {
+    const std::int64_t width = 64, ffn = 96;
+    const std::vector<std::pair<std::string, std::vector<std::int64_t>>> tensors = {
+        {"token_embd.weight", {8, width}},       {"blk.0.attn_norm.weight", {width}},
+        {"blk.0.attn_q.weight", {width, width}}, {"blk.0.attn_k.weight", {32, width}},
+        {"blk.0.attn_v.weight", {32, width}},    {"blk.0.attn_output.weight", {width, width}},
+        {"blk.0.ffn_norm.weight", {width}},      {"blk.0.ffn_gate.weight", {ffn, width}},
+        {"blk.0.ffn_up.weight", {ffn, width}},   {"blk.0.ffn_down.weight", {width, ffn}},
+        {"output_norm.weight", {width}}};
+    shrink::io::GgufWriter w;
+    w.set_string("general.architecture", "llama").set_uint32("llama.block_count", 1);
+    unsigned seed = 60;
+    for (const auto& [name, shape] : tensors) {
+      std::int64_t n = 1;
+      for (std::int64_t d : shape) n *= d;
+      std::vector<float> v = shrink::test::random_values(static_cast<std::size_t>(n), seed++, 0.1f);
+      if (shape.size() == 1)
+        for (float& x : v) x = 1.0f + x;  // a norm's gains, near 1
+      std::vector<std::uint8_t> bytes(v.size() * 4);
+      shrink::io::gguf_quantize(0, v.data(), n, bytes.data());
+      w.add_tensor(name, shape, 0, bytes);
+      values[name] = v;
+      shapes[name] = shape;
+    }
+    model = dir.file("llama.gguf");
+    w.write(model);
+    stats = dir.file("llama-stats.safetensors");
+    shrink::io::save_calibration_stats(
+        stats,
+        {{"blk.0.attn_q", input_stats(calibration_rows(256, width, 31), width)},
+         {"blk.0.attn_output", input_stats(calibration_rows(256, width, 33), width)},
+         {"blk.0.ffn_gate", input_stats(calibration_rows(256, width, 35), width)},
+         {"blk.0.ffn_down", input_stats(calibration_rows(256, ffn, 37), ffn)}},
+        {{"blk.0.attn_k", "blk.0.attn_q"}, {"blk.0.attn_v", "blk.0.attn_q"}, {"blk.0.ffn_up", "blk.0.ffn_gate"}});
+  }
+  shrink::TensorView<const float> view(const std::string& name) const {
+    const std::vector<std::int64_t>& shape = shapes.at(name);
+    return {values.at(name).data(), shrink::Shape{shape[0], shape[1]}};
+  }
+};
+
+std::vector<std::uint8_t> gguf_encoded(const shrink::quant::BlockQuantized& q) {
+  const auto layout = shrink::io::gguf_type_layout(shrink::io::gguf_type_of(q.format));
+  std::vector<std::uint8_t> bytes(static_cast<std::size_t>(q.rows * q.cols / 32) * layout.block_bytes);
+  shrink::io::encode_gguf_blocks(q, bytes.data());
+  return bytes;
+}
+
+std::vector<std::uint8_t> gguf_tensor_bytes(const shrink::io::GgufFile& f, const std::string& name) {
+  const shrink::io::GgufTensorInfo& t = f.tensor(name);
+  return std::vector<std::uint8_t>(f.tensor_data(t), f.tensor_data(t) + t.bytes);
+}
+
+// ‖A − B‖ / ‖B‖ of two [rows, cols] row-major products: a·diag(ga) against b·diag(gb) (a gain per column).
+double gguf_relative_gap(const std::vector<float>& a, const std::vector<float>& ga, const std::vector<float>& b,
+                         const std::vector<float>& gb) {
+  double num = 0.0, den = 0.0;
+  const std::size_t cols = ga.size();
+  for (std::size_t k = 0; k < a.size(); ++k) {
+    const double x = static_cast<double>(a[k]) * ga[k % cols], y = static_cast<double>(b[k]) * gb[k % cols];
+    num += (x - y) * (x - y);
+    den += y * y;
+  }
+  return std::sqrt(num / den);
+}
+
+}  // namespace
+
+TEST_CASE("quantize --format gguf --method gptq|hqq|awq writes the library's blocks, AWQ's factors folded",
+          "[cli][gguf]") {
+  using shrink::quant::BlockFormat;
+  shrink::test::TempDir dir;
+  const GgufLlamaFixture f(dir);
+  const shrink::io::CalibrationStatsFile stats(f.stats);
+
+  SECTION("gptq: each linear's blocks as gptq_quantize_blocks gives them, with its input's Hessian") {
+    const std::string out = dir.file("gptq.gguf");
+    const Result r = run(dir, {"quantize", f.model, out, "--format", "gguf", "--type", "q4_0", "--method", "gptq",
+                               "--calibration", f.stats, "--act-order"});
+    INFO(r.err);
+    REQUIRE(r.code == 0);
+    CHECK(r.out.find("--method gptq onto its blocks") != std::string::npos);
+    CHECK(r.out.find("gptq: loss") != std::string::npos);
+    const shrink::io::GgufFile written = shrink::io::GgufFile::open(out);
+    shrink::quant::GptqOptions o;
+    o.act_order = o.static_groups = true;
+    for (const char* linear : {"blk.0.attn_v", "blk.0.ffn_down"}) {
+      INFO(linear);
+      const auto factor = shrink::quant::inverse_hessian_factor(stats.hessian(stats.source(linear)),
+                                                                shrink::quant::inverse_hessian_options(o));
+      const auto q =
+          shrink::quant::gptq_quantize_blocks(f.view(std::string(linear) + ".weight"), factor, BlockFormat::q4_0, o);
+      CHECK(gguf_tensor_bytes(written, std::string(linear) + ".weight") == gguf_encoded(q));
+    }
+    // The output head (the tied embedding) stays on llama.cpp's reference path.
+    std::vector<std::uint8_t> head(gguf_tensor_bytes(written, "token_embd.weight").size());
+    shrink::io::gguf_quantize(8, f.values.at("token_embd.weight").data(), 8 * 64, head.data());
+    CHECK(gguf_tensor_bytes(written, "token_embd.weight") == head);
+  }
+  SECTION("hqq: no calibration") {
+    const std::string out = dir.file("hqq.gguf");
+    const json j =
+        run_json(dir, {"quantize", f.model, out, "--format", "gguf", "--type", "q4_1", "--method", "hqq", "--json"});
+    CHECK(j["method"] == "hqq");
+    const shrink::io::GgufFile written = shrink::io::GgufFile::open(out);
+    const auto q = shrink::quant::hqq_quantize_blocks(f.view("blk.0.attn_q.weight"), BlockFormat::q4_1,
+                                                      shrink::quant::HqqOptions{});
+    CHECK(gguf_tensor_bytes(written, "blk.0.attn_q.weight") == gguf_encoded(q));
+  }
+  SECTION("awq: 1/s folded into the norms and up's rows, attn_output clipped only; the function kept") {
+    const std::string out = dir.file("awq.gguf");
+    const Result r = run(dir, {"quantize", f.model, out, "--format", "gguf", "--type", "q8_0", "--method", "awq",
+                               "--calibration", f.stats});
+    INFO(r.err);
+    REQUIRE(r.code == 0);
+    const shrink::io::GgufFile written = shrink::io::GgufFile::open(out);
+    const std::vector<float> attn_norm = written.dequantize("blk.0.attn_norm.weight");
+    const std::vector<float> ffn_norm = written.dequantize("blk.0.ffn_norm.weight");
+    CHECK(attn_norm != f.values.at("blk.0.attn_norm.weight"));
+    CHECK(ffn_norm != f.values.at("blk.0.ffn_norm.weight"));
+    // W·diag(norm) is what the layer computes with: kept to Q8_0's error.
+    for (const char* linear : {"blk.0.attn_q", "blk.0.attn_k", "blk.0.attn_v"})
+      CHECK(gguf_relative_gap(written.dequantize(std::string(linear) + ".weight"), attn_norm,
+                              f.values.at(std::string(linear) + ".weight"),
+                              f.values.at("blk.0.attn_norm.weight")) < 0.01);
+    CHECK(gguf_relative_gap(written.dequantize("blk.0.ffn_gate.weight"), ffn_norm, f.values.at("blk.0.ffn_gate.weight"),
+                            f.values.at("blk.0.ffn_norm.weight")) < 0.01);
+    // down · diag(silu(gate)) · up · diag(ffn_norm): the factor between down's columns and up's rows cancels (row r
+    // of up · column r of down, summed over r), and up's columns carry the MLP input's factor as gate's do.
+    const std::vector<float> down = written.dequantize("blk.0.ffn_down.weight"),
+                             up = written.dequantize("blk.0.ffn_up.weight");
+    const std::vector<float>& down0 = f.values.at("blk.0.ffn_down.weight");
+    const std::vector<float>& up0 = f.values.at("blk.0.ffn_up.weight");
+    std::vector<float> prod(64 * 64, 0.0f), prod0(64 * 64, 0.0f);
+    for (std::size_t i = 0; i < 64; ++i)
+      for (std::size_t rr = 0; rr < 96; ++rr)
+        for (std::size_t j = 0; j < 64; ++j) {
+          prod[i * 64 + j] += down[i * 96 + rr] * up[rr * 64 + j];
+          prod0[i * 64 + j] += down0[i * 96 + rr] * up0[rr * 64 + j];
+        }
+    CHECK(gguf_relative_gap(prod, ffn_norm, prod0, f.values.at("blk.0.ffn_norm.weight")) < 0.01);
+    CHECK(up != f.values.at("blk.0.ffn_up.weight"));
+    // attn_output: s = 1 and the clip search alone.
+    shrink::quant::AwqOptions o;
+    o.block_format = BlockFormat::q8_0;
+    const std::vector<float> s(64, 1.0f);
+    const auto h = stats.hessian("blk.0.attn_output");
+    const auto w = f.view("blk.0.attn_output.weight");
+    CHECK(gguf_tensor_bytes(written, "blk.0.attn_output.weight") ==
+          gguf_encoded(shrink::quant::awq_quantize_blocks(w, s, o, shrink::quant::awq_clip_search(w, h, s, o))));
+  }
+  SECTION("what the statistics or the layout cannot serve is refused before OUT exists") {
+    const std::string partial = dir.file("partial-stats.safetensors");
+    shrink::io::save_calibration_stats(partial, {{"blk.0.attn_q", input_stats(calibration_rows(256, 64, 31), 64)}},
+                                       {{"blk.0.attn_k", "blk.0.attn_q"}, {"blk.0.attn_v", "blk.0.attn_q"}});
+    const std::string out = dir.file("x.gguf");
+    require_one_line_error(run(dir, {"quantize", f.model, out, "--format", "gguf", "--type", "q4_0", "--method", "gptq",
+                                     "--calibration", partial}),
+                           1, "quantize", "has no statistics for the Linear \"blk.0.attn_output\"");
+    require_one_line_error(run(dir, {"quantize", f.model, out, "--format", "gguf", "--type", "q4_0", "--method", "gptq",
+                                     "--calibration", f.stats, "--min-samples", "300"}),
+                           1, "quantize", "expected at least 300 (--min-samples)");
+    CHECK_FALSE(std::filesystem::exists(out));
+  }
+}
+
+namespace {
 
 // A statistics file written tensor by tensor, for the hostile ones save_calibration_stats refuses to write.
 void write_raw_stats(const std::string& path, const std::map<std::string, std::vector<double>>& tensors,

@@ -95,10 +95,18 @@ inline std::vector<GgufTensorPlan> plan_gguf_requantize(const GgufFile& in, std:
   return plans;
 }
 
+// A caller's bytes for a tensor in place of the reference path (a method's blocks, a norm with a factor folded in):
+// called with the tensor's plan, its input and the buffer of its bytes in plan.to_type; returns false to leave the
+// tensor to the reference path (copied, or requantized by gguf_quantize).
+using GgufTensorEncoder =
+    std::function<bool(const GgufTensorPlan& plan, const GgufTensorInfo& tensor, std::uint8_t* out, std::size_t bytes)>;
+
 // Writes `in` requantized to `type` at out_path (the file comment). `progress`, when given, is called before each
-// tensor is written with its plan.
+// tensor is written with its plan; `encoder`, when given, may write any tensor itself. A throw from either leaves
+// out_path as it was.
 inline std::vector<GgufTensorPlan> requantize_gguf(const GgufFile& in, const std::string& out_path, std::uint32_t type,
-                                                   const std::function<void(const GgufTensorPlan&)>& progress = {}) {
+                                                   const std::function<void(const GgufTensorPlan&)>& progress = {},
+                                                   const GgufTensorEncoder& encoder = {}) {
   const std::vector<GgufTensorPlan> plans = plan_gguf_requantize(in, type);
   GgufWriter writer;
   if (in.has("general.alignment")) writer.set_uint32("general.alignment", static_cast<std::uint32_t>(in.alignment()));
@@ -111,14 +119,16 @@ inline std::vector<GgufTensorPlan> requantize_gguf(const GgufFile& in, const std
     const GgufTensorPlan& p = plans[i];
     const GgufTensorInfo& t = in.tensors()[i];
     if (p.copied) {
-      writer.add_tensor(t.name, t.shape, t.type, [&in, &t, &p, &progress](std::uint8_t* out, std::size_t bytes) {
+      writer.add_tensor(t.name, t.shape, t.type, [&](std::uint8_t* out, std::size_t bytes) {
         if (progress) progress(p);
+        if (encoder && encoder(p, t, out, bytes)) return;
         std::copy(in.tensor_data(t), in.tensor_data(t) + bytes, out);
       });
       continue;
     }
-    writer.add_tensor(t.name, t.shape, p.to_type, [&in, &t, &p, &progress](std::uint8_t* out, std::size_t) {
+    writer.add_tensor(t.name, t.shape, p.to_type, [&](std::uint8_t* out, std::size_t bytes) {
       if (progress) progress(p);
+      if (encoder && encoder(p, t, out, bytes)) return;
       const std::vector<float> values = in.dequantize(t);
       gguf_quantize(p.to_type, values.data(), static_cast<std::int64_t>(values.size()), out);
     });

@@ -1,6 +1,7 @@
 // `shrink quantize IN.gguf OUT.gguf --format gguf --type T --method gptq|awq|hqq`: the methods onto the block grid of
-// T (quant/block_grid.hpp), for every linear the plan gives a block type (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1); the output
-// head, the embedding and every other tensor keep the reference path (io/gguf_requantize.hpp).
+// T (quant/block_grid.hpp), for every linear the plan requantizes to a block type (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1); the
+// output head, the embedding, a linear already of its type (copied, as llama-quantize does) and every other tensor
+// keep the reference path (io/gguf_requantize.hpp).
 //   gptq  quant::gptq_quantize_blocks with the Hessian of each linear's input (--calibration, one factor per input
 //         shared by the linears reading it); --act-order quantizes with static groups (a block is a run of columns)
 //   hqq   quant::hqq_quantize_blocks, no calibration
@@ -78,7 +79,8 @@ class GgufMethodRun {
       const io::GgufTensorInfo& t = in.tensors()[i];
       std::int64_t block = 0;
       std::string stem;
-      if (&t == head || !io::gguf_block_format(p.to_type) || !gguf_block_tensor(t.name, block, stem)) continue;
+      if (&t == head || p.copied || !io::gguf_block_format(p.to_type) || !gguf_block_tensor(t.name, block, stem))
+        continue;
       if (t.shape.size() != 2) continue;
       targets_[t.name] = {block, stem, p.to_type};
       remaining_[block] += 1;

@@ -158,6 +158,39 @@ TEST_CASE("block grids: llama.cpp's parameters from a range, the element formula
   }
 }
 
+TEST_CASE("grid_params_search: never worse in its weighted error than the range rule, often better", "[quant][grid]") {
+  std::mt19937 rng(7);
+  std::normal_distribution<double> normal(0.0, 1.0);
+  std::uniform_real_distribution<double> uniform(0.0, 4.0);
+  for (BlockFormat f : kGridFormats) {
+    INFO(block_format_name(f));
+    const BlockGrid grid = block_grid(f);
+    int better = 0;
+    for (int trial = 0; trial < 200; ++trial) {
+      double x[kGridBlock], a[kGridBlock];
+      for (std::int64_t j = 0; j < kGridBlock; ++j) {
+        x[j] = static_cast<float>(0.02 * normal(rng) * (j % 11 == 0 ? 4.0 : 1.0));  // values a float holds
+        a[j] = uniform(rng);
+      }
+      double lo = x[0], hi = x[0];
+      for (double v : x) lo = std::fmin(lo, v), hi = std::fmax(hi, v);
+      const GridParams range = grid_params_from_range(grid, static_cast<float>(lo), static_cast<float>(hi));
+      const GridParams found = grid_params_search(grid, x, a, kGridBlock);
+      CHECK(holds_in_fp16(found.d));
+      CHECK(holds_in_fp16(found.m));
+      const double e_range = grid_weighted_error(range, x, a, kGridBlock);
+      const double e_found = grid_weighted_error(found, x, a, kGridBlock);
+      CHECK(e_found <= e_range);
+      better += e_found < e_range;
+    }
+    WARN(block_format_name(f) << ": the search beat the range rule in " << better << " of 200 blocks");
+    CHECK(better > 100);
+  }
+  // All equal: the range rule's block, untouched.
+  std::vector<double> same(kGridBlock, 0.5), ones(kGridBlock, 1.0);
+  CHECK(grid_params_search(block_grid(BlockFormat::q4_0), same.data(), ones.data(), kGridBlock).d == -0.0625f);
+}
+
 TEST_CASE("grid_round_to_nearest: every code is the nearest value on its block's stored grid", "[quant][grid]") {
   const std::int64_t rows = 6, cols = 128;
   const std::vector<float> w = grid_test_weight(rows, cols, 3);
@@ -200,6 +233,7 @@ TEST_CASE("gptq_quantize_blocks: round-to-nearest with a diagonal Hessian, below
   for (BlockFormat f : kGridFormats) {
     INFO(block_format_name(f));
     GptqOptions o;
+    o.block_scale_search = false;  // llama.cpp's range rule: with a diagonal Hessian, GPTQ is the grid's RTN
     const BlockQuantized rtn = grid_round_to_nearest(f, w.data(), out, in);
     const BlockQuantized g0 =
         gptq_quantize_blocks(wv, inverse_hessian_factor(diagonal, inverse_hessian_options(o)), f, o);
@@ -208,6 +242,12 @@ TEST_CASE("gptq_quantize_blocks: round-to-nearest with a diagonal Hessian, below
       CHECK(g0.scales[k].d == rtn.scales[k].d);
       CHECK(g0.scales[k].m == rtn.scales[k].m);
     }
+    // With the scale search and a diagonal Hessian, each block's weighted error is at most the range rule's.
+    o.block_scale_search = true;
+    const BlockQuantized g1 =
+        gptq_quantize_blocks(wv, inverse_hessian_factor(diagonal, inverse_hessian_options(o)), f, o);
+    CHECK(grid_output_error(w, dequantize(g1), diagonal, in) <= grid_output_error(w, dequantize(rtn), diagonal, in));
+    o.block_scale_search = false;
     GptqResult info;
     const BlockQuantized g =
         gptq_quantize_blocks(wv, inverse_hessian_factor(h, inverse_hessian_options(o)), f, o, &info);
@@ -221,8 +261,13 @@ TEST_CASE("gptq_quantize_blocks: round-to-nearest with a diagonal Hessian, below
     const BlockQuantized ga = gptq_quantize_blocks(wv, inverse_hessian_factor(h, inverse_hessian_options(o)), f, o);
     check_on_grid(ga);
     const double e_act = grid_output_error(w, dequantize(ga), h, in);
+    o.block_scale_search = true;
+    const BlockQuantized gs = gptq_quantize_blocks(wv, inverse_hessian_factor(h, inverse_hessian_options(o)), f, o);
+    check_on_grid(gs);
+    const double e_search = grid_output_error(w, dequantize(gs), h, in);
     WARN(block_format_name(f) << ": output error GPTQ / RTN = " << e_gptq / e_rtn << ", with act_order "
-                              << e_act / e_rtn);
+                              << e_act / e_rtn << ", and the scale search " << e_search / e_rtn);
+    CHECK(e_search < 0.8 * e_rtn);
     CHECK(e_gptq < 0.8 * e_rtn);
     CHECK(e_act < 0.8 * e_rtn);
   }

@@ -116,6 +116,77 @@ inline GridParams grid_params_from_range(const BlockGrid& grid, float lo, float 
   return GridParams(grid, fp16_value(v / static_cast<float>(grid.qmin), fn, "block scale d"), 0.0f);
 }
 
+// The block's values on the grid of `p`: Σ a_j (x_j − x'_j)², in double.
+inline double grid_weighted_error(const GridParams& p, const double* x, const double* a, std::int64_t n) {
+  double e = 0.0;
+  for (std::int64_t j = 0; j < n; ++j) {
+    const double d = x[j] - static_cast<double>(dequantize_value(quantize_value(static_cast<float>(x[j]), p), p));
+    e += a[j] * d * d;
+  }
+  return e;
+}
+
+// The block parameters of least weighted error Σ a_j (x_j − x'_j)² (a_j >= 0, not all 0; a GPTQ column's 1/U_jj²,
+// an importance) among candidates, for the n values x of one block:
+//   the range rule's (grid_params_from_range), then for k = −9 .. 9 the codes of the range rule's scale stretched to
+//   (qmax + 0.1·k) steps (symmetric: the largest magnitude on −(|qmin| + 0.1·k) steps), with the least-squares fit
+//   given those codes: d = Σ a x q / Σ a q² (symmetric), or d and m of the weighted line through (q, x) (with a
+//   minimum); d and m rounded to fp16, the codes taken again on the stored grid, and the error scored.
+// The range rule's candidate comes first and a later one must be strictly better, so the result is never worse in
+// that error than grid_params_from_range.
+inline GridParams grid_params_search(const BlockGrid& grid, const double* x, const double* a, std::int64_t n,
+                                     const char* fn = "shrink::quant::grid_params_search") {
+  double lo = x[0], hi = x[0];
+  for (std::int64_t j = 1; j < n; ++j) {
+    lo = std::fmin(lo, x[j]);
+    hi = std::fmax(hi, x[j]);
+  }
+  GridParams best = grid_params_from_range(grid, static_cast<float>(lo), static_cast<float>(hi), fn);
+  double best_error = grid_weighted_error(best, x, a, n);
+  if (hi == lo) return best;
+  for (int k = -9; k <= 9; ++k) {
+    double d = 0.0, m = 0.0;
+    if (grid.has_minimum) {
+      const double step = (hi - lo) / (grid.qmax + 0.1 * k);
+      double sa = 0, sq = 0, sx = 0, sqq = 0, sqx = 0;
+      for (std::int64_t j = 0; j < n; ++j) {
+        const double q = std::fmin(std::fmax(std::nearbyint((x[j] - lo) / step), 0.0), grid.qmax);
+        sa += a[j];
+        sq += a[j] * q;
+        sx += a[j] * x[j];
+        sqq += a[j] * q * q;
+        sqx += a[j] * q * x[j];
+      }
+      const double det = sa * sqq - sq * sq;
+      if (!(det > 0.0)) continue;
+      d = (sa * sqx - sq * sx) / det;
+      m = (sqq * sx - sq * sqx) / det;
+    } else {
+      const double big = std::fabs(lo) >= std::fabs(hi) ? lo : hi;
+      const double steps = grid.format == BlockFormat::q8_0 ? 127.0 + 0.1 * k : -grid.qmin + 0.1 * k;
+      const double step = big / -steps;  // big lands on −steps, as the range rule puts it on qmin
+      double num = 0.0, den = 0.0;
+      for (std::int64_t j = 0; j < n; ++j) {
+        const double q = std::fmin(std::fmax(std::nearbyint(x[j] / step), grid.qmin), grid.qmax);
+        num += a[j] * q * x[j];
+        den += a[j] * q * q;
+      }
+      if (!(den > 0.0)) continue;
+      d = num / den;
+    }
+    const float d16 = half_bits_to_float(float_to_half_bits(static_cast<float>(d)));
+    const float m16 = half_bits_to_float(float_to_half_bits(static_cast<float>(m)));
+    if (!std::isfinite(d16) || !std::isfinite(m16)) continue;
+    const GridParams candidate(grid, d16, m16);
+    const double e = grid_weighted_error(candidate, x, a, n);
+    if (e < best_error) {
+      best_error = e;
+      best = candidate;
+    }
+  }
+  return best;
+}
+
 // One block's stored parameters (values an fp16 holds).
 struct BlockScale {
   float d = 0.0f;

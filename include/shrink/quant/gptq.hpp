@@ -22,8 +22,9 @@
 //                     groups: block_size is rounded down to a multiple of group_size, at least one group), so the
 //                     result is that of the unblocked algorithm and does not depend on block_size beyond float order.
 // On one of llama.cpp's block grids (gptq_quantize_blocks, quant/block_grid.hpp) the groups are the format's blocks
-// of 32 and a group's parameters are its d (and m) from grid_params_from_range of the same [min, max]; q and ŵ follow
-// GridParams' formulas, so every ŵ is a value the format holds.
+// of 32 and a group's parameters are its d (and m): by grid_params_search over the group's values weighted by GPTQ's
+// own column weights 1/U_jj² (options.block_scale_search, the default), or grid_params_from_range of the same [min,
+// max]; q and ŵ follow GridParams' formulas, so every ŵ is a value the format holds.
 // Decided: group_size must divide `in` (no ragged last group; an Error otherwise). act_order with groups formed in
 // processing order (no static_groups) is AutoGPTQ's "desc_act" with a g_idx: original column c belongs to group
 // g_idx[c] = position(c) / G, groups that are not runs of original columns. QuantizedTensor's groups are runs, so
@@ -66,6 +67,9 @@ struct GptqOptions {
   bool permuted_output = false;             // the result's columns in processing order (act_order's g_idx form)
   double damp_percent = 0.01;               // λ = damp_percent · mean(diag H), >= 0
   std::int64_t block_size = 128;            // columns per lazy batch update, >= 1
+  // gptq_quantize_blocks: each block's d (and m) by grid_params_search weighted by GPTQ's column weights 1/U_jj²;
+  // false: grid_params_from_range (llama.cpp's rule)
+  bool block_scale_search = true;
 };
 
 struct GptqResult {
@@ -151,22 +155,30 @@ struct GptqWalk {
   std::vector<double> row_loss;
 };
 
-// The walk of the file comment with `group` columns per group and the parameters of a group's values from their
-// [min, max] given by range_params(float lo, float hi) -> Params; Params has quantize_value / dequantize_value
-// (core/affine.hpp's AffineParams, quant/block_grid.hpp's GridParams). Arguments already checked.
-template <class Params, class RangeParams>
+// The walk of the file comment with `group` columns per group and the parameters of a group's values given by
+// group_params(const double* values, const double* weights, count) -> Params, with each column's weight in GPTQ's loss
+// 1/U_jj²; Params has quantize_value / dequantize_value (core/affine.hpp's AffineParams, quant/block_grid.hpp's
+// GridParams). Arguments already checked.
+template <class Params, class GroupParams>
 GptqWalk<Params> gptq_walk(const TensorView<const float>& weight, const InverseHessianFactor& factor,
-                           const GptqOptions& options, std::int64_t group, RangeParams&& range_params) {
+                           const GptqOptions& options, std::int64_t group, GroupParams&& group_params) {
   const std::int64_t out = weight.size(0), in = weight.size(1);
   const Eigen::Index n = static_cast<Eigen::Index>(in);
   const std::int64_t groups = in / group;
   const Eigen::MatrixXd& u = factor.upper;
   const std::vector<std::int64_t>& order = factor.order;
-  // The parameters of values [first, first + count) of a row (any Eigen vector expression), from their range in
-  // double rounded to float.
-  auto segment_params = [&](const auto& row, Eigen::Index first, Eigen::Index count) {
-    const double lo = row.segment(first, count).minCoeff(), hi = row.segment(first, count).maxCoeff();
-    return range_params(static_cast<float>(lo), static_cast<float>(hi));
+  // 1/U_jj² of each column, in processing order and in original order.
+  std::vector<double> weight_processing(static_cast<std::size_t>(in)), weight_original(static_cast<std::size_t>(in));
+  for (Eigen::Index k = 0; k < n; ++k) {
+    const double w = 1.0 / (u(k, k) * u(k, k));
+    weight_processing[static_cast<std::size_t>(k)] = w;
+    weight_original[static_cast<std::size_t>(order[static_cast<std::size_t>(k)])] = w;
+  }
+  // The parameters of values [first, first + count) of a row (any Eigen vector expression) with their weights.
+  auto segment_params = [&](const auto& row, Eigen::Index first, Eigen::Index count, const double* weights) {
+    std::vector<double> values(static_cast<std::size_t>(count));
+    for (Eigen::Index j = 0; j < count; ++j) values[static_cast<std::size_t>(j)] = row(first + j);
+    return group_params(values.data(), weights + first, static_cast<std::int64_t>(count));
   };
 
   // W [out, in] column-major in double, dead columns zeroed.
@@ -182,7 +194,8 @@ GptqWalk<Params> gptq_walk(const TensorView<const float>& weight, const InverseH
   if (static_params)
     for (std::int64_t r = 0; r < out; ++r)
       for (std::int64_t g = 0; g < groups; ++g)
-        result.params[static_cast<std::size_t>(r * groups + g)] = segment_params(w0.row(r), g * group, group);
+        result.params[static_cast<std::size_t>(r * groups + g)] =
+            segment_params(w0.row(r), g * group, group, weight_original.data());
 
   // W in processing order.
   Eigen::MatrixXd w(out, n);
@@ -204,7 +217,7 @@ GptqWalk<Params> gptq_walk(const TensorView<const float>& weight, const InverseH
       for (Eigen::Index k = 0; k < rows.count; ++k)
         result.params[static_cast<std::size_t>((r0 + k) * groups + g)] = segment_params(
             Eigen::Map<const Eigen::VectorXd, 0, Eigen::InnerStride<>>(rows.w + k, n, Eigen::InnerStride<>(rows.ld)), i,
-            group);
+            group, weight_processing.data());
     const double d = u(i, i);
     const double* wi = rows.column(i);
     for (Eigen::Index k = 0; k < rows.count; ++k) {
@@ -255,9 +268,11 @@ inline QuantizedTensor gptq_quantize(TensorView<const float> weight, const Inver
   const QuantScheme scheme = gptq_scheme(options);
   const QuantRange range = quant_range(scheme);
   const std::int64_t group = options.group_size > 0 ? options.group_size : in;
-  detail::GptqWalk<AffineParams> walk =
-      detail::gptq_walk<AffineParams>(weight, factor, options, group, [&](float lo, float hi) {
-        const ScaleZeroPoint p = scale_zero_point_from_range(lo, hi, scheme, fn);
+  detail::GptqWalk<AffineParams> walk = detail::gptq_walk<AffineParams>(
+      weight, factor, options, group, [&](const double* v, const double*, std::int64_t count) {
+        const auto [lo, hi] = std::minmax_element(v, v + count);
+        const ScaleZeroPoint p =
+            scale_zero_point_from_range(static_cast<float>(*lo), static_cast<float>(*hi), scheme, fn);
         return AffineParams(p.scale, p.zero_point, range.qmin, range.qmax);
       });
   QuantizedTensor t = make_quantized_tensor(weight.shape(), scheme, walk.values, walk.params, fn);
@@ -266,10 +281,11 @@ inline QuantizedTensor gptq_quantize(TensorView<const float> weight, const Inver
 }
 
 // GPTQ onto one of llama.cpp's block grids (quant/block_grid.hpp): groups are the format's blocks of 32 original
-// columns, each block's d (and m) chosen from its values by grid_params_from_range, so every value GPTQ settles on is
-// one the format holds. options.bits, symmetry and group_size are not read (the format fixes them); with act_order
-// the groups are static (options.static_groups must be true: a block is a run of original columns), and
-// permuted_output is refused. The input width must be a multiple of 32.
+// columns, each block's d (and m) chosen from its values (options.block_scale_search: grid_params_search weighted by
+// 1/U_jj², else grid_params_from_range), so every value GPTQ settles on is one the format holds. options.bits, symmetry
+// and group_size are not read (the format fixes them); with act_order the groups are static (options.static_groups must
+// be true: a block is a run of original columns), and permuted_output is refused. The input width must be a multiple
+// of 32.
 inline BlockQuantized gptq_quantize_blocks(TensorView<const float> weight, const InverseHessianFactor& factor,
                                            BlockFormat format, const GptqOptions& options, GptqResult* info = nullptr) {
   const char* fn = "shrink::quant::gptq_quantize_blocks";
@@ -287,7 +303,11 @@ inline BlockQuantized gptq_quantize_blocks(TensorView<const float> weight, const
   detail::check_gptq_factor(factor, o, in, fn);
   const BlockGrid grid = block_grid(format);
   detail::GptqWalk<GridParams> walk = detail::gptq_walk<GridParams>(
-      weight, factor, o, kGridBlock, [&](float lo, float hi) { return grid_params_from_range(grid, lo, hi, fn); });
+      weight, factor, o, kGridBlock, [&](const double* v, const double* a, std::int64_t count) {
+        if (o.block_scale_search) return grid_params_search(grid, v, a, count, fn);
+        const auto [lo, hi] = std::minmax_element(v, v + count);
+        return grid_params_from_range(grid, static_cast<float>(*lo), static_cast<float>(*hi), fn);
+      });
   BlockQuantized t = make_block_quantized(format, weight.size(0), in, walk.values, walk.params);
   if (info) *info = detail::gptq_result(walk.row_loss, factor, o, kGridBlock, in);
   return t;

@@ -360,6 +360,8 @@ void declare_quantize_options(ArgParser& args) {
       "         shrink quantize model.safetensors model-gptq.safetensors --method gptq\n"
       "         --calibration stats.safetensors --bits 4 --group-size 128\n"
       "         shrink quantize model.gguf model-q4_0.gguf --format gguf --type q4_0\n"
+      "         shrink quantize model.gguf model-q4_0.gguf --format gguf --type q4_0 --method gptq --act-order\n"
+      "         --calibration stats.safetensors   (stats from shrink_llm --write-calibration-stats)\n"
       "--method awq also writes LINEAR.input_scale [in] per Linear (the record's \"input_scale\"): the weight is\n"
       "dequantized then divided by it column by column, or the layer's input is divided by it.");
 }

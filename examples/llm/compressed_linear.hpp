@@ -38,6 +38,9 @@ class CompressedLinear {
 
   // SmoothQuant's (or AWQ's) factors for this layer's input (empty: none).
   void set_input_scales(std::vector<float> scales) { input_scales_ = std::move(scales); }
+  // The bytes of the stored format when the product runs on another (a format without a kernel of its own, computed
+  // with its dequantized weights): what stored_bytes() reports for the weight instead of the product's.
+  void set_format_bytes(std::int64_t bytes) { format_bytes_ = bytes; }
   // The weight's columns are the input's in this order (GPTQ's act_order g_idx form: column k reads x[:, order[k]]).
   void set_input_order(std::vector<std::int64_t> order) { input_order_ = std::move(order); }
 
@@ -74,7 +77,7 @@ class CompressedLinear {
 
   // Bytes the weight takes as stored for deployment (values, scales, zero points, indices), input scales included.
   std::int64_t stored_bytes() const {
-    const auto weight = std::visit([](const auto& w) { return bytes(w); }, weight_);
+    const auto weight = format_bytes_ > 0 ? format_bytes_ : std::visit([](const auto& w) { return bytes(w); }, weight_);
     return weight + static_cast<std::int64_t>(input_scales_.size() * sizeof(float) +
                                               input_order_.size() * sizeof(std::int32_t));  // g_idx as int32
   }
@@ -128,6 +131,7 @@ class CompressedLinear {
   Weight weight_;
   std::vector<float> input_scales_;
   std::vector<std::int64_t> input_order_;
+  std::int64_t format_bytes_ = 0;  // 0: the product's own bytes
 };
 
 }  // namespace llm

@@ -4,6 +4,9 @@
 //   base         the GGUF dequantized to float32                      cpu::linear_f32
 //   fp16, bf16   weights rounded to half / bfloat16                   cpu::linear_weight_only
 //   w8           int8 symmetric per output channel                    cpu::linear_weight_only
+//   w8-g32       int8 symmetric per group of 32 (Q8_0's grid but float32 scales): the weight-only products read
+//                int8 per tensor or per channel only, so the row computes with the dequantized weights
+//                                                                      cpu::linear_f32
 //   w8a8         w8's weights, activations int8 per token (dynamic)   cpu::linear_int8_dynamic
 //   sq-w8a8      SmoothQuant (alpha 0.5) then w8a8                    cpu::linear_int8_dynamic
 //   w4-g64       uint4 affine per group of 64 (round to nearest)      cpu::linear_weight_only
@@ -69,6 +72,7 @@ enum class Recipe {
   fp16,
   bf16,
   w8,
+  w8_g32,
   w8a8,
   sq_w8a8,
   w4_g64,
@@ -96,11 +100,12 @@ struct RecipeInfo {
   bool sequential;   // calibrates block by block on the compressed model (sequential.hpp)
 };
 
-inline constexpr std::array<RecipeInfo, 21> kRecipes = {{
+inline constexpr std::array<RecipeInfo, 22> kRecipes = {{
     {Recipe::base, "base", "linear_f32", false, false},
     {Recipe::fp16, "fp16", "linear_weight_only<half>", false, false},
     {Recipe::bf16, "bf16", "linear_weight_only<bfloat16>", false, false},
     {Recipe::w8, "w8", "linear_weight_only<int8>", false, false},
+    {Recipe::w8_g32, "w8-g32", "linear_f32 (dequantized)", false, false},
     {Recipe::w8a8, "w8a8", "linear_int8_dynamic", false, false},
     {Recipe::sq_w8a8, "sq-w8a8", "linear_int8_dynamic", true, false},
     {Recipe::w4_g64, "w4-g64", "linear_weight_only<int4>", false, false},
@@ -219,6 +224,14 @@ inline CompressedLinear compress_linear(Recipe recipe, const FloatMatrix& weight
     case Recipe::fp16: return CompressedLinear(cpu::pack_weight_as<shrink::half>(w));
     case Recipe::bf16: return CompressedLinear(cpu::pack_weight_as<shrink::bfloat16>(w));
     case Recipe::w8: return CompressedLinear(cpu::pack_weight(shrink::quant::quantize(w, w8_scheme())));
+    case Recipe::w8_g32: {
+      const std::vector<float> restored = shrink::quant::dequantize(
+          shrink::quant::quantize(w, shrink::quant::QuantScheme::per_group(shrink::quant::QuantDtype::int8,
+                                                                           shrink::quant::Symmetry::symmetric, 1, 32)));
+      CompressedLinear l(cpu::pack_weight(shrink::TensorView<const float>(restored.data(), w.shape())));
+      l.set_format_bytes(w.numel() + w.numel() / 32 * static_cast<std::int64_t>(sizeof(float)));  // int8 + a scale/32
+      return l;
+    }
     case Recipe::w8a8:
     case Recipe::sq_w8a8: return CompressedLinear(cpu::pack_int8_weight(shrink::quant::quantize(w, w8_scheme())));
     case Recipe::w4_g64:

@@ -335,7 +335,7 @@ TEST_CASE("inspect lists a GGUF file, found by its magic: version, metadata and 
   b.add_strings("tokenizer.ggml.tokens", {"a", "b", "c"});
   b.add_tensor({"token_embd.weight", {64, 3}, 8, shrink::test::Bytes(3 * 2 * 34, 0), {}});     // Q8_0, shape {3, 64}
   b.add_tensor({"output_norm.weight", {64}, 0, shrink::test::Bytes(256, 0), {}});              // F32
-  b.add_tensor({"blk.0.ffn_down.weight", {256, 2}, 14, shrink::test::Bytes(2 * 210, 0), {}});  // Q6_K
+  b.add_tensor({"blk.0.ffn_down.weight", {256, 2}, 10, shrink::test::Bytes(2 * 84, 0), {}});  // Q2_K
   const std::string model = dir.file("model.bin");  // not named .gguf: the magic tells
   {
     const shrink::test::Bytes bytes = b.bytes();
@@ -349,8 +349,8 @@ TEST_CASE("inspect lists a GGUF file, found by its magic: version, metadata and 
   CHECK(text.out.find("general.architecture   string         \"llama\"") != std::string::npos);
   CHECK(text.out.find("tokenizer.ggml.tokens  array[string]  [string x 3]") != std::string::npos);
   CHECK(text.out.find("token_embd.weight      Q8_0  [3, 64]   204") != std::string::npos);
-  CHECK(text.out.find("blk.0.ffn_down.weight  Q6_K  [2, 256]  420") != std::string::npos);
-  CHECK(text.out.find("total: 3 tensors, 768 elements, 880 bytes") != std::string::npos);
+  CHECK(text.out.find("blk.0.ffn_down.weight  Q2_K  [2, 256]  168") != std::string::npos);
+  CHECK(text.out.find("total: 3 tensors, 768 elements, 628 bytes") != std::string::npos);
 
   const json j = run_json(dir, {"inspect", model, "--json"});
   CHECK(j["format"] == "gguf");
@@ -367,7 +367,7 @@ TEST_CASE("inspect lists a GGUF file, found by its magic: version, metadata and 
   CHECK(j["tensors"][0]["shape"] == json::array({3, 64}));
   CHECK(j["tensors"][0]["bytes"] == 204);
   CHECK(j["tensors"][2]["dequantizable"] == false);
-  CHECK(j["totals"] == json({{"tensors", 3}, {"elements", 768}, {"bytes", 880}}));
+  CHECK(j["totals"] == json({{"tensors", 3}, {"elements", 768}, {"bytes", 628}}));
 
   // A truncated GGUF file: one line naming the file and the defect, exit code 1.
   const std::string truncated = dir.file("truncated.gguf");

@@ -8,6 +8,9 @@ Files written (a few KB each):
                             its stored bytes (the test requires shrink's dequantization to give the same bits)
   gguf_small_source.gguf    the float values each quantized tensor (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1) was made from, as
                             F32 under the same name (the test requires shrink's quantizers to give the stored bytes)
+  gguf_kquants.gguf         Q4_K, Q5_K and Q6_K tensors of seeded random blocks (gguf-py has no K-quant quantizer;
+                            every byte pattern is a valid block once its fp16 scales are finite), plus all-zero blocks
+  gguf_kquants_expected.gguf  gguf.quants.dequantize of each, as F32
 """
 import pathlib
 
@@ -62,6 +65,39 @@ def zero_row(x):
     return x
 
 
+# ggml's K-quant super-blocks: bytes per 256 values and the byte offsets of their fp16 scales (d, and dmin where there
+# is one).
+KQUANTS = {Q.Q4_K: (144, (0, 2)), Q.Q5_K: (176, (0, 2)), Q.Q6_K: (210, (208,))}
+
+
+def kquant_blocks(rng, qtype, rows, blocks_per_row):
+    """Random super-blocks with finite fp16 scales of a spread of magnitudes; the second row's blocks all zero."""
+    size, scale_offsets = KQUANTS[qtype]
+    raw = rng.integers(0, 256, size=(rows, blocks_per_row, size), dtype=np.uint8)
+    for offset in scale_offsets:
+        scales = (rng.standard_normal((rows, blocks_per_row)) * np.geomspace(1e-4, 4.0, rows)[:, None])
+        raw[:, :, offset:offset + 2] = scales.astype(np.float16).view(np.uint8).reshape(rows, blocks_per_row, 2)
+    raw[1] = 0
+    return raw.reshape(rows, blocks_per_row * size)
+
+
+def write_kquants(rng):
+    small = gguf.GGUFWriter(str(HERE / "gguf_kquants.gguf"), arch="shrinktest")
+    expected = gguf.GGUFWriter(str(HERE / "gguf_kquants_expected.gguf"), arch="shrinktest")
+    for name, qtype, rows, per_row in (("q4_k.weight", Q.Q4_K, 3, 2), ("q5_k.weight", Q.Q5_K, 3, 1),
+                                       ("q6_k.weight", Q.Q6_K, 4, 2)):
+        raw = kquant_blocks(rng, qtype, rows, per_row)
+        small.add_tensor(name, raw, raw_shape=raw.shape, raw_dtype=qtype)
+        dequantized = gguf.quants.dequantize(raw, qtype).astype(np.float32)
+        assert dequantized.shape == (rows, per_row * 256), (name, dequantized.shape)
+        expected.add_tensor(name, np.ascontiguousarray(dequantized))
+    for writer in (small, expected):
+        writer.write_header_to_file()
+        writer.write_kv_data_to_file()
+        writer.write_tensors_to_file()
+        writer.close()
+
+
 def main():
     rng = np.random.default_rng(SEED)
     small = gguf.GGUFWriter(str(HERE / "gguf_small.gguf"), arch="shrinktest")
@@ -102,7 +138,9 @@ def main():
         writer.write_kv_data_to_file()
         writer.write_tensors_to_file()
         writer.close()
-    print(f"gen_gguf: wrote gguf_small.gguf, gguf_small_expected.gguf and gguf_small_source.gguf in {HERE}")
+    write_kquants(np.random.default_rng(SEED + 1))
+    print(f"gen_gguf: wrote gguf_small.gguf, gguf_small_expected.gguf, gguf_small_source.gguf, gguf_kquants.gguf and "
+          f"gguf_kquants_expected.gguf in {HERE}")
 
 
 if __name__ == "__main__":

@@ -86,7 +86,39 @@ TEST_CASE("gguf: type names and layouts", "[io][gguf]") {
   CHECK(shrink::io::gguf_type_supported(30));
   CHECK(shrink::io::gguf_type_supported(6));
   CHECK(shrink::io::gguf_type_supported(7));
-  CHECK_FALSE(shrink::io::gguf_type_supported(14));
+  CHECK(shrink::io::gguf_type_supported(14));
+  CHECK_FALSE(shrink::io::gguf_type_supported(10));  // Q2_K
+}
+
+TEST_CASE("gguf: the K-quants (Q4_K, Q5_K, Q6_K) dequantize bit for bit as gguf-py does", "[io][gguf]") {
+  // Seeded random super-blocks with finite scales, and an all-zero row (tests/golden/gen_gguf.py).
+  const GgufFile file = GgufFile::open(kGolden + "gguf_kquants.gguf");
+  const GgufFile expected = GgufFile::open(kGolden + "gguf_kquants_expected.gguf");
+  REQUIRE(file.tensors().size() == 3);
+  for (const GgufTensorInfo& t : file.tensors()) {
+    INFO(t.name << " " << shrink::io::gguf_type_name(t.type));
+    const std::vector<float> got = file.dequantize(t);
+    const std::vector<float> want = expected.dequantize(expected.tensor(t.name));
+    REQUIRE(got.size() == want.size());
+    for (std::size_t k = 0; k < got.size(); ++k) {
+      INFO("element " << k << ": " << got[k] << " vs " << want[k]);
+      REQUIRE(float_bits(got[k]) == float_bits(want[k]));
+    }
+  }
+  // One Q4_K super-block by hand: d = 1, dmin = 0.5; sub-block 5's scale 0b10'0011 = 35 and min 0b01'0100 = 20
+  // (low nibbles in byte 9, top bits in bytes 1 and 5); every nibble 3.
+  Bytes q4k(144, 0);
+  q4k[0] = 0x00, q4k[1] = 0x3C;  // d = 1
+  q4k[2] = 0x00, q4k[3] = 0x38;  // dmin = 0.5
+  q4k[4 + 9] = 0x43;             // sub-block 5: scale low 4 bits 3, min low 4 bits 4
+  q4k[4 + 1] = 0x80;             // scale's top bits 10
+  q4k[4 + 5] = 0x40;             // min's top bits 01
+  for (int j = 0; j < 128; ++j) q4k[16 + j] = 0x33;
+  std::vector<float> out(256);
+  shrink::io::gguf_dequantize(12, q4k.data(), 256, out.data());
+  CHECK(out[5 * 32] == 35.0f * 3.0f - 0.5f * 20.0f);  // sub-block 5: elements 160..191, the high nibbles of 64..95
+  CHECK(out[5 * 32 + 31] == 95.0f);
+  CHECK(out[1 * 32] == 0.0f);  // sub-block 1: scale and min 0 (bytes 1 and 5 hold only top bits)
 }
 
 TEST_CASE("gguf: gguf-py's file reads with its metadata and dequantizes bit for bit as gguf-py does", "[io][gguf]") {
@@ -329,13 +361,13 @@ TEST_CASE("gguf: general.alignment places the data section and the tensors", "[i
 
 TEST_CASE("gguf: tensors of known but unsupported types open, and refuse to dequantize", "[io][gguf]") {
   GgufBuilder b;
-  b.add_tensor({"blk.0.ffn_down.weight", {256, 1}, 14, Bytes(210, 0), {}});  // Q6_K
-  b.add_tensor({"ids", {2}, 26, Bytes(8, 0), {}});                           // I32
+  b.add_tensor({"blk.0.ffn_down.weight", {256, 1}, 10, Bytes(84, 0), {}});  // Q2_K
+  b.add_tensor({"ids", {2}, 26, Bytes(8, 0), {}});                          // I32
   const GgufFile f = parse(b.bytes());
-  CHECK(f.tensor("blk.0.ffn_down.weight").bytes == 210);
+  CHECK(f.tensor("blk.0.ffn_down.weight").bytes == 84);
   CHECK_THROWS_WITH(f.dequantize("blk.0.ffn_down.weight"),
-                    "shrink::io::GgufFile::dequantize: test.gguf: tensor \"blk.0.ffn_down.weight\" has type Q6_K (14): "
-                    "expected one of F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1");
+                    "shrink::io::GgufFile::dequantize: test.gguf: tensor \"blk.0.ffn_down.weight\" has type Q2_K (10): "
+                    "expected one of F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K");
   std::vector<float> out(2, 7.0f);
   CHECK_THROWS_WITH(f.dequantize_into(f.tensor("ids"), out.data(), 2), Catch::Contains("has type I32 (26)"));
   CHECK(out == std::vector<float>(2, 7.0f));

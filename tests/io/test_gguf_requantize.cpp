@@ -116,10 +116,10 @@ TEST_CASE("requantize_gguf refuses a target it cannot write and a tensor it cann
                     Catch::Contains("type") && Catch::Contains("Q6_K (14)"));
   GgufWriter w;
   w.set_string("general.architecture", "llama");
-  w.add_tensor("blk.0.attn_q.weight", {2, 256}, 14, std::vector<std::uint8_t>(2 * 210));  // Q6_K
+  w.add_tensor("blk.0.attn_q.weight", {2, 256}, 10, std::vector<std::uint8_t>(2 * 84));  // Q2_K
   w.write(dir.file("k_quant.gguf"));
   const GgufFile k_quant = GgufFile::open(dir.file("k_quant.gguf"));
   CHECK_THROWS_WITH(shrink::io::requantize_gguf(k_quant, out_path, ggml_type_id(GgufType::q4_0)),
-                    Catch::Contains("\"blk.0.attn_q.weight\" is Q6_K, which shrink cannot read"));
+                    Catch::Contains("\"blk.0.attn_q.weight\" is Q2_K, which shrink cannot read"));
   CHECK_FALSE(std::ifstream(out_path).good());
 }

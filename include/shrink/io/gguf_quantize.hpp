@@ -142,8 +142,13 @@ SHRINK_NO_CONTRACT inline void quantize_affine_block(const float* x, int levels,
   m_bits = float_to_half_bits(min);
 }
 
-// The types gguf_quantize writes: every type shrink reads (gguf_type_supported).
-constexpr bool gguf_type_writable(std::uint32_t type) { return gguf_type_supported(type); }
+// The types gguf_quantize writes: every type shrink reads (gguf_type_supported) but the K-quants.
+constexpr bool gguf_type_writable(std::uint32_t type) {
+  return gguf_type_supported(type) && gguf_type_layout(type).block_elements <= 32;
+}
+
+// The types gguf_quantize writes, for error messages.
+inline std::string gguf_writable_type_names() { return "F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1"; }
 
 // Stores `elements` floats as ggml type `type` at out (the type's bytes for them: elements / block size blocks), the
 // quantized types by llama.cpp's reference quantizers above, F16 and BF16 rounded to nearest even. Refused with
@@ -154,7 +159,7 @@ inline void gguf_quantize(std::uint32_t type, const float* x, std::int64_t eleme
   const GgufTypeLayout layout = gguf_type_layout(type);
   if (!gguf_type_writable(type))
     fail(where, "type", std::string(layout.name) + " (" + std::to_string(type) + ")",
-         "one of " + gguf_supported_type_names());
+         "one of " + gguf_writable_type_names());
   if (elements < 0 || elements % layout.block_elements != 0)
     fail(where, "elements", elements,
          "a non-negative multiple of " + std::to_string(layout.block_elements) + " for " + layout.name);
@@ -190,6 +195,9 @@ inline void gguf_quantize(std::uint32_t type, const float* x, std::int64_t eleme
         quantize_affine_block(v, 32, q, d, m);
         encode_q5_1_block(d, m, q, o);
         break;
+      case GgufType::q4_k:
+      case GgufType::q5_k:
+      case GgufType::q6_k: break;  // not writable: refused above
     }
   }
 }

@@ -48,6 +48,9 @@ inline std::uint32_t gguf_file_type_of(std::uint32_t type) {
     case GgufType::q5_0: return 8;   // MOSTLY_Q5_0
     case GgufType::q5_1: return 9;   // MOSTLY_Q5_1
     case GgufType::bf16: return 32;  // MOSTLY_BF16
+    case GgufType::q4_k:
+    case GgufType::q5_k:
+    case GgufType::q6_k: break;  // read, not written yet
   }
   fail("shrink::io::gguf_file_type_of", "type", gguf_type_name(type), "a type gguf_quantize writes");
 }
@@ -64,7 +67,7 @@ inline std::vector<GgufTensorPlan> plan_gguf_requantize(const GgufFile& in, std:
   const char* where = "shrink::io::plan_gguf_requantize";
   if (!gguf_type_writable(type))
     fail(where, "type", std::string(gguf_type_name(type)) + " (" + std::to_string(type) + ")",
-         "one of " + gguf_supported_type_names());
+         "one of " + gguf_writable_type_names());
   const bool quantized = gguf_type_layout(type).block_elements > 1;
   const GgufTensorInfo* head = gguf_output_head(in);
   std::vector<GgufTensorPlan> plans;

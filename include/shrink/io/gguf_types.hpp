@@ -15,6 +15,9 @@ enum class GgufType : std::uint32_t {
   q5_0 = 6,
   q5_1 = 7,
   q8_0 = 8,
+  q4_k = 12,
+  q5_k = 13,
+  q6_k = 14,
   bf16 = 30,
 };
 
@@ -80,12 +83,17 @@ constexpr bool gguf_type_supported(std::uint32_t type) {
     case GgufType::q4_0:
     case GgufType::q4_1:
     case GgufType::q5_0:
-    case GgufType::q5_1: return true;
+    case GgufType::q5_1:
+    case GgufType::q4_k:
+    case GgufType::q5_k:
+    case GgufType::q6_k: return true;
   }
   return false;
 }
 
 // The supported types, for error messages.
-inline std::string gguf_supported_type_names() { return "F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1"; }
+inline std::string gguf_supported_type_names() {
+  return "F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K";
+}
 
 }  // namespace shrink::io

@@ -107,6 +107,7 @@ class GgufMethodRun {
     if (norm) {
       const std::vector<float>& values = b.norms.at(stem);
       io::gguf_quantize(plan.to_type, values.data(), static_cast<std::int64_t>(values.size()), out);
+      b.norms.erase(stem);
     } else {
       const std::vector<std::uint8_t>& encoded = b.linears.at(t.name);
       if (encoded.size() != bytes)
@@ -114,12 +115,9 @@ class GgufMethodRun {
                                     std::to_string(bytes) + " expected");
       std::memcpy(out, encoded.data(), bytes);
       b.linears.erase(t.name);
-      if (--remaining_[block] == 0 && b.norms_left() == 0) done_.erase(block);
+      --remaining_[block];
     }
-    if (norm) {
-      b.norms.erase(stem);
-      if (remaining_[block] == 0 && b.norms_left() == 0) done_.erase(block);
-    }
+    if (remaining_[block] == 0 && b.norms.empty()) done_.erase(block);  // every tensor of the block written
     return true;
   }
 
@@ -135,7 +133,6 @@ class GgufMethodRun {
   struct BlockOutput {
     std::map<std::string, std::vector<std::uint8_t>> linears;  // tensor name -> bytes
     std::map<std::string, std::vector<float>> norms;           // attn_norm / ffn_norm with 1/s folded (AWQ)
-    std::size_t norms_left() const { return norms.size(); }
   };
 
   std::string name(std::int64_t block, const std::string& stem) const {

@@ -246,7 +246,7 @@ inline void encode_gguf_blocks(const quant::BlockQuantized& t, std::uint8_t* out
       fail(where, ("t.codes[" + std::to_string(k) + "]").c_str(), static_cast<int>(t.codes[k]),
            "a code in [" + std::to_string(grid.qmin) + ", " + std::to_string(grid.qmax) + "] for " +
                quant::block_format_name(t.format));
-  auto fp16_exact = [](float v) { return half_bits_to_float(float_to_half_bits(v)) == v; };
+  auto fp16_exact = [](float v) { return quant::round_to_fp16(v) == v; };
   for (std::size_t k = 0; k < t.scales.size(); ++k) {
     if (!fp16_exact(t.scales[k].d))
       fail(where, ("t.scales[" + std::to_string(k) + "].d").c_str(), t.scales[k].d, "a value fp16 holds exactly");

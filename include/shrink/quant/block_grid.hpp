@@ -93,9 +93,12 @@ inline float dequantize_value(std::int32_t q, const GridParams& p) {
   return p.has_minimum ? scaled + p.m : scaled;
 }
 
-// x rounded to fp16 and back; an Error naming `what` when it leaves fp16's range.
+// x rounded to the nearest fp16 value (ties to even), as a float.
+inline float round_to_fp16(float x) { return half_bits_to_float(float_to_half_bits(x)); }
+
+// round_to_fp16(x); an Error naming `what` when it leaves fp16's range.
 inline float fp16_value(float x, const char* fn, const char* what) {
-  const float r = half_bits_to_float(float_to_half_bits(x));
+  const float r = round_to_fp16(x);
   if (!std::isfinite(r)) fail(fn, what, x, "a value an fp16 holds (|x| <= 65504)");
   return r;
 }
@@ -174,8 +177,8 @@ inline GridParams grid_params_search(const BlockGrid& grid, const double* x, con
       if (!(den > 0.0)) continue;
       d = num / den;
     }
-    const float d16 = half_bits_to_float(float_to_half_bits(static_cast<float>(d)));
-    const float m16 = half_bits_to_float(float_to_half_bits(static_cast<float>(m)));
+    const float d16 = round_to_fp16(static_cast<float>(d));
+    const float m16 = round_to_fp16(static_cast<float>(m));
     if (!std::isfinite(d16) || !std::isfinite(m16)) continue;
     const GridParams candidate(grid, d16, m16);
     const double e = grid_weighted_error(candidate, x, a, n);

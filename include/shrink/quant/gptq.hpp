@@ -176,7 +176,8 @@ GptqWalk<Params> gptq_walk(const TensorView<const float>& weight, const InverseH
   }
   // The parameters of values [first, first + count) of a row (any Eigen vector expression) with their weights.
   auto segment_params = [&](const auto& row, Eigen::Index first, Eigen::Index count, const double* weights) {
-    std::vector<double> values(static_cast<std::size_t>(count));
+    thread_local std::vector<double> values;  // one buffer per worker, not one allocation per row and group
+    values.resize(static_cast<std::size_t>(count));
     for (Eigen::Index j = 0; j < count; ++j) values[static_cast<std::size_t>(j)] = row(first + j);
     return group_params(values.data(), weights + first, static_cast<std::int64_t>(count));
   };

@@ -255,8 +255,8 @@ inline HqqGroup hqq_grid_group(const float* w, const BlockGrid& grid, const HqqO
       }
       if (den > 0.0) d = num / den;
     }
-    const float d16 = half_bits_to_float(float_to_half_bits(static_cast<float>(d)));
-    const float m16 = half_bits_to_float(float_to_half_bits(static_cast<float>(m)));
+    const float d16 = round_to_fp16(static_cast<float>(d));
+    const float m16 = round_to_fp16(static_cast<float>(m));
     if (!std::isfinite(d16) || !std::isfinite(m16)) break;  // beyond fp16: the step cannot be stored
     params = GridParams(grid, d16, m16);
     beta *= o.kappa;

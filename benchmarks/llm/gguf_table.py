@@ -2,7 +2,8 @@
 """The table of docs/llm.md "Into llama.cpp's formats": every GGUF format x method, perplexity by llama.cpp.
 
     gguf_table.py --shrink BIN/shrink --shrink-llm BIN/shrink_llm --llama-tools DIR --data DIR --work DIR
-                  [--types q4_0,q5_0,q5_1,q8_0] [--methods rtn,hqq,gptq,gptq-act,awq] [--threads 2] [--json OUT]
+                  [--types q4_0,q5_0,q5_1,q8_0,q4_k,q5_k,q6_k] [--methods rtn,hqq,gptq,gptq-act,awq] [--threads 2]
+                  [--json OUT]
 
 Run with the Python of `scripts/python-env.sh llama` (llama-cpp-python). --llama-tools holds llama.cpp's own
 llama-quantize and llama-imatrix, built by hand from the same llama-cpp-python sdist (its Python API has no importance
@@ -11,7 +12,10 @@ matrix tool; commands in benchmarks/notes/gguf_methods.md). In --work, made once
                                             input statistics over the calibration windows: 16 x 512 Macbeth tokens)
   imatrix.gguf                              llama-imatrix on llama.cpp's F16 of the source, the same Macbeth text,
                                             16 chunks of 512
-  llama.<T>[.imatrix].gguf                  llama-quantize --allow-requantize [--imatrix] of the source to T
+  llama.<T>[.imatrix].gguf                  llama-quantize --allow-requantize [--imatrix] of the source to T; for the
+                                            K-quants (shrink writes them pure) --pure with the embedding and output
+                                            types shrink's plan gives them (Q4_K_S, Q5_K_S, Q6_K), so that both
+                                            files hold the same type per tensor
   <t>.<method>.gguf                         shrink quantize --format gguf --type t --method ... (timed)
 Every file's perplexity comes from llama.cpp's logits (llama_cpp_perplexity.py: 8 windows of 512 Hamlet ids, every
 token but each window's first). Prints a markdown table and writes every figure to --json.
@@ -53,6 +57,23 @@ def perplexity(python, model, ids, threads, work):
         return json.load(f)
 
 
+# llama-quantize's file type for each K-quant shrink writes (every linear the one type: --pure).
+LLAMA_K_FTYPE = {"q4_k": "Q4_K_S", "q5_k": "Q5_K_S", "q6_k": "Q6_K"}
+
+
+def head_types(shrink, source, t, work):
+    """The types shrink's plan gives token_embd.weight and output.weight (when present) for --type t."""
+    plan = os.path.join(work, f"{t}.plan.json")
+    out = os.path.join(work, f"{t}.plan.gguf")
+    with open(plan, "w") as f:
+        subprocess.run([shrink, "quantize", source, out, "--format", "gguf", "--type", t, "--json"], stdout=f,
+                       check=True)
+    os.remove(out)
+    with open(plan) as f:
+        tensors = {e["name"]: e["to"] for e in json.load(f)["tensors"]}
+    return tensors.get("token_embd.weight"), tensors.get("output.weight")
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--shrink", required=True)
@@ -60,7 +81,7 @@ def main():
     p.add_argument("--llama-tools", required=True)
     p.add_argument("--data", required=True)
     p.add_argument("--work", required=True)
-    p.add_argument("--types", default="q4_0,q5_0,q5_1,q8_0")
+    p.add_argument("--types", default="q4_0,q5_0,q5_1,q8_0,q4_k,q5_k,q6_k")
     p.add_argument("--methods", default="rtn,hqq,gptq,gptq-act,awq")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--json")
@@ -96,7 +117,13 @@ def main():
             seconds = None
             if not os.path.exists(out):
                 cmd = [tool("llama-quantize"), "--allow-requantize"] + (["--imatrix", imatrix] if imat else [])
-                seconds = run(cmd + [source, out, T, str(a.threads)], out + ".log")
+                ftype = T
+                if t in LLAMA_K_FTYPE:
+                    ftype = LLAMA_K_FTYPE[t]
+                    embedding, output = head_types(a.shrink, source, t, a.work)
+                    cmd += ["--pure", "--token-embedding-type", embedding.lower()]
+                    cmd += ["--output-tensor-type", (output or embedding).lower()]
+                seconds = run(cmd + [source, out, ftype, str(a.threads)], out + ".log")
             r = perplexity(python, out, ids, a.threads, a.work)
             rows.append({"type": T, "method": "llama-quantize" + (" + imatrix" if imat else ""),
                          "perplexity": r["perplexity"], "file_bytes": r["file_bytes"], "compress_seconds": seconds})

@@ -1,5 +1,6 @@
 // `shrink quantize IN.gguf OUT.gguf --format gguf --type T --method gptq|awq|hqq`: the methods onto the block grid of
-// T (quant/block_grid.hpp), for every linear the plan requantizes to a block type (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1); the
+// T (quant/block_grid.hpp), for every linear the plan requantizes to a block type (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, and
+// the K-quants Q4_K, Q5_K, Q6_K, whose super-blocks' parameters each method chooses together); the
 // output head, the embedding, a linear already of its type (copied, as llama-quantize does) and every other tensor
 // keep the reference path (io/gguf_requantize.hpp).
 //   gptq  quant::gptq_quantize_blocks with the Hessian of each linear's input (--calibration, one factor per input
@@ -159,7 +160,7 @@ class GgufMethodRun {
         if (!targets_.count(name(block, stem)))
           throw shrink::Error("--method awq folds its factors into llama's block layout: block " +
                               std::to_string(block) + " has no \"" + name(block, stem) +
-                              "\" on a block type (every linear of a block, each in rows of whole blocks of 32)");
+                              "\" on a block type (every linear of a block, each in rows of whole blocks)");
       for (const char* norm : {"attn_norm", "ffn_norm"}) {
         const io::GgufTensorInfo* t = in_.find_tensor(name(block, norm));
         if (t == nullptr || t->shape.size() != 1 || t->shape[0] != in_.tensor(name(block, "attn_q")).shape[1])

@@ -350,8 +350,8 @@ void declare_quantize_options(ArgParser& args) {
               "takes a GGUF IN and --type",
               "shrink");
   args.option("type", "T",
-              "q4_0|q4_1|q5_0|q5_1|q8_0|f16|bf16|f32 (--format gguf): the type of the linears; the output head and "
-              "rows that are not whole blocks take llama-quantize's choice");
+              "q4_0|q4_1|q5_0|q5_1|q8_0|q4_k|q5_k|q6_k|f16|bf16|f32 (--format gguf): the type of the linears; the "
+              "output head and rows that are not whole blocks (or super-blocks) take llama-quantize's choice");
   TensorSelection::declare(args);
   args.flag("json", "print a JSON summary on stdout");
   args.epilog(

@@ -20,14 +20,17 @@
 
 namespace shrink::cli {
 
+inline const char* gguf_type_choices() { return "q4_0|q4_1|q5_0|q5_1|q8_0|q4_k|q5_k|q6_k|f16|bf16|f32"; }
+
 inline std::uint32_t gguf_target_type(const std::string& name) {
   using io::GgufType;
   const std::pair<const char*, GgufType> types[] = {
       {"q4_0", GgufType::q4_0}, {"q4_1", GgufType::q4_1}, {"q5_0", GgufType::q5_0}, {"q5_1", GgufType::q5_1},
-      {"q8_0", GgufType::q8_0}, {"f16", GgufType::f16},   {"bf16", GgufType::bf16}, {"f32", GgufType::f32}};
+      {"q8_0", GgufType::q8_0}, {"q4_k", GgufType::q4_k}, {"q5_k", GgufType::q5_k}, {"q6_k", GgufType::q6_k},
+      {"f16", GgufType::f16},   {"bf16", GgufType::bf16}, {"f32", GgufType::f32}};
   for (const auto& [text, type] : types)
     if (name == text) return static_cast<std::uint32_t>(type);
-  throw UsageError("--type = '" + name + "': expected one of q4_0|q4_1|q5_0|q5_1|q8_0|f16|bf16|f32");
+  throw UsageError("--type = '" + name + "': expected one of " + gguf_type_choices());
 }
 
 // The method flags for --format gguf, each refused where it does not apply.
@@ -71,7 +74,7 @@ inline int run_quantize_gguf(const std::string& command, const ArgParser& args) 
                        " does not apply to --format gguf: the type of each tensor follows --type as llama-quantize "
                        "chooses it");
   const GgufMethod method = read_gguf_method(args);
-  if (!args.has("type")) throw UsageError("--format gguf needs --type q4_0|q4_1|q5_0|q5_1|q8_0|f16|bf16|f32");
+  if (!args.has("type")) throw UsageError(std::string("--format gguf needs --type ") + gguf_type_choices());
   const std::uint32_t type = gguf_target_type(args.text("type", ""));
   const std::string in = args.arg("IN");
   const std::string out = args.arg("OUT");

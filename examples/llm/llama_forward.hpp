@@ -294,9 +294,10 @@ inline FloatMatrix embed(const CompressedModel& m, const std::int32_t* ids, std:
 }
 
 // The NLL of ids[1..count-1] given their prefixes in this window (count - 1 predictions). `tap`, when given, sees
-// every linear's input. Token ids must be < vocab.
+// every linear's input; `logits_out`, when given, receives the logits of positions 0 .. count − 2 ([count − 1, vocab]
+// row-major). Token ids must be < vocab.
 inline WindowLoss forward_window(const CompressedModel& m, const std::int32_t* ids, std::int64_t count,
-                                 ActivationTap* tap = nullptr) {
+                                 ActivationTap* tap = nullptr, std::vector<float>* logits_out = nullptr) {
   const char* fn = "llm::forward_window";
   const LlamaConfig& c = m.config;
   if (count < 2) shrink::fail(fn, "count", count, "a window of at least 2 tokens");
@@ -315,6 +316,7 @@ inline WindowLoss forward_window(const CompressedModel& m, const std::int32_t* i
 
   // Logits in chunks of rows, each row's log-softmax with its sum in double.
   WindowLoss loss;
+  if (logits_out) logits_out->assign(static_cast<std::size_t>((count - 1) * c.vocab), 0.0f);
   const std::int64_t chunk = 64;
   FloatMatrix logits(std::min<std::int64_t>(chunk, count - 1), c.vocab);
   for (std::int64_t begin = 0; begin < count - 1; begin += chunk) {
@@ -322,6 +324,8 @@ inline WindowLoss forward_window(const CompressedModel& m, const std::int32_t* i
     shrink::TensorView<const float> in(h.row(begin), shrink::Shape{rows, c.width});
     shrink::TensorView<float> out(logits.values.data(), shrink::Shape{rows, c.vocab});
     m.head->forward(in, out, shrink::Activation::none, buf.scratch);
+    if (logits_out)
+      std::copy(logits.values.begin(), logits.values.begin() + rows * c.vocab, logits_out->begin() + begin * c.vocab);
     std::vector<double> row_nll(static_cast<std::size_t>(rows));
     shrink::parallel_for(rows, 1, [&](std::int64_t rb, std::int64_t re) {
       for (std::int64_t r = rb; r < re; ++r) {

@@ -3,7 +3,7 @@
 //
 //   shrink_llm [--data DIR] [--recipes all|a,b,..|none] [--window 512] [--windows 8] [--calibration-windows 16]
 //              [--threads N] [--json FILE] [--write-ids FILE] [--write-calibration-ids FILE]
-//              [--hessian-jitter EPS [--jitter-seed N]] [--write-calibration-stats FILE]
+//              [--hessian-jitter EPS [--jitter-seed N]] [--write-calibration-stats FILE] [--write-logits FILE]
 //   shrink_llm generate --prompt TEXT [--chat] ...   one recipe's model answers a prompt (generate_command.hpp)
 #include <nlohmann/json.hpp>
 
@@ -40,6 +40,7 @@ struct Options {
   int threads = 0;                  // 0: shrink's default executor
   std::string json, write_ids, write_calibration_ids;
   std::string write_calibration_stats;  // the float model's input statistics, for `shrink quantize --format gguf`
+  std::string write_logits;             // the float forward's logits of the first window (tests/llm/llama_cpp_logits)
   llm::HessianJitter hessian_jitter;
 };
 
@@ -51,14 +52,17 @@ struct Options {
       "                  [--recipes all|none|NAME,NAME,...] [--window N] [--windows N]\n"
       "                  [--calibration-windows N] [--threads N] [--json FILE] [--write-ids FILE]\n"
       "                  [--write-calibration-ids FILE] [--hessian-jitter EPS [--jitter-seed N]]\n"
-      "                  [--write-calibration-stats FILE]\n"
+      "                  [--write-calibration-stats FILE] [--write-logits FILE]\n"
       "  --data DIR  scripts/fetch-llm-data.sh's directory (default: $SHRINK_LLM_DATA_DIR): the model\n"
       "              SmolLM2-135M-Instruct.Q4_1.gguf, hamlet.txt (evaluation), macbeth.txt (calibration)\n"
       "  --hessian-jitter EPS  each Hessian entry of the sequential recipes times (1 + EPS·u), u uniform in\n"
       "              [-1, 1] (symmetric): how far a row moves when its statistics move by rounding's order\n"
       "  --write-calibration-stats FILE  each linear input's Hessian and mean |x| in the float model over the\n"
       "              calibration windows, named as the GGUF's linears (`shrink quantize --format gguf\n"
-      "              --method gptq|awq --calibration FILE`)\n",
+      "              --method gptq|awq --calibration FILE`)\n"
+      "  --write-logits FILE  the logits of the first evaluation window's positions 0 .. window - 2 through the\n"
+      "              model's dequantized weights in float32 (the base recipe), raw little-endian float32\n"
+      "              [window - 1, vocabulary]\n",
       why.c_str());
   std::exit(2);
 }
@@ -128,6 +132,8 @@ Options parse(int argc, char** argv) {
       o.write_calibration_ids = value;
     else if (flag == "--write-calibration-stats")
       o.write_calibration_stats = value;
+    else if (flag == "--write-logits")
+      o.write_logits = value;
     else if (flag == "--hessian-jitter")
       o.hessian_jitter.eps = fraction(flag, value);
     else if (flag == "--jitter-seed")
@@ -281,12 +287,24 @@ int run(const Options& o) {
     llm::write_file_atomically(o.write_calibration_ids,
                                std::string(bytes, bytes + in.calibration_ids.size() * sizeof(std::int32_t)));
   }
-  if (o.recipes.empty() && o.write_calibration_stats.empty()) return 0;
+  if (o.recipes.empty() && o.write_calibration_stats.empty() && o.write_logits.empty()) return 0;
   in.calibration_span = o.calibration;
   in.hessian_jitter = o.hessian_jitter;
   in.recipes = o.recipes;
 
   const llm::LlamaWeights weights = llm::load_llama_gguf(o.model);
+  if (!o.write_logits.empty()) {
+    const llm::CompressedModel base = llm::compress_model(weights, llm::kRecipes[0], llm::float_head(weights), nullptr);
+    std::vector<float> logits;
+    llm::forward_window(base, in.eval_ids.data(), o.eval.window, nullptr, &logits);
+    const auto* bytes = reinterpret_cast<const char*>(logits.data());
+    llm::write_file_atomically(o.write_logits, std::string(bytes, bytes + logits.size() * sizeof(float)));
+    std::printf("logits: positions 0 .. %lld of %s's first window, [%lld, %lld] float32, written to %s\n",
+                static_cast<long long>(o.eval.window - 2), o.eval_text.c_str(),
+                static_cast<long long>(o.eval.window - 1), static_cast<long long>(weights.config.vocab),
+                o.write_logits.c_str());
+    if (o.recipes.empty() && o.write_calibration_stats.empty()) return 0;
+  }
   if (!o.write_calibration_stats.empty()) {
     const auto start = std::chrono::steady_clock::now();
     const std::int64_t tokens =

@@ -423,8 +423,8 @@ TEST_CASE("quantize --format gguf requantizes a llama.cpp file as the library do
 
   require_one_line_error(run(dir, {"quantize", model, dir.file("x.gguf"), "--format", "gguf"}), 2, "quantize",
                          "--format gguf needs --type");
-  require_one_line_error(run(dir, {"quantize", model, dir.file("x.gguf"), "--format", "gguf", "--type", "q6_k"}), 2,
-                         "quantize", "--type = 'q6_k': expected one of q4_0|q4_1");
+  require_one_line_error(run(dir, {"quantize", model, dir.file("x.gguf"), "--format", "gguf", "--type", "q2_k"}), 2,
+                         "quantize", "--type = 'q2_k': expected one of q4_0|q4_1");
   require_one_line_error(
       run(dir, {"quantize", model, dir.file("x.gguf"), "--format", "gguf", "--type", "q4_0", "--dtype", "int4"}), 2,
       "quantize", "--dtype does not apply to --format gguf");

@@ -34,7 +34,9 @@ void make(const std::string& dir) {
       {"blk.0.attn_q.weight", {64, 576}, id(GgufType::q4_0)},   {"blk.0.attn_k.weight", {32, 576}, id(GgufType::q4_1)},
       {"blk.0.attn_v.weight", {32, 576}, id(GgufType::q5_0)},   {"blk.0.ffn_up.weight", {48, 256}, id(GgufType::q5_1)},
       {"blk.0.ffn_down.weight", {40, 192}, id(GgufType::q8_0)}, {"output_norm.weight", {576}, id(GgufType::f32)},
-      {"token_embd.weight", {16, 64}, id(GgufType::f16)},       {"blk.0.attn_norm.weight", {96}, id(GgufType::bf16)}};
+      {"token_embd.weight", {16, 64}, id(GgufType::f16)},       {"blk.0.attn_norm.weight", {96}, id(GgufType::bf16)},
+      {"blk.1.attn_q.weight", {24, 512}, id(GgufType::q4_k)},   {"blk.1.attn_k.weight", {16, 768}, id(GgufType::q5_k)},
+      {"blk.1.ffn_down.weight", {20, 256}, id(GgufType::q6_k)}};
   std::mt19937 rng(20261129);
   std::normal_distribution<float> normal;
   shrink::io::GgufWriter out, source;

@@ -183,8 +183,10 @@ TEST_CASE("gguf_quantize refuses bad input by name before writing anything", "[i
   std::vector<float> x(64, 1.0f);
   std::vector<std::uint8_t> out(256, 0xAB);
   const std::vector<std::uint8_t> untouched = out;
-  CHECK_THROWS_WITH(gguf_quantize(14, x.data(), 64, out.data()),
-                    Catch::Contains("type") && Catch::Contains("Q6_K (14)") && Catch::Contains("Q5_1"));
+  CHECK_THROWS_WITH(gguf_quantize(10, x.data(), 64, out.data()),
+                    Catch::Contains("type") && Catch::Contains("Q2_K (10)") && Catch::Contains("Q6_K"));
+  CHECK_THROWS_WITH(gguf_quantize(ggml_type_id(GgufType::q6_k), x.data(), 64, out.data()),
+                    Catch::Contains("elements") && Catch::Contains("multiple of 256 for Q6_K"));
   CHECK_THROWS_WITH(gguf_quantize(ggml_type_id(GgufType::q4_0), x.data(), 48, out.data()),
                     Catch::Contains("elements") && Catch::Contains("multiple of 32 for Q4_0"));
   CHECK_THROWS_WITH(gguf_quantize(ggml_type_id(GgufType::q8_0), x.data(), -32, out.data()),
@@ -233,18 +235,19 @@ TEST_CASE("gguf block encoders lay codes out as the reader reads them", "[io][gg
 TEST_CASE("encode_gguf_blocks: a method's blocks read back as quant::dequantize gives them, bit for bit",
           "[io][gguf][quantize]") {
   using shrink::quant::BlockFormat;
-  const std::int64_t rows = 5, cols = 96;
+  const std::int64_t rows = 5, cols = 512;
   std::mt19937 rng(41);
   std::normal_distribution<float> normal(0.0f, 0.3f);
   std::vector<float> w(static_cast<std::size_t>(rows * cols));
   for (float& v : w) v = normal(rng);
-  for (BlockFormat f :
-       {BlockFormat::q8_0, BlockFormat::q4_0, BlockFormat::q4_1, BlockFormat::q5_0, BlockFormat::q5_1}) {
+  for (BlockFormat f : {BlockFormat::q8_0, BlockFormat::q4_0, BlockFormat::q4_1, BlockFormat::q5_0, BlockFormat::q5_1,
+                        BlockFormat::q4_k, BlockFormat::q5_k, BlockFormat::q6_k}) {
     INFO(shrink::quant::block_format_name(f));
     const std::uint32_t type = shrink::io::gguf_type_of(f);
     REQUIRE(shrink::io::gguf_block_format(type) == f);
     const shrink::quant::BlockQuantized t = shrink::quant::grid_round_to_nearest(f, w.data(), rows, cols);
-    std::vector<std::uint8_t> bytes(static_cast<std::size_t>(rows * cols / 32) * gguf_type_layout(type).block_bytes);
+    const shrink::io::GgufTypeLayout layout = gguf_type_layout(type);
+    std::vector<std::uint8_t> bytes(static_cast<std::size_t>(rows * cols) / layout.block_elements * layout.block_bytes);
     shrink::io::encode_gguf_blocks(t, bytes.data());
     std::vector<float> read(w.size());
     gguf_dequantize(type, bytes.data(), rows * cols, read.data());
@@ -252,6 +255,12 @@ TEST_CASE("encode_gguf_blocks: a method's blocks read back as quant::dequantize 
     for (std::size_t k = 0; k < read.size(); ++k) {
       INFO("element " << k);
       REQUIRE(shrink::float_to_bits(read[k]) == shrink::float_to_bits(expected[k]));
+    }
+    // gguf_quantize writes the same blocks for the K-quants (their reference path is grid_round_to_nearest).
+    if (layout.block_elements == 256) {
+      std::vector<std::uint8_t> written(bytes.size());
+      gguf_quantize(type, w.data(), rows * cols, written.data());
+      CHECK(written == bytes);
     }
   }
   CHECK_FALSE(shrink::io::gguf_block_format(ggml_type_id(GgufType::f16)).has_value());
@@ -275,4 +284,25 @@ TEST_CASE("encode_gguf_blocks: a method's blocks read back as quant::dequantize 
   bad = t;
   bad.codes.pop_back();
   refused(bad, "codes [rows, cols]");
+
+  // K formats: the block codes, the super-block scales and their agreement with each block's d and m.
+  const shrink::quant::BlockQuantized k = shrink::quant::grid_round_to_nearest(BlockFormat::q4_k, w.data(), rows, cols);
+  bad = k;
+  bad.scales[9].min_code = 64;
+  refused(bad, "t.scales[9].min_code");
+  bad = k;
+  bad.scales[4].scale_code = static_cast<std::int16_t>(bad.scales[4].scale_code == 0 ? 1 : 0);
+  refused(bad, "t.scales[4].d, m");
+  bad = k;
+  bad.supers[1].d = 0.1f;
+  refused(bad, "t.supers[1].d");
+  bad = k;
+  bad.supers.pop_back();
+  refused(bad, "one super-block scale per row and 256 columns");
+  bad = shrink::quant::grid_round_to_nearest(BlockFormat::q6_k, w.data(), rows, cols);
+  bad.supers[0].dmin = 1.0f;
+  refused(bad, "t.supers[0].dmin");
+  bad = shrink::quant::grid_round_to_nearest(BlockFormat::q6_k, w.data(), rows, cols);
+  bad.scales[2].scale_code = 128;
+  refused(bad, "t.scales[2].scale_code");
 }

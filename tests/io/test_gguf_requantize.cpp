@@ -26,7 +26,8 @@ using shrink::test::ggml_type_id;
 using shrink::test::gguf_stored;
 
 // A one-block llama file: a tied embedding (no output.weight) unless `separate_head`, linears stored F32, Q8_0 and
-// F16, one with rows of 48 (not whole blocks), norms.
+// F16, one with rows of 48 (not whole blocks), one with rows of 96 (whole blocks of 32, not super-blocks of 256),
+// norms.
 std::string write_requantize_model(const shrink::test::TempDir& dir, bool separate_head) {
   std::mt19937 rng(3);
   std::normal_distribution<float> normal;
@@ -48,6 +49,7 @@ std::string write_requantize_model(const shrink::test::TempDir& dir, bool separa
   w.add_tensor("blk.0.ffn_up.weight", {48, 256}, ggml_type_id(GgufType::f16),
                gguf_stored(ggml_type_id(GgufType::f16), values(48 * 256)));
   w.add_tensor("blk.0.ffn_down.weight", {256, 48}, ggml_type_id(GgufType::f32), gguf_stored(0, values(256 * 48)));
+  w.add_tensor("blk.0.attn_v.weight", {16, 96}, ggml_type_id(GgufType::f32), gguf_stored(0, values(16 * 96)));
   if (separate_head)
     w.add_tensor("output.weight", {16, 256}, ggml_type_id(GgufType::f32), gguf_stored(0, values(16 * 256)));
   const std::string path = dir.file(separate_head ? "separate.gguf" : "tied.gguf");
@@ -62,8 +64,8 @@ TEST_CASE("requantize_gguf: llama-quantize's type per tensor, values as gguf_qua
   shrink::test::TempDir dir;
   for (bool separate_head : {false, true}) {
     const GgufFile in = GgufFile::open(write_requantize_model(dir, separate_head));
-    for (GgufType target :
-         {GgufType::q4_0, GgufType::q4_1, GgufType::q5_0, GgufType::q5_1, GgufType::q8_0, GgufType::f16}) {
+    for (GgufType target : {GgufType::q4_0, GgufType::q4_1, GgufType::q5_0, GgufType::q5_1, GgufType::q8_0,
+                            GgufType::q4_k, GgufType::q5_k, GgufType::q6_k, GgufType::f16}) {
       INFO((separate_head ? "separate head, " : "tied head, ") << shrink::io::gguf_type_name(ggml_type_id(target)));
       const std::string out_path = dir.file("out.gguf");
       std::vector<std::string> seen;
@@ -84,19 +86,28 @@ TEST_CASE("requantize_gguf: llama-quantize's type per tensor, values as gguf_qua
         INFO(t.name);
         CHECK(o.name == t.name);
         CHECK(o.shape == t.shape);
+        // The head: Q6_K where its rows are whole super-blocks (here 256), Q8_0 for a Q8_0 target; a K-quant's rows
+        // not whole super-blocks: llama.cpp's fallback; rows not whole blocks of 32: F16.
+        const std::int64_t row = t.shape.back();
         std::uint32_t expected = ggml_type_id(target);
         if (t.shape.size() == 1)
           expected = t.type;
         else if (t.name == head && quantized)
-          expected = ggml_type_id(GgufType::q8_0);
-        else if (quantized && t.shape.back() % 32 != 0)
-          expected = ggml_type_id(GgufType::f16);
+          expected = ggml_type_id(target == GgufType::q8_0 ? GgufType::q8_0 : GgufType::q6_k);
+        if (t.shape.size() >= 2 && quantized && row % 256 != 0) {
+          if (expected == ggml_type_id(GgufType::q4_k)) expected = ggml_type_id(GgufType::q5_0);
+          if (expected == ggml_type_id(GgufType::q5_k)) expected = ggml_type_id(GgufType::q5_1);
+          if (expected == ggml_type_id(GgufType::q6_k)) expected = ggml_type_id(GgufType::q8_0);
+        }
+        if (t.shape.size() >= 2 && quantized && row % 32 != 0) expected = ggml_type_id(GgufType::f16);
         CHECK(o.type == expected);
         CHECK(plans[i].to_type == expected);
         CHECK(plans[i].copied == (expected == t.type));
-        const bool head_note = t.name == head && quantized && target != GgufType::q8_0;
-        const bool row_note = quantized && t.shape.size() >= 2 && t.shape.back() % 32 != 0;
-        CHECK(plans[i].note.empty() == !(head_note || row_note));
+        CHECK(plans[i].note.empty() == (t.shape.size() == 1 || expected == ggml_type_id(target)));
+        if (target == GgufType::q4_k && t.name == "blk.0.attn_v.weight")
+          CHECK(plans[i].note == "rows of 96 are not whole super-blocks of 256: Q5_0, as llama.cpp falls back to");
+        if (target == GgufType::q4_k && t.name == head)
+          CHECK(plans[i].note == "output head: Q6_K, as llama.cpp writes it");
         const std::vector<std::uint8_t> got(out.tensor_data(o), out.tensor_data(o) + o.bytes);
         if (plans[i].copied)
           CHECK(got == std::vector<std::uint8_t>(in.tensor_data(t), in.tensor_data(t) + t.bytes));
@@ -112,8 +123,8 @@ TEST_CASE("requantize_gguf refuses a target it cannot write and a tensor it cann
   shrink::test::TempDir dir;
   const GgufFile in = GgufFile::open(write_requantize_model(dir, false));
   const std::string out_path = dir.file("out.gguf");
-  CHECK_THROWS_WITH(shrink::io::requantize_gguf(in, out_path, 14),
-                    Catch::Contains("type") && Catch::Contains("Q6_K (14)"));
+  CHECK_THROWS_WITH(shrink::io::requantize_gguf(in, out_path, 10),
+                    Catch::Contains("type") && Catch::Contains("Q2_K (10)"));
   GgufWriter w;
   w.set_string("general.architecture", "llama");
   w.add_tensor("blk.0.attn_q.weight", {2, 256}, 10, std::vector<std::uint8_t>(2 * 84));  // Q2_K

@@ -25,7 +25,10 @@ using namespace shrink::quant;
 namespace {
 
 const BlockFormat kGridFormats[] = {BlockFormat::q8_0, BlockFormat::q4_0, BlockFormat::q4_1, BlockFormat::q5_0,
-                                    BlockFormat::q5_1};
+                                    BlockFormat::q5_1, BlockFormat::q4_k, BlockFormat::q5_k, BlockFormat::q6_k};
+
+const BlockFormat kLegacyFormats[] = {BlockFormat::q8_0, BlockFormat::q4_0, BlockFormat::q4_1, BlockFormat::q5_0,
+                                      BlockFormat::q5_1};
 
 bool holds_in_fp16(float v) { return half_bits_to_float(float_to_half_bits(v)) == v; }
 
@@ -87,19 +90,35 @@ double grid_output_error(const std::vector<float>& w, const std::vector<float>& 
   return (d * hm).cwiseProduct(d).sum() / 2.0;
 }
 
-// Every code inside the format's range, every d and m a value fp16 holds, m = 0 without a minimum.
+// Every code inside the format's range, m = 0 without a minimum; every d and m a value fp16 holds (legacy) or the
+// super-block's fp16 d and dmin times block codes in range (K).
 void check_on_grid(const BlockQuantized& t) {
   const BlockGrid grid = block_grid(t.format);
   REQUIRE(static_cast<std::int64_t>(t.codes.size()) == t.rows * t.cols);
-  REQUIRE(static_cast<std::int64_t>(t.scales.size()) == t.rows * t.cols / kGridBlock);
+  REQUIRE(static_cast<std::int64_t>(t.scales.size()) == t.rows * t.cols / grid.block);
+  REQUIRE(static_cast<std::int64_t>(t.supers.size()) == (grid.super_block > 0 ? t.rows * t.cols / 256 : 0));
   for (std::int8_t q : t.codes) {
     CHECK(q >= grid.qmin);
     CHECK(q <= grid.qmax);
   }
-  for (const BlockScale& s : t.scales) {
-    CHECK(holds_in_fp16(s.d));
-    CHECK(holds_in_fp16(s.m));
+  for (std::size_t k = 0; k < t.scales.size(); ++k) {
+    const BlockScale& s = t.scales[k];
     if (!grid.has_minimum) CHECK(s.m == 0.0f);
+    if (grid.super_block == 0) {
+      CHECK(holds_in_fp16(s.d));
+      CHECK(holds_in_fp16(s.m));
+      continue;
+    }
+    const SuperBlockScale& u = t.supers[k / static_cast<std::size_t>(256 / grid.block)];
+    CHECK(holds_in_fp16(u.d));
+    CHECK(holds_in_fp16(u.dmin));
+    CHECK(s.scale_code >= grid.scale_code_min);
+    CHECK(s.scale_code <= grid.scale_code_max);
+    CHECK(s.min_code >= 0);
+    CHECK(s.min_code <= 63);
+    const GridParams p = k_block_params(grid, u.d, u.dmin, s.scale_code, s.min_code);
+    CHECK(s.d == p.d);
+    CHECK(s.m == p.m);
   }
 }
 
@@ -141,7 +160,7 @@ TEST_CASE("block grids: llama.cpp's parameters from a range, the element formula
     CHECK(dequantize_value(16, p5) == 0.5f);
   }
   SECTION("an all-zero block: d = 0, every code 0, every value 0") {
-    for (BlockFormat f : kGridFormats) {
+    for (BlockFormat f : kLegacyFormats) {
       const GridParams p = grid_params_from_range(block_grid(f), 0.0f, 0.0f);
       CHECK(p.d == 0.0f);
       CHECK(quantize_value(0.0f, p) == 0);
@@ -155,6 +174,8 @@ TEST_CASE("block grids: llama.cpp's parameters from a range, the element formula
                       Catch::Contains("block minimum m"));
     CHECK_THROWS_WITH(grid_params_from_range(block_grid(BlockFormat::q8_0), 1.0f, 0.0f), Catch::Contains("lo <= hi"));
     CHECK_THROWS_WITH(grid_params_from_range(block_grid(BlockFormat::q8_0), NAN, 0.0f), Catch::Contains("finite"));
+    CHECK_THROWS_WITH(grid_params_from_range(block_grid(BlockFormat::q4_k), 0.0f, 1.0f),
+                      Catch::Contains("Q4_K") && Catch::Contains("k_super_params"));
   }
 }
 
@@ -162,7 +183,7 @@ TEST_CASE("grid_params_search: never worse in its weighted error than the range 
   std::mt19937 rng(7);
   std::normal_distribution<double> normal(0.0, 1.0);
   std::uniform_real_distribution<double> uniform(0.0, 4.0);
-  for (BlockFormat f : kGridFormats) {
+  for (BlockFormat f : kLegacyFormats) {
     INFO(block_format_name(f));
     const BlockGrid grid = block_grid(f);
     int better = 0;
@@ -191,8 +212,103 @@ TEST_CASE("grid_params_search: never worse in its weighted error than the range 
   CHECK(grid_params_search(block_grid(BlockFormat::q4_0), same.data(), ones.data(), kGridBlock).d == -0.0625f);
 }
 
+TEST_CASE("K formats: a super-block's parameters, block codes on its fp16 scales", "[quant][grid]") {
+  SECTION("the grids") {
+    const BlockGrid q4k = block_grid(BlockFormat::q4_k), q5k = block_grid(BlockFormat::q5_k);
+    const BlockGrid q6k = block_grid(BlockFormat::q6_k);
+    CHECK((q4k.qmin == 0 && q4k.qmax == 15 && q4k.has_minimum && q4k.block == 32 && q4k.super_block == 256));
+    CHECK((q5k.qmin == 0 && q5k.qmax == 31 && q5k.has_minimum && q5k.block == 32 && q5k.scale_code_max == 63));
+    CHECK((q6k.qmin == -32 && q6k.qmax == 31 && !q6k.has_minimum && q6k.block == 16));
+    CHECK((q6k.scale_code_min == -128 && q6k.scale_code_max == 127));
+    // d_b = d·sc, m_b = −(dmin·mc), exact in float.
+    const GridParams p = k_block_params(q4k, 0.0078125f, 0.001953125f, 37, 5);
+    CHECK(p.d == 0.0078125f * 37.0f);
+    CHECK(p.m == -0.009765625f);
+    CHECK(dequantize_value(15, p) == static_cast<float>(15.0f * p.d) + p.m);
+  }
+  SECTION("a tensor already on a K grid comes back unchanged from round-to-nearest") {
+    // Each block spans its whole code range (codes 0 and 15, or −32), the largest block scale takes the largest code
+    // (63, or −128) and the largest minimum 63: the fits, the super-block scales and the codes are found exactly.
+    std::mt19937 rng(41);
+    for (BlockFormat f : {BlockFormat::q4_k, BlockFormat::q5_k, BlockFormat::q6_k}) {
+      INFO(block_format_name(f));
+      const BlockGrid grid = block_grid(f);
+      const std::int64_t blocks = 256 / grid.block;
+      const float d = 0.0009765625f, dmin = grid.has_minimum ? 0.00048828125f : 0.0f;
+      std::uniform_int_distribution<int> code(grid.qmin, grid.qmax), sc(grid.has_minimum ? 1 : -100, 60);
+      std::vector<float> x(512);
+      for (int row = 0; row < 2; ++row)
+        for (std::int64_t b = 0; b < blocks; ++b) {
+          const int s = b == 3 ? (grid.has_minimum ? 63 : -128) : sc(rng);
+          const int mc = grid.has_minimum ? (b == 5 ? 63 : static_cast<int>(b) * 7) : 0;
+          const GridParams p = k_block_params(grid, d, dmin, s, mc);
+          for (std::int64_t j = 0; j < grid.block; ++j) {
+            const int q = j == 0 ? grid.qmin : j == 1 && grid.has_minimum ? grid.qmax : code(rng);
+            x[static_cast<std::size_t>(row * 256 + b * grid.block + j)] = dequantize_value(q, p);
+          }
+        }
+      const BlockQuantized t = grid_round_to_nearest(f, x.data(), 2, 256);
+      check_on_grid(t);
+      CHECK(dequantize(t) == x);
+      CHECK(t.supers[0].d == d);
+      CHECK(t.supers[1].dmin == dmin);
+    }
+  }
+  SECTION("round-to-nearest: Q4_K below Q4_1's error, Q5_K below Q5_1's, Q6_K below Q5_0's") {
+    const std::vector<float> w = grid_test_weight(16, 512, 43);
+    auto squared_error = [&](BlockFormat f) {
+      const std::vector<float> back = dequantize(grid_round_to_nearest(f, w.data(), 16, 512));
+      double e = 0.0;
+      for (std::size_t k = 0; k < w.size(); ++k) e += (static_cast<double>(w[k]) - back[k]) * (w[k] - back[k]);
+      return e;
+    };
+    const double q4k = squared_error(BlockFormat::q4_k), q4_1 = squared_error(BlockFormat::q4_1);
+    const double q5k = squared_error(BlockFormat::q5_k), q5_1 = squared_error(BlockFormat::q5_1);
+    const double q6k = squared_error(BlockFormat::q6_k), q5_0 = squared_error(BlockFormat::q5_0);
+    WARN("squared error Q4_K / Q4_1 = " << q4k / q4_1 << ", Q5_K / Q5_1 = " << q5k / q5_1
+                                        << ", Q6_K / Q5_0 = " << q6k / q5_0);
+    CHECK(q4k < q4_1);
+    CHECK(q5k < q5_1);
+    CHECK(q6k < q5_0);
+  }
+  SECTION("k_super_params: each block's codes no worse than the nearest pair on the stored grid") {
+    std::mt19937 rng(47);
+    std::normal_distribution<double> normal(0.0, 1.0);
+    std::uniform_real_distribution<double> uniform(0.1, 2.0);
+    for (BlockFormat f : {BlockFormat::q4_k, BlockFormat::q5_k, BlockFormat::q6_k}) {
+      const BlockGrid grid = block_grid(f);
+      double x[256], a[256];
+      for (int j = 0; j < 256; ++j) {
+        x[j] = static_cast<float>(0.01 * normal(rng) * (1 + j / 64));
+        a[j] = uniform(rng);
+      }
+      GridParams p[16];
+      k_super_params(grid, x, a, p);
+      for (std::int64_t b = 0; b < 256 / grid.block; ++b) {
+        const BlockFit fit = block_fit_search(grid, x + b * grid.block, a + b * grid.block, grid.block);
+        const int sc = static_cast<int>(std::nearbyint(fit.d / p[b].super_d));
+        const int mc = grid.has_minimum && p[b].super_dmin != 0.0f
+                           ? static_cast<int>(std::nearbyint(-fit.m / p[b].super_dmin))
+                           : 0;
+        const GridParams nearest = k_block_params(grid, p[b].super_d, p[b].super_dmin,
+                                                  std::min(std::max(sc, grid.scale_code_min), grid.scale_code_max),
+                                                  std::min(std::max(mc, 0), 63));
+        CHECK(grid_weighted_error(p[b], x + b * grid.block, a + b * grid.block, grid.block) <=
+              grid_weighted_error(nearest, x + b * grid.block, a + b * grid.block, grid.block));
+      }
+    }
+    double huge[256];
+    for (double& v : huge) v = 1e8;  // d = 1e8 / 15 / 63 > 65504
+    double ones[256];
+    for (double& v : ones) v = 1.0;
+    GridParams p[16];
+    CHECK_THROWS_WITH(k_super_params(block_grid(BlockFormat::q4_k), huge, ones, p),
+                      Catch::Contains("super-block scale d") && Catch::Contains("65504"));
+  }
+}
+
 TEST_CASE("grid_round_to_nearest: every code is the nearest value on its block's stored grid", "[quant][grid]") {
-  const std::int64_t rows = 6, cols = 128;
+  const std::int64_t rows = 6, cols = 256;
   const std::vector<float> w = grid_test_weight(rows, cols, 3);
   for (BlockFormat f : kGridFormats) {
     INFO(block_format_name(f));
@@ -203,7 +319,7 @@ TEST_CASE("grid_round_to_nearest: every code is the nearest value on its block's
     for (std::int64_t r = 0; r < rows; ++r)
       for (std::int64_t c = 0; c < cols; ++c) {
         const auto k = static_cast<std::size_t>(r * cols + c);
-        const BlockScale& s = t.scales[static_cast<std::size_t>(r * cols / kGridBlock + c / kGridBlock)];
+        const BlockScale& s = t.scales[static_cast<std::size_t>((r * cols + c) / grid.block)];
         const GridParams p(grid, s.d, s.m);
         CHECK(x[k] == dequantize_value(t.codes[k], p));
         double best = INFINITY;
@@ -214,13 +330,15 @@ TEST_CASE("grid_round_to_nearest: every code is the nearest value on its block's
       }
   }
   CHECK_THROWS_WITH(grid_round_to_nearest(BlockFormat::q4_0, w.data(), 1, 48), Catch::Contains("multiple of 32"));
+  CHECK_THROWS_WITH(grid_round_to_nearest(BlockFormat::q4_k, w.data(), 1, 128),
+                    Catch::Contains("multiple of 256") && Catch::Contains("Q4_K"));
   std::vector<float> bad(w.begin(), w.begin() + 64);
   bad[40] = NAN;
   CHECK_THROWS_WITH(grid_round_to_nearest(BlockFormat::q4_0, bad.data(), 1, 64), Catch::Contains("row 0, column 40"));
 }
 
 TEST_CASE("gptq_quantize_blocks: round-to-nearest with a diagonal Hessian, below it with a real one", "[quant][grid]") {
-  const std::int64_t out = 16, in = 128;
+  const std::int64_t out = 16, in = 256;
   const std::vector<float> w = grid_test_weight(out, in, 11);
   const TensorView<const float> wv(w.data(), Shape{out, in});
   Hessian diagonal;
@@ -253,7 +371,7 @@ TEST_CASE("gptq_quantize_blocks: round-to-nearest with a diagonal Hessian, below
         gptq_quantize_blocks(wv, inverse_hessian_factor(h, inverse_hessian_options(o)), f, o, &info);
     check_on_grid(g);
     CHECK(info.g_idx.size() == static_cast<std::size_t>(in));
-    CHECK(info.g_idx[40] == 1);
+    CHECK(info.g_idx[40] == 40 / block_grid(f).block);
     const double e_rtn = grid_output_error(w, dequantize(rtn), h, in);
     const double e_gptq = grid_output_error(w, dequantize(g), h, in);
     o.act_order = true;
@@ -304,7 +422,7 @@ TEST_CASE("hqq_quantize_blocks: never worse in its error than the grid's round-t
     HqqResult info;
     const BlockQuantized t = hqq_quantize_blocks(wv, f, HqqOptions{}, &info);
     check_on_grid(t);
-    CHECK(info.groups == out * in / kGridBlock);
+    CHECK(info.groups == out * in / block_grid(f).block);
     CHECK(info.final_error <= info.initial_error);
     // φ (p = 0.7) of the result against that of round-to-nearest, recomputed here: the result's is no larger.
     const BlockQuantized rtn = grid_round_to_nearest(f, w.data(), out, in);
@@ -318,7 +436,8 @@ TEST_CASE("hqq_quantize_blocks: never worse in its error than the grid's round-t
     CHECK(phi_rtn == Approx(info.initial_error).epsilon(1e-9));
     WARN(block_format_name(f) << ": HQQ's phi / RTN's = " << phi / phi_rtn << ", " << info.groups_improved << " of "
                               << info.groups << " blocks moved");
-    CHECK(info.groups_improved > 0);
+    // The K formats' round-to-nearest already refines each block's codes on the stored grid: HQQ seldom moves one.
+    if (block_grid(f).super_block == 0) CHECK(info.groups_improved > 0);
     test::require_same_bytes_on_every_executor([&] { return hqq_quantize_blocks(wv, f, HqqOptions{}).codes; });
   }
   const std::vector<float> narrow(48, 0.5f);
@@ -328,14 +447,15 @@ TEST_CASE("hqq_quantize_blocks: never worse in its error than the grid's round-t
 }
 
 TEST_CASE("AWQ onto a block grid: the search scores the grid's rounding, and stores what it scored", "[quant][grid]") {
-  const std::int64_t out = 32, in = 128;
+  const std::int64_t out = 32, in = 256;
   const std::vector<float> w = grid_test_weight(out, in, 23);
   const TensorView<const float> wv(w.data(), Shape{out, in});
   const std::vector<float> x = grid_test_x(1024, in, 29);
   const Hessian h = grid_test_hessian(x, in);
   ActivationMeanAbsObserver a;
   a.observe(TensorView<const float>(x.data(), Shape{1024, in}));
-  for (BlockFormat f : {BlockFormat::q4_0, BlockFormat::q4_1, BlockFormat::q8_0}) {
+  for (BlockFormat f :
+       {BlockFormat::q4_0, BlockFormat::q4_1, BlockFormat::q8_0, BlockFormat::q4_k, BlockFormat::q6_k}) {
     INFO(block_format_name(f));
     AwqOptions o;
     o.block_format = f;
@@ -353,7 +473,7 @@ TEST_CASE("AWQ onto a block grid: the search scores the grid's rounding, and sto
     CHECK(grid_output_error(w, dequantize(t), h, in, r.scales) / static_cast<double>(out) ==
           Approx(r.loss).epsilon(1e-9));
     const std::vector<float> clip = awq_clip_search(wv, h, r.scales, o);
-    CHECK(clip.size() == static_cast<std::size_t>(out * in / kGridBlock));
+    CHECK(clip.size() == static_cast<std::size_t>(out * in / grid_row_unit(block_grid(f))));
     const BlockQuantized clipped = awq_quantize_blocks(wv, r.scales, o, clip);
     check_on_grid(clipped);
     const double e_clip = grid_output_error(w, dequantize(clipped), h, in, r.scales);

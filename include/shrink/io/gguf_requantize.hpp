@@ -2,11 +2,11 @@
 // quantizer (llama-quantize, without an importance matrix) chooses for that file type:
 //   - tensors of one dimension (norms, biases) are copied as stored;
 //   - the output head (`output.weight`, or `token_embd.weight` when the model ties it and has no `output.weight`)
-//     takes Q8_0 for a quantized target: llama.cpp gives it Q6_K where its rows are whole 256-element super-blocks
-//     and Q8_0 otherwise (SmolLM2's 576); shrink writes no K-quant yet, so it is Q8_0 either way, with a note where
-//     llama.cpp would have written Q6_K. An F32 / F16 / BF16 target gives it that type;
-//   - every other tensor of two or more dimensions (the linears, an untied embedding) takes the target type, or F16
-//     where its rows are not whole blocks of 32 (with a note).
+//     takes, for a quantized target, Q6_K where its rows are whole 256-element super-blocks and Q8_0 otherwise
+//     (SmolLM2's 576), or Q8_0 for a Q8_0 target, as llama.cpp does. An F32 / F16 / BF16 target gives it that type;
+//   - every other tensor of two or more dimensions (the linears, an untied embedding) takes the target type; where
+//     its rows are not whole blocks of the type, llama.cpp's fallback (a note says so): Q4_K → Q5_0, Q5_K → Q5_1,
+//     Q6_K → Q8_0 for rows not whole super-blocks of 256, then F16 for rows not whole blocks of 32.
 // Re-encoded tensors are dequantized from their stored type first (io/gguf_dequantize.hpp), as llama-quantize does
 // with --allow-requantize; their values are then stored by io/gguf_quantize.hpp. The metadata is copied in order
 // with `general.quantization_version` (2) and `general.file_type` (llama.cpp's file type of the target) set last.
@@ -48,11 +48,22 @@ inline std::uint32_t gguf_file_type_of(std::uint32_t type) {
     case GgufType::q5_0: return 8;   // MOSTLY_Q5_0
     case GgufType::q5_1: return 9;   // MOSTLY_Q5_1
     case GgufType::bf16: return 32;  // MOSTLY_BF16
-    case GgufType::q4_k:
-    case GgufType::q5_k:
-    case GgufType::q6_k: break;  // read, not written yet
+    case GgufType::q4_k: return 14;  // MOSTLY_Q4_K_S (every linear Q4_K, no mixture)
+    case GgufType::q5_k: return 16;  // MOSTLY_Q5_K_S
+    case GgufType::q6_k: return 18;  // MOSTLY_Q6_K
   }
   fail("shrink::io::gguf_file_type_of", "type", gguf_type_name(type), "a type gguf_quantize writes");
+}
+
+// llama.cpp's type for a row that is not whole super-blocks of a K-quant (Q4_K → Q5_0, Q5_K → Q5_1, Q6_K → Q8_0); any
+// other type unchanged.
+inline std::uint32_t gguf_k_fallback(std::uint32_t type) {
+  switch (static_cast<GgufType>(type)) {
+    case GgufType::q4_k: return static_cast<std::uint32_t>(GgufType::q5_0);
+    case GgufType::q5_k: return static_cast<std::uint32_t>(GgufType::q5_1);
+    case GgufType::q6_k: return static_cast<std::uint32_t>(GgufType::q8_0);
+    default: return type;
+  }
 }
 
 // The tensor of a llama file that serves as its output head.
@@ -77,11 +88,20 @@ inline std::vector<GgufTensorPlan> plan_gguf_requantize(const GgufFile& in, std:
       const std::int64_t row = t.shape.back();
       p.to_type = type;
       if (&t == head && quantized) {
-        p.to_type = static_cast<std::uint32_t>(GgufType::q8_0);
-        if (row % 256 == 0 && type != p.to_type)
-          p.note = "output head: Q8_0 where llama.cpp writes Q6_K (shrink writes no K-quant yet)";
-        else if (type != p.to_type)
+        const auto q6_k = static_cast<std::uint32_t>(GgufType::q6_k), q8_0 = static_cast<std::uint32_t>(GgufType::q8_0);
+        p.to_type = type != q8_0 && row % 256 == 0 ? q6_k : q8_0;
+        if (p.to_type == q8_0 && type != q8_0)
           p.note = "output head: Q8_0, as llama.cpp's Q6_K falls back to for rows of " + std::to_string(row);
+        else if (p.to_type != type)
+          p.note = "output head: Q6_K, as llama.cpp writes it";
+      }
+      if (row % static_cast<std::int64_t>(gguf_type_layout(p.to_type).block_elements) != 0) {
+        const std::uint32_t fallback = gguf_k_fallback(p.to_type);
+        if (fallback != p.to_type) {
+          p.note = "rows of " + std::to_string(row) +
+                   " are not whole super-blocks of 256: " + gguf_type_name(fallback) + ", as llama.cpp falls back to";
+          p.to_type = fallback;
+        }
       }
       if (gguf_type_layout(p.to_type).block_elements > 1 && row % 32 != 0) {
         p.note = "rows of " + std::to_string(row) + " are not whole blocks of 32: F16, as llama.cpp falls back to";

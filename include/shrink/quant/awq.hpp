@@ -18,8 +18,9 @@
 //                                                             core/affine.hpp)
 //     loss(α)   = Σ_k mean over rows and outputs of (X·W_kᵀ − X·W'_kᵀ)²
 //               = Σ_k tr(ΔW_k H ΔW_kᵀ) / (2·out_k)      with ΔW_k = W_k − W'_k in double, H = (2/n) XᵀX (hessian.hpp)
-//   With options.block_format, Q is the block grid's round-to-nearest instead (quant/block_grid.hpp: blocks of 32,
-//   d and m from the block's range, stored in fp16), and awq_quantize_blocks stores W·diag(s) on that grid.
+//   With options.block_format, Q is the block grid's round-to-nearest instead (quant/block_grid.hpp's
+//   grid_round_to_nearest: blocks of 32 with d and m from the block's range in fp16, or a K format's super-blocks of
+//   256), and awq_quantize_blocks stores W·diag(s) on that grid.
 //   the α of least loss wins (ties: the lower α). α = 0 gives s = 1 in the paper's form: plain round-to-nearest, so
 //   AWQ's loss is never above RTN's there. The loss through H costs out·in² per grid point instead of n·in·out, and
 //   lets a caller stream calibration batches through two observers without keeping X.
@@ -75,7 +76,7 @@ struct AwqOptions {
   int clip_grid = 20;         // awq_clip_search: m_i = max|w| · (1 − i / clip_grid)
   int clip_steps = 10;        //   for i = 0 .. clip_steps − 1, 1 <= clip_steps <= clip_grid
   // Onto one of llama.cpp's block grids (quant/block_grid.hpp, awq_quantize_blocks): Q = grid_round_to_nearest, groups
-  // of 32; bits, symmetry and group_size are then the format's (not read).
+  // of 32 (a K format's super-blocks of 256); bits, symmetry and group_size are then the format's (not read).
   std::optional<BlockFormat> block_format;
 };
 
@@ -168,10 +169,10 @@ inline std::int64_t check_awq_weight(const TensorView<const float>& w, const Awq
   if (w.rank() != 2 || w.empty())
     fail(fn, (argument + ".shape").c_str(), to_string(w.shape()), "a non-empty Linear weight [out, in]");
   const std::int64_t in = w.size(1);
-  if (o.block_format && in % kGridBlock != 0)
+  if (o.block_format && in % grid_row_unit(block_grid(*o.block_format)) != 0)
     fail(fn, (argument + ".shape").c_str(), to_string(w.shape()),
-         std::string("an input width that is a multiple of 32 (the blocks of ") + block_format_name(*o.block_format) +
-             ")");
+         "an input width that is a multiple of " + std::to_string(grid_row_unit(block_grid(*o.block_format))) +
+             " (the blocks of " + block_format_name(*o.block_format) + ")");
   if (!o.block_format && o.group_size > 0 && in % o.group_size != 0)
     fail(fn, "options.group_size", o.group_size, "a divisor of the weight's input width " + std::to_string(in));
   cpu::require_finite(w, fn, argument.c_str());
@@ -233,7 +234,7 @@ inline TensorView<const float> awq_rows(const TensorView<const float>& x, const 
 }
 
 // The per-group round-to-nearest AWQ scores and stores: the scheme's (quantize() then dequantize()) or, with
-// options.block_format, the block grid's (grid_params_from_range, GridParams' formulas).
+// options.block_format, the block grid's (grid_round_to_nearest's parameters, GridParams' formulas).
 struct GroupRounding {
   QuantScheme scheme;
   QuantRange range;
@@ -251,10 +252,10 @@ inline GroupRounding group_rounding(const AwqOptions& o) {
   return r;
 }
 
-// The options with the block format's group (32) in group_size when it has one.
+// The options with the block format's group (32; a K format's super-block, 256) in group_size when it has one.
 inline AwqOptions resolved(const AwqOptions& o) {
   AwqOptions r = o;
-  if (o.block_format) r.group_size = kGridBlock;
+  if (o.block_format) r.group_size = grid_row_unit(block_grid(*o.block_format));
   return r;
 }
 
@@ -281,7 +282,18 @@ inline bool fake_quantize_row(const float* v, std::int64_t in, std::int64_t grou
         out[j] = dequantize_value(quantize_value(w, params), params);
       }
     };
-    if (rounding.grid) {
+    if (rounding.grid && rounding.grid->super_block > 0) {  // group: one super-block, its blocks chosen together
+      const BlockGrid& grid = *rounding.grid;
+      double x[kSuperBlock], a[kSuperBlock];
+      GridParams blocks[kSuperBlock / 16];
+      for (std::int64_t j = 0; j < group; ++j) x[j] = clip ? std::min(std::max(v[g0 + j], -m), m) : v[g0 + j];
+      k_reference_weights(grid, x, a);
+      k_super_params(grid, x, a, blocks, fn);
+      for (std::int64_t j = 0; j < group; ++j) {
+        const GridParams& p = blocks[j / grid.block];
+        out[g0 + j] = dequantize_value(quantize_value(static_cast<float>(x[j]), p), p);
+      }
+    } else if (rounding.grid) {
       round_group(grid_params_from_range(*rounding.grid, lo, hi, fn));
     } else {
       const ScaleZeroPoint p = scale_zero_point_from_range(lo, hi, rounding.scheme, fn);
@@ -606,7 +618,7 @@ inline QuantizedTensor awq_quantize(TensorView<const float> weight, const std::v
 }
 
 // grid_round_to_nearest(W·diag(s)) onto options.block_format (required), each block first clamped to ±clip_max[o, b]
-// when clip_max (awq_clip_search with the same options, [out, in / 32]) is given.
+// when clip_max (awq_clip_search with the same options, [out, in / 32], or [out, in / 256] in a K format) is given.
 inline BlockQuantized awq_quantize_blocks(TensorView<const float> weight, const std::vector<float>& scales,
                                           const AwqOptions& awq_options, const std::vector<float>& clip_max = {}) {
   const char* fn = "shrink::quant::awq_quantize_blocks";

@@ -155,16 +155,18 @@ struct GptqWalk {
   std::vector<double> row_loss;
 };
 
-// The walk of the file comment with `group` columns per group and the parameters of a group's values given by
-// group_params(const double* values, const double* weights, count) -> Params, with each column's weight in GPTQ's loss
-// 1/U_jj²; Params has quantize_value / dequantize_value (core/affine.hpp's AffineParams, quant/block_grid.hpp's
-// GridParams). Arguments already checked.
+// The walk of the file comment with `group` columns per group, each cut into parts of `part` columns (part divides
+// group; part = group but in the K formats, whose super-block's blocks are chosen together), and the parameters of a
+// group's parts given by group_params(const double* values, const double* weights, count, Params* parts), with each
+// column's weight in GPTQ's loss 1/U_jj²; Params has quantize_value / dequantize_value (core/affine.hpp's
+// AffineParams, quant/block_grid.hpp's GridParams). Arguments already checked.
 template <class Params, class GroupParams>
 GptqWalk<Params> gptq_walk(const TensorView<const float>& weight, const InverseHessianFactor& factor,
-                           const GptqOptions& options, std::int64_t group, GroupParams&& group_params) {
+                           const GptqOptions& options, std::int64_t group, std::int64_t part,
+                           GroupParams&& group_params) {
   const std::int64_t out = weight.size(0), in = weight.size(1);
   const Eigen::Index n = static_cast<Eigen::Index>(in);
-  const std::int64_t groups = in / group;
+  const std::int64_t groups = in / group, parts = in / part, parts_per_group = group / part;
   const Eigen::MatrixXd& u = factor.upper;
   const std::vector<std::int64_t>& order = factor.order;
   // 1/U_jj² of each column, in processing order and in original order.
@@ -174,12 +176,14 @@ GptqWalk<Params> gptq_walk(const TensorView<const float>& weight, const InverseH
     weight_processing[static_cast<std::size_t>(k)] = w;
     weight_original[static_cast<std::size_t>(order[static_cast<std::size_t>(k)])] = w;
   }
-  // The parameters of values [first, first + count) of a row (any Eigen vector expression) with their weights.
-  auto segment_params = [&](const auto& row, Eigen::Index first, Eigen::Index count, const double* weights) {
+  // The parameters of the parts of values [first, first + count) of a row (any Eigen vector expression) with their
+  // weights, into out.
+  auto segment_params = [&](const auto& row, Eigen::Index first, Eigen::Index count, const double* weights,
+                            Params* parts_out) {
     thread_local std::vector<double> values;  // one buffer per worker, not one allocation per row and group
     values.resize(static_cast<std::size_t>(count));
     for (Eigen::Index j = 0; j < count; ++j) values[static_cast<std::size_t>(j)] = row(first + j);
-    return group_params(values.data(), weights + first, static_cast<std::int64_t>(count));
+    group_params(values.data(), weights + first, static_cast<std::int64_t>(count), parts_out);
   };
 
   // W [out, in] column-major in double, dead columns zeroed.
@@ -188,15 +192,15 @@ GptqWalk<Params> gptq_walk(const TensorView<const float>& weight, const InverseH
     for (std::int64_t c = 0; c < in; ++c) w0(r, c) = weight(r, c);
   for (std::int64_t j : factor.dead) w0.col(static_cast<Eigen::Index>(j)).setZero();
 
-  // Static parameters, [out, groups] row-major, from W before any update (per channel: the whole row).
+  // Static parameters, [out, parts] row-major, from W before any update (per channel: the whole row).
   GptqWalk<Params> result;
-  result.params.resize(static_cast<std::size_t>(out * groups));
+  result.params.resize(static_cast<std::size_t>(out * parts));
   const bool static_params = options.group_size == 0 || options.static_groups;
   if (static_params)
     for (std::int64_t r = 0; r < out; ++r)
       for (std::int64_t g = 0; g < groups; ++g)
-        result.params[static_cast<std::size_t>(r * groups + g)] =
-            segment_params(w0.row(r), g * group, group, weight_original.data());
+        segment_params(w0.row(r), g * group, group, weight_original.data(),
+                       result.params.data() + r * parts + g * parts_per_group);
 
   // W in processing order.
   Eigen::MatrixXd w(out, n);
@@ -212,17 +216,17 @@ GptqWalk<Params> gptq_walk(const TensorView<const float>& weight, const InverseH
   walk_columns(w, u, options.block_size, spans, [&](const ColumnWalkRows& rows, Eigen::Index i, double* e) {
     const std::int64_t r0 = rows.first;
     const std::int64_t column = order[static_cast<std::size_t>(i)];
-    const std::int64_t g = options.static_groups ? column / group : i / group;
+    const std::int64_t g = options.static_groups ? column / part : i / part;  // the column's part
     const std::int64_t stored = permuted ? i : column;
     if (!static_params && i % group == 0)
       for (Eigen::Index k = 0; k < rows.count; ++k)
-        result.params[static_cast<std::size_t>((r0 + k) * groups + g)] = segment_params(
+        segment_params(
             Eigen::Map<const Eigen::VectorXd, 0, Eigen::InnerStride<>>(rows.w + k, n, Eigen::InnerStride<>(rows.ld)), i,
-            group, weight_processing.data());
+            group, weight_processing.data(), result.params.data() + (r0 + k) * parts + g);
     const double d = u(i, i);
     const double* wi = rows.column(i);
     for (Eigen::Index k = 0; k < rows.count; ++k) {
-      const Params& p = result.params[static_cast<std::size_t>((r0 + k) * groups + g)];
+      const Params& p = result.params[static_cast<std::size_t>((r0 + k) * parts + g)];
       const double x = wi[k];
       const std::int32_t q = quantize_value(static_cast<float>(x), p);
       e[k] = (x - static_cast<double>(dequantize_value(q, p))) / d;
@@ -269,31 +273,36 @@ inline QuantizedTensor gptq_quantize(TensorView<const float> weight, const Inver
   const QuantScheme scheme = gptq_scheme(options);
   const QuantRange range = quant_range(scheme);
   const std::int64_t group = options.group_size > 0 ? options.group_size : in;
-  detail::GptqWalk<AffineParams> walk = detail::gptq_walk<AffineParams>(
-      weight, factor, options, group, [&](const double* v, const double*, std::int64_t count) {
-        const auto [lo, hi] = std::minmax_element(v, v + count);
-        const ScaleZeroPoint p =
-            scale_zero_point_from_range(static_cast<float>(*lo), static_cast<float>(*hi), scheme, fn);
-        return AffineParams(p.scale, p.zero_point, range.qmin, range.qmax);
-      });
+  detail::GptqWalk<AffineParams> walk =
+      detail::gptq_walk<AffineParams>(weight, factor, options, group, group,
+                                      [&](const double* v, const double*, std::int64_t count, AffineParams* out) {
+                                        const auto [lo, hi] = std::minmax_element(v, v + count);
+                                        const ScaleZeroPoint p = scale_zero_point_from_range(
+                                            static_cast<float>(*lo), static_cast<float>(*hi), scheme, fn);
+                                        *out = AffineParams(p.scale, p.zero_point, range.qmin, range.qmax);
+                                      });
   QuantizedTensor t = make_quantized_tensor(weight.shape(), scheme, walk.values, walk.params, fn);
   if (info) *info = detail::gptq_result(walk.row_loss, factor, options, group, in);
   return t;
 }
 
-// GPTQ onto one of llama.cpp's block grids (quant/block_grid.hpp): groups are the format's blocks of 32 original
-// columns, each block's d (and m) chosen from its values (options.block_scale_search: grid_params_search weighted by
-// 1/U_jj², else grid_params_from_range), so every value GPTQ settles on is one the format holds. options.bits, symmetry
-// and group_size are not read (the format fixes them); with act_order the groups are static (options.static_groups must
-// be true: a block is a run of original columns), and permuted_output is refused. The input width must be a multiple
-// of 32.
+// GPTQ onto one of llama.cpp's block grids (quant/block_grid.hpp): groups are the format's blocks of original columns
+// (32; in the K formats the super-blocks of 256, whose blocks' parameters are chosen together by k_super_params when
+// the walk reaches the super-block), each block's d (and m) chosen from its values, weighted by 1/U_jj² where
+// options.block_scale_search (legacy formats: grid_params_search, else grid_params_from_range; K formats: else
+// llama.cpp's weights, k_reference_weights), so every value GPTQ settles on is one the format holds. options.bits,
+// symmetry and group_size are not read (the format fixes them); with act_order the groups are static
+// (options.static_groups must be true: a block is a run of original columns), and permuted_output is refused. The
+// input width must be a multiple of 32 (256 in the K formats).
 inline BlockQuantized gptq_quantize_blocks(TensorView<const float> weight, const InverseHessianFactor& factor,
                                            BlockFormat format, const GptqOptions& options, GptqResult* info = nullptr) {
   const char* fn = "shrink::quant::gptq_quantize_blocks";
+  const BlockGrid grid = block_grid(format);
+  const std::int64_t unit = grid_row_unit(grid);
   GptqOptions o = options;
   o.bits = 4;
   o.symmetry = Symmetry::symmetric;
-  o.group_size = kGridBlock;
+  o.group_size = unit;
   if (options.permuted_output)
     fail(fn, "options.permuted_output", "true", "false: a block of a GGUF format is a run of original columns");
   if (options.act_order && !options.static_groups)
@@ -302,15 +311,23 @@ inline BlockQuantized gptq_quantize_blocks(TensorView<const float> weight, const
   detail::check_gptq_args(weight, o, fn);
   const std::int64_t in = weight.size(1);
   detail::check_gptq_factor(factor, o, in, fn);
-  const BlockGrid grid = block_grid(format);
   detail::GptqWalk<GridParams> walk = detail::gptq_walk<GridParams>(
-      weight, factor, o, kGridBlock, [&](const double* v, const double* a, std::int64_t count) {
-        if (o.block_scale_search) return grid_params_search(grid, v, a, count, fn);
+      weight, factor, o, unit, grid.block, [&](const double* v, const double* a, std::int64_t count, GridParams* out) {
+        if (grid.super_block > 0) {
+          if (o.block_scale_search) return k_super_params(grid, v, a, out, fn);
+          double reference[kSuperBlock];
+          k_reference_weights(grid, v, reference);
+          return k_super_params(grid, v, reference, out, fn);
+        }
+        if (o.block_scale_search) {
+          *out = grid_params_search(grid, v, a, count, fn);
+          return;
+        }
         const auto [lo, hi] = std::minmax_element(v, v + count);
-        return grid_params_from_range(grid, static_cast<float>(*lo), static_cast<float>(*hi), fn);
+        *out = grid_params_from_range(grid, static_cast<float>(*lo), static_cast<float>(*hi), fn);
       });
   BlockQuantized t = make_block_quantized(format, weight.size(0), in, walk.values, walk.params);
-  if (info) *info = detail::gptq_result(walk.row_loss, factor, o, kGridBlock, in);
+  if (info) *info = detail::gptq_result(walk.row_loss, factor, o, grid.block, in);
   return t;
 }
 

@@ -220,18 +220,19 @@ HqqGroup hqq_group(const float* w, std::int64_t n, const QuantScheme& scheme, co
   return best;
 }
 
-// HQQ of one block of 32 values w on a block grid (see the header comment): the loop above from
-// grid_params_from_range's parameters, step (2) on the grid's free parameter, rounded to fp16; the best parameters
-// into *kept.
-inline HqqGroup hqq_grid_group(const float* w, const BlockGrid& grid, const HqqOptions& o, double* q, double* t,
-                               GridParams* kept, const char* fn) {
-  const auto [lo, hi] = std::minmax_element(w, w + kGridBlock);
-  GridParams params = grid_params_from_range(grid, *lo, *hi, fn);
+// HQQ of one block of n values w on a block grid (see the header comment): the loop above from the parameters
+// `start`, step (2) on the grid's free parameter, stored as the format stores it by store(d, m) -> GridParams (legacy:
+// d and m rounded to fp16; K: the nearest block code on the super-block's scale), stopping where it cannot be stored
+// (a non-finite d) or no longer lowers the error; the best parameters into *kept.
+template <class Store>
+HqqGroup hqq_grid_group(const float* w, std::int64_t n, const BlockGrid& grid, GridParams start, const HqqOptions& o,
+                        double* q, double* t, GridParams* kept, Store&& store) {
+  GridParams params = start;
   const double pm1 = o.lp_norm - 1.0;
   HqqGroup best;
   double beta = o.beta;
   for (int step = 0;; ++step) {
-    const double error = hqq_residuals(w, kGridBlock, params, pm1, beta, q, t);
+    const double error = hqq_residuals(w, n, params, pm1, beta, q, t);
     if (step == 0) {
       best.initial_error = error;
     } else {
@@ -245,20 +246,19 @@ inline HqqGroup hqq_grid_group(const float* w, const BlockGrid& grid, const HqqO
     double m = params.m, d = params.d;
     if (grid.has_minimum) {  // (2) m = mean(t − d·q), the paper's zero-point step (m = −z·d)
       double sum = 0.0;
-      for (std::int64_t i = 0; i < kGridBlock; ++i) sum += t[i] - d * q[i];
-      m = sum / static_cast<double>(kGridBlock);
+      for (std::int64_t i = 0; i < n; ++i) sum += t[i] - d * q[i];
+      m = sum / static_cast<double>(n);
     } else {  // (2) d = Σ q·t / Σ q², the least-squares scale given q
       double num = 0.0, den = 0.0;
-      for (std::int64_t i = 0; i < kGridBlock; ++i) {
+      for (std::int64_t i = 0; i < n; ++i) {
         num += q[i] * t[i];
         den += q[i] * q[i];
       }
       if (den > 0.0) d = num / den;
     }
-    const float d16 = round_to_fp16(static_cast<float>(d));
-    const float m16 = round_to_fp16(static_cast<float>(m));
-    if (!std::isfinite(d16) || !std::isfinite(m16)) break;  // beyond fp16: the step cannot be stored
-    params = GridParams(grid, d16, m16);
+    const GridParams next = store(d, m);
+    if (!std::isfinite(next.d) || !std::isfinite(next.m)) break;  // beyond fp16: the step cannot be stored
+    params = next;
     beta *= o.kappa;
   }
   return best;
@@ -339,35 +339,64 @@ inline QuantizedTensor hqq_quantize(TensorView<const float> weight, const HqqOpt
   return t;
 }
 
-// HQQ onto one of llama.cpp's block grids (quant/block_grid.hpp), calibration-free: each block of 32 columns of each
-// row starts from grid_params_from_range and runs the loop of the header comment with step (2) on what the format lets
-// vary: with a minimum (Q4_1, Q5_1) m = fp16(mean(t − d·q)), the paper's zero-point step; symmetric (Q4_0, Q5_0,
-// Q8_0) d = fp16(Σ q·t / Σ q²), the least-squares scale given the codes. options.bits, group_size,
-// fractional_zero_point and optimize_scale are not read (the format fixes them). The input width must be a multiple
-// of 32; rows run in fixed chunks, so the bytes do not depend on the thread count.
+// HQQ onto one of llama.cpp's block grids (quant/block_grid.hpp), calibration-free: each block of each row starts
+// from llama.cpp's parameters (legacy: grid_params_from_range; K formats: k_super_params with llama.cpp's weights, the
+// super-block's d and dmin then fixed) and runs the loop of the header comment with step (2) on what the format lets
+// vary: with a minimum (Q4_1, Q5_1, Q4_K, Q5_K) m = mean(t − d·q), the paper's zero-point step; symmetric (Q4_0, Q5_0,
+// Q8_0, Q6_K) d = Σ q·t / Σ q², the least-squares scale given the codes; stored in fp16 (legacy) or as the nearest
+// block code in range (K). options.bits, group_size, fractional_zero_point and optimize_scale are not read (the format
+// fixes them). The input width must be a multiple of 32 (256 in the K formats); rows run in fixed chunks, so the bytes
+// do not depend on the thread count.
 inline BlockQuantized hqq_quantize_blocks(TensorView<const float> weight, BlockFormat format, const HqqOptions& options,
                                           HqqResult* info = nullptr) {
   const char* fn = "shrink::quant::hqq_quantize_blocks";
+  const BlockGrid grid = block_grid(format);
+  const std::int64_t unit = grid_row_unit(grid);
   HqqOptions o = options;
   o.bits = 4;
-  o.group_size = kGridBlock;
+  o.group_size = unit;
   detail::check_hqq_args(weight, o, fn);
-  const BlockGrid grid = block_grid(format);
-  const std::int64_t out = weight.size(0), in = weight.size(1), blocks = in / kGridBlock;
+  const std::int64_t out = weight.size(0), in = weight.size(1), blocks = in / grid.block;
   std::vector<std::int32_t> codes(static_cast<std::size_t>(out * in));
   std::vector<GridParams> params(static_cast<std::size_t>(out * blocks));
   std::vector<detail::HqqGroup> results(static_cast<std::size_t>(out * blocks));
   parallel_for(out, detail::kHqqRowChunk, [&](std::int64_t r0, std::int64_t r1) {
     std::vector<float> row(static_cast<std::size_t>(in));
-    double q[kGridBlock], t[kGridBlock];
+    double q[kSuperBlock], t[kSuperBlock], x[kSuperBlock], a[kSuperBlock];
+    GridParams start[kSuperBlock / 16];
     for (std::int64_t r = r0; r < r1; ++r) {
       for (std::int64_t c = 0; c < in; ++c) row[static_cast<std::size_t>(c)] = weight(r, c);
-      for (std::int64_t b = 0; b < blocks; ++b) {
-        const float* w = row.data() + b * kGridBlock;
-        const auto k = static_cast<std::size_t>(r * blocks + b);
-        results[k] = detail::hqq_grid_group(w, grid, o, q, t, &params[k], fn);
-        for (std::int64_t i = 0; i < kGridBlock; ++i)
-          codes[static_cast<std::size_t>(r * in + b * kGridBlock + i)] = quantize_value(w[i], params[k]);
+      for (std::int64_t c0 = 0; c0 < in; c0 += unit) {
+        const float* w = row.data() + c0;
+        if (grid.super_block > 0) {
+          for (std::int64_t j = 0; j < unit; ++j) x[j] = w[j];
+          k_reference_weights(grid, x, a);
+          k_super_params(grid, x, a, start, fn);
+        } else {
+          const auto [lo, hi] = std::minmax_element(w, w + unit);
+          start[0] = grid_params_from_range(grid, *lo, *hi, fn);
+        }
+        for (std::int64_t b = 0; b < unit / grid.block; ++b) {
+          const GridParams& s = start[b];
+          auto store = [&](double d, double m) {
+            if (grid.super_block == 0)
+              return GridParams(grid, round_to_fp16(static_cast<float>(d)), round_to_fp16(static_cast<float>(m)));
+            auto nearest = [](double v, float unit_value, int lo, int hi) {
+              if (unit_value == 0.0f || !std::isfinite(v)) return 0;
+              return static_cast<int>(std::fmin(std::fmax(std::nearbyint(v / unit_value), lo), hi));
+            };
+            if (grid.has_minimum)
+              return k_block_params(grid, s.super_d, s.super_dmin, s.scale_code, nearest(-m, s.super_dmin, 0, 63));
+            return k_block_params(grid, s.super_d, s.super_dmin,
+                                  nearest(d, s.super_d, grid.scale_code_min, grid.scale_code_max), 0);
+          };
+          const std::int64_t first = c0 + b * grid.block;
+          const auto k = static_cast<std::size_t>(r * blocks + first / grid.block);
+          results[k] = detail::hqq_grid_group(row.data() + first, grid.block, grid, s, o, q, t, &params[k], store);
+          for (std::int64_t i = 0; i < grid.block; ++i)
+            codes[static_cast<std::size_t>(r * in + first + i)] =
+                quantize_value(row[static_cast<std::size_t>(first + i)], params[k]);
+        }
       }
     }
   });

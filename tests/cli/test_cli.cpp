@@ -1592,7 +1592,7 @@ struct GgufLlamaFixture {
   std::string model, stats;
 
   explicit GgufLlamaFixture(const shrink::test::TempDir& dir) {
-    const std::int64_t width = 64, ffn = 96;
+    const std::int64_t width = 64, ffn = 256;  // ffn_down's rows whole K super-blocks, the others not (as SmolLM2's)
     const std::vector<std::pair<std::string, std::vector<std::int64_t>>> tensors = {
         {"token_embd.weight", {8, width}},       {"blk.0.attn_norm.weight", {width}},
         {"blk.0.attn_q.weight", {width, width}}, {"blk.0.attn_k.weight", {32, width}},
@@ -1634,7 +1634,8 @@ struct GgufLlamaFixture {
 
 std::vector<std::uint8_t> gguf_encoded(const shrink::quant::BlockQuantized& q) {
   const auto layout = shrink::io::gguf_type_layout(shrink::io::gguf_type_of(q.format));
-  std::vector<std::uint8_t> bytes(static_cast<std::size_t>(q.rows * q.cols / 32) * layout.block_bytes);
+  std::vector<std::uint8_t> bytes(static_cast<std::size_t>(q.rows * q.cols) / layout.block_elements *
+                                  layout.block_bytes);
   shrink::io::encode_gguf_blocks(q, bytes.data());
   return bytes;
 }
@@ -1690,6 +1691,31 @@ TEST_CASE("quantize --format gguf --method gptq|hqq|awq writes the library's blo
     shrink::io::gguf_quantize(8, f.values.at("token_embd.weight").data(), 8 * 64, head.data());
     CHECK(gguf_tensor_bytes(written, "token_embd.weight") == head);
   }
+  SECTION("gptq onto Q4_K: ffn_down on its super-blocks, the linears of rows of 64 on Q5_0 as llama.cpp falls back") {
+    const std::string out = dir.file("gptq-q4k.gguf");
+    const json j = run_json(dir, {"quantize", f.model, out, "--format", "gguf", "--type", "q4_k", "--method", "gptq",
+                                  "--calibration", f.stats, "--json"});
+    std::map<std::string, std::string> to, note;
+    for (const json& t : j["tensors"]) {
+      to[t["name"]] = t["to"];
+      note[t["name"]] = t["note"];
+    }
+    CHECK(to["blk.0.ffn_down.weight"] == "Q4_K");
+    CHECK(to["blk.0.attn_q.weight"] == "Q5_0");
+    CHECK(note["blk.0.attn_q.weight"] ==
+          "rows of 64 are not whole super-blocks of 256: Q5_0, as llama.cpp falls back to");
+    CHECK(to["token_embd.weight"] == "Q8_0");
+    const shrink::io::GgufFile written = shrink::io::GgufFile::open(out);
+    shrink::quant::GptqOptions o;
+    for (const auto& [linear, format] : {std::pair<const char*, BlockFormat>{"blk.0.ffn_down", BlockFormat::q4_k},
+                                         {"blk.0.attn_v", BlockFormat::q5_0}}) {
+      INFO(linear);
+      const auto factor = shrink::quant::inverse_hessian_factor(stats.hessian(stats.source(linear)),
+                                                                shrink::quant::inverse_hessian_options(o));
+      const auto q = shrink::quant::gptq_quantize_blocks(f.view(std::string(linear) + ".weight"), factor, format, o);
+      CHECK(gguf_tensor_bytes(written, std::string(linear) + ".weight") == gguf_encoded(q));
+    }
+  }
   SECTION("hqq: no calibration") {
     const std::string out = dir.file("hqq.gguf");
     const json j =
@@ -1726,10 +1752,10 @@ TEST_CASE("quantize --format gguf --method gptq|hqq|awq writes the library's blo
     const std::vector<float>& up0 = f.values.at("blk.0.ffn_up.weight");
     std::vector<float> prod(64 * 64, 0.0f), prod0(64 * 64, 0.0f);
     for (std::size_t i = 0; i < 64; ++i)
-      for (std::size_t rr = 0; rr < 96; ++rr)
+      for (std::size_t rr = 0; rr < 256; ++rr)
         for (std::size_t j = 0; j < 64; ++j) {
-          prod[i * 64 + j] += down[i * 96 + rr] * up[rr * 64 + j];
-          prod0[i * 64 + j] += down0[i * 96 + rr] * up0[rr * 64 + j];
+          prod[i * 64 + j] += down[i * 256 + rr] * up[rr * 64 + j];
+          prod0[i * 64 + j] += down0[i * 256 + rr] * up0[rr * 64 + j];
         }
     CHECK(gguf_relative_gap(prod, ffn_norm, prod0, f.values.at("blk.0.ffn_norm.weight")) < 0.01);
     CHECK(up != f.values.at("blk.0.ffn_up.weight"));

@@ -409,7 +409,16 @@ TEST_CASE("gptq_quantize_blocks: round-to-nearest with a diagonal Hessian, below
     CHECK_THROWS_WITH(
         gptq_quantize_blocks(TensorView<const float>(narrow.data(), Shape{out, 48}),
                              inverse_hessian_factor(h48, inverse_hessian_options(plain)), BlockFormat::q4_0, plain),
-        Catch::Contains("options.group_size") && Catch::Contains("48"));
+        Catch::Contains("input width = 48") && Catch::Contains("multiple of 32 (the blocks of Q4_0)"));
+    CHECK_THROWS_WITH(gptq_quantize_blocks(wv, factor, BlockFormat::q4_k, o),
+                      Catch::Contains("options.static_groups"));  // argument errors keep their order
+    GptqOptions k;
+    const Hessian h32 = grid_test_hessian(grid_test_x(64, 32 * 9, 5), 32 * 9);
+    const std::vector<float> w288(static_cast<std::size_t>(out * 288), 0.25f);
+    CHECK_THROWS_WITH(
+        gptq_quantize_blocks(TensorView<const float>(w288.data(), Shape{out, 288}),
+                             inverse_hessian_factor(h32, inverse_hessian_options(k)), BlockFormat::q6_k, k),
+        Catch::Contains("input width = 288") && Catch::Contains("multiple of 256 (the super-blocks of Q6_K)"));
   }
 }
 
@@ -443,7 +452,11 @@ TEST_CASE("hqq_quantize_blocks: never worse in its error than the grid's round-t
   const std::vector<float> narrow(48, 0.5f);
   CHECK_THROWS_WITH(
       hqq_quantize_blocks(TensorView<const float>(narrow.data(), Shape{1, 48}), BlockFormat::q4_1, HqqOptions{}),
-      Catch::Contains("options.group_size") && Catch::Contains("48"));
+      Catch::Contains("input width = 48") && Catch::Contains("multiple of 32 (the blocks of Q4_1)"));
+  const std::vector<float> w288(288, 0.5f);
+  CHECK_THROWS_WITH(
+      hqq_quantize_blocks(TensorView<const float>(w288.data(), Shape{1, 288}), BlockFormat::q5_k, HqqOptions{}),
+      Catch::Contains("multiple of 256 (the super-blocks of Q5_K)"));
 }
 
 TEST_CASE("AWQ onto a block grid: the search scores the grid's rounding, and stores what it scored", "[quant][grid]") {

@@ -91,6 +91,15 @@ inline std::int64_t grid_row_unit(const BlockGrid& grid) {
   return grid.super_block > 0 ? grid.super_block : grid.block;
 }
 
+// An Error naming `argument` unless a weight of `in` input columns is whole row units of the grid (grid_row_unit).
+inline void require_grid_width(const BlockGrid& grid, std::int64_t in, const char* fn, const char* argument) {
+  const std::int64_t unit = grid_row_unit(grid);
+  if (in % unit != 0)
+    fail(fn, argument, in,
+         "an input width that is a multiple of " + std::to_string(unit) + " (the " +
+             (grid.super_block > 0 ? "super-blocks" : "blocks") + " of " + block_format_name(grid.format) + ")");
+}
+
 // One block's parameters with the element formulas' bounds (see the file comment); in the K formats also the codes and
 // super-block scales d and m come from.
 struct GridParams {

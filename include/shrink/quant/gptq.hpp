@@ -308,6 +308,7 @@ inline BlockQuantized gptq_quantize_blocks(TensorView<const float> weight, const
   if (options.act_order && !options.static_groups)
     fail(fn, "options.static_groups", "false",
          "true with act_order: a block of a GGUF format is a run of original columns");
+  if (weight.rank() == 2) require_grid_width(grid, weight.size(1), fn, "weight's input width");
   detail::check_gptq_args(weight, o, fn);
   const std::int64_t in = weight.size(1);
   detail::check_gptq_factor(factor, o, in, fn);

@@ -355,6 +355,7 @@ inline BlockQuantized hqq_quantize_blocks(TensorView<const float> weight, BlockF
   HqqOptions o = options;
   o.bits = 4;
   o.group_size = unit;
+  if (weight.rank() == 2) require_grid_width(grid, weight.size(1), fn, "weight's input width");
   detail::check_hqq_args(weight, o, fn);
   const std::int64_t out = weight.size(0), in = weight.size(1), blocks = in / grid.block;
   std::vector<std::int32_t> codes(static_cast<std::size_t>(out * in));

@@ -347,7 +347,7 @@ void declare_quantize_options(ArgParser& args) {
   args.option("format", "F",
               "shrink|compressed-tensors|gguf: the convention OUT is written in; compressed-tensors (what vLLM and "
               "transformers load) also writes config.json beside OUT, from the one beside IN; gguf (llama.cpp) "
-              "takes a GGUF IN and --type",
+              "takes a GGUF IN, or a Hugging Face Llama checkpoint, and --type",
               "shrink");
   args.option("type", "T",
               "q4_0|q4_1|q5_0|q5_1|q8_0|q4_k|q5_k|q6_k|f16|bf16|f32 (--format gguf): the type of the linears; the "

@@ -1,8 +1,13 @@
 // `shrink quantize IN OUT --format gguf --type T`: a llama.cpp model file (GGUF) requantized into one of the block
 // formats llama.cpp reads, each tensor's type chosen as llama-quantize chooses it for that file type, the blocks by
 // llama.cpp's reference round-to-nearest quantizer (io/gguf_requantize.hpp); prints each tensor's plan and the
-// totals (--json: as JSON). Options of the safetensors path that do not apply are refused by name.
+// totals (--json: as JSON). Options of the safetensors path that do not apply are refused by name. IN may also be a
+// Hugging Face Llama checkpoint (a directory, model.safetensors or model.safetensors.index.json, with config.json and
+// the tokenizer files beside it): it is first written in llama's layout (io/hf_llama_gguf.hpp) as a GGUF beside OUT,
+// which is removed when the command ends.
 #pragma once
+
+#include <sys/stat.h>
 
 #include <cstdint>
 #include <cstdio>
@@ -17,6 +22,7 @@
 #include "report.hpp"
 #include "shrink/io/gguf.hpp"
 #include "shrink/io/gguf_requantize.hpp"
+#include "shrink/io/hf_llama_gguf.hpp"
 
 namespace shrink::cli {
 
@@ -32,6 +38,47 @@ inline std::uint32_t gguf_target_type(const std::string& name) {
     if (name == text) return static_cast<std::uint32_t>(type);
   throw UsageError("--type = '" + name + "': expected one of " + gguf_type_choices());
 }
+
+// IN of --format gguf: a GGUF as it is, or a Hugging Face Llama checkpoint written in llama's layout first, as a GGUF
+// beside OUT that lives as long as this object.
+class GgufSource {
+ public:
+  GgufSource(const std::string& in, const std::string& out) {
+    if (!hf_checkpoint(in)) {
+      file_.emplace(io::GgufFile::open(in));
+      return;
+    }
+    const std::size_t slash = out.find_last_of('/');
+    temp_ = (slash == std::string::npos ? std::string() : out.substr(0, slash + 1)) + "." +
+            (slash == std::string::npos ? out : out.substr(slash + 1)) + ".source.gguf";
+    tensors_ = io::write_hf_llama_gguf(in, temp_).size();
+    file_.emplace(io::GgufFile::open(temp_));
+  }
+  ~GgufSource() {
+    file_.reset();
+    if (!temp_.empty()) std::remove(temp_.c_str());
+  }
+  GgufSource(const GgufSource&) = delete;
+  GgufSource& operator=(const GgufSource&) = delete;
+
+  const io::GgufFile& file() const { return *file_; }
+  bool from_checkpoint() const { return !temp_.empty(); }
+  std::size_t checkpoint_tensors() const { return tensors_; }
+
+ private:
+  // A directory, a .safetensors file or a .json index: a Hugging Face checkpoint; anything else is read as a GGUF.
+  static bool hf_checkpoint(const std::string& in) {
+    struct stat info {};
+    if (::stat(in.c_str(), &info) == 0 && S_ISDIR(info.st_mode)) return true;
+    for (const std::string tail : {".safetensors", ".json"})
+      if (in.size() > tail.size() && in.compare(in.size() - tail.size(), tail.size(), tail) == 0) return true;
+    return false;
+  }
+
+  std::optional<io::GgufFile> file_;
+  std::string temp_;
+  std::size_t tensors_ = 0;
+};
 
 // The method flags for --format gguf, each refused where it does not apply.
 inline GgufMethod read_gguf_method(const ArgParser& args) {
@@ -78,8 +125,9 @@ inline int run_quantize_gguf(const std::string& command, const ArgParser& args) 
   const std::uint32_t type = gguf_target_type(args.text("type", ""));
   const std::string in = args.arg("IN");
   const std::string out = args.arg("OUT");
-  const io::GgufFile input = io::GgufFile::open(in);
   require_distinct_output(in, out);
+  const GgufSource source(in, out);
+  const io::GgufFile& input = source.file();
   const Progress progress(command);
   std::size_t done = 0;
   std::optional<GgufMethodRun> run;  // the method's blocks for the linears (rtn: llama.cpp's reference path)
@@ -113,6 +161,7 @@ inline int run_quantize_gguf(const std::string& command, const ArgParser& args) 
                          {"note", p.note},
                          {"method", method_detail(p.name)}});
     const Json summary = {{"input", in},
+                          {"source", source.from_checkpoint() ? "huggingface" : "gguf"},
                           {"output", out},
                           {"format", "gguf"},
                           {"type", io::gguf_type_name(type)},
@@ -123,6 +172,9 @@ inline int run_quantize_gguf(const std::string& command, const ArgParser& args) 
     std::printf("%s\n", summary.dump(2).c_str());
     return kExitOk;
   }
+  if (source.from_checkpoint())
+    std::printf("%s: a Hugging Face Llama checkpoint, %zu tensors in llama's layout (q, k rows in its rotary order)\n",
+                in.c_str(), source.checkpoint_tensors());
   std::printf("%s -> %s: GGUF, linears %s (llama-quantize's choice per tensor, %s)\n", in.c_str(), out.c_str(),
               io::gguf_type_name(type),
               method.name == "rtn" ? "round to nearest" : ("--method " + method.name + " onto its blocks").c_str());

@@ -51,7 +51,9 @@ class GgufSource {
     const std::size_t slash = out.find_last_of('/');
     temp_ = (slash == std::string::npos ? std::string() : out.substr(0, slash + 1)) + "." +
             (slash == std::string::npos ? out : out.substr(slash + 1)) + ".source.gguf";
-    tensors_ = io::write_hf_llama_gguf(in, temp_).size();
+    const io::HfGgufWritten written = io::write_hf_llama_gguf(in, temp_);
+    tensors_ = written.tensors.size();
+    pre_ = written.pre;
     file_.emplace(io::GgufFile::open(temp_));
   }
   ~GgufSource() {
@@ -64,6 +66,7 @@ class GgufSource {
   const io::GgufFile& file() const { return *file_; }
   bool from_checkpoint() const { return !temp_.empty(); }
   std::size_t checkpoint_tensors() const { return tensors_; }
+  const std::string& tokenizer_pre() const { return pre_; }
 
  private:
   // A directory, a .safetensors file or a .json index: a Hugging Face checkpoint; anything else is read as a GGUF.
@@ -76,7 +79,7 @@ class GgufSource {
   }
 
   std::optional<io::GgufFile> file_;
-  std::string temp_;
+  std::string temp_, pre_;
   std::size_t tensors_ = 0;
 };
 
@@ -162,6 +165,7 @@ inline int run_quantize_gguf(const std::string& command, const ArgParser& args) 
                          {"method", method_detail(p.name)}});
     const Json summary = {{"input", in},
                           {"source", source.from_checkpoint() ? "huggingface" : "gguf"},
+                          {"tokenizer_pre", source.tokenizer_pre()},
                           {"output", out},
                           {"format", "gguf"},
                           {"type", io::gguf_type_name(type)},
@@ -172,9 +176,16 @@ inline int run_quantize_gguf(const std::string& command, const ArgParser& args) 
     std::printf("%s\n", summary.dump(2).c_str());
     return kExitOk;
   }
-  if (source.from_checkpoint())
+  if (source.from_checkpoint()) {
     std::printf("%s: a Hugging Face Llama checkpoint, %zu tensors in llama's layout (q, k rows in its rotary order)\n",
                 in.c_str(), source.checkpoint_tensors());
+    if (source.tokenizer_pre().empty())
+      std::printf(
+          "  note: tokenizer.json's pre-tokenizer is not one llama.cpp names: tokenizer.ggml.pre is not written "
+          "and llama.cpp will split text with its default expressions\n");
+    else
+      std::printf("  tokenizer.ggml.pre: %s\n", source.tokenizer_pre().c_str());
+  }
   std::printf("%s -> %s: GGUF, linears %s (llama-quantize's choice per tensor, %s)\n", in.c_str(), out.c_str(),
               io::gguf_type_name(type),
               method.name == "rtn" ? "round to nearest" : ("--method " + method.name + " onto its blocks").c_str());

@@ -174,7 +174,7 @@ TEST_CASE("write_hf_llama_gguf: a Llama checkpoint as llama.cpp's GGUF, one file
     CHECK_FALSE(g.has("tokenizer.ggml.unknown_token_id"));
     CHECK(g.get_bool("tokenizer.ggml.add_bos_token") == false);
     CHECK(g.get_string("tokenizer.chat_template") == "{{ messages }}");
-    CHECK_FALSE(g.has("tokenizer.ggml.pre"));
+    CHECK_FALSE(g.has("tokenizer.ggml.pre"));  // kHfTokenizer has no pre_tokenizer
 
     // Names, types (norms widened to F32), values; q and k rows in llama.cpp's rotary order; no output (tied).
     CHECK(g.tensors().size() == 11);
@@ -274,4 +274,42 @@ TEST_CASE("write_hf_llama_gguf refuses what llama's layout cannot express, by na
   std::filesystem::remove(dir + "/tokenizer_config.json");
   CHECK_THROWS_WITH(shrink::io::write_hf_llama_gguf(dir, out), Catch::Contains("tokenizer_config.json"));
   CHECK_FALSE(std::filesystem::exists(out));
+}
+
+TEST_CASE("hf_pre_tokenizer_name: the pre-tokenizers llama.cpp names, nothing for the others", "[io][hf]") {
+  using shrink::io::hf_pre_tokenizer_name;
+  const auto parse = [](const char* text) { return nlohmann::json::parse(text); };
+  CHECK(hf_pre_tokenizer_name(parse(R"({"type": "ByteLevel", "add_prefix_space": false, "use_regex": true})")) ==
+        "gpt-2");
+  CHECK(hf_pre_tokenizer_name(parse(R"({"type": "Sequence", "pretokenizers": [
+          {"type": "Digits", "individual_digits": true},
+          {"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": true}]})")) == "smollm");
+  CHECK(hf_pre_tokenizer_name(parse(R"({"type": "Sequence", "pretokenizers": [
+          {"type": "Split", "pattern": {"Regex": "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"},
+           "behavior": "Isolated", "invert": false},
+          {"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": false}]})")) ==
+        "llama-bpe");
+  // A prefix space, digits grouped, another expression, another type: not what llama.cpp's names split.
+  CHECK_FALSE(hf_pre_tokenizer_name(parse(R"({"type": "ByteLevel", "add_prefix_space": true})")).has_value());
+  CHECK_FALSE(hf_pre_tokenizer_name(parse(R"({"type": "Sequence", "pretokenizers": [
+          {"type": "Digits", "individual_digits": false}, {"type": "ByteLevel", "add_prefix_space": false}]})"))
+                  .has_value());
+  CHECK_FALSE(hf_pre_tokenizer_name(parse(R"({"type": "Sequence", "pretokenizers": [
+          {"type": "Split", "pattern": {"Regex": "\\s+"}}, {"type": "ByteLevel", "use_regex": false,
+           "add_prefix_space": false}]})"))
+                  .has_value());
+  CHECK_FALSE(hf_pre_tokenizer_name(parse(R"({"type": "Metaspace", "replacement": "_"})")).has_value());
+
+  // Written into the file when named.
+  shrink::test::TempDir tmp;
+  const std::string dir = tmp.file("smol");
+  write_hf_checkpoint(dir, hf_tensors(), false);
+  nlohmann::json tokenizer = nlohmann::json::parse(kHfTokenizer);
+  tokenizer["pre_tokenizer"] = parse(R"({"type": "Sequence", "pretokenizers": [
+      {"type": "Digits", "individual_digits": true}, {"type": "ByteLevel", "add_prefix_space": false}]})");
+  write_hf_text(dir + "/tokenizer.json", tokenizer.dump());
+  const shrink::io::HfGgufWritten written = shrink::io::write_hf_llama_gguf(dir, tmp.file("smol.gguf"));
+  CHECK(written.pre == "smollm");
+  CHECK(written.tensors.size() == 11);
+  CHECK(shrink::io::GgufFile::open(tmp.file("smol.gguf")).get_string("tokenizer.ggml.pre") == "smollm");
 }

@@ -6,9 +6,11 @@
 //               attention.layer_norm_rms_epsilon, vocab_size, rope.dimension_count} from config.json
 //   tokenizer   a byte-level BPE tokenizer.json as llama.cpp's "gpt2" vocabulary: tokenizer.ggml.{tokens,
 //               token_type, merges} (ids without a token: "[PAD<id>]", unused), bos/eos/unknown/padding ids,
-//               add_bos_token / add_eos_token and tokenizer.chat_template from tokenizer_config.json.
-//               tokenizer.ggml.pre (llama.cpp's name for the pre-tokenizer's regex) is not written: llama.cpp then
-//               splits text with its default expressions (token ids given directly are unaffected)
+//               add_bos_token / add_eos_token and tokenizer.chat_template from tokenizer_config.json;
+//               tokenizer.ggml.pre, llama.cpp's name for the pre-tokenizer's expressions, where tokenizer.json's
+//               pre_tokenizer is one llama.cpp names (hf_pre_tokenizer_name: GPT-2's, SmolLM's and StarCoder's
+//               digits then GPT-2's, Llama 3's); otherwise it is not written and llama.cpp splits text with its
+//               default expressions (token ids given directly are unaffected)
 //   tensors     model.embed_tokens -> token_embd, model.layers.N.{input_layernorm -> attn_norm,
 //               self_attn.{q,k,v,o}_proj -> attn_{q,k,v,output}, post_attention_layernorm -> ffn_norm,
 //               mlp.{gate,up,down}_proj -> ffn_{gate,up,down}}, model.norm -> output_norm, lm_head -> output
@@ -63,7 +65,39 @@ struct HfTokenizer {
   std::optional<std::uint32_t> bos, eos, unknown, padding;
   std::optional<bool> add_bos, add_eos;
   std::string chat_template;
+  std::string pre;  // tokenizer.ggml.pre; empty where the pre-tokenizer is not one llama.cpp names
 };
+
+// llama.cpp's name (tokenizer.ggml.pre) for a tokenizer.json pre_tokenizer whose expressions it implements, or
+// nothing:
+//   ByteLevel (GPT-2's expression, no prefix space)                        -> "gpt-2"
+//   Sequence [Digits (each digit alone), ByteLevel (GPT-2's expression)]   -> "smollm" (StarCoder's family)
+//   Sequence [Split (Llama 3's expression), ByteLevel (no expression)]     -> "llama-bpe"
+inline std::optional<std::string> hf_pre_tokenizer_name(const nlohmann::json& pre) {
+  auto is = [](const nlohmann::json& j, const char* type) {
+    return j.is_object() && j.contains("type") && j["type"] == type;
+  };
+  auto flag = [](const nlohmann::json& j, const char* key, bool fallback) {
+    return j.contains(key) && j[key].is_boolean() ? j[key].get<bool>() : fallback;
+  };
+  auto byte_level = [&](const nlohmann::json& j, bool regex) {
+    return is(j, "ByteLevel") && !flag(j, "add_prefix_space", true) && flag(j, "use_regex", true) == regex;
+  };
+  if (byte_level(pre, true)) return "gpt-2";
+  if (!is(pre, "Sequence") || !pre.contains("pretokenizers") || !pre["pretokenizers"].is_array() ||
+      pre["pretokenizers"].size() != 2)
+    return std::nullopt;
+  const nlohmann::json& first = pre["pretokenizers"][0];
+  const nlohmann::json& second = pre["pretokenizers"][1];
+  if (is(first, "Digits") && flag(first, "individual_digits", false) && byte_level(second, true)) return "smollm";
+  const char* llama3 =
+      "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"
+      "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+  if (is(first, "Split") && first.contains("pattern") && first["pattern"].is_object() &&
+      first["pattern"].value("Regex", "") == llama3 && byte_level(second, false))
+    return "llama-bpe";
+  return std::nullopt;
+}
 
 // llama.cpp's row of HF row `row` of a q or k projection with heads of `head_dim` rows (see the file comment).
 inline std::int64_t llama_rope_row(std::int64_t row, std::int64_t head_dim) {
@@ -263,6 +297,7 @@ inline HfTokenizer read_hf_tokenizer(const std::string& tokenizer_path, const st
       fail(fn, tokenizer_path + ": a merge " + m.dump().substr(0, 80) + ": expected \"a b\" or [\"a\", \"b\"]");
     }
   }
+  if (root.contains("pre_tokenizer")) t.pre = hf_pre_tokenizer_name(root["pre_tokenizer"]).value_or("");
   const nlohmann::json config = hf_detail::read_json(config_path, fn);
   if (!config.is_object()) fail(fn, config_path + ": expected a JSON object");
   auto special_id = [&](const char* key) -> std::optional<std::uint32_t> {
@@ -367,11 +402,17 @@ inline std::vector<HfGgufTensor> plan_hf_llama_tensors(const std::vector<TensorI
   return plan;
 }
 
+// What write_hf_llama_gguf wrote: the tensors, and tokenizer.ggml.pre (empty: not written, see the file comment).
+struct HfGgufWritten {
+  std::vector<HfGgufTensor> tensors;
+  std::string pre;
+};
+
 // Writes the checkpoint at `checkpoint_path` (a directory, model.safetensors, or model.safetensors.index.json, with
 // config.json, tokenizer.json and tokenizer_config.json in its directory) as a GGUF at out_path (the file comment).
-// Returns the tensors written. Everything is checked before out_path is created; a failure while writing leaves it
+// Returns what it wrote. Everything is checked before out_path is created; a failure while writing leaves it
 // as it was (io/atomic_file.hpp).
-inline std::vector<HfGgufTensor> write_hf_llama_gguf(const std::string& checkpoint_path, const std::string& out_path) {
+inline HfGgufWritten write_hf_llama_gguf(const std::string& checkpoint_path, const std::string& out_path) {
   const Checkpoint checkpoint = open_checkpoint(checkpoint_path);
   std::string directory = checkpoint.directory;
   if (directory.empty()) {
@@ -399,6 +440,7 @@ inline std::vector<HfGgufTensor> write_hf_llama_gguf(const std::string& checkpoi
       .set_uint32("llama.vocab_size", u32(c.vocab))
       .set_uint32("llama.rope.dimension_count", u32(c.head_dim()));
   w.set_string("tokenizer.ggml.model", "gpt2");
+  if (!tok.pre.empty()) w.set_string("tokenizer.ggml.pre", tok.pre);
   w.set_strings("tokenizer.ggml.tokens", tok.tokens);
   w.set_int32s("tokenizer.ggml.token_type", tok.types);
   w.set_strings("tokenizer.ggml.merges", tok.merges);
@@ -435,7 +477,7 @@ inline std::vector<HfGgufTensor> write_hf_llama_gguf(const std::string& checkpoi
                     source.data + static_cast<std::size_t>(r) * row, row);
     });
   w.write(out_path);
-  return plan;
+  return {plan, tok.pre};
 }
 
 }  // namespace shrink::io

@@ -44,16 +44,6 @@ namespace calibration_detail {
 
 inline const char* const kSuffixes[] = {".hessian", ".act_norm", ".act_abs_mean"};
 
-inline bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() > suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
-inline std::string shape_text(const std::vector<std::int64_t>& shape) {
-  std::string out = "[";
-  for (std::size_t d = 0; d < shape.size(); ++d) out += (d ? ", " : "") + std::to_string(shape[d]);
-  return out + "]";
-}
-
 // A decimal count >= 1 of at most 18 digits.
 inline bool parse_count(const std::string& text, std::int64_t& out) {
   if (text.empty() || text.size() > 18) return false;  // at most 999,999,999,999,999,999: no overflow
@@ -144,7 +134,7 @@ class CalibrationStatsFile {
     for (const TensorInfo& t : file_.tensors()) {
       std::string linear, kind;
       for (const char* suffix : calibration_detail::kSuffixes)
-        if (calibration_detail::ends_with(t.name, suffix)) {
+        if (detail::ends_with(t.name, suffix)) {
           linear = t.name.substr(0, t.name.size() - std::string(suffix).size());
           kind = suffix + 1;
         }
@@ -157,7 +147,7 @@ class CalibrationStatsFile {
       const bool square = kind == "hessian";
       const std::size_t rank = square ? 2 : 1;
       if (t.shape.size() != rank || t.shape[0] < 1 || (square && t.shape[1] != t.shape[0]))
-        fail(fn, path + ": tensor " + detail::quoted(t.name) + " has shape " + calibration_detail::shape_text(t.shape) +
+        fail(fn, path + ": tensor " + detail::quoted(t.name) + " has shape " + detail::dims_text(t.shape) +
                      ": expected " + (square ? "[in, in]" : "[in]") + " with in >= 1");
       Entry& e = entries_[linear];
       if (e.features != 0 && e.features != t.shape[0])
@@ -175,7 +165,7 @@ class CalibrationStatsFile {
                      ": expected the number of calibration rows, a decimal count >= 1");
     }
     for (const auto& [key, target] : meta) {
-      if (!calibration_detail::ends_with(key, ".same_input_as")) continue;
+      if (!detail::ends_with(key, ".same_input_as")) continue;
       const std::string linear = key.substr(0, key.size() - std::string(".same_input_as").size());
       if (entries_.count(linear))
         fail(fn, path + ": __metadata__ " + detail::quoted(key) + ": " + detail::quoted(linear) +

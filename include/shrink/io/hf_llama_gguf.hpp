@@ -26,7 +26,6 @@
 
 #include <nlohmann/json.hpp>
 
-#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <functional>
@@ -37,8 +36,8 @@
 #include <vector>
 
 #include "shrink/core/error.hpp"
-#include "shrink/core/half.hpp"
 #include "shrink/io/checkpoint.hpp"
+#include "shrink/io/gguf_dequantize.hpp"
 #include "shrink/io/gguf_types.hpp"
 #include "shrink/io/gguf_writer.hpp"
 #include "shrink/io/mapped_file.hpp"
@@ -159,16 +158,6 @@ inline std::string parent_name(const std::string& path) {
   const std::string parent = path.substr(0, slash);
   const std::size_t before = parent.find_last_of('/');
   return before == std::string::npos ? parent : parent.substr(before + 1);
-}
-
-inline bool ends_with(const std::string& s, const std::string& tail) {
-  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
-}
-
-inline std::string shape_text(const std::vector<std::int64_t>& shape) {
-  std::string s = "[";
-  for (std::size_t k = 0; k < shape.size(); ++k) s += (k ? ", " : "") + std::to_string(shape[k]);
-  return s + "]";
 }
 
 // A special token's text in tokenizer_config.json: a string or {"content": string}; nothing when absent or null.
@@ -351,7 +340,7 @@ inline std::vector<HfGgufTensor> plan_hf_llama_tensors(const std::vector<TensorI
   const char* fn = "shrink::io::plan_hf_llama_tensors";
   std::map<std::string, const TensorInfo*> by_name;
   for (const TensorInfo& t : tensors) {
-    if (hf_detail::ends_with(t.name, ".rotary_emb.inv_freq")) continue;  // a buffer, recomputed by llama.cpp
+    if (detail::ends_with(t.name, ".rotary_emb.inv_freq")) continue;  // a buffer, recomputed by llama.cpp
     by_name[t.name] = &t;
   }
   const std::int64_t d = c.head_dim();
@@ -364,8 +353,8 @@ inline std::vector<HfGgufTensor> plan_hf_llama_tensors(const std::vector<TensorI
       fail(fn, where + ": no tensor " + detail::quoted(hf) + ": expected it in llama's layout");
     const TensorInfo& t = *found->second;
     if (t.shape != shape)
-      fail(fn, where + ": tensor " + detail::quoted(hf) + " has shape " + hf_detail::shape_text(t.shape) +
-                   ": expected " + hf_detail::shape_text(shape) + " (config.json)");
+      fail(fn, where + ": tensor " + detail::quoted(hf) + " has shape " + detail::dims_text(t.shape) + ": expected " +
+                   detail::dims_text(shape) + " (config.json)");
     std::uint32_t type = 0;
     switch (t.dtype) {
       case ScalarType::f32: type = static_cast<std::uint32_t>(GgufType::f32); break;
@@ -459,12 +448,12 @@ inline HfGgufWritten write_hf_llama_gguf(const std::string& checkpoint_path, con
       const TensorInfo& t = file.info(p.hf_name);
       const ByteView source = file.bytes(p.hf_name);
       if (p.type == static_cast<std::uint32_t>(GgufType::f32) && t.dtype != ScalarType::f32) {
-        for (std::size_t k = 0; k < bytes / 4; ++k) {  // a norm stored in F16 / BF16, widened exactly
-          const auto bits = static_cast<std::uint16_t>(std::to_integer<unsigned>(source.data[2 * k]) |
-                                                       (std::to_integer<unsigned>(source.data[2 * k + 1]) << 8));
-          const float v = t.dtype == ScalarType::f16 ? half_bits_to_float(bits) : bfloat16_bits_to_float(bits);
-          std::memcpy(out + 4 * k, &v, 4);
-        }
+        // A norm stored in F16 / BF16, widened exactly by the GGUF reader's own decoding of those types.
+        const auto stored = static_cast<std::uint32_t>(t.dtype == ScalarType::f16 ? GgufType::f16 : GgufType::bf16);
+        std::vector<float> values(bytes / sizeof(float));
+        gguf_dequantize(stored, reinterpret_cast<const std::uint8_t*>(source.data),
+                        static_cast<std::int64_t>(values.size()), values.data());
+        std::memcpy(out, values.data(), bytes);
         return;
       }
       if (p.rope_head_dim == 0) {

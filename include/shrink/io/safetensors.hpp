@@ -151,6 +151,18 @@ inline std::string quoted(const std::string& name) {
   return nlohmann::json(name).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
+// Whether `s` is a non-empty stem followed by `suffix`.
+inline bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() > suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// A shape as "[a, b, ...]", for messages (quant_read.hpp's shape_text writes JSON's "[a,b]").
+inline std::string dims_text(const std::vector<std::int64_t>& shape) {
+  std::string out = "[";
+  for (std::size_t d = 0; d < shape.size(); ++d) out += (d ? ", " : "") + std::to_string(shape[d]);
+  return out + "]";
+}
+
 inline std::string json_type(const nlohmann::json& value) {
   if (value.is_number_unsigned()) return "a non-negative integer";
   if (value.is_number_integer()) return "a negative integer";

@@ -31,7 +31,6 @@
 // A d or m beyond fp16's range (|value| > 65504) is an Error: a weight of that size has no block in these formats.
 #pragma once
 
-#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <string>
@@ -314,6 +313,13 @@ inline BlockFit block_fit_search(const BlockGrid& grid, const double* x, const d
   return best;
 }
 
+// A K block's code for a value v on a super-block scale `unit` (v / unit rounded, clamped to [lo, hi]); 0 where the
+// scale is 0 or v is not finite.
+inline int k_nearest_code(double v, float unit, int lo, int hi) {
+  if (unit == 0.0f || !std::isfinite(v)) return 0;
+  return static_cast<int>(std::fmin(std::fmax(std::nearbyint(v / unit), lo), hi));
+}
+
 // The parameters of the blocks of one super-block of a K format: grid.super_block values x with weights a (a_j >= 0)
 // into out[0 .. super_block / block), each k_block_params of the super-block's d (and dmin):
 //   each block's fit f_b (block_fit_search);
@@ -341,15 +347,11 @@ inline void k_super_params(const BlockGrid& grid, const double* x, const double*
                              "super-block scale d");
   const float dmin =
       grid.has_minimum ? fp16_value(static_cast<float>(top_min / 63.0), fn, "super-block minimum dmin") : 0.0f;
-  auto nearest_code = [](double v, float unit, int lo, int hi) {
-    if (unit == 0.0f) return 0;
-    return static_cast<int>(std::fmin(std::fmax(std::nearbyint(v / unit), lo), hi));
-  };
   for (std::int64_t b = 0; b < blocks; ++b) {
     const double* xb = x + b * grid.block;
     const double* ab = a + b * grid.block;
-    const int sc0 = nearest_code(fits[b].d, d, grid.scale_code_min, grid.scale_code_max);
-    const int mc0 = grid.has_minimum ? nearest_code(-fits[b].m, dmin, 0, 63) : 0;
+    const int sc0 = k_nearest_code(fits[b].d, d, grid.scale_code_min, grid.scale_code_max);
+    const int mc0 = grid.has_minimum ? k_nearest_code(-fits[b].m, dmin, 0, 63) : 0;
     GridParams best = k_block_params(grid, d, dmin, sc0, mc0);
     double best_error = grid_weighted_error(best, xb, ab, grid.block);
     const int mc_span = grid.has_minimum ? 1 : 0;
@@ -467,16 +469,18 @@ inline BlockQuantized grid_round_to_nearest(BlockFormat format, const float* x, 
   for (std::int64_t r = 0; r < rows; ++r)
     for (std::int64_t c0 = 0; c0 < cols; c0 += unit) {
       const float* xs = x + r * cols + c0;
+      float lo = xs[0], hi = xs[0];
       for (std::int64_t j = 0; j < unit; ++j) {
         if (!std::isfinite(xs[j]))
           fail(fn, "x", "a non-finite value at row " + std::to_string(r) + ", column " + std::to_string(c0 + j),
                "finite values");
         v[j] = xs[j];
+        lo = std::fmin(lo, xs[j]);
+        hi = std::fmax(hi, xs[j]);
       }
       GridParams* p = params.data() + (r * cols + c0) / grid.block;
       if (grid.super_block == 0) {
-        const auto [lo, hi] = std::minmax_element(xs, xs + unit);
-        *p = grid_params_from_range(grid, *lo, *hi, fn);
+        *p = grid_params_from_range(grid, lo, hi, fn);
       } else {
         k_reference_weights(grid, v, a);
         k_super_params(grid, v, a, p, fn);

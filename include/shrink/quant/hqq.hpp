@@ -382,14 +382,11 @@ inline BlockQuantized hqq_quantize_blocks(TensorView<const float> weight, BlockF
           auto store = [&](double d, double m) {
             if (grid.super_block == 0)
               return GridParams(grid, round_to_fp16(static_cast<float>(d)), round_to_fp16(static_cast<float>(m)));
-            auto nearest = [](double v, float unit_value, int lo, int hi) {
-              if (unit_value == 0.0f || !std::isfinite(v)) return 0;
-              return static_cast<int>(std::fmin(std::fmax(std::nearbyint(v / unit_value), lo), hi));
-            };
             if (grid.has_minimum)
-              return k_block_params(grid, s.super_d, s.super_dmin, s.scale_code, nearest(-m, s.super_dmin, 0, 63));
+              return k_block_params(grid, s.super_d, s.super_dmin, s.scale_code,
+                                    k_nearest_code(-m, s.super_dmin, 0, 63));
             return k_block_params(grid, s.super_d, s.super_dmin,
-                                  nearest(d, s.super_d, grid.scale_code_min, grid.scale_code_max), 0);
+                                  k_nearest_code(d, s.super_d, grid.scale_code_min, grid.scale_code_max), 0);
           };
           const std::int64_t first = c0 + b * grid.block;
           const auto k = static_cast<std::size_t>(r * blocks + first / grid.block);

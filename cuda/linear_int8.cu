@@ -21,6 +21,7 @@
 #include "shrink/cuda/kernels/common/check.cuh"
 #include "shrink/cuda/kernels/common/epilogue.cuh"
 #include "shrink/cuda/kernels/linear_int8_epilogue.cuh"
+#include "shrink/cuda/kernels/linear_int8_layout.hpp"
 #include "shrink/cuda/kernels/linear_int8_mma.cuh"
 #include "shrink/cuda/kernels/quantize_rows.cuh"
 #include "shrink/cuda/view_checks.hpp"
@@ -160,7 +161,8 @@ Tiling tiling(Kernel kernel) {
               kernels::linear_int8::MmaLarge::kBK};
     case Kernel::wgmma: break;
   }
-  return {128, 128, 128};  // kernels::linear_int8::WgmmaConfig, whose header only the sm_90a source includes
+  return {kernels::linear_int8::WgmmaConfig::kBM, kernels::linear_int8::WgmmaConfig::kBN,
+          kernels::linear_int8::WgmmaConfig::kBK};
 }
 
 struct Plan {

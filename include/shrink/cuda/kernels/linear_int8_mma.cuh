@@ -1,12 +1,13 @@
 // The sm_80 int8 GEMM kernel (nvcc only): mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 fed by ldmatrix from a
-// multi-stage cp.async pipeline, the epilogue fused in registers (cuda/kernels/linear_int8_epilogue.cuh). Runs on every GPU
-// from sm_80 on; the Hopper path is cuda/kernels/linear_int8_wgmma.cuh.
+// multi-stage cp.async pipeline, the epilogue fused in registers (cuda/kernels/linear_int8_epilogue.cuh). Runs on every
+// GPU from sm_80 on; the Hopper path is cuda/kernels/linear_int8_wgmma.cuh.
 //
 // x [M, K] is the row-major A of the mma ("row"), w [N, K] row-major is its column-major B ("col"): both are read
-// along K, 16 bytes at a time, into tiles of 64-byte rows (cuda/kernels/linear_int8_tile.cuh). A CTA computes a BM × BN tile of
-// one K range (all of K, or one split); its warps form WarpsM × WarpsN, each owning a (BM / WarpsM) × (BN / WarpsN)
-// block of m16n8 accumulators. Per k-tile of 64 bytes a warp does two k32 steps: ldmatrix.x4 brings one m16 × k32 A
-// fragment (matrices: rows 0-7 / 8-15 × bytes 0-15 / 16-31) or two n8 × k32 B fragments, then one mma per pair.
+// along K, 16 bytes at a time, into tiles of 64-byte rows (cuda/kernels/linear_int8_layout.hpp). A CTA computes a BM ×
+// BN tile of one K range (all of K, or one split); its warps form WarpsM × WarpsN, each owning a (BM / WarpsM) × (BN /
+// WarpsN) block of m16n8 accumulators. Per k-tile of 64 bytes a warp does two k32 steps: ldmatrix.x4 brings one m16 ×
+// k32 A fragment (matrices: rows 0-7 / 8-15 × bytes 0-15 / 16-31) or two n8 × k32 B fragments, then one mma per pair.
+// The configurations (MmaLarge, MmaSmall) and the index arithmetic live in shrink/cuda/kernels/linear_int8_layout.hpp.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -14,6 +15,7 @@
 #include <cstdint>
 
 #include "shrink/cuda/kernels/linear_int8_epilogue.cuh"
+#include "shrink/cuda/kernels/linear_int8_layout.hpp"
 #include "shrink/cuda/kernels/linear_int8_tile.cuh"
 
 namespace shrink::cuda::kernels::linear_int8 {
@@ -40,33 +42,6 @@ __device__ __forceinline__ EpilogueParams split_epilogue(const GemmParams& p) {
   if (e.kind == OutputKind::s32) e.out = static_cast<std::int32_t*>(e.out) + blockIdx.z * p.split_stride;
   return e;
 }
-
-template <int BM, int BN, int WarpsM, int WarpsN, int Stages, int MinBlocks>
-struct MmaConfig {
-  static constexpr int kBM = BM;
-  static constexpr int kBN = BN;
-  static constexpr int kBK = 64;  // bytes (= int8 elements) of K per stage
-  static constexpr int kWarpsM = WarpsM;
-  static constexpr int kWarpsN = WarpsN;
-  static constexpr int kThreads = WarpsM * WarpsN * 32;
-  static constexpr int kStages = Stages;
-  static constexpr int kMinBlocks = MinBlocks;
-  static constexpr int kWarpTileM = BM / WarpsM;
-  static constexpr int kWarpTileN = BN / WarpsN;
-  static constexpr int kFragsM = kWarpTileM / 16;
-  static constexpr int kFragsN = kWarpTileN / 8;
-  static constexpr int kTileBytesA = BM * kBK;
-  static constexpr int kStageBytes = (BM + BN) * kBK;
-  static constexpr int kSharedBytes = Stages * kStageBytes;
-  static_assert(kWarpTileM % 16 == 0 && kWarpTileN % 16 == 0, "warp tiles of m16 rows and pairs of n8 columns");
-  static_assert(Stages >= 2, "a pipeline needs two stages at least");
-};
-
-// 128 × 128 tiles, 8 warps of 64 × 32, 4 stages of 16 KiB: the large-M configuration (two CTAs per SM).
-using MmaLarge = MmaConfig<128, 128, 2, 4, 4, 2>;
-// 32 × 64 tiles, 4 warps of 32 × 16, 4 stages of 6 KiB: M ≤ 64, where many small tiles (and K splits) keep every SM
-// streaming the weight.
-using MmaSmall = MmaConfig<32, 64, 1, 4, 4, 4>;
 
 __device__ __forceinline__ void ldmatrix_x4(std::uint32_t (&r)[4], std::uint32_t address) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
@@ -100,7 +75,7 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) gemm_int8_mma_kern
   const int w_valid = p.n - n0 < C::kBN ? p.n - n0 : C::kBN;
 
   const auto load_stage = [&](int stage, int k_tile) {
-    const std::uint32_t a = base + static_cast<std::uint32_t>(stage * C::kStageBytes);
+    const std::uint32_t a = base + stage_offset<C>(stage);
     load_tile<C::kBM, C::kBK, C::kThreads>(a, x_rows, p.ldx, x_valid, k_tile * C::kBK, p.k, thread);
     load_tile<C::kBN, C::kBK, C::kThreads>(a + C::kTileBytesA, w_rows, p.ldw, w_valid, k_tile * C::kBK, p.k, thread);
   };
@@ -114,25 +89,24 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) gemm_int8_mma_kern
       for (int e = 0; e < 4; ++e) acc[i][j][e] = 0;
 
   // Prologue: tiles 0 .. Stages-2 in flight, one commit group each (empty groups past the end keep the count).
+  using Ring = StageRing<C::kStages>;
 #pragma unroll
-  for (int s = 0; s < C::kStages - 1; ++s) {
-    if (s < tiles) load_stage(s, range.begin + s);
+  for (int s = 0; s < Ring::kPrologueTiles; ++s) {
+    if (s < tiles) load_stage(Ring::stage_of(s), range.begin + s);
     cp_async_commit();
   }
 
-  // ldmatrix lane roles: A rows (lane % 8) + 8 · ((lane / 8) % 2), chunk lane / 16; B rows (lane % 8) + 8 · (lane / 16),
-  // chunk (lane / 8) % 2 (see the top of this file).
-  const int a_row = warp_m * C::kWarpTileM + (lane & 7) + ((lane >> 3) & 1) * 8, a_chunk = lane >> 4;
-  const int b_row = warp_n * C::kWarpTileN + (lane & 7) + (lane >> 4) * 8, b_chunk = (lane >> 3) & 1;
+  const int a_row = a_lane_row(warp_m * C::kWarpTileM, lane), a_chunk = a_lane_chunk(lane);
+  const int b_row = b_lane_row(warp_n * C::kWarpTileN, lane), b_chunk = b_lane_chunk(lane);
 
   for (int t = 0; t < tiles; ++t) {
-    cp_async_wait<C::kStages - 2>();  // this thread's copies of tile t have landed ...
-    __syncthreads();                  // ... and everyone's; everyone is also done reading tile t - 1's stage
-    const int ahead = t + C::kStages - 1;
-    if (ahead < tiles) load_stage(ahead % C::kStages, range.begin + ahead);  // into tile t - 1's stage
+    cp_async_wait<Ring::kPendingAtWait>();  // this thread's copies of tile t have landed ...
+    __syncthreads();                        // ... and everyone's; everyone is also done reading tile t - 1's stage
+    const int ahead = Ring::tile_loaded_at(t);
+    if (ahead < tiles) load_stage(Ring::stage_of(ahead), range.begin + ahead);  // into tile t - 1's stage
     cp_async_commit();
 
-    const std::uint32_t a_tile = base + static_cast<std::uint32_t>((t % C::kStages) * C::kStageBytes);
+    const std::uint32_t a_tile = base + stage_offset<C>(Ring::stage_of(t));
     const std::uint32_t b_tile = a_tile + C::kTileBytesA;
 #pragma unroll
     for (int kk = 0; kk < C::kBK / 32; ++kk) {
@@ -158,18 +132,17 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) gemm_int8_mma_kern
   }
   cp_async_wait<0>();
 
-  // Accumulator layout of m16n8: c0, c1 at (row g, columns 2q, 2q + 1), c2, c3 at row g + 8 (g = lane / 4, q = lane % 4).
+  // Accumulators c0, c1 and c2, c3 of an m16n8 tile are column pairs (accumulator_row / accumulator_col).
   const EpilogueParams e = split_epilogue(p);
-  const int g = lane >> 2, q = lane & 3;
   EpilogueFlags flags;
 #pragma unroll
   for (int i = 0; i < C::kFragsM; ++i)
 #pragma unroll
     for (int j = 0; j < C::kFragsN; ++j) {
-      const int row = m0 + warp_m * C::kWarpTileM + 16 * i + g;
-      const int col = n0 + warp_n * C::kWarpTileN + 8 * j + 2 * q;
-      store_pair(e, row, col, acc[i][j][0], acc[i][j][1], flags);
-      store_pair(e, row + 8, col, acc[i][j][2], acc[i][j][3], flags);
+      const int row = m0 + warp_m * C::kWarpTileM + 16 * i;
+      const int col = n0 + warp_n * C::kWarpTileN + 8 * j;
+      store_pair(e, accumulator_row(row, lane, 0), accumulator_col(col, lane, 0), acc[i][j][0], acc[i][j][1], flags);
+      store_pair(e, accumulator_row(row, lane, 2), accumulator_col(col, lane, 2), acc[i][j][2], acc[i][j][3], flags);
     }
   flags.report(e.status);
 #endif

@@ -4,9 +4,9 @@
 //
 // CTA: 2 warpgroups (256 threads), a 128 × 128 output tile; warpgroup g owns rows 64g .. 64g + 63 and all 128
 // columns (64 int32 accumulators a thread). Stage: x tile 128 rows × 128 bytes of K, w tile 128 rows × 128 bytes,
-// both K-major with the 128-byte swizzle (cuda/kernels/linear_int8_tile.cuh), 1024-byte aligned; 3 stages (96 KiB), two CTAs per
-// SM. Per k-tile each warpgroup issues 4 wgmma (k32 each), advancing both descriptors' start address by 32 bytes
-// inside the swizzle atom (the hardware applies the XOR to the final address, so the tile base stays aligned).
+// both K-major with the 128-byte swizzle (cuda/kernels/linear_int8_layout.hpp), 1024-byte aligned; 3 stages (96 KiB),
+// two CTAs per SM. Per k-tile each warpgroup issues 4 wgmma (k32 each), advancing both descriptors' start address by 32
+// bytes inside the swizzle atom (the hardware applies the XOR to the final address, so the tile base stays aligned).
 //
 // Shared memory descriptor (PTX ISA, "matrix descriptor"): bits 0-13 start address >> 4; 16-29 leading byte offset
 // >> 4 (unused by K-major swizzled layouts; 1 as CUTLASS sets it); 32-45 stride byte offset >> 4 = 1024 >> 4 (from
@@ -18,6 +18,7 @@
 // barrier), then wgmma.fence, 4 × wgmma, commit_group, wait_group 0. Accumulator layout of m64nNk32 (per warp w of a
 // warpgroup, rows 16w .. 16w + 15): d[4j + {0, 1}] at (row g, columns 8j + 2q + {0, 1}), d[4j + {2, 3}] at row g + 8,
 // g = lane / 4, q = lane % 4: the m16n8 layout of the sm_80 kernel repeated along N, so the epilogue is shared.
+// WgmmaConfig, the descriptor and the index arithmetic live in shrink/cuda/kernels/linear_int8_layout.hpp.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -25,26 +26,11 @@
 #include <cstdint>
 
 #include "shrink/cuda/kernels/linear_int8_epilogue.cuh"
+#include "shrink/cuda/kernels/linear_int8_layout.hpp"
 #include "shrink/cuda/kernels/linear_int8_mma.cuh"
 #include "shrink/cuda/kernels/linear_int8_tile.cuh"
 
 namespace shrink::cuda::kernels::linear_int8 {
-
-struct WgmmaConfig {
-  static constexpr int kBM = 128;
-  static constexpr int kBN = 128;
-  static constexpr int kBK = 128;  // bytes of K per stage: one 128-byte swizzle row
-  static constexpr int kThreads = 256;
-  static constexpr int kStages = 3;
-  static constexpr int kTileBytesA = kBM * kBK;
-  static constexpr int kStageBytes = (kBM + kBN) * kBK;
-  static constexpr int kSharedBytes = kStages * kStageBytes + 1024;  // + room to align the base to 1024 bytes
-};
-
-__device__ __forceinline__ std::uint64_t wgmma_descriptor(std::uint32_t shared_address) {
-  return static_cast<std::uint64_t>((shared_address & 0x3FFFFu) >> 4) | (std::uint64_t{1} << 16) |
-         (std::uint64_t{1024 >> 4} << 32) | (std::uint64_t{1} << 62);
-}
 
 __device__ __forceinline__ void fence_proxy_async_shared() {
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
@@ -91,7 +77,7 @@ template <class C = WgmmaConfig>
 __global__ void __launch_bounds__(C::kThreads, 2) gemm_int8_wgmma_kernel(GemmParams p) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   extern __shared__ __align__(1024) std::uint8_t shared[];
-  const std::uint32_t base = (shared_address(shared) + 1023u) & ~1023u;  // swizzle atoms need 1024-byte alignment
+  const std::uint32_t base = align_1024(shared_address(shared));  // swizzle atoms need 1024-byte alignment
   const TileCoord tile = grouped_tile(static_cast<int>(blockIdx.x), p.tiles_m, p.tiles_n);
   const int m0 = tile.m * C::kBM, n0 = tile.n * C::kBN;
   const KRange range = split_k_range((p.k + C::kBK - 1) / C::kBK, p.k_tiles_per_split, static_cast<int>(blockIdx.z));
@@ -104,7 +90,7 @@ __global__ void __launch_bounds__(C::kThreads, 2) gemm_int8_wgmma_kernel(GemmPar
   const int w_valid = p.n - n0 < C::kBN ? p.n - n0 : C::kBN;
 
   const auto load_stage = [&](int stage, int k_tile) {
-    const std::uint32_t a = base + static_cast<std::uint32_t>(stage * C::kStageBytes);
+    const std::uint32_t a = base + stage_offset<C>(stage);
     load_tile<C::kBM, C::kBK, C::kThreads>(a, x_rows, p.ldx, x_valid, k_tile * C::kBK, p.k, thread);
     load_tile<C::kBN, C::kBK, C::kThreads>(a + C::kTileBytesA, w_rows, p.ldw, w_valid, k_tile * C::kBK, p.k, thread);
   };
@@ -113,42 +99,44 @@ __global__ void __launch_bounds__(C::kThreads, 2) gemm_int8_wgmma_kernel(GemmPar
 #pragma unroll
   for (int i = 0; i < 64; ++i) acc[i] = 0;
 
+  using Ring = StageRing<C::kStages>;
 #pragma unroll
-  for (int s = 0; s < C::kStages - 1; ++s) {
-    if (s < tiles) load_stage(s, range.begin + s);
+  for (int s = 0; s < Ring::kPrologueTiles; ++s) {
+    if (s < tiles) load_stage(Ring::stage_of(s), range.begin + s);
     cp_async_commit();
   }
 
   for (int t = 0; t < tiles; ++t) {
-    cp_async_wait<C::kStages - 2>();
+    cp_async_wait<Ring::kPendingAtWait>();
     fence_proxy_async_shared();
     __syncthreads();
-    const int ahead = t + C::kStages - 1;
-    if (ahead < tiles) load_stage(ahead % C::kStages, range.begin + ahead);
+    const int ahead = Ring::tile_loaded_at(t);
+    if (ahead < tiles) load_stage(Ring::stage_of(ahead), range.begin + ahead);
     cp_async_commit();
 
-    const std::uint32_t stage = base + static_cast<std::uint32_t>((t % C::kStages) * C::kStageBytes);
-    const std::uint64_t a = wgmma_descriptor(stage + static_cast<std::uint32_t>(warpgroup * 64 * C::kBK));
-    const std::uint64_t b = wgmma_descriptor(stage + C::kTileBytesA);
+    const std::uint32_t stage = base + stage_offset<C>(Ring::stage_of(t));
+    const std::uint64_t a = wgmma_descriptor(stage + wgmma_a_offset<C>(warpgroup));
+    const std::uint64_t b = wgmma_descriptor(stage + wgmma_b_offset<C>());
     fence_accumulators(acc);
     wgmma_fence();
 #pragma unroll
-    for (int kk = 0; kk < C::kBK / 32; ++kk) wgmma_m64n128k32_s8(acc, a + 2 * kk, b + 2 * kk);  // +32 bytes: >> 4
+    for (int kk = 0; kk < C::kBK / 32; ++kk) wgmma_m64n128k32_s8(acc, descriptor_at_k(a, kk), descriptor_at_k(b, kk));
     wgmma_commit();
     wgmma_wait<0>();
     fence_accumulators(acc);
   }
   cp_async_wait<0>();
 
+  // d[4j], d[4j + 1] and d[4j + 2], d[4j + 3] are column pairs (wgmma_accumulator_row / wgmma_accumulator_col).
   const EpilogueParams e = split_epilogue(p);
-  const int g = lane >> 2, q = lane & 3;
-  const int row = m0 + warpgroup * 64 + warp_in_group * 16 + g;
+  const int row = m0 + warpgroup * 64;
   EpilogueFlags flags;
 #pragma unroll
   for (int j = 0; j < C::kBN / 8; ++j) {
-    const int col = n0 + 8 * j + 2 * q;
-    store_pair(e, row, col, acc[4 * j], acc[4 * j + 1], flags);
-    store_pair(e, row + 8, col, acc[4 * j + 2], acc[4 * j + 3], flags);
+    store_pair(e, wgmma_accumulator_row(row, warp_in_group, lane, 4 * j), wgmma_accumulator_col(n0, lane, 4 * j),
+               acc[4 * j], acc[4 * j + 1], flags);
+    store_pair(e, wgmma_accumulator_row(row, warp_in_group, lane, 4 * j + 2),
+               wgmma_accumulator_col(n0, lane, 4 * j + 2), acc[4 * j + 2], acc[4 * j + 3], flags);
   }
   flags.report(e.status);
 #endif

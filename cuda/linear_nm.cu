@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <type_traits>
 
 #include "host_checks.hpp"
 #include "shrink/core/error.hpp"
@@ -49,11 +50,16 @@ void linear_nm(const LinearNmArgs<T, Out>& args, Workspace workspace, Stream str
   detail::require_workspace(workspace, linear_nm_workspace_bytes(args), "linear_nm_workspace_bytes()", fn);
   detail::require_current_device(args.x.device(), fn, "x");
 
+  // int8: the metadata mapping SHRINK_NM_INT8_METADATA names (throws on a value it does not know), read per call
+  // so that one process can try both; 16-bit values have one mapping.
+  const kernels::linear_nm::Int8Metadata int8_metadata = std::is_same_v<T, std::int8_t>
+                                                             ? kernels::linear_nm::int8_metadata_from_environment()
+                                                             : kernels::linear_nm::Int8Metadata::row_per_lane;
   int* status = static_cast<int*>(workspace.data);
   SHRINK_CUDA_CHECK(cudaMemsetAsync(status, 0, sizeof(int), stream));
   const kernels::linear_nm::Params<T, Out> p{
       args.x.data(), args.w.values, args.w.metadata, make_epilogue_op(args.epilogue, m, n), args.out.data(), m, n, k,
-      status};
+      status,        int8_metadata};
   switch (choose_path(args.path, m, n)) {
     case LinearNmPath::mma_sp_32x16:
       kernels::linear_nm::launch<T, Out, kernels::linear_nm::Tile32x16>(p, stream);

@@ -20,6 +20,8 @@
 // device, with the argument at fault and the reason; linear_nm throws shrink::Error with that reason before any
 // CUDA call. Device-side checks set the status word: kBadScale (a scale that is not finite and > 0), kNonFinite (a
 // bias that is not finite); Synchronize::yes waits and throws naming them (the output is then meaningless).
+// int8: the environment variable SHRINK_NM_INT8_METADATA (row_per_lane, the default, or word_per_lane) picks which lane
+// hands mma.sp which metadata (shrink/cuda/kernels/linear_nm_layout.hpp); any other value throws shrink::Error.
 #pragma once
 
 #include <cstddef>

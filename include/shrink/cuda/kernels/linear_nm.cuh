@@ -21,6 +21,7 @@
 #include "shrink/cuda/kernels/common/epilogue.cuh"
 #include "shrink/cuda/kernels/linear_nm_layout.hpp"
 #include "shrink/cuda/kernels/common/launch.cuh"
+#include "shrink/cuda/kernels/common/stage_ring.hpp"
 #include "shrink/cuda/launch.hpp"
 
 namespace shrink::cuda::kernels::linear_nm {
@@ -94,6 +95,7 @@ struct Params {
   Out* out;                       // [m, n]
   std::int64_t m, n, k;
   int* status;
+  Int8Metadata int8_metadata;  // int8: which lane holds which metadata (linear_nm_layout.hpp); 16-bit ignores it
 };
 
 // out[m, n] = act(acc · (sx[m] · sw[n]) + bias[n]) in Out: the epilogue operation, checked as it reads.
@@ -167,23 +169,26 @@ __global__ void __launch_bounds__(Config::kThreads) gemm_sparse24_kernel(const P
     }
   }
 
-  // Prologue: stages 0 .. kStages - 2 in flight; one commit group per stage, empty ones too, so that the count of
-  // groups still pending at stage s is always kStages - 2.
+  // The stage ring (shrink/cuda/kernels/common/stage_ring.hpp). Prologue: stages 0 .. kStages - 2 in flight; one
+  // commit group per stage, empty ones too, so that the count of groups still pending at stage s is always
+  // kStages - 2.
+  using Ring = StageRing<kStages>;
 #pragma unroll
-  for (int s = 0; s < kStages - 1; ++s) {
-    if (s < stage_count) load_stage(s, s);
+  for (int s = 0; s < Ring::kPrologueTiles; ++s) {
+    if (s < stage_count) load_stage(Ring::stage_of(s), s);
     commit_copies();
   }
 
   for (int s = 0; s < stage_count; ++s) {
-    wait_copies<kStages - 2>();  // this thread's copies of stage s have landed
+    wait_copies<Ring::kPendingAtWait>();  // this thread's copies of stage s have landed
     // Everyone's copies (and padding stores) of stage s are visible, and every warp is done with the buffer the next
     // load overwrites: it held stage s - 1.
     __syncthreads();
-    if (s + kStages - 1 < stage_count) load_stage((s + kStages - 1) % kStages, s + kStages - 1);
+    const int ahead = Ring::tile_loaded_at(s);
+    if (ahead < stage_count) load_stage(Ring::stage_of(ahead), ahead);
     commit_copies();
 
-    const unsigned char* base = shared + (s % kStages) * kStageBytes;
+    const unsigned char* base = shared + Ring::stage_of(s) * kStageBytes;
     const std::uint32_t base_address = shared_address(base);
     const auto* stage_metadata = reinterpret_cast<const std::uint32_t*>(base + Config::kOffsetMetadata);
 #pragma unroll
@@ -194,7 +199,8 @@ __global__ void __launch_bounds__(Config::kThreads) gemm_sparse24_kernel(const P
       for (int i = 0; i < Config::kMmaW; ++i) {
         const int first_row = warp_w * Config::kWarpW + i * 16;
         load_matrices_x4(a[i], base_address + w_chunk_offset(first_row + a_lane_row(lane), a_lane_chunk(h, lane)));
-        e[i] = Operand<T>::metadata_register(stage_metadata + metadata_step_offset<T>(first_row / 16, h), lane);
+        e[i] = Operand<T>::metadata_register(stage_metadata + metadata_step_offset<T>(first_row / 16, h), lane,
+                                             p.int8_metadata);
       }
 #pragma unroll
       for (int j = 0; j < Config::kMmaX; ++j) {

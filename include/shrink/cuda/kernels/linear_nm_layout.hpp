@@ -15,18 +15,68 @@
 // 16 columns 16c .. 16c + 15 of row q in bits [15:0] and of row q + 8 in bits [31:16]. What mma.sp reads, per lane
 // 4q + t (a "half" = the 16 bits of one row and 16 columns):
 //   m16n8k32, 16-bit, selector 0: lanes t = 0, 1 hold rows q | q + 8 of columns 16t.. — exactly stored word 2q + t.
-//   m16n8k64, int8: lane 4q + t holds row q + 8 (t & 1), columns 32 (t >> 1) .. +15 in bits [15:0] and the next 16
-//     in bits [31:16]: the matching halves of stored words 4q + 2 (t >> 1) and 4q + 2 (t >> 1) + 1. This is the
-//     mapping Triton's dot_sparse reports measured on hardware (sm_89); the PTX ISA shows it only as figures, and
-//     sparse/nm_compressed.hpp's note that lane L simply loads word L does not hold for it. Not yet run here on a GPU.
+//   m16n8k64, int8: two mappings are plausible, and a switch picks one at run time (Int8Metadata, below; the
+//     environment variable SHRINK_NM_INT8_METADATA, read on the host at each launch) until the layout probe
+//     (benchmarks/gpu/layout_probe.cu) has said which one the hardware uses:
+//     row_per_lane (the default): lane 4q + t holds row q + 8 (t & 1), dense columns 32 (t >> 1) .. +15 in bits [15:0]
+//       and the next 16 in bits [31:16]: the matching halves (low for t even, high for t odd) of stored words
+//       4q + 2 (t >> 1) and 4q + 2 (t >> 1) + 1. This is the mapping Triton's dot_sparse reports measured on hardware
+//       (sm_89); the PTX ISA shows the metadata only as figures.
+//     word_per_lane: lane 4q + t holds stored word 4q + t as it is: row q in bits [15:0], row q + 8 in bits [31:16],
+//       columns 16t .. 16t + 15 in both: the 16-bit layout with all four lanes of a group used, as
+//       sparse/nm_compressed.hpp's note "lane L simply loads word L" reads the figures.
+//     Either way nibble j of a 16-bit half is the group of dense columns 4j .. 4j + 3 of that half's 16 columns.
+// Not yet run here on a GPU.
 #pragma once
 
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <initializer_list>
+#include <string>
 
 #include "shrink/core/config.hpp"
+#include "shrink/core/error.hpp"
 #include "shrink/core/half.hpp"
 
 namespace shrink::cuda::kernels::linear_nm {
+
+// Which lane of mma.sp m16n8k64 (int8) holds which metadata (see the top of this file).
+enum class Int8Metadata : int {
+  row_per_lane,   // lane 4q + t: row q + 8 (t & 1), columns 32 (t >> 1) .. +31 (Triton's sm_89 report)
+  word_per_lane,  // lane 4q + t: stored word 4q + t, rows q | q + 8, columns 16t .. +15
+};
+
+inline constexpr const char* kInt8MetadataVariable = "SHRINK_NM_INT8_METADATA";
+
+inline const char* to_string(Int8Metadata mapping) {
+  return mapping == Int8Metadata::word_per_lane ? "word_per_lane" : "row_per_lane";
+}
+
+// The mapping a value of SHRINK_NM_INT8_METADATA names; nullptr or "" (unset) is the default, row_per_lane.
+inline Int8Metadata parse_int8_metadata(const char* text) {
+  if (text == nullptr || *text == '\0') return Int8Metadata::row_per_lane;
+  for (Int8Metadata m : {Int8Metadata::row_per_lane, Int8Metadata::word_per_lane})
+    if (std::strcmp(text, to_string(m)) == 0) return m;
+  fail("shrink::cuda::linear_nm", kInt8MetadataVariable, std::string("'") + text + "'",
+       "row_per_lane (the default when unset) or word_per_lane");
+}
+
+// The mapping this process asks for, read from the environment at each call (cheap against a launch).
+inline Int8Metadata int8_metadata_from_environment() { return parse_int8_metadata(std::getenv(kInt8MetadataVariable)); }
+
+// The group a metadata nibble describes: row of the 16-row tile, and group = dense columns 4 group .. +3 of the k-step.
+struct MetadataGroup {
+  int row, group;
+};
+
+// Where nibble `nibble` (bits 4 nibble + 3 .. 4 nibble) of lane `lane`'s register points, as mma.sp reads it under
+// `mapping` (int8, m16n8k64); the 16-bit m16n8k32 (selector 0) reads word_per_lane's layout in lanes t < 2.
+SHRINK_HOST_DEVICE inline MetadataGroup int8_metadata_group(Int8Metadata mapping, int lane, int nibble) {
+  const int q = lane / 4, t = lane % 4;
+  if (mapping == Int8Metadata::word_per_lane) return MetadataGroup{q + 8 * (nibble / 4), 4 * t + nibble % 4};
+  return MetadataGroup{q + 8 * (t & 1), 8 * (t >> 1) + nibble};
+}
 
 // Per value type: dense columns one k-step covers, metadata words of one 16-row tile per k-step.
 template <class T>
@@ -37,8 +87,9 @@ struct Operand<half> {
   static constexpr int kMetadataWords = 16;
   using Accumulator = float;
   // The metadata register lane `lane` hands to mma.sp, from the stored words of one k-step's tile (selector 0 reads
-  // lanes with lane % 4 < 2; the others get a copy).
-  SHRINK_HOST_DEVICE static std::uint32_t metadata_register(const std::uint32_t* step_words, int lane) {
+  // lanes with lane % 4 < 2; the others get a copy). 16-bit has one mapping: the third argument is for int8's sake.
+  SHRINK_HOST_DEVICE static std::uint32_t metadata_register(const std::uint32_t* step_words, int lane,
+                                                            Int8Metadata = Int8Metadata::row_per_lane) {
     return step_words[(lane / 4) * 2 + (lane % 2)];
   }
 };
@@ -49,8 +100,11 @@ struct Operand<std::int8_t> {
   static constexpr int kTileK = 64;
   static constexpr int kMetadataWords = 32;
   using Accumulator = std::int32_t;
-  // Row q + 8 (t & 1), columns 32 (t >> 1) .. +31: the low (t even) or high (t odd) halves of two adjacent words.
-  SHRINK_HOST_DEVICE static std::uint32_t metadata_register(const std::uint32_t* step_words, int lane) {
+  // row_per_lane: row q + 8 (t & 1), columns 32 (t >> 1) .. +31, the low (t even) or high (t odd) halves of two
+  // adjacent words; word_per_lane: word 4q + t. A uniform branch: every lane of a launch takes the same side.
+  SHRINK_HOST_DEVICE static std::uint32_t metadata_register(const std::uint32_t* step_words, int lane,
+                                                            Int8Metadata mapping = Int8Metadata::row_per_lane) {
+    if (mapping == Int8Metadata::word_per_lane) return step_words[lane];
     const int q = lane / 4, t = lane % 4;
     const std::uint32_t first = step_words[4 * q + 2 * (t >> 1)], second = step_words[4 * q + 2 * (t >> 1) + 1];
     return (t & 1) == 0 ? (first & 0xFFFFu) | (second << 16) : (first >> 16) | (second & 0xFFFF0000u);

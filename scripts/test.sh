@@ -26,6 +26,19 @@ if command -v nvcc >/dev/null || [[ -x /usr/local/cuda/bin/nvcc ]]; then have_nv
 # The interop tests' Python packages (numpy, safetensors) in a virtual environment outside the tree; with them there,
 # a Python test that would skip fails instead.
 python=$("$root/scripts/python-env.sh")
+# NVIDIA's cuobjdump and nvdisasm, which the same environment installs from PyPI (the toolkit here may lack them), for
+# cuda/architectures and cuda/machine_code.
+nvidia_tool() {
+  local path
+  path=$("$python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/nvidia/cu13/bin/$1
+  if [[ ! -x $path ]]; then
+    echo "test.sh: no $1 at $path (tests/requirements.txt installs nvidia-cuda-$1 there)" >&2
+    exit 1
+  fi
+  echo "$path"
+}
+cuobjdump=$(nvidia_tool cuobjdump)
+nvdisasm=$(nvidia_tool nvdisasm)
 # compressed-tensors' own decompression, over Debian's torch (scripts/python-env.sh torch).
 torch_python=$("$root/scripts/python-env.sh" torch)
 # llama.cpp itself (llama-cpp-python, built by pip from its source) for llm/llama_cpp_logits: llama.cpp loads the
@@ -50,7 +63,7 @@ run_preset() {
     echo "=== test.sh: configure, build and test the '$preset' preset"
   fi
   cmake --preset "$preset" -DSHRINK_PYTHON3="$python" -DSHRINK_TORCH_PYTHON3="$torch_python" \
-    -DSHRINK_LLAMA_PYTHON3="$llama_python" \
+    -DSHRINK_LLAMA_PYTHON3="$llama_python" -DSHRINK_CUOBJDUMP="$cuobjdump" -DSHRINK_NVDISASM="$nvdisasm" \
     -DSHRINK_TEST_MODEL_DIR="$test_model_dir" -DSHRINK_LLM_DATA_DIR="$llm_data_dir" "$@"
   if ((configure_only)); then
     summaries+=("$preset ($((SECONDS - start)) s): configured")

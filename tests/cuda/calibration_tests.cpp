@@ -23,6 +23,7 @@
 #include "shrink/quant/scheme.hpp"
 #include "support/element_types.hpp"
 #include "support/random.hpp"
+#include "support/mismatch_map.hpp"
 
 namespace {
 
@@ -166,12 +167,13 @@ TEST_CASE("cuda minmax equals MinMaxObserver per tensor and per channel, over se
       max_dev.poison();
     }
     gpu_minmax(x_dev, axis, min_dev, max_dev, ws, batch == 0 ? Accumulate::no : Accumulate::yes, NonFinite::reject);
-    CHECK(same_bits(min_dev.download<float>(entries), observer.min_values()));
-    CHECK(same_bits(max_dev.download<float>(entries), observer.max_values()));
+    CHECK_SAME_BITS(min_dev.download<float>(entries), observer.min_values());
+    CHECK_SAME_BITS(max_dev.download<float>(entries), observer.max_values());
   }
 }
 
-TEST_CASE("cuda minmax: non-finite input flags kNonFinite, or is skipped as the observer's ignore_nonfinite", "[gpu]") {
+TEST_CASE("cuda minmax: non-finite input flags kNonFinite, or is skipped as the observer's ignore_nonfinite",
+          "[gpu][sanitize]") {
   const Shape shape{4, 6, 40};
   const std::int64_t n = shape.product();
   std::vector<float> x = random_nonzero_normal(n, 5);
@@ -197,8 +199,8 @@ TEST_CASE("cuda minmax: non-finite input flags kNonFinite, or is skipped as the 
     min_dev.poison();
     max_dev.poison();
     gpu_minmax(x_dev, axis, min_dev, max_dev, ws, Accumulate::no, NonFinite::ignore);
-    CHECK(same_bits(min_dev.download<float>(entries), observer.min_values()));
-    CHECK(same_bits(max_dev.download<float>(entries), observer.max_values()));
+    CHECK_SAME_BITS(min_dev.download<float>(entries), observer.min_values());
+    CHECK_SAME_BITS(max_dev.download<float>(entries), observer.max_values());
   }
 }
 
@@ -223,8 +225,8 @@ TEST_CASE("cuda moving_average_update equals MovingAverageMinMaxObserver", "[gpu
     shrink::cuda::moving_average_update(batch_min.as<float>(), batch_max.as<float>(), entries, c, run_min.as<float>(),
                                         run_max.as<float>(), nullptr);
     CUDA_REQUIRE(cudaDeviceSynchronize());
-    CHECK(same_bits(run_min.download<float>(entries), observer.min_values()));
-    CHECK(same_bits(run_max.download<float>(entries), observer.max_values()));
+    CHECK_SAME_BITS(run_min.download<float>(entries), observer.min_values());
+    CHECK_SAME_BITS(run_max.download<float>(entries), observer.max_values());
   }
 }
 

@@ -20,6 +20,7 @@
 #include "shrink/cuda/cast.hpp"
 #include "shrink/quant/cast.hpp"
 #include "support/element_types.hpp"
+#include "support/mismatch_map.hpp"
 
 namespace {
 
@@ -125,7 +126,7 @@ TEST_CASE("cuda FP8 quantize / dequantize reject bad arguments on the host befor
                     Contains("codes = a null pointer"));
 }
 
-TEST_CASE("cuda half / bfloat16 casts equal the CPU's bit for bit, both ways", "[gpu]") {
+TEST_CASE("cuda half / bfloat16 casts equal the CPU's bit for bit, both ways", "[gpu][sanitize]") {
   const std::int64_t n = GENERATE(std::int64_t{1001}, std::int64_t{1} << 20);
   const Shape shape{n};
   const std::vector<float> x = random_wide_input(n, 42, true);
@@ -137,20 +138,20 @@ TEST_CASE("cuda half / bfloat16 casts equal the CPU's bit for bit, both ways", "
   std::vector<half> h_cpu(x.size());
   shrink::quant::cast_to_half(TensorView<const float>(x.data(), shape), TensorView<half>(h_cpu.data(), shape));
   shrink::cuda::cast_to_half(x_view, h_dev.as<half>(), nullptr);
-  CHECK(same_bits(h_dev.download<half>(x.size()), h_cpu));
+  CHECK_SAME_BITS(h_dev.download<half>(x.size()), h_cpu);
 
   std::vector<float> back_cpu(x.size());
   shrink::quant::cast_to_float(TensorView<const half>(h_cpu.data(), shape), TensorView<float>(back_cpu.data(), shape));
   h_dev.upload(h_cpu.data(), h_dev.bytes());
   shrink::cuda::cast_to_float(h_dev.as<const half>(), TensorView<float>(f_dev.as<float>(), shape, Device::cuda(0)),
                               nullptr);
-  CHECK(same_bits(f_dev.download<float>(x.size()), back_cpu));
+  CHECK_SAME_BITS(f_dev.download<float>(x.size()), back_cpu);
 
   std::vector<bfloat16> b_cpu(x.size());
   shrink::quant::cast_to_bfloat16(TensorView<const float>(x.data(), shape), TensorView<bfloat16>(b_cpu.data(), shape));
   h_dev.poison();
   shrink::cuda::cast_to_bfloat16(x_view, h_dev.as<bfloat16>(), nullptr);
-  CHECK(same_bits(h_dev.download<bfloat16>(x.size()), b_cpu));
+  CHECK_SAME_BITS(h_dev.download<bfloat16>(x.size()), b_cpu);
 
   shrink::quant::cast_to_float(TensorView<const bfloat16>(b_cpu.data(), shape),
                                TensorView<float>(back_cpu.data(), shape));
@@ -158,7 +159,7 @@ TEST_CASE("cuda half / bfloat16 casts equal the CPU's bit for bit, both ways", "
   f_dev.poison();
   shrink::cuda::cast_to_float(h_dev.as<const bfloat16>(), TensorView<float>(f_dev.as<float>(), shape, Device::cuda(0)),
                               nullptr);
-  CHECK(same_bits(f_dev.download<float>(x.size()), back_cpu));
+  CHECK_SAME_BITS(f_dev.download<float>(x.size()), back_cpu);
 }
 
 TEST_CASE("cuda FP8 quantize / dequantize equal quantize_fp8's codes and values", "[gpu]") {
@@ -206,7 +207,7 @@ TEST_CASE("cuda FP8 quantize / dequantize equal quantize_fp8's codes and values"
   shrink::cuda::dequantize_fp8(codes_dev.as<std::uint8_t>(), format, scales,
                                TensorView<float>(out_dev.as<float>(), shape, Device::cuda(0)), ws.workspace(), nullptr,
                                Synchronize::yes);
-  CHECK(same_bits(out_dev.download<float>(x.size()), dq));
+  CHECK_SAME_BITS(out_dev.download<float>(x.size()), dq);
 }
 
 TEST_CASE("cuda FP8: non-finite input and bad scales are flagged, or encoded as the CPU does", "[gpu]") {

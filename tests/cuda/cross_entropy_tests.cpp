@@ -21,6 +21,7 @@
 #include "shrink/core/view.hpp"
 #include "shrink/cuda/cross_entropy.hpp"
 #include "shrink/distill/cross_entropy.hpp"
+#include "support/mismatch_map.hpp"
 
 namespace {
 
@@ -167,7 +168,7 @@ void check_case(std::int64_t rows, std::int64_t vocab, const CrossEntropyCase& c
                                         shrink::cuda::Synchronize::yes);
   INFO("a second run gives the same bits");
   CHECK(same_bits(out.download(with_rows), first));
-  CHECK(same_bits(g_dev->download<T>(g0.size()), g_first));
+  CHECK_SAME_BITS(g_dev->download<T>(g0.size()), g_first);
 }
 
 template <class T, class L>
@@ -195,7 +196,7 @@ TEST_CASE("cuda cross_entropy matches the CPU: bfloat16", "[gpu]") {
   check_case<bfloat16, std::int64_t>(3, 262144, kCrossEntropyCases[2], 330);
 }
 
-TEST_CASE("cuda cross_entropy flattens [B, L, V] logits and [B, L] labels", "[gpu]") {
+TEST_CASE("cuda cross_entropy flattens [B, L, V] logits and [B, L] labels", "[gpu][sanitize]") {
   const std::int64_t b = 3, l = 5, vocab = 300;
   std::vector<float> z = random_elements<float>(static_cast<std::size_t>(b * l * vocab), 7, 2.0f);
   std::vector<std::int64_t> y(static_cast<std::size_t>(b * l));
@@ -238,7 +239,7 @@ TEST_CASE("cuda cross_entropy: a gradient at another 16-byte phase than the logi
       nullptr, {}, shrink::cuda::Synchronize::yes);
   check_loss(out.download(false), cpu, Reduction::mean, rows);
   const std::vector<half> g_all = g_dev.download<half>(z.size() + 1);
-  CHECK(same_bits(std::vector<half>{g_all[0]}, std::vector<half>{poison_element<half>()}));  // the one before
+  CHECK_SAME_BITS(std::vector<half>{g_all[0]}, std::vector<half>{poison_element<half>()});  // the one before
   check_gradient(std::vector<half>(g_all.begin() + 1, g_all.end()), g_cpu, rows, vocab, vocab, 1e-6 / rows);
 }
 

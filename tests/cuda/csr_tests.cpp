@@ -22,6 +22,7 @@
 #include "shrink/prune/mask.hpp"
 #include "shrink/sparse/csr.hpp"
 #include "support/element_types.hpp"
+#include "support/mismatch_map.hpp"
 
 namespace {
 
@@ -106,7 +107,7 @@ void check_conversion(std::int64_t rows, std::int64_t cols, bool masked, std::ui
                                                      values.as<T>(), nnz},
                            ws.workspace(), nullptr, Synchronize::yes);
     CHECK(fetch<std::int32_t>(indices, nnz) == cpu.column_indices);
-    CHECK(same_bits(fetch<T>(values, nnz), cpu.values));
+    CHECK_SAME_BITS(fetch<T>(values, nnz), cpu.values);
   }
 
   {  // to_csr with an exact and a roomy capacity
@@ -121,7 +122,7 @@ void check_conversion(std::int64_t rows, std::int64_t cols, bool masked, std::ui
       CHECK(nnz_dev.download<std::int64_t>(1)[0] == nnz);
       CHECK(offsets.download<std::int32_t>(static_cast<std::size_t>(rows + 1)) == cpu.row_offsets);
       CHECK(fetch<std::int32_t>(indices, nnz) == cpu.column_indices);
-      CHECK(same_bits(fetch<T>(values, nnz), cpu.values));
+      CHECK_SAME_BITS(fetch<T>(values, nnz), cpu.values);
       const std::vector<std::int32_t> tail = fetch<std::int32_t>(indices, capacity);
       std::int32_t poison_word;
       std::memset(&poison_word, kPoison, sizeof poison_word);
@@ -159,7 +160,7 @@ void check_conversion(std::int64_t rows, std::int64_t cols, bool masked, std::ui
     shrink::cuda::csr_to_dense(offsets.as<std::int32_t>(), indices.as<std::int32_t>(), values.as<T>(), nnz,
                                TensorView<T>(out.as<T>(), shape, Device::cuda(0)), dense_ws.workspace(), nullptr,
                                Synchronize::yes);
-    CHECK(same_bits(out.download<T>(x.size()), shrink::sparse::to_dense(cpu)));
+    CHECK_SAME_BITS(out.download<T>(x.size()), shrink::sparse::to_dense(cpu));
   }
 }
 
@@ -184,7 +185,7 @@ TEST_CASE("cuda CSR conversion matches sparse::to_csr byte for byte (bfloat16)",
   check_all_shapes<bfloat16>(30);
 }
 
-TEST_CASE("cuda CSR: every element zero, every element kept", "[gpu]") {
+TEST_CASE("cuda CSR: every element zero, every element kept", "[gpu][sanitize]") {
   const Shape shape{40, 70};
   for (const float fill : {0.0f, -0.0f, 2.5f}) {
     const std::vector<float> x(static_cast<std::size_t>(shape.product()), fill);
@@ -200,7 +201,7 @@ TEST_CASE("cuda CSR: every element zero, every element kept", "[gpu]") {
     CHECK(nnz.download<std::int64_t>(1)[0] == cpu.nnz());
     CHECK(offsets.download<std::int32_t>(41) == cpu.row_offsets);
     CHECK(fetch<std::int32_t>(indices, cpu.nnz()) == cpu.column_indices);
-    CHECK(same_bits(fetch<float>(values, cpu.nnz()), cpu.values));
+    CHECK_SAME_BITS(fetch<float>(values, cpu.nnz()), cpu.values);
   }
 }
 

@@ -64,7 +64,7 @@ TEST_CASE("device_info reads plausible properties of every device", "[gpu]") {
   }
 }
 
-TEST_CASE("self_test runs the library's kernel correctly on every device", "[gpu]") {
+TEST_CASE("self_test runs the library's kernel correctly on every device", "[gpu][sanitize]") {
   const int count = shrink::cuda::device_count();
   REQUIRE(count > 0);
   for (int ordinal = 0; ordinal < count; ++ordinal) {

@@ -29,6 +29,7 @@
 #include "shrink/distill/distillation_loss.hpp"
 #include "shrink/distill/soft_target.hpp"
 #include "shrink/distill/topk_teacher.hpp"
+#include "support/mismatch_map.hpp"
 
 namespace {
 
@@ -213,7 +214,7 @@ void compare(const DistillationCase& c, std::int64_t rows, std::int64_t vocab, c
     INFO("loss only");
     check_losses(out.download(with_rows), cpu, c, rows);
     if (!with_rows) CHECK(out.per_row_untouched());
-    CHECK(same_bits(g_dev->download<T>(g0.size()), g0));  // no gradient asked for: none written
+    CHECK_SAME_BITS(g_dev->download<T>(g0.size()), g0);  // no gradient asked for: none written
   }
   k::distillation_loss_with_grad(z_dev_view, teacher_dev, y_dev_view, g_view, out.loss(with_rows), ws.workspace(),
                                  nullptr, od, k::Synchronize::yes);
@@ -230,7 +231,7 @@ void compare(const DistillationCase& c, std::int64_t rows, std::int64_t vocab, c
                                  nullptr, od, k::Synchronize::yes);
   INFO("a second run gives the same bits");
   CHECK(same_bits(out.download(with_rows), first));
-  CHECK(same_bits(g_dev->download<T>(g0.size()), g_first));
+  CHECK_SAME_BITS(g_dev->download<T>(g0.size()), g_first);
 }
 
 // Random inputs for one case, then compare() against a full teacher or a top-k teacher of k entries a row.
@@ -336,7 +337,7 @@ TEST_CASE("cuda distillation_loss matches the CPU: bfloat16", "[gpu]") {
   check_distillation_sizes<bfloat16, std::int64_t, std::int64_t>(300);
 }
 
-TEST_CASE("cuda distillation_loss flattens [B, L, V] logits and [B, L] labels", "[gpu]") {
+TEST_CASE("cuda distillation_loss flattens [B, L, V] logits and [B, L] labels", "[gpu][sanitize]") {
   const std::int64_t b = 3, l = 5, vocab = 300;
   const Shape shape{b, l, vocab};
   const std::vector<float> z = random_elements<float>(static_cast<std::size_t>(b * l * vocab), 7, 2.0f);

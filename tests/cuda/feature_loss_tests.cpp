@@ -23,6 +23,7 @@
 #include "shrink/distill/attention_transfer.hpp"
 #include "shrink/distill/cosine_embedding.hpp"
 #include "shrink/distill/feature_mse.hpp"
+#include "support/mismatch_map.hpp"
 
 namespace {
 
@@ -206,8 +207,8 @@ void check_pair(Pair kind, std::int64_t rows, std::int64_t d, const FeatureLossC
   gpu_pair<T>(kind, s_view, t_view, y_view, gs, gt, out.loss(with_rows), ws.workspace(), od);
   INFO("a second run gives the same bits");
   CHECK(same_bits(out.download(with_rows), first));
-  CHECK(same_bits(gs_dev->download<T>(gs0.size()), gs_first));
-  CHECK(same_bits(gt_dev->download<T>(gt0.size()), gt_first));
+  CHECK_SAME_BITS(gs_dev->download<T>(gs0.size()), gs_first);
+  CHECK_SAME_BITS(gt_dev->download<T>(gt0.size()), gt_first);
 }
 
 template <class T>
@@ -300,8 +301,8 @@ void check_attention(std::int64_t b, std::int64_t cs, std::int64_t ct, std::int6
                                                      ws.workspace(), nullptr, od, sync);
   INFO("a second run gives the same bits");
   CHECK(same_bits(out.download(with_rows), first));
-  CHECK(same_bits(gs_dev->download<T>(gs0.size()), gs_first));
-  CHECK(same_bits(gt_dev->download<T>(gt0.size()), gt_first));
+  CHECK_SAME_BITS(gs_dev->download<T>(gs0.size()), gs_first);
+  CHECK_SAME_BITS(gt_dev->download<T>(gt0.size()), gt_first);
 }
 
 template <class T>
@@ -323,7 +324,7 @@ TEST_CASE("cuda mse_loss and cosine_embedding_loss match the CPU", "[gpu]") {
   check_pairs<bfloat16>(30);
 }
 
-TEST_CASE("cuda feature losses flatten [B, L, D] with a [B, L] mask", "[gpu]") {
+TEST_CASE("cuda feature losses flatten [B, L, D] with a [B, L] mask", "[gpu][sanitize]") {
   const std::int64_t b = 3, l = 4, d = 33;
   const std::vector<float> s = random_elements<float>(static_cast<std::size_t>(b * l * d), 1);
   const std::vector<float> t = random_elements<float>(static_cast<std::size_t>(b * l * d), 2);

@@ -20,6 +20,7 @@
 #include "shrink/prune/nm.hpp"
 #include "shrink/sparse/nm_compressed.hpp"
 #include "support/element_types.hpp"
+#include "support/mismatch_map.hpp"
 
 namespace {
 
@@ -126,7 +127,7 @@ void check_compress(std::int64_t rows, std::int64_t cols, NmPattern pattern, boo
   shrink::cuda::compress_nm(TensorView<const T>(x_dev.as<T>(), shape, Device::cuda(0)),
                             words_dev.as<std::uint64_t>(), pattern, out, ws.workspace(), nullptr,
                             shrink::cuda::Synchronize::yes);
-  CHECK(same_bits(values_dev.download<T>(cpu.values.size()), cpu.values));
+  CHECK_SAME_BITS(values_dev.download<T>(cpu.values.size()), cpu.values);
   CHECK(positions_dev.download<std::uint8_t>(cpu.positions.size()) == cpu.positions);
   CHECK(metadata_dev.download<std::uint32_t>(cpu.metadata.size()) == cpu.metadata);
 }
@@ -176,7 +177,7 @@ TEST_CASE("cuda compress_nm matches the CPU byte for byte", "[gpu]") {
   check_compress_all<std::uint8_t>(5000);
 }
 
-TEST_CASE("cuda nm device-side checks: NaN input, overfull mask", "[gpu]") {
+TEST_CASE("cuda nm device-side checks: NaN input, overfull mask", "[gpu][sanitize]") {
   const Shape shape{8, 16};
   std::vector<float> x = random_values<float>(shape.product(), 7);
   x[37] = std::numeric_limits<float>::quiet_NaN();

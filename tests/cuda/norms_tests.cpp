@@ -205,7 +205,7 @@ TEST_CASE("cuda block_norms match prune::block_norms, masked or not", "[gpu]") {
   check_all_blocks<bfloat16>(600);
 }
 
-TEST_CASE("cuda slice_norms and block_norms flag NaN and inf, pruned or not", "[gpu]") {
+TEST_CASE("cuda slice_norms and block_norms flag NaN and inf, pruned or not", "[gpu][sanitize]") {
   const Shape shape{6, 40};
   std::vector<float> x = random_scaled_weights<float>(shape.product(), 7);
   Mask mask(shape, true);

@@ -21,6 +21,7 @@
 #include "shrink/quant/scheme.hpp"
 #include "support/element_types.hpp"
 #include "support/random.hpp"
+#include "support/mismatch_map.hpp"
 
 namespace {
 
@@ -90,7 +91,7 @@ void check_against_cpu(const QuantScheme& scheme, const Shape& shape, std::int64
   shrink::cuda::quantize(x_view, scheme, qp, q_ptr, workspace, nullptr, sync);
   std::vector<std::uint8_t> q_gpu(q_bytes);
   CUDA_REQUIRE(cudaMemcpy(q_gpu.data(), q_ptr, q_bytes, cudaMemcpyDeviceToHost));
-  CHECK(same_bits(q_gpu, std::vector<std::uint8_t>(q_cpu.data.begin(), q_cpu.data.end())));
+  CHECK_SAME_BITS(q_gpu, std::vector<std::uint8_t>(q_cpu.data.begin(), q_cpu.data.end()));
 
   // dequantize (from the CPU's codes, so that it is tested on its own)
   q_dev.poison();
@@ -101,7 +102,7 @@ void check_against_cpu(const QuantScheme& scheme, const Shape& shape, std::int64
                            sync);
   std::vector<float> dq_gpu(static_cast<std::size_t>(n));
   CUDA_REQUIRE(cudaMemcpy(dq_gpu.data(), out_ptr, dq_gpu.size() * sizeof(float), cudaMemcpyDeviceToHost));
-  CHECK(same_bits(dq_gpu, dq_cpu));
+  CHECK_SAME_BITS(dq_gpu, dq_cpu);
 
   // fake quantize, with and without the mask
   out_dev.poison();
@@ -112,13 +113,13 @@ void check_against_cpu(const QuantScheme& scheme, const Shape& shape, std::int64
   std::vector<std::uint8_t> mask_gpu(static_cast<std::size_t>(n));
   CUDA_REQUIRE(cudaMemcpy(fq_gpu.data(), out_ptr, fq_gpu.size() * sizeof(float), cudaMemcpyDeviceToHost));
   CUDA_REQUIRE(cudaMemcpy(mask_gpu.data(), mask_ptr, mask_gpu.size(), cudaMemcpyDeviceToHost));
-  CHECK(same_bits(fq_gpu, fq_cpu));
-  CHECK(same_bits(mask_gpu, mask_cpu));
+  CHECK_SAME_BITS(fq_gpu, fq_cpu);
+  CHECK_SAME_BITS(mask_gpu, mask_cpu);
 
   out_dev.poison();
   shrink::cuda::fake_quantize(x_view, scheme, qp, out_ptr, nullptr, workspace, nullptr, sync);
   CUDA_REQUIRE(cudaMemcpy(fq_gpu.data(), out_ptr, fq_gpu.size() * sizeof(float), cudaMemcpyDeviceToHost));
-  CHECK(same_bits(fq_gpu, fq_cpu));
+  CHECK_SAME_BITS(fq_gpu, fq_cpu);
 }
 
 struct QuantLayout {

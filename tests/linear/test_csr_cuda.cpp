@@ -28,6 +28,7 @@
 #include "shrink/sparse/csr.hpp"
 #include "support/activation_reference.hpp"
 #include "support/element_types.hpp"
+#include "support/mismatch_map.hpp"
 
 namespace {
 
@@ -205,7 +206,7 @@ void check_product(const CsrProblem<T>& p, CsrDeviceProblem<T>& device, bool wit
   std::vector<double> value, magnitude;
   dense_reference(p, value, magnitude);
   const double relative = std::is_same<T, float>::value ? 1e-5 : 1e-2;
-  int reported = 0;
+  MismatchMap mismatches(p.m, p.n, 64, 16);  // tiles of 16 weight rows (the tile kernel)
   for (std::int64_t i = 0; i < p.m * p.n; ++i) {
     const auto at = static_cast<std::size_t>(i);
     const double b = with_bias ? p.bias[static_cast<std::size_t>(i % p.n)] : 0.0;
@@ -213,13 +214,9 @@ void check_product(const CsrProblem<T>& p, CsrDeviceProblem<T>& device, bool wit
     const double bound = relative * std::fabs(expected) + 1e-5 * (magnitude[at] + std::fabs(b)) + 1e-30;
     const double got = to_float(first[at]), cpu = to_float(cpu_out[at]);
     const bool ok = std::fabs(got - expected) <= bound && std::fabs(got - cpu) <= 2 * bound;
-    if (!ok && reported++ < 5) {
-      INFO("m " << i / p.n << " n " << i % p.n << " gpu " << got << " cpu " << cpu << " expected " << expected
-                << " bound " << bound);
-      CHECK(ok);
-    }
+    if (!ok) mismatches.add(i / p.n, i % p.n, got, expected);
   }
-  CHECK(reported == 0);
+  CHECK_NO_MISMATCHES(mismatches);
 }
 
 template <class T>

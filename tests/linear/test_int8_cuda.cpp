@@ -35,6 +35,7 @@
 #include "support/activation_reference.hpp"
 #include "support/element_types.hpp"
 #include "support/float_compare.hpp"
+#include "support/mismatch_map.hpp"
 
 namespace {
 
@@ -194,6 +195,16 @@ struct Int8Problem {
   }
 };
 
+// The output tile one CTA computes on a path (cuda/linear_int8.cu's choice for `automatic`): mma_sync 32 x 64 for
+// M <= 64, else 128 x 128; wgmma 128 x 128. A mismatch map counts errors by these tiles.
+struct OutputTile {
+  std::int64_t rows, cols;
+};
+OutputTile int8_output_tile(LinearInt8Path path, std::int64_t m) {
+  if (path != LinearInt8Path::wgmma && m <= 64) return {32, 64};
+  return {128, 128};
+}
+
 // Runs one GEMM on the device into a poisoned output and checks it against the FP64 reference and the CPU twin.
 template <class Out>
 void check_gemm(const Int8Problem& p, LinearInt8Path path, Activation act, std::int64_t ld_out = 0) {
@@ -228,9 +239,10 @@ void check_gemm(const Int8Problem& p, LinearInt8Path path, Activation act, std::
   const std::vector<Out> twin = p.cpu_twin<Out>(act, out_scale);
   const std::vector<std::int64_t>& acc = p.acc;
   const bool exact_activation = act == Activation::none || act == Activation::relu;
-  int failures = 0;
-  for (std::int64_t r = 0; r < p.m && failures < 5; ++r)
-    for (std::int64_t c = 0; c < p.n && failures < 5; ++c) {
+  const OutputTile tile = int8_output_tile(path, p.m);
+  MismatchMap mismatches(p.m, p.n, tile.rows, tile.cols);
+  for (std::int64_t r = 0; r < p.m; ++r)
+    for (std::int64_t c = 0; c < p.n; ++c) {
       const std::size_t i = static_cast<std::size_t>(r * p.n + c);
       const double sx = p.sx[p.per_token ? static_cast<std::size_t>(r) : 0];
       const double sw = p.sw[p.per_channel ? static_cast<std::size_t>(c) : 0];
@@ -251,14 +263,9 @@ void check_gemm(const Int8Problem& p, LinearInt8Path path, Activation act, std::
         ok = std::fabs(g - ref) <= 1e-3 * std::fabs(ref) + terms + rounding &&
              (exact_activation ? std::memcmp(&got[i], &twin[i], sizeof(Out)) == 0 : std::fabs(g - t) <= twin_bound);
       }
-      if (!ok) {
-        ++failures;
-        INFO("at [" << r << ", " << c << "]: gpu " << g << ", cpu twin " << t << ", fp64 reference " << ref << ", acc "
-                    << acc[i]);
-        CHECK(ok);
-      }
+      if (!ok) mismatches.add(r, c, g, ref);  // the twin's value is in the INFO of a rerun with the index
     }
-  CHECK(failures == 0);
+  CHECK_NO_MISMATCHES(mismatches);
 }
 
 bool device_is_sm90() {
@@ -307,12 +314,50 @@ TEST_CASE("cuda linear_int8: accumulators are exact (float output, unit scales, 
                                 TensorView<const std::int8_t>(p.w.data(), Shape{p.n, p.k}),
                                 TensorView<std::int32_t>(cpu.data(), Shape{p.m, p.n}));
       INFO(shrink::cuda::to_string(path) << " M " << s.m << " N " << s.n << " K " << s.k);
-      int wrong = 0;
+      const OutputTile tile = int8_output_tile(path, p.m);
+      MismatchMap mismatches(p.m, p.n, tile.rows, tile.cols);
       for (std::size_t i = 0; i < cpu.size(); ++i) {
         if (std::abs(cpu[i]) >= (1 << 24)) continue;
-        if (got[i] != static_cast<float>(cpu[i]) && wrong++ < 5) CHECK(got[i] == static_cast<float>(cpu[i]));
+        if (got[i] != static_cast<float>(cpu[i]))
+          mismatches.add(static_cast<std::int64_t>(i) / p.n, static_cast<std::int64_t>(i) % p.n, got[i], cpu[i]);
       }
-      CHECK(wrong == 0);
+      CHECK_NO_MISMATCHES(mismatches);
+    }
+}
+
+// Row r of x holds one value, at column k_r = 37 r mod K: output (r, c) is x[r, k_r] · w[c, k_r] alone, so a fragment,
+// swizzle or K-advance mapping that fetches the wrong k shows in the map by k step (32 columns, one mma or wgmma k).
+TEST_CASE("cuda linear_int8: one-hot rows of x place every k step exactly", "[gpu]") {
+  const GemmShape one_hot_shapes[] = {{128, 256, 512}, {33, 70, 80}, {256, 128, 1024}};
+  for (const LinearInt8Path path : paths_here())
+    for (const GemmShape& s : one_hot_shapes) {
+      Int8Problem p(s.m, s.n, s.k, false, false, false, 300 + static_cast<std::uint32_t>(s.m), 0, true);
+      std::vector<std::int64_t> column(static_cast<std::size_t>(s.m));
+      for (std::int64_t r = 0; r < s.m; ++r) {
+        column[static_cast<std::size_t>(r)] = 37 * r % s.k;
+        const std::int8_t kept = p.x[static_cast<std::size_t>(r * s.k + column[static_cast<std::size_t>(r)])];
+        std::fill(p.x.begin() + r * s.k, p.x.begin() + (r + 1) * s.k, std::int8_t{0});
+        p.x[static_cast<std::size_t>(r * s.k + column[static_cast<std::size_t>(r)])] = kept == 0 ? 1 : kept;
+      }
+      p.x_dev->upload(p.x.data(), p.x.size());
+      DeviceBuffer out(static_cast<std::size_t>(p.m * p.n) * sizeof(float));
+      LinearInt8Args args = p.args(path);
+      args.out = TensorView<float>(out.as<float>(), Shape{p.m, p.n}, Device::cuda(0));
+      DeviceBuffer ws(shrink::cuda::linear_int8_workspace_bytes(args));
+      shrink::cuda::linear_int8(args, ws.workspace(), nullptr, Synchronize::yes);
+      const std::vector<float> got = out.download<float>(static_cast<std::size_t>(p.m * p.n));
+      INFO(shrink::cuda::to_string(path) << " M " << s.m << " N " << s.n << " K " << s.k);
+      const OutputTile tile = int8_output_tile(path, p.m);
+      MismatchMap mismatches(p.m, p.n, tile.rows, tile.cols);
+      for (std::int64_t r = 0; r < p.m; ++r)
+        for (std::int64_t c = 0; c < p.n; ++c) {
+          const std::int64_t kr = column[static_cast<std::size_t>(r)];
+          const float want = static_cast<float>(p.x[static_cast<std::size_t>(r * s.k + kr)] *
+                                                p.w[static_cast<std::size_t>(c * s.k + kr)]);
+          const float g = got[static_cast<std::size_t>(r * p.n + c)];
+          if (g != want) mismatches.add(r, c, g, want, kr / 32);
+        }
+      CHECK_NO_MISMATCHES(mismatches);
     }
 }
 

@@ -30,6 +30,7 @@
 #include "shrink/prune/nm.hpp"
 #include "shrink/sparse/nm_compressed.hpp"
 #include "support/activation_reference.hpp"
+#include "support/mismatch_map.hpp"
 
 namespace {
 
@@ -47,6 +48,7 @@ using shrink::test::activate_reference;
 using shrink::test::DeviceBuffer;
 using shrink::test::fake_device_pointer;
 using shrink::test::kActivations;
+using shrink::test::MismatchMap;
 
 constexpr NmPattern k24{2, 4};
 
@@ -207,6 +209,20 @@ double output_rounding() {
     return 0.0;
 }
 
+// The output tile (X rows x W rows) one CTA computes on a path, for the mismatch map; `automatic` picks by shape, so
+// its map counts by 64 x 64.
+struct NmOutputTile {
+  std::int64_t rows, cols;
+};
+NmOutputTile nm_output_tile(LinearNmPath path) {
+  using namespace shrink::cuda::kernels::linear_nm;
+  switch (path) {
+    case LinearNmPath::mma_sp_32x16: return {Tile32x16::kBlockX, Tile32x16::kBlockW};
+    case LinearNmPath::mma_sp_128x128: return {Tile128x128::kBlockX, Tile128x128::kBlockW};
+    default: return {Tile64x64::kBlockX, Tile64x64::kBlockW};
+  }
+}
+
 template <class T, class Out>
 void check_against_references(const NmProblem<T>& p, const EpilogueCase& e, LinearNmPath path) {
   INFO("M " << p.m << " N " << p.n << " K " << p.k << " path " << shrink::cuda::to_string(path) << " activation "
@@ -231,7 +247,8 @@ void check_against_references(const NmProblem<T>& p, const EpilogueCase& e, Line
   // for 16-bit, a few float roundings of the epilogue for int8; then the output type's rounding.
   const double sum_error = kInt8 ? 1e-6 : std::ldexp(1.0, -12);
   const double activation_error = e.activation == Activation::gelu || e.activation == Activation::silu ? 1e-6 : 0.0;
-  int reported = 0, failures = 0;
+  const NmOutputTile tile = nm_output_tile(path);
+  MismatchMap mismatches(p.m, p.n, tile.rows, tile.cols);
   for (std::int64_t i = 0; i < p.m; ++i)
     for (std::int64_t j = 0; j < p.n; ++j) {
       const std::size_t at = static_cast<std::size_t>(i * p.n + j);
@@ -255,15 +272,9 @@ void check_against_references(const NmProblem<T>& p, const EpilogueCase& e, Line
         ok = ok && (kInt8 && activation_error == 0 ? std::memcmp(&got[at], &twin[at], sizeof(Out)) == 0
                                                    : std::fabs(g - c) <= 2 * reference_bound);
       }
-      if (!ok) {
-        ++failures;
-        if (reported++ < 5) {
-          INFO("m " << i << " n " << j << " gpu " << g << " twin " << c << " fp64 " << v);
-          CHECK(ok);
-        }
-      }
+      if (!ok) mismatches.add(i, j, g, v);
     }
-  CHECK(failures == 0);
+  CHECK_NO_MISMATCHES(mismatches);
 }
 
 const std::vector<std::tuple<std::int64_t, std::int64_t, std::int64_t>>& shapes() {
@@ -310,35 +321,77 @@ TEST_CASE("cuda linear_nm int8 matches the CPU twin and an FP64 dense product", 
   check_type<std::int8_t, float, half, bfloat16, std::int8_t>(702);
 }
 
-TEST_CASE("cuda linear_nm int8 accumulators are exact", "[gpu]") {
-  std::mt19937 rng(703);
-  for (auto [m, n, k] : shapes()) {
-    NmProblem<std::int8_t> p(m, n, k, rng);
-    std::fill(p.x.begin(), p.x.end(), std::int8_t{-128});  // the largest products, every one
-    p.x_dev.upload(p.x.data(), p.x_dev.bytes());
-    const std::vector<float> one(1, 1.0f);
-    p.x_scales_dev.upload(one.data(), 4);
-    p.w_scales_dev.upload(one.data(), 4);
-    std::vector<std::int64_t> exact(static_cast<std::size_t>(m * n));
-    const std::vector<std::int8_t> pruned = shrink::sparse::decompress_nm(p.w);
-    for (std::int64_t i = 0; i < m; ++i)
-      for (std::int64_t j = 0; j < n; ++j)
-        for (std::int64_t c = 0; c < k; ++c)
-          exact[static_cast<std::size_t>(i * n + j)] +=
-              -128 * std::int64_t{pruned[static_cast<std::size_t>(j * k + c)]};
-    for (LinearNmPath path : kNmPaths) {
-      INFO("M " << m << " N " << n << " K " << k << " path " << shrink::cuda::to_string(path));
-      DeviceBuffer out_dev(static_cast<std::size_t>(m * n) * 4);
-      EpilogueCase e;
-      e.per_tensor_scales = true;
-      const auto args = device_args<std::int8_t, float>(p, e, out_dev.as<float>(), path);
-      DeviceBuffer ws(shrink::cuda::linear_nm_workspace_bytes(args));
-      shrink::cuda::linear_nm(args, ws.workspace(), nullptr, shrink::cuda::Synchronize::yes);
-      const std::vector<float> got = out_dev.download<float>(static_cast<std::size_t>(m * n));
-      int mismatches = 0;
-      for (std::size_t i = 0; i < got.size(); ++i) mismatches += got[i] != static_cast<float>(exact[i]);
-      CHECK(mismatches == 0);
+namespace {
+
+// The exact int32 sums on the float output (unit scales, |sum| < 2^24) for x of random values (x all -128 would give
+// the same sum wherever the metadata put the kept values), then with one-hot rows of x: row i keeps one value, at
+// column k_i = 37 i mod K, so output (i, j) is x[i, k_i] · w[j, k_i] alone (or 0 where the mask dropped it) and a
+// metadata, fragment or stage mapping that fetches the wrong column shows in the map by k step (one mma's columns).
+template <class T>
+void check_exact_products(std::int64_t m, std::int64_t n, std::int64_t k, bool one_hot, std::mt19937& rng) {
+  NmProblem<T> p(m, n, k, rng);
+  std::vector<std::int64_t> column(static_cast<std::size_t>(m), -1);
+  if (one_hot)
+    for (std::int64_t i = 0; i < m; ++i) {
+      const std::size_t at = static_cast<std::size_t>(i * k + 37 * i % k);
+      const T kept = as_double(p.x[at]) == 0 ? T(1) : p.x[at];
+      std::fill(p.x.begin() + i * k, p.x.begin() + (i + 1) * k, T{});
+      p.x[at] = kept;
+      column[static_cast<std::size_t>(i)] = 37 * i % k;
     }
+  p.x_dev.upload(p.x.data(), p.x_dev.bytes());
+  const std::vector<float> one(1, 1.0f);
+  p.x_scales_dev.upload(one.data(), 4);
+  p.w_scales_dev.upload(one.data(), 4);
+  const std::vector<T> pruned = shrink::sparse::decompress_nm(p.w);
+  // 16-bit values: products of halves and their sums here are exact in double and, for one-hot rows, in float.
+  std::vector<double> exact(static_cast<std::size_t>(m * n));
+  for (std::int64_t i = 0; i < m; ++i)
+    for (std::int64_t j = 0; j < n; ++j)
+      for (std::int64_t c = 0; c < k; ++c)
+        exact[static_cast<std::size_t>(i * n + j)] += as_double(p.x[static_cast<std::size_t>(i * k + c)]) *
+                                                      as_double(pruned[static_cast<std::size_t>(j * k + c)]);
+  constexpr int kTileK = shrink::cuda::kernels::linear_nm::Operand<T>::kTileK;
+  for (LinearNmPath path : kNmPaths) {
+    INFO(shrink::test::type_name<T>() << " M " << m << " N " << n << " K " << k << " path "
+                                      << shrink::cuda::to_string(path) << (one_hot ? " one-hot rows" : " random x"));
+    DeviceBuffer out_dev(static_cast<std::size_t>(m * n) * 4);
+    EpilogueCase e;
+    e.per_tensor_scales = true;
+    const auto args = device_args<T, float>(p, e, out_dev.as<float>(), path);
+    DeviceBuffer ws(shrink::cuda::linear_nm_workspace_bytes(args));
+    shrink::cuda::linear_nm(args, ws.workspace(), nullptr, shrink::cuda::Synchronize::yes);
+    const std::vector<float> got = out_dev.download<float>(static_cast<std::size_t>(m * n));
+    const NmOutputTile tile = nm_output_tile(path);
+    MismatchMap mismatches(m, n, tile.rows, tile.cols);
+    for (std::int64_t i = 0; i < m; ++i)
+      for (std::int64_t j = 0; j < n; ++j) {
+        const double want = exact[static_cast<std::size_t>(i * n + j)];
+        const float g = got[static_cast<std::size_t>(i * n + j)];
+        // Random 16-bit x: float sums round; one-hot rows and int8 (|sum| < 2^24) are exact.
+        const bool ok = std::fabs(want) >= 16777216.0 ? true
+                        : std::is_same_v<T, std::int8_t> || one_hot
+                            ? g == static_cast<float>(want)
+                            : std::fabs(g - want) <= 1e-5 * (1 + std::fabs(want));
+        if (!ok) mismatches.add(i, j, g, want, one_hot ? column[static_cast<std::size_t>(i)] / kTileK : -1);
+      }
+    CHECK_NO_MISMATCHES(mismatches);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("cuda linear_nm int8 accumulators are exact on random x", "[gpu]") {
+  std::mt19937 rng(703);
+  for (auto [m, n, k] : shapes()) check_exact_products<std::int8_t>(m, n, k, false, rng);
+}
+
+TEST_CASE("cuda linear_nm one-hot rows of x place every kept value (int8 and half)", "[gpu]") {
+  std::mt19937 rng(706);
+  for (auto [m, n, k] :
+       {std::tuple<std::int64_t, std::int64_t, std::int64_t>{64, 128, 256}, {33, 200, 192}, {130, 70, 512}}) {
+    check_exact_products<std::int8_t>(m, n, k, true, rng);
+    check_exact_products<half>(m, n, k, true, rng);
   }
 }
 

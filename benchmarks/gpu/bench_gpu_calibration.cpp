@@ -11,6 +11,7 @@
 #include "shrink/cuda/calibration.hpp"
 #include "support/gpu_baselines.hpp"
 #include "support/gpu_timing.hpp"
+#include "support/guarded.hpp"
 #include "support/ratio_table.hpp"
 
 namespace {
@@ -44,7 +45,7 @@ void BM_gpu_copy(benchmark::State& state) {
   DeviceData* d = shared_data<DeviceData>();
   time_copy(state, d->out, d->x, static_cast<std::size_t>(kBytes));
 }
-BENCHMARK(BM_gpu_copy)->UseManualTime()->Unit(benchmark::kMillisecond);
+SHRINK_GUARDED_BENCHMARK(BM_gpu_copy)->UseManualTime()->Unit(benchmark::kMillisecond);
 
 void BM_gpu_read(benchmark::State& state) {
   if (!has_device(state)) return;
@@ -53,7 +54,7 @@ void BM_gpu_read(benchmark::State& state) {
     read_all(d->x.as<void>(), static_cast<std::size_t>(kBytes), d->sink.as<unsigned long long>());
   });
 }
-BENCHMARK(BM_gpu_read)->UseManualTime()->Unit(benchmark::kMillisecond);
+SHRINK_GUARDED_BENCHMARK(BM_gpu_read)->UseManualTime()->Unit(benchmark::kMillisecond);
 
 void BM_gpu_minmax_per_tensor(benchmark::State& state) {
   if (!has_device(state)) return;
@@ -62,7 +63,7 @@ void BM_gpu_minmax_per_tensor(benchmark::State& state) {
     cuda::minmax_per_tensor(d->view(), d->min.as<float>(), d->max.as<float>(), d->ws(), nullptr);
   });
 }
-BENCHMARK(BM_gpu_minmax_per_tensor)->UseManualTime()->Unit(benchmark::kMillisecond);
+SHRINK_GUARDED_BENCHMARK(BM_gpu_minmax_per_tensor)->UseManualTime()->Unit(benchmark::kMillisecond);
 
 // axis 0: output channels (16384 contiguous runs); axis 1: the last axis (channels interleaved element by element).
 void BM_gpu_minmax_per_channel(benchmark::State& state) {
@@ -73,7 +74,8 @@ void BM_gpu_minmax_per_channel(benchmark::State& state) {
     cuda::minmax_per_channel(d->view(), axis, d->min.as<float>(), d->max.as<float>(), d->ws(), nullptr);
   });
 }
-BENCHMARK(BM_gpu_minmax_per_channel)->ArgName("axis")->Arg(0)->Arg(1)->UseManualTime()->Unit(benchmark::kMillisecond);
+SHRINK_GUARDED_BENCHMARK(BM_gpu_minmax_per_channel)->ArgName("axis")->Arg(0)->Arg(1)->UseManualTime()
+    ->Unit(benchmark::kMillisecond);
 
 // MovingAverageMinMaxObserver's step per channel: the batch's ranges, then the running update.
 void BM_gpu_moving_average_step(benchmark::State& state) {
@@ -85,7 +87,7 @@ void BM_gpu_moving_average_step(benchmark::State& state) {
                                 d->running_max.as<float>(), nullptr);
   });
 }
-BENCHMARK(BM_gpu_moving_average_step)->UseManualTime()->Unit(benchmark::kMillisecond);
+SHRINK_GUARDED_BENCHMARK(BM_gpu_moving_average_step)->UseManualTime()->Unit(benchmark::kMillisecond);
 
 // torch.histc over the data's range, 2048 bins (most values in the middle bins: the contended case).
 void BM_gpu_histc(benchmark::State& state) {
@@ -95,7 +97,7 @@ void BM_gpu_histc(benchmark::State& state) {
     cuda::histogram(d->view(), cuda::HistcBins{-6.0f, 6.0f, kBins}, d->counts.as<std::int64_t>(), d->ws(), nullptr);
   });
 }
-BENCHMARK(BM_gpu_histc)->UseManualTime()->Unit(benchmark::kMillisecond);
+SHRINK_GUARDED_BENCHMARK(BM_gpu_histc)->UseManualTime()->Unit(benchmark::kMillisecond);
 
 // |x| in 2048 bins up to max|x| (Entropy / Percentile observers): half-normal, most values in the low bins.
 void BM_gpu_magnitude_histogram(benchmark::State& state) {
@@ -106,7 +108,7 @@ void BM_gpu_magnitude_histogram(benchmark::State& state) {
                     nullptr);
   });
 }
-BENCHMARK(BM_gpu_magnitude_histogram)->UseManualTime()->Unit(benchmark::kMillisecond);
+SHRINK_GUARDED_BENCHMARK(BM_gpu_magnitude_histogram)->UseManualTime()->Unit(benchmark::kMillisecond);
 
 const bool registered = [] {
   using M = RatioTarget::Measure;

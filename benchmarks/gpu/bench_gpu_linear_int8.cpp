@@ -16,6 +16,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gpu/cublas_baseline.hpp"
@@ -24,6 +25,7 @@
 #include "shrink/cuda/device.hpp"
 #include "shrink/linear/int8_cuda.hpp"
 #include "support/gpu_timing.hpp"
+#include "support/guarded.hpp"
 #include "support/ratio_table.hpp"
 
 namespace {
@@ -206,7 +208,7 @@ std::string run_name(const std::string& name) {
 }
 
 void add(const std::string& name, Shape3 s, bool int8, std::function<void(benchmark::State&)> fn) {
-  benchmark::RegisterBenchmark(name.c_str(), [fn](benchmark::State& state) { fn(state); })
+  benchmark::RegisterBenchmark(name.c_str(), bench::guarded(std::move(fn)))
       ->UseManualTime()
       ->Unit(benchmark::kMicrosecond)
       ->Iterations(kIterations);
@@ -291,7 +293,8 @@ void register_all(bool wgmma) {
   }
   for (const int m : {16, 4096}) {
     const std::string name = "quantize_rows_absmax_f16/M:" + std::to_string(m) + "/K:4096";
-    benchmark::RegisterBenchmark(name.c_str(), [m](benchmark::State& st) { bench_quantize_rows(st, m, 4096); })
+    benchmark::RegisterBenchmark(name.c_str(),
+                                 bench::guarded([m](benchmark::State& st) { bench_quantize_rows(st, m, 4096); }))
         ->UseManualTime()
         ->Unit(benchmark::kMicrosecond)
         ->Iterations(kIterations);
@@ -301,13 +304,15 @@ void register_all(bool wgmma) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const Peaks peaks = device_peaks();
-  bool wgmma = false;
-  if (cuda::device_count() > 0) wgmma = cuda::device_info(0).compute_capability() == 90;
-  register_all(wgmma);
-  bench::RecordingReporter reporter;
-  if (!bench::run_benchmarks(bench::arguments_with_repetitions(argc, argv), reporter)) return 1;
-  print_tops_table(reporter, peaks);
-  bench::print_ratio_table(reporter);  // last: device-check.sh collects its PASS and MISS lines
-  return 0;
+  return bench::guarded_main([&] {
+    const Peaks peaks = device_peaks();
+    bool wgmma = false;
+    if (cuda::device_count() > 0) wgmma = cuda::device_info(0).compute_capability() == 90;
+    register_all(wgmma);
+    bench::RecordingReporter reporter;
+    if (!bench::run_benchmarks(bench::arguments_with_repetitions(argc, argv), reporter)) return 1;
+    print_tops_table(reporter, peaks);
+    bench::print_ratio_table(reporter);  // last: device-check.sh collects its PASS and MISS lines
+    return 0;
+  });
 }

@@ -25,6 +25,7 @@
 #include "shrink/linear/nm_cuda.hpp"
 #include "shrink/sparse/nm_compressed.hpp"
 #include "support/gpu_timing.hpp"
+#include "support/guarded.hpp"
 #include "support/ratio_table.hpp"
 
 namespace {
@@ -239,11 +240,11 @@ const bool registered = [] {
       for (std::int64_t m : kMs) {
         const std::string shape = shape_suffix(m, n, k);
         const std::string dense = "gpu_dense_cublas_" + type + shape, sparse = "gpu_sparse24_shrink_" + type + shape;
-        benchmark::RegisterBenchmark(dense.c_str(), run_dense, kind, m, n, k)
+        benchmark::RegisterBenchmark(dense.c_str(), shrink::bench::guarded(run_dense), kind, m, n, k)
             ->UseManualTime()
             ->Unit(benchmark::kMicrosecond)
             ->MinTime(0.1);
-        benchmark::RegisterBenchmark(sparse.c_str(), run_sparse, kind, m, n, k)
+        benchmark::RegisterBenchmark(sparse.c_str(), shrink::bench::guarded(run_sparse), kind, m, n, k)
             ->UseManualTime()
             ->Unit(benchmark::kMicrosecond)
             ->MinTime(0.1);
@@ -257,7 +258,7 @@ const bool registered = [] {
       const std::string shape = shape_suffix(m, 4096, 4096);
       const std::string cpu = "cpu_twin_" + type + shape;
       if (kind == Kind::bf16) continue;  // the same code as f16 on the CPU
-      benchmark::RegisterBenchmark(cpu.c_str(), run_cpu_twin, kind, m, 4096, 4096)
+      benchmark::RegisterBenchmark(cpu.c_str(), shrink::bench::guarded(run_cpu_twin), kind, m, 4096, 4096)
           ->Unit(benchmark::kMillisecond)
           ->MinTime(0.1);
       targets.push_back({"gpu_sparse24_shrink_" + type + shape + "/manual_time", cpu, Measure::bandwidth, 0.0,

@@ -23,6 +23,7 @@
 #include "shrink/linear/weight_only_cuda.hpp"
 #include "support/gpu_baselines.hpp"
 #include "support/gpu_timing.hpp"
+#include "support/guarded.hpp"
 #include "support/ratio_table.hpp"
 
 namespace {
@@ -88,7 +89,7 @@ void BM_gpu_copy(benchmark::State& state) {
   time_launches(state, static_cast<std::int64_t>(2 * kCopyBytes),
                 [&](int) { copy_all(arena + kArenaBytes / 2, arena, kCopyBytes); });
 }
-BENCHMARK(BM_gpu_copy)->UseManualTime()->Unit(benchmark::kMicrosecond)->MinTime(kMinTime);
+SHRINK_GUARDED_BENCHMARK(BM_gpu_copy)->UseManualTime()->Unit(benchmark::kMicrosecond)->MinTime(kMinTime);
 
 void cublas_gemm(benchmark::State& state, bool bf16) {
   if (!has_device(state, kMinComputeCapability)) return;
@@ -148,15 +149,16 @@ void BM_w4a16_g128(benchmark::State& state) { weight_only(state, 128); }
 void BM_w4a16_g64(benchmark::State& state) { weight_only(state, 64); }
 
 const bool registered = [] {
-  for (auto* bench : {benchmark::RegisterBenchmark("BM_cublas_f16", BM_cublas_f16),
-                      benchmark::RegisterBenchmark("BM_cublas_bf16", BM_cublas_bf16)}) {
+  using shrink::bench::guarded;
+  for (auto* bench : {benchmark::RegisterBenchmark("BM_cublas_f16", guarded(BM_cublas_f16)),
+                      benchmark::RegisterBenchmark("BM_cublas_bf16", guarded(BM_cublas_bf16))}) {
     bench->ArgNames({"m", "n", "k"})->UseManualTime()->Unit(benchmark::kMicrosecond)->MinTime(kMinTime);
     for (const auto& [n, k] : kShapes)
       for (const std::int64_t m : kRows) bench->Args({m, n, k});
   }
-  for (auto* bench : {benchmark::RegisterBenchmark("BM_w8a16", BM_w8a16),
-                      benchmark::RegisterBenchmark("BM_w4a16_g128", BM_w4a16_g128),
-                      benchmark::RegisterBenchmark("BM_w4a16_g64", BM_w4a16_g64)}) {
+  for (auto* bench : {benchmark::RegisterBenchmark("BM_w8a16", guarded(BM_w8a16)),
+                      benchmark::RegisterBenchmark("BM_w4a16_g128", guarded(BM_w4a16_g128)),
+                      benchmark::RegisterBenchmark("BM_w4a16_g64", guarded(BM_w4a16_g64))}) {
     bench->ArgNames({"path", "m", "n", "k"})->UseManualTime()->Unit(benchmark::kMicrosecond)->MinTime(kMinTime);
     for (const auto& [n, k] : kShapes)
       for (const std::int64_t m : kRows)
@@ -217,9 +219,11 @@ void print_summary(const shrink::bench::RecordingReporter& reporter) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  shrink::bench::RecordingReporter reporter;
-  if (!shrink::bench::run_benchmarks(shrink::bench::arguments_with_repetitions(argc, argv), reporter)) return 1;
-  print_summary(reporter);
-  shrink::bench::print_ratio_table(reporter);
-  return 0;
+  return shrink::bench::guarded_main([&] {
+    shrink::bench::RecordingReporter reporter;
+    if (!shrink::bench::run_benchmarks(shrink::bench::arguments_with_repetitions(argc, argv), reporter)) return 1;
+    print_summary(reporter);
+    shrink::bench::print_ratio_table(reporter);
+    return 0;
+  });
 }

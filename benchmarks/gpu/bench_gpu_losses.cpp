@@ -15,6 +15,7 @@
 #include "shrink/cuda/feature_losses.hpp"
 #include "shrink/cuda/topk_teacher.hpp"
 #include "support/gpu_timing.hpp"
+#include "support/guarded.hpp"
 #include "support/ratio_table.hpp"
 
 namespace {
@@ -109,7 +110,7 @@ void BM_gpu_copy(benchmark::State& state) {
   DeviceData* d = shared_data<DeviceData>();
   time_copy(state, d->grad, d->logits, static_cast<std::size_t>(kLogitBytes));
 }
-BENCHMARK(BM_gpu_copy)->UseManualTime()->Unit(benchmark::kMillisecond);
+SHRINK_GUARDED_BENCHMARK(BM_gpu_copy)->UseManualTime()->Unit(benchmark::kMillisecond);
 
 void BM_gpu_cross_entropy(benchmark::State& state) {
   if (!has_device(state)) return;
@@ -118,7 +119,7 @@ void BM_gpu_cross_entropy(benchmark::State& state) {
     cuda::cross_entropy(d->logits_view(), d->labels_view(), d->device_loss(), d->ws(), nullptr);
   });
 }
-BENCHMARK(BM_gpu_cross_entropy)->UseManualTime()->Unit(benchmark::kMillisecond);
+SHRINK_GUARDED_BENCHMARK(BM_gpu_cross_entropy)->UseManualTime()->Unit(benchmark::kMillisecond);
 
 void BM_gpu_cross_entropy_with_grad(benchmark::State& state) {
   if (!has_device(state)) return;
@@ -128,7 +129,7 @@ void BM_gpu_cross_entropy_with_grad(benchmark::State& state) {
                                   nullptr);
   });
 }
-BENCHMARK(BM_gpu_cross_entropy_with_grad)->UseManualTime()->Unit(benchmark::kMillisecond);
+SHRINK_GUARDED_BENCHMARK(BM_gpu_cross_entropy_with_grad)->UseManualTime()->Unit(benchmark::kMillisecond);
 
 void BM_gpu_topk_kl_with_grad(benchmark::State& state) {
   if (!has_device(state)) return;
@@ -144,7 +145,7 @@ void BM_gpu_topk_kl_with_grad(benchmark::State& state) {
     cuda::kl_div_with_grad(d->logits_view(), teacher, d->grad_view(), d->device_loss(), d->ws(), nullptr, o);
   });
 }
-BENCHMARK(BM_gpu_topk_kl_with_grad)->UseManualTime()->Unit(benchmark::kMillisecond);
+SHRINK_GUARDED_BENCHMARK(BM_gpu_topk_kl_with_grad)->UseManualTime()->Unit(benchmark::kMillisecond);
 
 // Feature losses with both gradients: two tensors read, two written.
 void BM_gpu_mse_with_grad(benchmark::State& state) {
@@ -157,7 +158,7 @@ void BM_gpu_mse_with_grad(benchmark::State& state) {
                                     d->device_loss(), d->ws(), nullptr);
   });
 }
-BENCHMARK(BM_gpu_mse_with_grad)->UseManualTime()->Unit(benchmark::kMillisecond);
+SHRINK_GUARDED_BENCHMARK(BM_gpu_mse_with_grad)->UseManualTime()->Unit(benchmark::kMillisecond);
 
 void BM_gpu_cosine_embedding_with_grad(benchmark::State& state) {
   if (!has_device(state)) return;
@@ -170,7 +171,7 @@ void BM_gpu_cosine_embedding_with_grad(benchmark::State& state) {
                                                  nullptr);
   });
 }
-BENCHMARK(BM_gpu_cosine_embedding_with_grad)->UseManualTime()->Unit(benchmark::kMillisecond);
+SHRINK_GUARDED_BENCHMARK(BM_gpu_cosine_embedding_with_grad)->UseManualTime()->Unit(benchmark::kMillisecond);
 
 void BM_gpu_attention_transfer_with_grad(benchmark::State& state) {
   if (!has_device(state)) return;
@@ -183,7 +184,7 @@ void BM_gpu_attention_transfer_with_grad(benchmark::State& state) {
                                                    nullptr);
   });
 }
-BENCHMARK(BM_gpu_attention_transfer_with_grad)->UseManualTime()->Unit(benchmark::kMillisecond);
+SHRINK_GUARDED_BENCHMARK(BM_gpu_attention_transfer_with_grad)->UseManualTime()->Unit(benchmark::kMillisecond);
 
 const bool registered = [] {
   using M = RatioTarget::Measure;

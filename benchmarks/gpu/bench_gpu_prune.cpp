@@ -15,6 +15,7 @@
 #include "shrink/prune/norm.hpp"
 #include "support/gpu_baselines.hpp"
 #include "support/gpu_timing.hpp"
+#include "support/guarded.hpp"
 #include "support/ratio_table.hpp"
 
 namespace {
@@ -76,7 +77,7 @@ void BM_gpu_copy(benchmark::State& state) {
   Sparse* s = shared_data<Sparse>();
   time_copy(state, s->dense_out, w->x, static_cast<std::size_t>(kElements) * 4);
 }
-BENCHMARK(BM_gpu_copy)->UseManualTime()->Unit(benchmark::kMillisecond);
+SHRINK_GUARDED_BENCHMARK(BM_gpu_copy)->UseManualTime()->Unit(benchmark::kMillisecond);
 
 template <class T>
 void BM_gpu_read(benchmark::State& state) {
@@ -86,8 +87,8 @@ void BM_gpu_read(benchmark::State& state) {
     read_all(w->x.template as<void>(), w->x.bytes(), w->sink.template as<unsigned long long>());
   });
 }
-BENCHMARK_TEMPLATE(BM_gpu_read, float)->UseManualTime()->Unit(benchmark::kMillisecond);
-BENCHMARK_TEMPLATE(BM_gpu_read, bfloat16)->UseManualTime()->Unit(benchmark::kMillisecond);
+SHRINK_GUARDED_BENCHMARK_TEMPLATE(BM_gpu_read, float)->UseManualTime()->Unit(benchmark::kMillisecond);
+SHRINK_GUARDED_BENCHMARK_TEMPLATE(BM_gpu_read, bfloat16)->UseManualTime()->Unit(benchmark::kMillisecond);
 
 // L2 norms of rows (dim 0: output channels, runs of 16384) or columns (dim 1: input channels, the columns layout);
 // masked: the mask's words are read too.
@@ -102,9 +103,9 @@ void BM_gpu_slice_norms(benchmark::State& state) {
     cuda::slice_norms(w->view(), mask, prune::NormOrder::l2, dim, w->norms.template as<double>(), w->ws(), nullptr);
   });
 }
-BENCHMARK_TEMPLATE(BM_gpu_slice_norms, float)->ArgNames({"dim", "masked"})->Args({0, 0})->Args({1, 0})->Args({0, 1})
-    ->UseManualTime()->Unit(benchmark::kMillisecond);
-BENCHMARK_TEMPLATE(BM_gpu_slice_norms, bfloat16)->ArgNames({"dim", "masked"})->Args({0, 0})->Args({1, 0})
+SHRINK_GUARDED_BENCHMARK_TEMPLATE(BM_gpu_slice_norms, float)->ArgNames({"dim", "masked"})->Args({0, 0})->Args({1, 0})
+    ->Args({0, 1})->UseManualTime()->Unit(benchmark::kMillisecond);
+SHRINK_GUARDED_BENCHMARK_TEMPLATE(BM_gpu_slice_norms, bfloat16)->ArgNames({"dim", "masked"})->Args({0, 0})->Args({1, 0})
     ->UseManualTime()->Unit(benchmark::kMillisecond);
 
 // L2 norms of square blocks: 4 (one thread a block, exact) and 32 (one warp a block).
@@ -118,7 +119,7 @@ void BM_gpu_block_norms(benchmark::State& state) {
                       nullptr);
   });
 }
-BENCHMARK_TEMPLATE(BM_gpu_block_norms, float)->ArgName("block")->Arg(4)->Arg(32)->UseManualTime()
+SHRINK_GUARDED_BENCHMARK_TEMPLATE(BM_gpu_block_norms, float)->ArgName("block")->Arg(4)->Arg(32)->UseManualTime()
     ->Unit(benchmark::kMillisecond);
 
 // Row offsets and nnz of a half-zero weight: one read.
@@ -130,7 +131,7 @@ void BM_gpu_csr_count(benchmark::State& state) {
                     nullptr);
   });
 }
-BENCHMARK(BM_gpu_csr_count)->UseManualTime()->Unit(benchmark::kMillisecond);
+SHRINK_GUARDED_BENCHMARK(BM_gpu_csr_count)->UseManualTime()->Unit(benchmark::kMillisecond);
 
 // The whole conversion in one call (count, scan, fill: the input is read twice); bytes: the input once and the
 // column indices and values written.
@@ -141,7 +142,7 @@ void BM_gpu_to_csr(benchmark::State& state) {
     cuda::to_csr(s->view(), nullptr, s->csr(), s->nnz_device.as<std::int64_t>(), s->ws(), nullptr);
   });
 }
-BENCHMARK(BM_gpu_to_csr)->UseManualTime()->Unit(benchmark::kMillisecond);
+SHRINK_GUARDED_BENCHMARK(BM_gpu_to_csr)->UseManualTime()->Unit(benchmark::kMillisecond);
 
 // Back to dense (zeros, then the values scattered); bytes: the CSR read and the dense written.
 void BM_gpu_csr_to_dense(benchmark::State& state) {
@@ -155,7 +156,7 @@ void BM_gpu_csr_to_dense(benchmark::State& state) {
                        {s->dense_workspace.as<void>(), s->dense_workspace.bytes()}, nullptr);
   });
 }
-BENCHMARK(BM_gpu_csr_to_dense)->UseManualTime()->Unit(benchmark::kMillisecond);
+SHRINK_GUARDED_BENCHMARK(BM_gpu_csr_to_dense)->UseManualTime()->Unit(benchmark::kMillisecond);
 
 const bool registered = [] {
   using M = RatioTarget::Measure;

@@ -10,6 +10,7 @@
 #include "shrink/quant/quantized_tensor.hpp"
 #include "shrink/quant/scheme.hpp"
 #include "support/gpu_timing.hpp"
+#include "support/guarded.hpp"
 #include "support/ratio_table.hpp"
 
 namespace {
@@ -50,7 +51,7 @@ void BM_gpu_copy(benchmark::State& state) {
   DeviceData* d = shared_data<DeviceData>();
   time_copy(state, d->out, d->x, static_cast<std::size_t>(kFloatBytes));
 }
-BENCHMARK(BM_gpu_copy)->UseManualTime()->Unit(benchmark::kMillisecond);
+SHRINK_GUARDED_BENCHMARK(BM_gpu_copy)->UseManualTime()->Unit(benchmark::kMillisecond);
 
 QuantScheme scheme_for(int granularity, QuantDtype dtype) {
   return granularity == 0 ? QuantScheme::per_tensor(dtype, Symmetry::symmetric)
@@ -67,7 +68,7 @@ void BM_gpu_quantize(benchmark::State& state) {
   time_on_device(state, kFloatBytes + out_bytes,
                  [&] { cuda::quantize(x, scheme, d->qparams(), d->out.as<void>(), d->ws(), nullptr); });
 }
-BENCHMARK(BM_gpu_quantize)->ArgNames({"per_channel", "bits"})->Args({0, 8})->Args({1, 8})->Args({1, 4})
+SHRINK_GUARDED_BENCHMARK(BM_gpu_quantize)->ArgNames({"per_channel", "bits"})->Args({0, 8})->Args({1, 8})->Args({1, 4})
     ->UseManualTime()->Unit(benchmark::kMillisecond);
 
 void BM_gpu_dequantize(benchmark::State& state) {
@@ -78,7 +79,8 @@ void BM_gpu_dequantize(benchmark::State& state) {
   time_on_device(state, kFloatBytes + kRows * kCols,
                  [&] { cuda::dequantize(d->out.as<void>(), scheme, d->qparams(), out, d->ws(), nullptr); });
 }
-BENCHMARK(BM_gpu_dequantize)->ArgNames({"per_channel"})->Arg(0)->Arg(1)->UseManualTime()->Unit(benchmark::kMillisecond);
+SHRINK_GUARDED_BENCHMARK(BM_gpu_dequantize)->ArgNames({"per_channel"})->Arg(0)->Arg(1)->UseManualTime()
+    ->Unit(benchmark::kMillisecond);
 
 void BM_gpu_fake_quantize(benchmark::State& state) {
   if (!has_device(state)) return;
@@ -89,7 +91,7 @@ void BM_gpu_fake_quantize(benchmark::State& state) {
     cuda::fake_quantize(x, scheme, d->qparams(), d->out.as<float>(), nullptr, d->ws(), nullptr);
   });
 }
-BENCHMARK(BM_gpu_fake_quantize)->UseManualTime()->Unit(benchmark::kMillisecond);
+SHRINK_GUARDED_BENCHMARK(BM_gpu_fake_quantize)->UseManualTime()->Unit(benchmark::kMillisecond);
 
 const bool registered = [] {
   using M = RatioTarget::Measure;

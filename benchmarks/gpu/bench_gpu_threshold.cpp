@@ -16,6 +16,7 @@
 #include "shrink/prune/threshold.hpp"
 #include "support/gpu_baselines.hpp"
 #include "support/gpu_timing.hpp"
+#include "support/guarded.hpp"
 #include "support/ratio_table.hpp"
 
 namespace {
@@ -73,8 +74,8 @@ void BM_gpu_read(benchmark::State& state) {
       read_all(t->template as<void>(), t->bytes(), m->sink.template as<unsigned long long>());
   });
 }
-BENCHMARK_TEMPLATE(BM_gpu_read, float)->UseManualTime()->Unit(benchmark::kMillisecond);
-BENCHMARK_TEMPLATE(BM_gpu_read, bfloat16)->UseManualTime()->Unit(benchmark::kMillisecond);
+SHRINK_GUARDED_BENCHMARK_TEMPLATE(BM_gpu_read, float)->UseManualTime()->Unit(benchmark::kMillisecond);
+SHRINK_GUARDED_BENCHMARK_TEMPLATE(BM_gpu_read, bfloat16)->UseManualTime()->Unit(benchmark::kMillisecond);
 
 // Half the candidates pruned (torch's global_unstructured with amount 0.5).
 template <class T>
@@ -89,9 +90,9 @@ void BM_gpu_threshold(benchmark::State& state) {
     cuda::select_magnitude_threshold(weights, k, m->result.template as<prune::MagnitudeThreshold>(), m->ws(), nullptr);
   });
 }
-BENCHMARK_TEMPLATE(BM_gpu_threshold, float)->ArgName("masked")->Arg(0)->Arg(1)->UseManualTime()
+SHRINK_GUARDED_BENCHMARK_TEMPLATE(BM_gpu_threshold, float)->ArgName("masked")->Arg(0)->Arg(1)->UseManualTime()
     ->Unit(benchmark::kMillisecond);
-BENCHMARK_TEMPLATE(BM_gpu_threshold, bfloat16)->ArgName("masked")->Arg(0)->UseManualTime()
+SHRINK_GUARDED_BENCHMARK_TEMPLATE(BM_gpu_threshold, bfloat16)->ArgName("masked")->Arg(0)->UseManualTime()
     ->Unit(benchmark::kMillisecond);
 
 // Every weight equal: pass 0 puts all of them in one bucket, pass 1 counts all of them again.
@@ -104,7 +105,7 @@ void BM_gpu_threshold_tied(benchmark::State& state) {
                                      m->result.template as<prune::MagnitudeThreshold>(), m->ws(), nullptr);
   });
 }
-BENCHMARK(BM_gpu_threshold_tied)->UseManualTime()->Unit(benchmark::kMillisecond);
+SHRINK_GUARDED_BENCHMARK(BM_gpu_threshold_tied)->UseManualTime()->Unit(benchmark::kMillisecond);
 
 const bool registered = [] {
   using M = RatioTarget::Measure;

@@ -27,6 +27,7 @@
 #include "shrink/cuda/loss.hpp"
 #include "shrink/distill/reduction.hpp"
 #include "support/element_types.hpp"
+#include "support/mismatch_map.hpp"
 #include "support/special_floats.hpp"
 
 namespace shrink::test::losses {
@@ -103,14 +104,13 @@ inline void check_loss(const distill::Loss& gpu, const distill::Loss& cpu, disti
   if (gpu.per_row.empty()) return;
   REQUIRE(gpu.per_row.size() == static_cast<std::size_t>(rows));
   REQUIRE(cpu.per_row.size() == static_cast<std::size_t>(rows));  // the tests ask the CPU for them with none
-  int failures = 0;
-  for (std::int64_t r = 0; r < rows && failures < 3; ++r) {
+  test::MismatchMap per_row(1, rows, 1, 256);  // the rows as one line; tiles of 256 rows
+  for (std::int64_t r = 0; r < rows; ++r) {
     const double g = gpu.per_row[static_cast<std::size_t>(r)], c = cpu.per_row[static_cast<std::size_t>(r)];
-    if (!close(g, c, 1e-5, 1e-6)) {
-      ++failures;
-      FAIL_CHECK("per_row[" << r << "]: gpu " << g << " cpu " << c);
-    }
+    if (!close(g, c, 1e-5, 1e-6)) per_row.add(0, r, g, c);
   }
+  INFO("per_row");
+  CHECK_NO_MISMATCHES(per_row);
 }
 
 // Relative tolerance of a gradient entry of type T: 1e-5 in float, plus one ulp of T.
@@ -134,24 +134,19 @@ void check_gradient(const std::vector<T>& gpu, const std::vector<T>& cpu, std::i
                     std::int64_t stride, double abs, const char* name = "gradient") {
   REQUIRE(gpu.size() == cpu.size());
   const double rel = gradient_rel<T>(), floor = gradient_abs<T>(abs);
-  int failures = 0;
-  std::int64_t wrong = 0;
+  // A row a CTA (or a cluster of them): the map's tiles are rows; columns past `cols` are padding, which must keep
+  // the poison (the CPU buffer holds it there too).
+  test::MismatchMap wrong(rows, stride, 1, stride);
   for (std::int64_t r = 0; r < rows; ++r) {
     for (std::int64_t j = 0; j < stride && r * stride + j < static_cast<std::int64_t>(gpu.size()); ++j) {
       const std::size_t i = static_cast<std::size_t>(r * stride + j);
-      if (j >= cols) {
-        if (std::memcmp(&gpu[i], &cpu[i], sizeof(T)) != 0 && ++wrong && failures++ < 3)
-          FAIL_CHECK(name << ": padding at row " << r << " column " << j << " was written");
-        continue;
-      }
       const double g = to_float(gpu[i]), c = to_float(cpu[i]);
-      if (!close(g, c, rel, floor) && ++wrong && failures++ < 3)
-        FAIL_CHECK(name << "[" << r << ", " << j << "]: gpu " << g << " cpu " << c << " (tolerance "
-                        << rel * std::fabs(c) + floor << ")");
+      if (j >= cols ? std::memcmp(&gpu[i], &cpu[i], sizeof(T)) != 0 : !close(g, c, rel, floor)) wrong.add(r, j, g, c);
     }
   }
-  INFO(name << ": " << wrong << " entries out of tolerance");
-  CHECK(wrong == 0);
+  INFO(name << " (" << cols << " columns, then padding to " << stride << "; tolerance " << rel << " relative, "
+            << floor << " absolute)");
+  CHECK_NO_MISMATCHES(wrong);
 }
 
 inline bool same_bits(const distill::Loss& a, const distill::Loss& b) {

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Builds here, with nvcc and for sm_90a alone (the `device` preset), what the one-call GPU check runs, and packs it into
-# .device/shrink-gpu-check.tar.gz (git-ignored): the [gpu] test program, the GPU benchmarks, the `shrink` command and
-# its test, device-check.sh as check.sh, torch_kl.py, and every shared library they load that a GPU machine with the
-# CUDA toolkit and PyTorch lacks (Google Benchmark's; the CUDA and C++ runtimes as fallbacks in lib/fallback).
+# .device/shrink-gpu-check.tar.gz (git-ignored): the [gpu] test program, the layout probe, the GPU benchmarks, the
+# `shrink` command and its test, device-check.sh as check.sh, torch_kl.py, and every shared library they load that a
+# GPU machine with the CUDA toolkit and PyTorch lacks (Google Benchmark's; the CUDA and C++ runtimes as fallbacks in
+# lib/fallback).
 # Refuses to pack a program that holds this checkout's path or a RUNPATH other than $ORIGIN/../lib.
 #
 # Then, on the GPU machine (the device tool: the archive travels with the tree, carry [".device"]):
@@ -30,7 +31,7 @@ done
 
 "$root/scripts/setup-debian.sh" >/dev/null
 
-programs=(test_cuda_device test_cli shrink_cli)
+programs=(test_cuda_device test_cli shrink_cli shrink_layout_probe)
 for source in benchmarks/gpu/bench_gpu_*.cpp; do programs+=("$(basename "$source" .cpp)"); done
 cmake --preset device >/dev/null
 cmake --build --preset device -j "$jobs" --target "${programs[@]}"
@@ -39,7 +40,7 @@ stage=$(mktemp -d)/$name
 mkdir -p "$stage/bin" "$stage/lib/fallback"
 trap 'rm -rf "$(dirname "$stage")"' EXIT
 cp "$build/tests/cuda/test_cuda_device" "$build/tests/cli/test_cli" "$build/examples/cli/shrink" \
-  "$build"/benchmarks/bench_gpu_* "$stage/bin/"
+  "$build/benchmarks/shrink_layout_probe" "$build"/benchmarks/bench_gpu_* "$stage/bin/"
 strip --strip-unneeded "$stage"/bin/*
 cp benchmarks/gpu/device-check.sh "$stage/check.sh"
 cp benchmarks/gpu/torch_kl.py "$stage/"
@@ -75,6 +76,13 @@ for program in "$stage"/bin/*; do
   fi
 done
 
+# The registers, stack and shared memory of every kernel packed, from cuobjdump (PyPI's, in scripts/python-env.sh's
+# environment): the build's --resource-usage report, kept with the results.
+cuobjdump=$("$("$root/scripts/python-env.sh")" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/nvidia/cu13/bin/cuobjdump
+if [[ ! -x $cuobjdump ]]; then
+  echo "pack.sh: no cuobjdump at $cuobjdump (tests/requirements.txt installs nvidia-cuda-cuobjdump there)" >&2
+  exit 1
+fi
 {
   echo "shrink GPU check, $(git describe --always --dirty 2>/dev/null || echo unknown), built $(date -u +%Y-%m-%dT%H:%M:%SZ)"
   echo "nvcc: $(/usr/local/cuda/bin/nvcc --version | tail -n 1); architectures: sm_90a"
@@ -82,6 +90,11 @@ done
   echo "glibc symbols up to: $(objdump -T "$stage"/bin/* | grep -o 'GLIBC_[0-9.]*' | sort -uV | tail -n 1)"
   echo
   (cd "$stage" && find . -type f -printf '%8k KiB  %p\n' | sort -k3)
+  echo
+  echo "resource usage of $build/cuda/libshrink_cuda.a, a kernel a line (cuobjdump --dump-resource-usage):"
+  "$cuobjdump" --dump-resource-usage "$build/cuda/libshrink_cuda.a" |
+    awk '/^arch = / {arch = $3} /Function .*:$/ {name = $2; sub(/:$/, "", name)}
+         /REG:/ {print arch, $1, $2, $3, $4, name}' | c++filt
 } >"$stage/MANIFEST"
 
 mkdir -p .device

@@ -40,10 +40,9 @@ __global__ void mma_probe(int mode, const std::uint8_t* x, const std::uint8_t* w
   }
   __syncwarp();
   const std::uint32_t base = i8::shared_address(tiles);
-  // The ldmatrix lane roles of gemm_int8_mma_kernel (linear_int8_mma.cuh, a_row / a_chunk / b_row / b_chunk, inline
-  // there), for warp_m = warp_n = 0 and fragment i = j = 0.
-  const int a_row = (lane & 7) + ((lane >> 3) & 1) * 8, a_chunk = lane >> 4;
-  const int b_row = (lane & 7) + (lane >> 4) * 8, b_chunk = (lane >> 3) & 1;
+  // The ldmatrix lane roles gemm_int8_mma_kernel calls (linear_int8_layout.hpp), for its first A and B fragments.
+  const int a_row = i8::a_lane_row(0, lane), a_chunk = i8::a_lane_chunk(lane);
+  const int b_row = i8::b_lane_row(0, lane), b_chunk = i8::b_lane_chunk(lane);
   std::int32_t acc[2][4] = {};
   for (int kk = 0; kk < 2; ++kk) {
     std::uint32_t a[4], r[4];
@@ -142,7 +141,7 @@ int probe_mma_s8(const Options& options) {
   for (int lane = 0; lane < 32; ++lane)
     for (int j = 0; j < 2; ++j)
       for (int e = 0; e < 4; ++e) {
-        const int m = lane / 4 + 8 * (e / 2), n = 8 * j + 2 * (lane % 4) + e % 2;
+        const int m = i8::accumulator_row(0, lane, e), n = i8::accumulator_col(8 * j, lane, e);  // the kernel's
         long expected = 0;
         for (int k = 0; k < 64; ++k)
           expected += static_cast<long>(static_cast<std::int8_t>(x[static_cast<std::size_t>(m * 64 + k)])) *

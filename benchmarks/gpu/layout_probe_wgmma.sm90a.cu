@@ -93,14 +93,13 @@ __global__ void swizzle_map_128(std::uint32_t* out) {
     out[i] = i8::swizzled_offset<128>(i / 128, i % 128 / 16) + static_cast<std::uint32_t>(i % 16);
 }
 
-// The kernel's accumulator layout (gemm_int8_wgmma_kernel's epilogue, inline there): thread 32 w + 4 g + q, register
-// 4 j + s at row 16 w + g + 8 (s / 2), column 8 j + 2 q + s % 2.
+// The kernel's accumulator layout, as its epilogue calls it (linear_int8_layout.hpp): thread 32 w + lane, register i.
 struct Cell {
   int row, col;
 };
 Cell assumed_cell(int thread, int i) {
-  const int w = thread / 32, g = thread % 32 / 4, q = thread % 4, j = i / 4, s = i % 4;
-  return Cell{16 * w + g + 8 * (s / 2), 8 * j + 2 * q + s % 2};
+  const int warp = thread / 32, lane = thread % 32;
+  return Cell{i8::wgmma_accumulator_row(0, warp, lane, i), i8::wgmma_accumulator_col(0, lane, i)};
 }
 
 }  // namespace

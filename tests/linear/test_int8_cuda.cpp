@@ -296,6 +296,16 @@ const GemmShape kShapes[] = {
     {130, 128, 2048},                  // K split over large (or wgmma) tiles
 };
 
+// The float output of one GEMM with p's unit scales and no bias: the accumulators themselves (exact below 2^24).
+std::vector<float> float_output(const Int8Problem& p, LinearInt8Path path) {
+  DeviceBuffer out(static_cast<std::size_t>(p.m * p.n) * sizeof(float));
+  LinearInt8Args args = p.args(path);
+  args.out = TensorView<float>(out.as<float>(), Shape{p.m, p.n}, Device::cuda(0));
+  DeviceBuffer ws(shrink::cuda::linear_int8_workspace_bytes(args));
+  shrink::cuda::linear_int8(args, ws.workspace(), nullptr, Synchronize::yes);
+  return out.download<float>(static_cast<std::size_t>(p.m * p.n));
+}
+
 }  // namespace
 
 TEST_CASE("cuda linear_int8: accumulators are exact (float output, unit scales, no bias)", "[gpu]") {
@@ -303,12 +313,7 @@ TEST_CASE("cuda linear_int8: accumulators are exact (float output, unit scales, 
     for (const GemmShape& s : kShapes) {
       // |acc| ≤ K · 2^14 < 2^24 for K < 1024: float holds it exactly. Longer K: acc still exact below 2^24 in practice.
       const Int8Problem p(s.m, s.n, s.k, false, false, false, 100 + static_cast<std::uint32_t>(s.k), 0, true);
-      DeviceBuffer out(static_cast<std::size_t>(p.m * p.n) * sizeof(float));
-      LinearInt8Args args = p.args(path);
-      args.out = TensorView<float>(out.as<float>(), Shape{p.m, p.n}, Device::cuda(0));
-      DeviceBuffer ws(shrink::cuda::linear_int8_workspace_bytes(args));
-      shrink::cuda::linear_int8(args, ws.workspace(), nullptr, Synchronize::yes);
-      const std::vector<float> got = out.download<float>(static_cast<std::size_t>(p.m * p.n));
+      const std::vector<float> got = float_output(p, path);
       std::vector<std::int32_t> cpu(static_cast<std::size_t>(p.m * p.n));
       shrink::cpu::gemm_s8s8s32(TensorView<const std::int8_t>(p.x.data(), Shape{p.m, p.k}),
                                 TensorView<const std::int8_t>(p.w.data(), Shape{p.n, p.k}),
@@ -340,12 +345,7 @@ TEST_CASE("cuda linear_int8: one-hot rows of x place every k step exactly", "[gp
         p.x[static_cast<std::size_t>(r * s.k + column[static_cast<std::size_t>(r)])] = kept == 0 ? 1 : kept;
       }
       p.x_dev->upload(p.x.data(), p.x.size());
-      DeviceBuffer out(static_cast<std::size_t>(p.m * p.n) * sizeof(float));
-      LinearInt8Args args = p.args(path);
-      args.out = TensorView<float>(out.as<float>(), Shape{p.m, p.n}, Device::cuda(0));
-      DeviceBuffer ws(shrink::cuda::linear_int8_workspace_bytes(args));
-      shrink::cuda::linear_int8(args, ws.workspace(), nullptr, Synchronize::yes);
-      const std::vector<float> got = out.download<float>(static_cast<std::size_t>(p.m * p.n));
+      const std::vector<float> got = float_output(p, path);
       INFO(shrink::cuda::to_string(path) << " M " << s.m << " N " << s.n << " K " << s.k);
       const OutputTile tile = int8_output_tile(path, p.m);
       MismatchMap mismatches(p.m, p.n, tile.rows, tile.cols);

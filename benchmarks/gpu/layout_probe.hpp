@@ -85,6 +85,8 @@ inline int result_of(const std::vector<const Comparison*>& required) {
 int probe_mma_sp_s8(const Options& options);
 int probe_mma_sp_f16(const Options& options);
 int probe_mma_s8(const Options& options);
-int probe_wgmma_s8(const Options& options);  // layout_probe_wgmma.sm90a.cu, or a stub saying it was not built
+// Defined in layout_probe_wgmma.sm90a.cu when the build has sm_90a code; otherwise layout_probe.cu's definition
+// reports the probe skipped (kSkipped), naming the missing architecture.
+int probe_wgmma_s8(const Options& options);
 
 }  // namespace shrink_probe

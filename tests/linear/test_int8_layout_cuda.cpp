@@ -37,6 +37,7 @@
 
 #include "shrink/cuda/kernels/linear_int8_layout.hpp"
 #include "shrink/cuda/kernels/linear_nm_layout.hpp"
+#include "support/ldmatrix_model.hpp"
 
 namespace int8_layout_replay {
 
@@ -112,25 +113,6 @@ void fill_tile(Stage& stage, int tile, std::uint32_t stage_address, const std::v
 
 using Registers4 = std::uint32_t[32][4];
 
-// ldmatrix.x4 by the PTX rule, from the 32 lanes' byte offsets into `stage`; also checks alignment and that the 8 rows
-// of each matrix fall in 8 distinct 16-byte bank groups (a conflict-free phase).
-void ldmatrix_x4_model(const Stage& stage, const std::uint32_t (&address)[32], Registers4& r) {
-  for (int q = 0; q < 4; ++q) {
-    std::set<std::uint32_t> groups;
-    for (int row = 0; row < 8; ++row) {
-      const std::uint32_t a = address[8 * q + row];
-      INFO("matrix " << q << " row " << row << " address " << a);
-      REQUIRE(a % 16 == 0);
-      REQUIRE(a + 16 <= stage.bytes.size());
-      groups.insert(a / 16 % 8);
-    }
-    INFO("ldmatrix matrix " << q << ": rows at " << address[8 * q] << ", " << address[8 * q + 1] << ", ...");
-    CHECK(groups.size() == 8);
-    for (int lane = 0; lane < 32; ++lane)
-      std::memcpy(&r[lane][q], stage.bytes.data() + address[8 * q + lane / 4] + 4 * (lane % 4), 4);
-  }
-}
-
 std::int8_t byte_of(std::uint32_t word, int j) { return static_cast<std::int8_t>((word >> (8 * j)) & 0xFFu); }
 
 // c += a · b, mma.sync.m16n8k32.row.col.s32.s8.s8.s32 by the PTX fragment rules.
@@ -197,7 +179,8 @@ std::vector<std::int32_t> replay_mma(const Problem& p, int per_split) {
               for (int lane = 0; lane < 32; ++lane)
                 address[lane] = i8::swizzled_offset<C::kBK>(i8::a_lane_row(warp_m * C::kWarpTileM, lane) + 16 * i,
                                                             2 * kk + i8::a_lane_chunk(lane));
-              ldmatrix_x4_model(stage, address, *reinterpret_cast<Registers4*>(&a[static_cast<std::size_t>(i * 128)]));
+              shrink::test::ldmatrix_x4_model(stage.bytes, address,
+                                              *reinterpret_cast<Registers4*>(&a[static_cast<std::size_t>(i * 128)]));
             }
             for (int j = 0; j < C::kFragsN / 2; ++j) {
               std::uint32_t address[32];
@@ -206,7 +189,7 @@ std::vector<std::int32_t> replay_mma(const Problem& p, int per_split) {
                     C::kTileBytesA + i8::swizzled_offset<C::kBK>(i8::b_lane_row(warp_n * C::kWarpTileN, lane) + 16 * j,
                                                                  2 * kk + i8::b_lane_chunk(lane));
               Registers4 r;
-              ldmatrix_x4_model(stage, address, r);
+              shrink::test::ldmatrix_x4_model(stage.bytes, address, r);
               for (int lane = 0; lane < 32; ++lane) {  // the kernel: registers 0, 1 → n8 tile 2j; 2, 3 → 2j + 1
                 b[static_cast<std::size_t>(((2 * j) * 32 + lane) * 2)] = r[lane][0];
                 b[static_cast<std::size_t>(((2 * j) * 32 + lane) * 2 + 1)] = r[lane][1];

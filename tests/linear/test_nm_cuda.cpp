@@ -30,6 +30,7 @@
 #include "shrink/prune/nm.hpp"
 #include "shrink/sparse/nm_compressed.hpp"
 #include "support/activation_reference.hpp"
+#include "support/ldmatrix_model.hpp"
 #include "support/mismatch_map.hpp"
 
 namespace {
@@ -483,22 +484,6 @@ void model_mma_sp(const std::uint32_t (&a)[32][4], const std::uint32_t (&b)[32][
   }
 }
 
-// The registers ldmatrix.x4 gives each lane, from the 32 lanes' row addresses into `stage`. Also checks that the 8
-// rows of each matrix fall in 8 distinct 16-byte bank groups (no bank conflict).
-void model_ldmatrix_x4(const std::vector<unsigned char>& stage, const int (&address)[32], std::uint32_t (&r)[32][4]) {
-  for (int q = 0; q < 4; ++q) {
-    std::set<int> groups;
-    for (int row = 0; row < 8; ++row) {
-      REQUIRE(address[8 * q + row] % 16 == 0);
-      REQUIRE(address[8 * q + row] + 16 <= static_cast<int>(stage.size()));
-      groups.insert(address[8 * q + row] / 16 % 8);
-    }
-    CHECK(groups.size() == 8);
-    for (int lane = 0; lane < 32; ++lane)
-      std::memcpy(&r[lane][q], stage.data() + address[8 * q + lane / 4] + 4 * (lane % 4), 4);
-  }
-}
-
 // Runs every block of the kernel with tile Config; returns out[m, n] (NaN where nothing was written) and checks that
 // each output is written once, each stage byte filled once, each valid copy inside its source array.
 template <class T, class Config>
@@ -567,7 +552,7 @@ std::vector<double> replay_kernel(const std::vector<T>& x, const shrink::sparse:
                   4 * layout::Operand<T>::kMetadataWords);
               e[i][lane] = layout::Operand<T>::metadata_register(step_words, lane);
             }
-            model_ldmatrix_x4(stage, address, a[i]);
+            shrink::test::ldmatrix_x4_model(stage, address, a[i]);
           }
           for (int j = 0; j < Config::kMmaX; ++j) {
             const int first_row = warp_x * Config::kWarpX + j * 8;
@@ -575,7 +560,7 @@ std::vector<double> replay_kernel(const std::vector<T>& x, const shrink::sparse:
             for (int lane = 0; lane < 32; ++lane)
               address[lane] = Config::kOffsetX + layout::x_chunk_offset(first_row + layout::b_lane_row(lane),
                                                                         layout::b_lane_chunk(h, lane));
-            model_ldmatrix_x4(stage, address, b[j]);
+            shrink::test::ldmatrix_x4_model(stage, address, b[j]);
           }
           for (int i = 0; i < Config::kMmaW; ++i)
             for (int j = 0; j < Config::kMmaX; ++j) {
